@@ -1,0 +1,31 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run   - create .venv if needed, then run the main job
+#   make test  - create .venv if needed, then lint and run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/tilegraph demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tilegraph tests bench
+
+test: lint
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/scheduler_overhead.py
+	$(PY) bench/chain_memory.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,194 @@
+from operator import add, mul
+
+import numpy as np
+import pytest
+
+from tilegraph.graph import (
+    MODE_DATA,
+    MODE_DIRECT,
+    MODE_FLAT,
+    MODE_NESTED,
+    Call,
+    CycleError,
+    Dep,
+    GraphBuilder,
+    GraphError,
+    Lit,
+    fill,
+    funcname,
+)
+
+
+def diamond():
+    b = GraphBuilder()
+    b.add_data("a", 1)
+    b.add("b", add, deps=["a"], args=(Dep(0), 1), kind="elementwise", coords=(0,))
+    b.add("c", mul, deps=["a"], args=(Dep(0), 3))
+    b.add("d", add, deps=["b", "c"], nbytes=8, line="prog.py:3")
+    return b.build()
+
+
+def test_structure_of_a_diamond():
+    g = diamond()
+    assert len(g) == 4 and g.nedges == 4
+    assert g.dependencies("d") == ["b", "c"]
+    assert g.dependents("a") == ["b", "c"]
+    assert g.dependents("d") == []
+    assert g.in_degree().tolist() == [0, 1, 1, 2]
+    assert g.out_degree().tolist() == [2, 1, 1, 0]
+    assert [g.modes[g.index[k]] for k in "abcd"] == [MODE_DATA, MODE_FLAT, MODE_FLAT, MODE_DIRECT]
+    meta = g.task_meta("d")
+    assert meta.nbytes == 8 and meta.line == "prog.py:3" and meta.kind is None
+    assert g.task_meta("b").coords == (0,)
+    assert g.opname(g.index["d"]) == "add"
+    assert g.opname(g.index["a"]) == "data"
+    assert "a" in g and "q" not in g
+    assert repr(g) == "<TaskGraph: 4 tasks, 4 edges>"
+
+
+def test_duplicate_dependency_becomes_flat_template():
+    b = GraphBuilder()
+    b.add_data("x", 2)
+    b.add("y", mul, deps=["x", "x"])
+    g = b.build()
+    i = g.index["y"]
+    assert g.modes[i] == MODE_FLAT
+    assert g.args[i] == (Dep(0), Dep(0))
+    assert g.dependencies("y") == ["x"]
+
+
+def test_nested_template_mode_and_fill():
+    b = GraphBuilder()
+    b.add_data("x", 2)
+    b.add("y", sum, deps=["x"], args=([Dep(0), Call(add, (Dep(0), 5)), Lit([7])],))
+    g = b.build()
+    assert g.modes[g.index["y"]] == MODE_NESTED
+    assert fill(g.args[g.index["y"]], [2]) == ([2, 7, [7]],)
+    assert fill({"k": (Dep(0), [Dep(0)])}, ["v"]) == {"k": ("v", ["v"])}
+    assert fill(Call(dict, (), {"b": Dep(0)}), [2]) == {"b": 2}
+
+
+def test_bad_tasks_are_rejected_with_the_key_named():
+    b = GraphBuilder()
+    b.add_data("x", 1)
+    with pytest.raises(GraphError, match="duplicate task key 'x'"):
+        b.add_data("x", 2)
+    with pytest.raises(GraphError, match="task 'y': operation 3 is not callable"):
+        b.add("y", 3)
+    with pytest.raises(TypeError, match="unknown task metadata 'colour'"):
+        b.add("z", add, deps=["x", "x"], colour="red")
+    b2 = GraphBuilder()
+    b2.add("y", add, deps=["nope"])
+    with pytest.raises(GraphError, match="task 'y' depends on key 'nope', which is not in"):
+        b2.build()
+
+
+def test_missing_key_queries():
+    g = diamond()
+    with pytest.raises(KeyError, match="key 'zz' is not in the task graph"):
+        g.dependencies("zz")
+    with pytest.raises(KeyError, match=r"key \[1\] is not in the task graph"):
+        g.indices([[1]])
+
+
+def chain_graph(n):
+    b = GraphBuilder()
+    b.add_data(0, 0)
+    for i in range(1, n):
+        b.add(i, add, deps=[i - 1], args=(Dep(0), 1))
+    return b.build()
+
+
+def test_cull_keeps_exactly_the_ancestors():
+    b = GraphBuilder()
+    b.add_data("a", 1)
+    b.add_data("unused", 5)
+    b.add("b", add, deps=["a", "unused"])
+    b.add("c", add, deps=["a"], args=(Dep(0), 1))
+    b.add("d", add, deps=["c"], args=(Dep(0), 1))
+    g = b.build()
+    c = g.cull(["d"])
+    assert c.keys == ["a", "c", "d"]
+    assert c.dependencies("d") == ["c"] and c.dependencies("c") == ["a"]
+    assert c.dependents("a") == ["c"]
+    # culling to everything returns the graph itself
+    assert g.cull(["b", "d"]) is g
+    assert g.cull(["d", "b"]).keys == g.keys
+    with pytest.raises(KeyError, match="'nope'"):
+        g.cull(["nope"])
+
+
+def test_cull_and_order_of_long_chain():
+    g = chain_graph(20000)
+    assert len(g.cull([100])) == 101
+    order = g.topological_order()
+    assert order.tolist() == list(range(20000))
+
+
+def test_topological_order_respects_every_edge():
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    n = 300
+    perm = rng.permutation(n)  # keys added in random order
+    for i in perm:
+        deps = [int(d) for d in rng.choice(i, size=min(i, 3), replace=False)] if i else []
+        b.add(int(i), lambda *a: 0, deps=deps)
+    g = b.build()
+    pos = np.empty(n, dtype=int)
+    pos[g.topological_order()] = np.arange(n)
+    for i in range(n):
+        for d in g.dependencies(g.keys[i]):
+            assert pos[g.index[d]] < pos[i]
+
+
+def test_cycle_detection_names_keys_on_the_cycle():
+    b = GraphBuilder()
+    b.add_data("root", 0)
+    b.add("a", add, deps=["root", "c"])
+    b.add("b", add, deps=["a"], args=(Dep(0), 1))
+    b.add("c", add, deps=["b"], args=(Dep(0), 1))
+    b.add("tail", add, deps=["c"], args=(Dep(0), 1))
+    g = b.build()
+    with pytest.raises(CycleError) as info:
+        g.topological_order()
+    assert set(info.value.cycle) == {"a", "b", "c"}
+    assert "has a cycle through key" in str(info.value)
+    # the cycle is listed in dependency order: each depends on the next
+    cyc = info.value.cycle
+    for k, nxt in zip(cyc, cyc[1:] + cyc[:1], strict=True):
+        assert nxt in g.dependencies(k)
+    assert g.find_cycle() and set(g.find_cycle()) == {"a", "b", "c"}
+
+
+def test_self_dependency_is_a_cycle():
+    b = GraphBuilder()
+    b.add("x", add, deps=["x"], args=(Dep(0), 1))
+    with pytest.raises(CycleError, match="'x' -> 'x'"):
+        b.build().topological_order()
+
+
+def test_subgraph_must_be_closed():
+    g = diamond()
+    with pytest.raises(GraphError, match="not closed"):
+        g.subgraph(np.array([g.index["d"]]))
+
+
+def test_funcname_unwraps_partials():
+    from functools import partial
+
+    assert funcname(partial(partial(add, 1), 2)) == "add"
+    assert funcname(np.add) == "add"
+
+    class C:
+        def __call__(self):
+            return 1
+
+    assert funcname(C()) == "C"
+
+
+def test_graph_is_compact_for_many_tasks():
+    g = chain_graph(100_000)
+    assert g.dep_ptr.dtype == np.int64 and g.dep_ptr.shape == (100_001,)
+    assert g.dep_idx.shape == (99_999,)
+    ptr, idx = g.dependents_csr()
+    assert idx[ptr[5] : ptr[6]].tolist() == [6]

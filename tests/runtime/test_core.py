@@ -1,0 +1,283 @@
+"""The executor core: its start state, transitions, errors, retries, cancellation, events."""
+
+import threading
+import time
+import traceback
+from operator import add
+
+import numpy as np
+import pytest
+
+import tilegraph
+from tilegraph.graph import GraphBuilder, from_dask
+from tilegraph.plan import order
+from tilegraph.runtime import SchedulerStalled
+from tilegraph.runtime.backends import SyncBackend, make_backend
+from tilegraph.runtime.blas import cores
+from tilegraph.runtime.core import Execution
+from tilegraph.runtime.events import Release, RunEnd, RunStart, TaskEnd, TaskFailed, TaskStart
+
+
+def inc(x):
+    return x + 1
+
+
+def execution_of(dsk, outputs):
+    g = from_dask(dsk).cull(outputs)
+    out = g.indices(outputs)
+    return Execution(g, out, order(g, out))
+
+
+def test_start_state_literally():
+    dsk = {"a": 1, "b": (inc, "a"), "c": (inc, "a"), "d": (add, "b", "c"), "e": (inc, "d")}
+    ex = execution_of(dsk, ["e", "b"])
+    assert ex.snapshot() == {
+        "state": {"a": "done", "b": "ready", "c": "ready", "d": "waiting", "e": "waiting"},
+        "waiting": {"a": 0, "b": 0, "c": 0, "d": 2, "e": 1},
+        "refs": {"a": 2, "b": 2, "c": 1, "d": 1, "e": 1},
+        "results": {"a": 1},
+        "ready": ["b", "c"],
+        "nrunning": 0,
+        "ndone": 1,
+        "finished": False,
+        "error": None,
+    }
+
+
+def test_end_state_keeps_only_outputs():
+    dsk = {"a": 1, "b": (inc, "a"), "c": (inc, "a"), "d": (add, "b", "c"), "e": (inc, "d")}
+    ex = execution_of(dsk, ["e", "b"])
+    SyncBackend().run(ex)
+    snap = ex.snapshot()
+    assert snap["results"] == {"b": 2, "e": 5}
+    assert snap["state"] == {"a": "released", "b": "done", "c": "released",
+                             "d": "released", "e": "done"}
+    assert snap["refs"] == {"a": 0, "b": 1, "c": 0, "d": 0, "e": 1}
+    assert snap["finished"] and snap["ndone"] == 5 and ex.status == "done"
+
+
+def test_depth_first_execution_order():
+    # two independent subtrees: the first output's subtree finishes before the second starts
+    dsk = {}
+    for t in "pq":
+        for i in range(3):
+            dsk[(t, i)] = (inc, i)
+        dsk[t] = (sum, [(t, i) for i in range(3)])
+    seen = []
+    tilegraph.get(dsk, ["p", "q"], backend="sync",
+                  callbacks=[lambda e: isinstance(e, TaskStart) and seen.append(e.key)])
+    assert seen == [("p", 0), ("p", 1), ("p", 2), "p", ("q", 0), ("q", 1), ("q", 2), "q"]
+
+
+def test_release_of_intermediates_through_events(backend_options):
+    n = 6
+    dsk = {("x", i): (np.full, 1000, float(i)) for i in range(n)}
+    dsk.update({("y", i): (np.multiply, ("x", i), 2.0) for i in range(n)})
+    dsk["total"] = (sum, [(np.sum, ("y", i)) for i in range(n)])
+    events = []
+    result = tilegraph.get(dsk, "total", callbacks=[events.append], **backend_options)
+    assert result == 2 * 1000 * sum(range(n))
+    released = {e.key: e.nbytes for e in events if isinstance(e, Release)}
+    intermediates = {k for k in dsk if k != "total"}
+    assert set(released) == intermediates
+    assert all(nb == 8000 for nb in released.values())
+    # each block is released after its last consumer ended, and nothing else is released
+    end_pos = {e.key: p for p, e in enumerate(events) if isinstance(e, TaskEnd)}
+    rel_pos = {e.key: p for p, e in enumerate(events) if isinstance(e, Release)}
+    for i in range(n):
+        assert end_pos[("y", i)] < rel_pos[("x", i)]
+        assert end_pos["total"] < rel_pos[("y", i)]
+    assert isinstance(events[0], RunStart) and events[0].ntasks == 2 * n + 1
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "done"
+    workers = {e.worker for e in events if isinstance(e, TaskStart)}
+    assert workers <= set(range(backend_options["workers"] or 1))
+
+
+def test_live_blocks_of_a_chain_stay_constant(backend_options):
+    # a long chain of large intermediates: at most two are alive at any time
+    n = 40
+    dsk = {("c", 0): (np.zeros, 10_000)}
+    dsk.update({("c", i): (np.add, ("c", i - 1), 1.0) for i in range(1, n)})
+    live = {"now": 0, "peak": 0}
+
+    def track(e):
+        if isinstance(e, TaskEnd):
+            live["now"] += 1
+            live["peak"] = max(live["peak"], live["now"])
+        elif isinstance(e, Release):
+            live["now"] -= 1
+
+    out = tilegraph.get(dsk, ("c", n - 1), callbacks=[track], **backend_options)
+    assert out[0] == n - 1
+    assert live["peak"] == 2 and live["now"] == 1
+
+
+def boom(x):
+    raise ValueError(f"bad value {x}")
+
+
+def test_failing_task_raises_original_error_with_key_and_op(backend_options):
+    ran = []
+    dsk = {"a": 1, "b": (boom, "a"), "c": (inc, "b"),
+           "late": (lambda: ran.append(1)), "z": (add, "c", "late")}
+    with pytest.raises(ValueError, match="bad value 1") as info:
+        tilegraph.get(dsk, "z", **backend_options)
+    exc = info.value
+    assert any("task 'b' (op boom) failed" in note for note in exc.__notes__)
+    frames = [f.name for f in traceback.extract_tb(exc.__traceback__)]
+    assert "boom" in frames  # the original traceback is kept
+    assert not ran  # what comes after the failure in priority order was cancelled
+
+
+def test_failure_cancels_the_rest(backend_options):
+    started = []
+    dsk = {("t", i): (lambda i=i: started.append(i) or i) for i in range(50)}
+    dsk[("t", 0)] = (boom, 0)
+    dsk["all"] = (sum, [("t", i) for i in range(50)])
+    with pytest.raises(ValueError):
+        tilegraph.get(dsk, "all", **backend_options)
+    # ("t", 0) runs first in priority order; at most the tasks already running finish
+    assert len(started) <= (backend_options["workers"] or 1)
+
+
+def test_failure_in_an_unrelated_branch_frees_everything():
+    dsk = {"big": (np.ones, 10_000), "f": (boom, 1), "z": (add, "big", "f")}
+    g = from_dask(dsk)
+    out = g.indices(["z"])
+    ex = Execution(g, out, order(g, out))
+    SyncBackend().run(ex)
+    assert isinstance(ex.error, ValueError)
+    snap = ex.snapshot()
+    assert snap["results"] == {}
+    assert snap["state"] == {"big": "done", "f": "failed", "z": "cancelled"}
+    assert ex.status == "failed"
+
+
+class Flaky:
+    def __init__(self, failures):
+        self.failures = failures
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise OSError(f"transient failure {self.calls}")
+        return x * 10
+
+
+def test_retries(backend_options):
+    f = Flaky(2)
+    events = []
+    assert tilegraph.get({"a": 1, "b": (f, "a")}, "b", retries=2, callbacks=[events.append],
+                         **backend_options) == 10
+    failed = [e for e in events if isinstance(e, TaskFailed)]
+    assert [e.retry for e in failed] == [True, True]
+    f = Flaky(2)
+    with pytest.raises(OSError, match="transient failure 2"):
+        tilegraph.get({"a": 1, "b": (f, "a")}, "b", retries=1, **backend_options)
+    assert f.calls == 2
+
+
+def test_per_task_retries_from_metadata():
+    f = Flaky(3)
+    b = GraphBuilder()
+    b.add_data("a", 1)
+    b.add("b", f, deps=["a"], retries=3)
+    assert tilegraph.run(b.build(), ["b"], backend="sync") == [10]
+
+
+def test_keyboard_interrupt_is_not_retried_and_cancels(backend_options):
+    ran = []
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    dsk = {"a": (interrupt,), "b": (lambda: ran.append(1),), "z": (add, "a", "b")}
+    with pytest.raises(KeyboardInterrupt):
+        tilegraph.get(dsk, "z", retries=5, **backend_options)
+    assert not ran
+
+
+def test_ctrl_c_in_the_waiting_caller_cancels_promptly():
+    import _thread
+
+    started = []
+    release = threading.Event()
+
+    def first():
+        started.append("first")
+        _thread.interrupt_main()  # what Ctrl-C does: KeyboardInterrupt in the caller's thread
+        release.wait(5)
+        return 1
+
+    def later(x):
+        started.append("later")
+        return x
+
+    dsk = {"a": (first,), **{("b", i): (later, "a") for i in range(20)}}
+    dsk["z"] = (sum, [("b", i) for i in range(20)])
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        threading.Timer(0.2, release.set).start()
+        tilegraph.get(dsk, "z", backend="threads", workers=2)
+    assert time.perf_counter() - t0 < 4
+    assert started == ["first"]
+
+
+def test_threads_run_tasks_concurrently():
+    barrier = threading.Barrier(2, timeout=10)
+
+    def meet(i):
+        barrier.wait()  # returns only when both tasks are running at once
+        return i
+
+    dsk = {"a": (meet, 1), "b": (meet, 2), "z": (add, "a", "b")}
+    assert tilegraph.get(dsk, "z", backend="threads", workers=2) == 3
+
+
+def test_results_are_passed_by_reference():
+    box = np.zeros(3)
+    dsk = {"a": (lambda: box,), "same": (lambda x: x is box, "a")}
+    assert tilegraph.get(dsk, "same", backend="threads", workers=2) is True
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_blas_threads_times_workers_fit_the_cores(workers):
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))  # make sure BLAS is loaded
+    before = blas_threads()
+    seen = tilegraph.get({"t": (blas_threads,)}, "t", backend="threads", workers=workers)
+    assert seen == {max(1, cores() // workers)}
+    assert blas_threads() == before  # restored after the run
+
+
+def test_stall_is_reported_not_hung():
+    b = GraphBuilder()
+    b.add("x", inc, deps=["y"])
+    b.add("y", inc, deps=["x"])
+    g = b.build()
+    ex = Execution(g, [0], np.array([0, 1]))  # priorities forced: skips cycle detection
+    make_backend("threads", 2).run(ex)
+    assert isinstance(ex.error, SchedulerStalled)
+    SyncBackend().run(ex2 := Execution(g, [0], np.array([0, 1])))
+    assert isinstance(ex2.error, SchedulerStalled)
+
+
+def test_empty_and_data_only_runs(backend_options):
+    assert tilegraph.get({"a": 1}, "a", **backend_options) == 1
+    assert tilegraph.get({"a": 1, "b": [1, 2]}, ["a", "b"], **backend_options) == (1, [1, 2])
+    assert tilegraph.run(GraphBuilder().build(), [], **backend_options) == []
+
+
+def test_subscribe_globally():
+    got = []
+    with tilegraph.subscribe(got.append):
+        tilegraph.get({"a": (inc, 1)}, "a")
+    tilegraph.get({"a": (inc, 1)}, "a")
+    assert [type(e).__name__ for e in got] == ["RunStart", "TaskStart", "TaskEnd", "RunEnd"]
+    with pytest.raises(TypeError, match="must be callable"), tilegraph.subscribe(3):
+        pass

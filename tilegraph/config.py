@@ -1,0 +1,128 @@
+"""Execution options: defaults, validation, and scoped overrides.
+
+Every option can be given per call (``tilegraph.get(dsk, keys, workers=2)``) or set for a
+block of code::
+
+    with tilegraph.config.set(backend="sync"):
+        ...
+
+=============  ========================  ====================================================
+option         default                   meaning
+=============  ========================  ====================================================
+``backend``    ``"threads"``             where tasks run: ``"threads"`` or ``"sync"``
+``workers``    ``None`` (= cores)        worker threads of the threads backend
+``retries``    ``0``                     extra attempts for a task that raised an exception
+``progress``   ``"auto"``                progress bar: ``True``, ``False``, or ``"auto"`` (on a
+                                         terminal, for runs longer than a second)
+``callbacks``  ``()``                    event subscribers for this run (see ``runtime.events``)
+=============  ========================  ====================================================
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_defaults: dict[str, Any] = {
+    "backend": "threads",
+    "workers": None,
+    "retries": 0,
+    "progress": "auto",
+    "callbacks": (),
+}
+_lock = threading.Lock()
+
+
+def _check_backend(value: Any) -> str:
+    from tilegraph.runtime.backends import BACKENDS
+
+    if not isinstance(value, str) or value not in BACKENDS:
+        raise ValueError(
+            f"unknown backend {value!r}; choose one of: {', '.join(sorted(BACKENDS))}"
+        )
+    return value
+
+
+def _check_workers(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"workers must be a positive integer or None, got {value!r}")
+    return value
+
+
+def _check_retries(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"retries must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _check_progress(value: Any) -> bool | str:
+    if value not in (True, False, "auto"):
+        raise ValueError(f"progress must be True, False or 'auto', got {value!r}")
+    return value
+
+
+def _check_callbacks(value: Any) -> tuple[Callable, ...]:
+    if callable(value):
+        value = (value,)
+    try:
+        fns = tuple(value)
+    except TypeError:
+        raise TypeError(
+            f"callbacks must be a callable or a list of callables, got {type(value).__name__}"
+        ) from None
+    for fn in fns:
+        if not callable(fn):
+            raise TypeError(f"callbacks must be callables, got {fn!r}")
+    return fns
+
+
+_checks: dict[str, Callable[[Any], Any]] = {
+    "backend": _check_backend,
+    "workers": _check_workers,
+    "retries": _check_retries,
+    "progress": _check_progress,
+    "callbacks": _check_callbacks,
+}
+
+
+def _check_names(options: dict[str, Any], where: str) -> None:
+    unknown = sorted(options.keys() - _checks.keys())
+    if unknown:
+        raise TypeError(
+            f"{where} got unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"known options: {', '.join(sorted(_checks))}"
+        )
+
+
+def get(name: str) -> Any:
+    """The current value of option ``name``."""
+    _check_names({name: None}, "config.get()")
+    return _defaults[name]
+
+
+@contextmanager
+def set(**options: Any) -> Iterator[None]:
+    """Set options for the ``with`` block (they are restored afterwards)."""
+    _check_names(options, "config.set()")
+    checked = {name: _checks[name](value) for name, value in options.items()}
+    with _lock:
+        saved = {name: _defaults[name] for name in checked}
+        _defaults.update(checked)
+    try:
+        yield
+    finally:
+        with _lock:
+            _defaults.update(saved)
+
+
+def resolve(options: dict[str, Any], where: str) -> dict[str, Any]:
+    """Per-call options merged over the current defaults, validated; unknown names rejected."""
+    _check_names(options, where)
+    merged = dict(_defaults)
+    for name, value in options.items():
+        merged[name] = _checks[name](value)
+    return merged

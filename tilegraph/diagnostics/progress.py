@@ -1,0 +1,68 @@
+"""A progress bar for runs longer than a second.
+
+The bar does not subscribe to events: a thread of its own reads the executor's ``ndone``
+counter ten times a second, so the run pays nothing per task for it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import IO, Any
+
+
+def progress_wanted(option: bool | str, stream: IO[str] | None = None) -> bool:
+    """Whether to show a bar: ``True``/``False`` as given; ``"auto"`` means "on a terminal"."""
+    if option == "auto":
+        stream = sys.stderr if stream is None else stream
+        isatty = getattr(stream, "isatty", None)
+        try:
+            return bool(isatty and isatty())
+        except ValueError:  # closed stream
+            return False
+    return bool(option)
+
+
+class ProgressBar:
+    """Shows the progress of ``execution`` on ``stream`` once it has run ``delay`` seconds.
+
+    Use as a context manager around the run; leaving the block stops and joins the thread.
+    """
+
+    def __init__(self, execution: Any, delay: float = 1.0, interval: float = 0.1,
+                 stream: IO[str] | None = None):
+        self.execution = execution
+        self.delay = delay
+        self.interval = interval
+        self.stream = sys.stderr if stream is None else stream
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._show, name="tilegraph-progress",
+                                        daemon=True)
+        self.shown = False
+
+    def __enter__(self) -> ProgressBar:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _show(self) -> None:
+        if self._stop.wait(self.delay):
+            return
+        from tqdm import tqdm
+
+        ex = self.execution
+        self.shown = True
+        with tqdm(total=ex.ntasks, desc="tilegraph", unit="task", file=self.stream,
+                  dynamic_ncols=True, leave=True) as bar:
+            shown = 0
+            while True:
+                stopped = self._stop.wait(self.interval)
+                done = ex.ndone
+                if done > shown:
+                    bar.update(done - shown)
+                    shown = done
+                if stopped:
+                    break

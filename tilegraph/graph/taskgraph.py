@@ -1,0 +1,517 @@
+"""The TaskGraph: the one intermediate representation every front end lowers to.
+
+A task has a *key* (any hashable, usually a ``('name', i, j)`` tuple), an operation (a callable
+plus static arguments), the keys it consumes, and optional metadata. Tasks are stored as
+columns, not objects, so a graph of a million tasks is cheap to build and to traverse:
+
+========================  ===============================================================
+field                     meaning
+========================  ===============================================================
+``keys``                  list, task index -> key
+``index``                 dict, key -> task index (the inverse of ``keys``)
+``funcs``                 list, the callable of each task (``None`` for data tasks)
+``args``                  list of tuples, the argument *template* of each task (below)
+``kwargs``                dict, task index -> static keyword arguments (sparse)
+``modes``                 bytearray, how ``args`` turns into a call (``MODE_*`` below)
+``dep_ptr, dep_idx``      CSR arrays (int64): dependencies of task i are
+                          ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``, unique, in template order
+``meta``                  dict of metadata columns, column name -> list (``None`` = unset)
+========================  ===============================================================
+
+Argument templates. A task's arguments are its static arguments with :class:`Dep` markers
+where the value of a dependency goes (``Dep(j)`` is the j-th dependency of that task). Nested
+calls (:class:`Call`), lists, tuples and dicts may hold markers too; :class:`Lit` wraps a
+literal container so it is passed as it is. The mode says how much work filling takes:
+
+- ``MODE_DATA``: the task is a literal value, ``args == (value,)``.
+- ``MODE_DIRECT``: ``func(*dependency_values)``; ``args`` is empty. The common case of lowered
+  array programs, and the fastest.
+- ``MODE_FLAT``: only top-level markers in ``args``.
+- ``MODE_NESTED``: markers or calls anywhere; filled recursively by :func:`fill`.
+
+Metadata columns (all optional): ``name`` (op name shown in errors and plans), ``kind`` (op
+kind, e.g. ``"load"``, ``"gemm"``), ``coords`` (block coordinates), ``nbytes`` (estimated
+output bytes), ``cost`` (estimated flops), ``line`` (the user's source line, ``"file:line"``),
+``retries`` (extra attempts allowed), ``priority`` (lower runs first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+MODE_DATA = 0
+MODE_DIRECT = 1
+MODE_FLAT = 2
+MODE_NESTED = 3
+
+META_COLUMNS = ("name", "kind", "coords", "nbytes", "cost", "line", "retries", "priority")
+
+
+class GraphError(ValueError):
+    """A task graph is malformed (missing dependency, duplicate key, bad task)."""
+
+
+class CycleError(GraphError):
+    """The task graph has a cycle; ``cycle`` lists the keys on it, in dependency order."""
+
+    def __init__(self, cycle: Sequence[Hashable]):
+        self.cycle = list(cycle)
+        path = " -> ".join(repr(k) for k in [*self.cycle, self.cycle[0]])
+        super().__init__(
+            f"task graph has a cycle through key {self.cycle[0]!r}: {path} "
+            "(each task on it depends on the next)"
+        )
+
+
+class Dep:
+    """Placeholder in an argument template for the value of the task's ``slot``-th dependency."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: int):
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        return f"Dep({self.slot})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Dep and other.slot == self.slot
+
+    def __hash__(self) -> int:
+        return hash(("Dep", self.slot))
+
+
+class Call:
+    """A nested call inside an argument template: ``func(*args, **kwargs)``, filled first."""
+
+    __slots__ = ("args", "func", "kwargs")
+
+    def __init__(self, func: Callable, args: tuple = (), kwargs: dict | None = None):
+        self.func = func
+        self.args = tuple(args)
+        self.kwargs = kwargs
+
+    def __repr__(self) -> str:
+        return f"Call({funcname(self.func)}, {self.args!r}, {self.kwargs!r})"
+
+
+class Lit:
+    """A literal container inside an argument template, passed through without being walked."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Lit({self.value!r})"
+
+
+def fill(template: Any, values: Sequence[Any]) -> Any:
+    """Substitute dependency values into a (nested) argument template and run nested calls."""
+    tp = type(template)
+    if tp is Dep:
+        return values[template.slot]
+    if tp is Call:
+        args = [fill(a, values) for a in template.args]
+        if template.kwargs:
+            kwargs = {k: fill(v, values) for k, v in template.kwargs.items()}
+            return template.func(*args, **kwargs)
+        return template.func(*args)
+    if tp is list:
+        return [fill(a, values) for a in template]
+    if tp is tuple:
+        return tuple([fill(a, values) for a in template])
+    if tp is dict:
+        return {k: fill(v, values) for k, v in template.items()}
+    if tp is Lit:
+        return template.value
+    return template
+
+
+def funcname(func: Any) -> str:
+    """A short readable name for a callable (unwrapping ``functools.partial``)."""
+    while hasattr(func, "func") and callable(func.func) and func is not func.func:
+        func = func.func
+    name = getattr(func, "__name__", None)
+    if name is None:
+        name = type(func).__name__
+    return name
+
+
+_NEEDS_FILL = frozenset((Call, Lit, list, tuple, dict))
+
+
+def _is_plain_arg(a: Any) -> bool:
+    """True for an argument that needs no filling beyond a top-level :class:`Dep`."""
+    return type(a) not in _NEEDS_FILL
+
+
+class TaskMeta(NamedTuple):
+    """Metadata of one task, as stored in the graph's columns (``None`` where unset)."""
+
+    name: str | None
+    kind: str | None
+    coords: tuple | None
+    nbytes: int | None
+    cost: float | None
+    line: str | None
+    retries: int | None
+    priority: int | None
+
+
+class GraphBuilder:
+    """Collects tasks, then :meth:`build` turns them into an immutable :class:`TaskGraph`.
+
+    Dependencies are given by key and may be added in any order; they are resolved to indices
+    when the graph is built.
+
+    >>> from operator import add
+    >>> b = GraphBuilder()
+    >>> b.add_data("x", 1)
+    >>> b.add("y", add, deps=["x", "x"])
+    >>> b.add("z", add, deps=["y"], args=(Dep(0), 10))
+    >>> g = b.build()
+    >>> len(g), g.dependencies("z")
+    (3, ['y'])
+    """
+
+    def __init__(self) -> None:
+        self._keys: list[Hashable] = []
+        self._index: dict[Hashable, int] = {}
+        self._funcs: list[Callable | None] = []
+        self._args: list[tuple] = []
+        self._kwargs: dict[int, dict] = {}
+        self._modes = bytearray()
+        self._deps: list[Sequence[Hashable]] = []
+        self._meta: dict[str, dict[int, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._index
+
+    def _new(self, key: Hashable) -> int:
+        i = len(self._keys)
+        if self._index.setdefault(key, i) != i:
+            raise GraphError(f"duplicate task key {key!r}: every task needs its own key")
+        self._keys.append(key)
+        return i
+
+    def _set_meta(self, i: int, meta: dict[str, Any]) -> None:
+        for name, value in meta.items():
+            if value is None:
+                continue
+            if name not in META_COLUMNS:
+                raise TypeError(
+                    f"unknown task metadata {name!r}; known: {', '.join(META_COLUMNS)}"
+                )
+            self._meta.setdefault(name, {})[i] = value
+
+    def add_data(self, key: Hashable, value: Any, **meta: Any) -> None:
+        """Add a task whose result is ``value`` itself."""
+        i = self._new(key)
+        self._funcs.append(None)
+        self._args.append((value,))
+        self._modes.append(MODE_DATA)
+        self._deps.append(())
+        if meta:
+            self._set_meta(i, meta)
+
+    def add(
+        self,
+        key: Hashable,
+        func: Callable,
+        deps: Sequence[Hashable] = (),
+        args: tuple | None = None,
+        kwargs: dict | None = None,
+        **meta: Any,
+    ) -> None:
+        """Add a task calling ``func``.
+
+        Without ``args`` the call is ``func(*values_of(deps))``. With ``args`` it is
+        ``func(*args)`` where ``Dep(j)`` markers in ``args`` stand for the value of ``deps[j]``.
+        Metadata keywords are the columns listed in the module docstring.
+        """
+        if not callable(func):
+            raise GraphError(f"task {key!r}: operation {func!r} is not callable")
+        i = self._new(key)
+        if args is None:
+            if len(set(deps)) != len(deps):
+                unique = list(dict.fromkeys(deps))
+                slot = {k: j for j, k in enumerate(unique)}
+                args = tuple(Dep(slot[k]) for k in deps)
+                deps = unique
+                mode = MODE_FLAT
+            else:
+                args = ()
+                mode = MODE_DIRECT
+        else:
+            args = tuple(args)
+            mode = MODE_FLAT if all(_is_plain_arg(a) for a in args) else MODE_NESTED
+        self._funcs.append(func)
+        self._args.append(args)
+        self._modes.append(mode)
+        self._deps.append(deps)
+        if kwargs:
+            self._kwargs[i] = dict(kwargs)
+        if meta:
+            self._set_meta(i, meta)
+
+    def build(self) -> TaskGraph:
+        """Resolve dependency keys to indices and return the immutable graph."""
+        n = len(self._keys)
+        index = self._index
+        counts = np.fromiter((len(d) for d in self._deps), dtype=np.int64, count=n)
+        dep_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=dep_ptr[1:])
+        flat: list[int] = []
+        extend = flat.extend
+        for i, deps in enumerate(self._deps):
+            if deps:
+                try:
+                    extend([index[k] for k in deps])
+                except KeyError:
+                    missing = next(k for k in deps if k not in index)
+                    raise GraphError(
+                        f"task {self._keys[i]!r} depends on key {missing!r}, "
+                        "which is not in the graph"
+                    ) from None
+        dep_idx = np.array(flat, dtype=np.int64)
+        meta = {}
+        for name, values in self._meta.items():
+            col: list[Any] = [None] * n
+            for i, v in values.items():
+                col[i] = v
+            meta[name] = col
+        return TaskGraph(
+            self._keys, index, self._funcs, self._args, self._kwargs, self._modes,
+            dep_ptr, dep_idx, meta,
+        )
+
+
+class TaskGraph:
+    """An immutable graph of tasks over blocks. Build one with :class:`GraphBuilder` or
+    :meth:`TaskGraph.from_dask`; see the module docstring for the layout."""
+
+    __slots__ = (
+        "_dependents", "args", "dep_idx", "dep_ptr", "funcs", "index", "keys", "kwargs",
+        "meta", "modes",
+    )
+
+    def __init__(
+        self,
+        keys: list[Hashable],
+        index: dict[Hashable, int],
+        funcs: list[Callable | None],
+        args: list[tuple],
+        kwargs: dict[int, dict],
+        modes: bytearray,
+        dep_ptr: np.ndarray,
+        dep_idx: np.ndarray,
+        meta: dict[str, list[Any]],
+    ):
+        self.keys = keys
+        self.index = index
+        self.funcs = funcs
+        self.args = args
+        self.kwargs = kwargs
+        self.modes = modes
+        self.dep_ptr = dep_ptr
+        self.dep_idx = dep_idx
+        self.meta = meta
+        self._dependents: tuple[np.ndarray, np.ndarray] | None = None
+
+    # -- construction from and to dask-style dicts ---------------------------------------------
+
+    @classmethod
+    def from_dask(cls, dsk: Any) -> TaskGraph:
+        """Build a graph from a dask-style dict (legacy tuples or dask's task objects)."""
+        from tilegraph.graph.dask_spec import from_dask
+
+        return from_dask(dsk)
+
+    def to_dask(self) -> dict:
+        """The graph as a dask-style dict of ``(callable, *args)`` tuples."""
+        from tilegraph.graph.dask_spec import to_dask
+
+        return to_dask(self)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.index
+
+    def __iter__(self):
+        return iter(self.keys)
+
+    def __repr__(self) -> str:
+        return f"<TaskGraph: {len(self)} tasks, {self.nedges} edges>"
+
+    @property
+    def nedges(self) -> int:
+        return int(self.dep_idx.shape[0])
+
+    def _idx(self, key: Hashable) -> int:
+        try:
+            return self.index[key]
+        except (KeyError, TypeError):
+            raise KeyError(f"key {key!r} is not in the task graph") from None
+
+    def dependencies(self, key: Hashable) -> list[Hashable]:
+        """Keys the task ``key`` consumes, in argument order."""
+        i = self._idx(key)
+        keys = self.keys
+        return [keys[j] for j in self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]].tolist()]
+
+    def dependents(self, key: Hashable) -> list[Hashable]:
+        """Keys of the tasks that consume ``key``."""
+        i = self._idx(key)
+        ptr, idx = self.dependents_csr()
+        keys = self.keys
+        return [keys[j] for j in idx[ptr[i] : ptr[i + 1]].tolist()]
+
+    def dependents_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR arrays ``(ptr, idx)`` of the reverse edges: consumers of task i are
+        ``idx[ptr[i]:ptr[i+1]]``, in increasing index order."""
+        if self._dependents is None:
+            n = len(self.keys)
+            src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
+            order = np.argsort(self.dep_idx, kind="stable")
+            ptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.dep_idx, minlength=n), out=ptr[1:])
+            self._dependents = (ptr, src[order])
+        return self._dependents
+
+    def in_degree(self) -> np.ndarray:
+        """Number of dependencies of each task."""
+        return np.diff(self.dep_ptr)
+
+    def out_degree(self) -> np.ndarray:
+        """Number of consumers of each task."""
+        return np.diff(self.dependents_csr()[0])
+
+    def task_meta(self, key: Hashable) -> TaskMeta:
+        """The metadata of one task."""
+        i = self._idx(key)
+        return TaskMeta(*(self.meta[c][i] if c in self.meta else None for c in META_COLUMNS))
+
+    def opname(self, i: int) -> str:
+        """The op name of task index ``i``: its ``name`` metadata, else its callable's name."""
+        col = self.meta.get("name")
+        if col is not None and col[i] is not None:
+            return col[i]
+        func = self.funcs[i]
+        return "data" if func is None else funcname(func)
+
+    def indices(self, keys: Iterable[Hashable]) -> np.ndarray:
+        """Task indices of ``keys``; a missing key raises ``KeyError`` naming it."""
+        return np.fromiter((self._idx(k) for k in keys), dtype=np.int64)
+
+    # -- transformations ------------------------------------------------------------------------
+
+    def ancestors_mask(self, targets: np.ndarray) -> np.ndarray:
+        """Boolean mask of the tasks the ``targets`` (indices) need, targets included."""
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import breadth_first_order
+
+        n = len(self.keys)
+        mask = np.zeros(n, dtype=bool)
+        if len(targets) == 0:
+            return mask
+        # A virtual root n depends on every target, then BFS along dependency edges in C.
+        ptr = np.concatenate([self.dep_ptr, [self.dep_ptr[-1] + len(targets)]])
+        idx = np.concatenate([self.dep_idx, np.asarray(targets, dtype=np.int64)])
+        adj = csr_matrix((np.ones(len(idx), dtype=np.int8), idx, ptr), shape=(n + 1, n + 1))
+        reached = breadth_first_order(adj, n, directed=True, return_predecessors=False)
+        mask[reached[reached < n]] = True
+        return mask
+
+    def cull(self, keys: Iterable[Hashable]) -> TaskGraph:
+        """The subgraph of the tasks needed to compute ``keys`` (same keys, reindexed)."""
+        targets = self.indices(keys)
+        mask = self.ancestors_mask(targets)
+        if mask.all():
+            return self
+        return self.subgraph(np.flatnonzero(mask))
+
+    def subgraph(self, keep: np.ndarray) -> TaskGraph:
+        """The tasks ``keep`` (sorted indices, closed under dependencies), reindexed."""
+        n = len(self.keys)
+        keep = np.asarray(keep, dtype=np.int64)
+        new_of_old = np.full(n, -1, dtype=np.int64)
+        new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
+        counts = np.diff(self.dep_ptr)[keep]
+        dep_ptr = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(counts, out=dep_ptr[1:])
+        # gather the dependency slices of the kept tasks
+        starts = self.dep_ptr[keep]
+        pos = np.repeat(starts - dep_ptr[:-1], counts) + np.arange(dep_ptr[-1], dtype=np.int64)
+        dep_idx = new_of_old[self.dep_idx[pos]]
+        if (dep_idx < 0).any():
+            raise GraphError("subgraph is not closed under dependencies")
+        kl = keep.tolist()
+        keys = [self.keys[i] for i in kl]
+        index = dict(zip(keys, range(len(keys)), strict=True))
+        funcs = [self.funcs[i] for i in kl]
+        args = [self.args[i] for i in kl]
+        modes = bytearray(self.modes[i] for i in kl)
+        new_list = new_of_old.tolist()
+        kwargs = {new_list[i]: kw for i, kw in self.kwargs.items() if new_list[i] >= 0}
+        meta = {name: [col[i] for i in kl] for name, col in self.meta.items()}
+        return TaskGraph(keys, index, funcs, args, kwargs, modes, dep_ptr, dep_idx, meta)
+
+    def topological_order(self) -> np.ndarray:
+        """Task indices with every task after its dependencies (Kahn's algorithm).
+
+        Raises :class:`CycleError` naming the keys on a cycle if there is one.
+        """
+        n = len(self.keys)
+        ptr, idx = self.dependents_csr()
+        ptr_l, idx_l = ptr.tolist(), idx.tolist()
+        waiting = self.in_degree().tolist()
+        order = [i for i in range(n) if waiting[i] == 0]
+        pos = 0
+        while pos < len(order):
+            i = order[pos]
+            pos += 1
+            for c in idx_l[ptr_l[i] : ptr_l[i + 1]]:
+                waiting[c] -= 1
+                if waiting[c] == 0:
+                    order.append(c)
+        if len(order) < n:
+            raise CycleError(self.find_cycle([i for i in range(n) if waiting[i] > 0]))
+        return np.array(order, dtype=np.int64)
+
+    def find_cycle(self, candidates: Sequence[int] | None = None) -> list[Hashable]:
+        """Keys on one cycle (following dependencies), searched from ``candidates``."""
+        ptr, idx = self.dep_ptr.tolist(), self.dep_idx.tolist()
+        color = {}  # absent: unseen, 1: on the current path, 2: finished
+        starts = range(len(self.keys)) if candidates is None else candidates
+        for s in starts:
+            if s in color:
+                continue
+            path = [s]
+            iters = [iter(idx[ptr[s] : ptr[s + 1]])]
+            color[s] = 1
+            while path:
+                for d in iters[-1]:
+                    c = color.get(d)
+                    if c == 1:
+                        return [self.keys[j] for j in path[path.index(d) :]]
+                    if c is None:
+                        color[d] = 1
+                        path.append(d)
+                        iters.append(iter(idx[ptr[d] : ptr[d + 1]]))
+                        break
+                else:
+                    color[path.pop()] = 2
+                    iters.pop()
+        return []

@@ -1,0 +1,5 @@
+"""Planning: lowering, ordering (priorities), placement and the cost model."""
+
+from tilegraph.plan.order import order
+
+__all__ = ["order"]

@@ -1,0 +1,107 @@
+"""Running task graphs: :func:`run` for a TaskGraph, :func:`get` for dask-style dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph import config
+from tilegraph.diagnostics.progress import ProgressBar, progress_wanted
+from tilegraph.graph.dask_spec import from_dask
+from tilegraph.graph.taskgraph import TaskGraph
+from tilegraph.plan.order import order
+from tilegraph.runtime.backends import make_backend
+from tilegraph.runtime.core import Execution
+from tilegraph.runtime.events import RunStart, global_subscribers
+
+
+def _priority(graph: TaskGraph, outputs: np.ndarray) -> np.ndarray:
+    """The planner's priorities if every task has one (ranked), else the default order."""
+    col = graph.meta.get("priority")
+    if col is not None and all(p is not None for p in col):
+        ranks = np.empty(len(graph), dtype=np.int64)
+        ranks[np.argsort(np.asarray(col), kind="stable")] = np.arange(len(graph))
+        return ranks
+    return order(graph, outputs)
+
+
+def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[Any]:
+    """Compute the tasks ``outputs`` (keys) of ``graph``; returns their values in order.
+
+    Options are those of :mod:`tilegraph.config` (``backend``, ``workers``, ``retries``,
+    ``progress``, ``callbacks``). Only the tasks the outputs need are run; every other result
+    is released as soon as its last consumer has run. If a task fails, its exception is raised
+    here, with a note naming the task key and op, after the rest of the run was cancelled.
+    """
+    opts = config.resolve(options, "run()")
+    if not isinstance(graph, TaskGraph):
+        raise TypeError(f"run() needs a TaskGraph, got {type(graph).__name__}")
+    outputs = list(dict.fromkeys(outputs))
+    culled = graph.cull(outputs)
+    out_idx = culled.indices(outputs)
+    priority = _priority(culled, out_idx)
+    backend = make_backend(opts["backend"], opts["workers"])
+    subscribers = (*opts["callbacks"], *global_subscribers())
+    execution = Execution(culled, out_idx, priority, retries=opts["retries"],
+                          subscribers=subscribers)
+    for fn in subscribers:
+        fn(RunStart(len(culled), backend.workers, backend.name))
+    try:
+        if progress_wanted(opts["progress"]) and not execution.finished:
+            with ProgressBar(execution):
+                backend.run(execution)
+        else:
+            backend.run(execution)
+    except BaseException as exc:
+        execution.cancel(exc)
+        raise
+    if execution.error is not None:
+        raise execution.error
+    values = execution.output_values()
+    execution.clear()
+    return values
+
+
+def _flatten(keys: Any) -> Iterator[Hashable]:
+    if isinstance(keys, list):
+        for k in keys:
+            yield from _flatten(k)
+    else:
+        yield keys
+
+
+def _pack(keys: Any, values: dict) -> Any:
+    if isinstance(keys, list):
+        return tuple([_pack(k, values) for k in keys])
+    return values[keys]
+
+
+def get(dsk: Any, keys: Any, **options: Any) -> Any:
+    """Compute ``keys`` of the dask-style graph ``dsk``, like ``dask.get``.
+
+    ``keys`` is one key, or a list (possibly nested) of keys; the result has the same shape,
+    with tuples for lists, as ``dask.get`` returns it.
+    Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``.
+
+    >>> from operator import add
+    >>> dsk = {"x": 1, "y": (add, "x", 1), "z": (add, "y", "x")}
+    >>> get(dsk, "z")
+    3
+    >>> get(dsk, [["x", "y"], "z"])
+    ((1, 2), 3)
+    """
+    config.resolve(options, "get()")
+    graph = from_dask(dsk)
+    flat = list(_flatten(keys))
+    for k in flat:
+        try:
+            present = k in graph.index
+        except TypeError:
+            raise TypeError(f"keys must be hashable, got {k!r} ({type(k).__name__})") from None
+        if not present:
+            raise KeyError(f"key {k!r} is not in the task graph")
+    unique = list(dict.fromkeys(flat))
+    values = run(graph, unique, **options)
+    return _pack(keys, dict(zip(unique, values, strict=True)))

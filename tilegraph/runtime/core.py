@@ -1,0 +1,372 @@
+"""The executor core: the state machine every backend shares.
+
+One :class:`Execution` runs one culled, ordered :class:`~tilegraph.graph.TaskGraph`. Workers
+(threads of a backend, or the caller's thread) each run :meth:`Execution.worker_loop`: take
+the highest-priority ready task, run it outside the lock, then record the result and make its
+consumers ready. A worker that finishes a task usually takes the next one itself, so a chain
+of tasks runs with no thread hand-off at all.
+
+State (``n`` tasks, indices as in the graph; every field is guarded by ``lock``):
+
+=============  ===================================================================================
+field          meaning and invariant
+=============  ===================================================================================
+``state``      bytearray[n], one of ``WAITING READY RUNNING DONE RELEASED FAILED CANCELLED``
+``waiting``    list[n] of int: dependencies of task i not yet done; i is READY when it hits 0
+``refs``       list[n] of int: consumers of i not yet finished, plus 1 if i is an output;
+               the result of i is released the moment this hits 0
+``results``    dict, task index -> value, for DONE tasks that are not yet released
+``ready``      heap of priorities of READY tasks; ``task_of[p]`` is the task with priority p
+``attempts``   list[n] of int: failed attempts of task i so far (retries)
+``nrunning``   tasks currently RUNNING
+``ndone``      tasks that finished (DONE or RELEASED); the run is complete at ``ndone == n``
+``finished``   no more tasks will start (complete, failed or cancelled); ``done_event`` is set
+``error``      the exception that ended the run, or ``None``
+``busy_since`` dict, worker -> ``perf_counter()`` when its current task started
+``task_time``  moving average of task durations, seconds
+=============  ===================================================================================
+
+Tiny tasks are not worth a second worker: when tasks take microseconds, two threads spend
+their time handing the scheduling lock and the GIL back and forth, and one thread alone is
+three times faster. So while ``task_time`` is below ``PARALLEL_TASK_TIME`` and some worker
+is busy, the other workers stay asleep; they wake every ``POLL_INTERVAL`` and join in as soon
+as tasks grow longer or a busy worker has been inside one task for longer than the threshold.
+
+Transitions are small methods: :meth:`_start` (READY -> RUNNING), :meth:`_task_done`
+(RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop),
+:meth:`_release` (DONE -> RELEASED), :meth:`_task_failed` (RUNNING -> READY on retry, else
+FAILED and :meth:`_cancel`), :meth:`_cancel` (every unfinished task -> CANCELLED).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from heapq import heapify, heappop, heappush
+from typing import Any
+
+import numpy as np
+
+from tilegraph.graph.taskgraph import MODE_DATA, MODE_DIRECT, MODE_FLAT, Dep, TaskGraph, fill
+from tilegraph.runtime.events import (
+    Release,
+    RunEnd,
+    Subscriber,
+    TaskEnd,
+    TaskFailed,
+    TaskStart,
+    nbytes_of,
+)
+
+WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
+_NO_KWARGS: dict = {}
+PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
+POLL_INTERVAL = 0.002  # seconds between checks of an idle worker
+STATE_NAMES = ("waiting", "ready", "running", "done", "released", "failed", "cancelled")
+
+
+class SchedulerStalled(RuntimeError):
+    """No task is ready or running but the run is not complete (an internal invariant broke)."""
+
+
+class Execution:
+    """One run of a task graph; see the module docstring for its state.
+
+    ``graph`` must already be culled to what ``outputs`` (task indices) need; ``priority`` is
+    a permutation of ``0..n-1`` (lower runs first), e.g. from :func:`tilegraph.plan.order`.
+    """
+
+    def __init__(
+        self,
+        graph: TaskGraph,
+        outputs: Sequence[int],
+        priority: np.ndarray,
+        *,
+        retries: int = 0,
+        subscribers: Sequence[Subscriber] = (),
+    ):
+        n = len(graph)
+        self.graph = graph
+        self.ntasks = n
+        self.outputs = [int(o) for o in outputs]
+        self.retries = retries
+        self.lock = threading.Lock()
+        self._cond = threading.Condition(self.lock)
+        self.done_event = threading.Event()
+        self._emit: tuple[Subscriber, ...] = tuple(subscribers)
+        self._nidle = 0
+        self.started = time.perf_counter()
+
+        self._dep_ptr = graph.dep_ptr.tolist()
+        self._dep_idx = graph.dep_idx.tolist()
+        ptr, idx = graph.dependents_csr()
+        self._cons_ptr = ptr.tolist()
+        self._cons_idx = idx.tolist()
+        self._funcs = graph.funcs
+        self._args = graph.args
+        self._kwargs = graph.kwargs
+        self._modes = graph.modes
+        retry_col = graph.meta.get("retries")
+        self._task_retries = retry_col
+
+        prio = priority.tolist()
+        self.priority = prio
+        self.task_of = [0] * n
+        for i, p in enumerate(prio):
+            self.task_of[p] = i
+
+        self.state = bytearray(n)
+        self.waiting = graph.in_degree().tolist()
+        self.refs = graph.out_degree().tolist()
+        for o in self.outputs:
+            self.refs[o] += 1
+        self.results: dict[int, Any] = {}
+        self.attempts = [0] * n
+        self.nrunning = 0
+        self.ndone = 0
+        self.busy_since: dict[int, float] = {}
+        self.task_time = PARALLEL_TASK_TIME
+        self.finished = False
+        self.error: BaseException | None = None
+        self.status = "running"
+
+        # Data tasks are done before anything runs; tasks with no dependencies are ready.
+        ready = []
+        modes = self._modes
+        waiting = self.waiting
+        data = [i for i in range(n) if modes[i] == MODE_DATA]
+        for i in data:
+            self.state[i] = DONE
+            self.results[i] = self._args[i][0]
+        self.ndone = len(data)
+        for i in data:
+            for c in self._cons_idx[self._cons_ptr[i] : self._cons_ptr[i + 1]]:
+                waiting[c] -= 1
+        for i in range(n):
+            if waiting[i] == 0 and self.state[i] == WAITING:
+                self.state[i] = READY
+                ready.append(prio[i])
+        heapify(ready)
+        self.ready = ready
+        if self.ndone == n:  # nothing to run: complete before any worker starts
+            self.finished = True
+            self.status = "done"
+            self.done_event.set()
+
+    # -- the worker loop ---------------------------------------------------------------------
+
+    def worker_loop(self, worker: int, call: Callable[..., Any] | None = None) -> None:
+        """Run tasks until the run is finished. ``call(func, args, kwargs)`` runs one task's
+        operation where a backend wants it run (default: right here)."""
+        lock = self.lock
+        ready = self.ready
+        results = self.results
+        dep_ptr = self._dep_ptr
+        dep_idx = self._dep_idx
+        task_of = self.task_of
+        emit = self._emit
+        busy_since = self.busy_since
+        clock = time.perf_counter
+        lock.acquire()
+        try:
+            while True:
+                while not self.finished and not self._may_take():
+                    if not ready and self.nrunning == 0:
+                        raise SchedulerStalled(
+                            f"no task is ready or running, but {self.ntasks - self.ndone} "
+                            "of the tasks have not run"
+                        )
+                    self._nidle += 1
+                    self._cond.wait(POLL_INTERVAL)
+                    self._nidle -= 1
+                if self.finished:
+                    return
+                i = task_of[heappop(ready)]
+                self.state[i] = RUNNING
+                self.nrunning += 1
+                if ready and self._nidle and self.task_time >= PARALLEL_TASK_TIME:
+                    self._cond.notify()
+                inputs = [results[d] for d in dep_idx[dep_ptr[i] : dep_ptr[i + 1]]]
+                t0 = busy_since[worker] = clock()
+                if emit:
+                    self._send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0))
+                lock.release()
+                try:
+                    func, args, kwargs = self._prepare(i, inputs)
+                    value = func(*args, **kwargs) if call is None else call(func, args, kwargs)
+                except BaseException as exc:
+                    lock.acquire()
+                    del busy_since[worker]
+                    self._task_failed(i, worker, exc)
+                    continue
+                t1 = clock()
+                lock.acquire()
+                del busy_since[worker]
+                self.task_time = 0.9 * self.task_time + 0.1 * (t1 - t0)
+                if emit:
+                    self._send(TaskEnd(self.graph.keys[i], self.graph.opname(i), worker, t0, t1,
+                                       nbytes_of(value)))
+                self._task_done(i, value)
+        finally:
+            lock.release()
+
+    def _may_take(self) -> bool:
+        """Whether a free worker should take a ready task now (see "Tiny tasks" above)."""
+        if not self.ready:
+            return False
+        if self.nrunning == 0 or self.task_time >= PARALLEL_TASK_TIME:
+            return True
+        stuck = time.perf_counter() - PARALLEL_TASK_TIME
+        return any(t < stuck for t in self.busy_since.values())
+
+    def _prepare(self, i: int, inputs: list) -> tuple[Callable, list, dict]:
+        """The call of task i as ``(func, args, kwargs)`` with its inputs filled in."""
+        mode = self._modes[i]
+        if mode == MODE_DIRECT:
+            args = inputs
+        elif mode == MODE_FLAT:
+            args = [inputs[a.slot] if type(a) is Dep else a for a in self._args[i]]
+        else:
+            args = fill(self._args[i], inputs)
+        kwargs = self._kwargs.get(i) if self._kwargs else None
+        return self._funcs[i], args, fill(kwargs, inputs) if kwargs else _NO_KWARGS
+
+    # -- transitions (called with the lock held) -------------------------------------------
+
+    def _task_done(self, i: int, value: Any) -> None:
+        self.nrunning -= 1
+        if self.finished:  # the run was cancelled while this task ran
+            self.state[i] = CANCELLED
+            self._notify_if_idle()
+            return
+        self.ndone += 1
+        if self.refs[i]:
+            self.state[i] = DONE
+            self.results[i] = value
+        else:
+            self.state[i] = RELEASED
+        refs = self.refs
+        for d in self._dep_idx[self._dep_ptr[i] : self._dep_ptr[i + 1]]:
+            refs[d] -= 1
+            if refs[d] == 0:
+                self._release(d)
+        waiting = self.waiting
+        prio = self.priority
+        for c in self._cons_idx[self._cons_ptr[i] : self._cons_ptr[i + 1]]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                self.state[c] = READY
+                heappush(self.ready, prio[c])
+        if self.ndone == self.ntasks:
+            self._complete()
+
+    def _release(self, i: int) -> None:
+        self.state[i] = RELEASED
+        value = self.results.pop(i)
+        if self._emit:
+            self._send(Release(self.graph.keys[i], nbytes_of(value)))
+
+    def _task_failed(self, i: int, worker: int, exc: BaseException) -> None:
+        self.nrunning -= 1
+        if self.finished:
+            self.state[i] = CANCELLED
+            self._notify_if_idle()
+            return
+        self.attempts[i] += 1
+        allowed = self.retries
+        if self._task_retries is not None and self._task_retries[i] is not None:
+            allowed = self._task_retries[i]
+        retry = isinstance(exc, Exception) and self.attempts[i] <= allowed
+        if self._emit:
+            self._send(TaskFailed(self.graph.keys[i], self.graph.opname(i), worker, exc, retry))
+        if retry:
+            self.state[i] = READY
+            heappush(self.ready, self.priority[i])
+            return
+        self.state[i] = FAILED
+        if isinstance(exc, Exception):
+            exc.add_note(self.describe_task(i, failed=True))
+            self._cancel(exc, status="failed")
+        else:  # KeyboardInterrupt, SystemExit: the user stopped the run
+            self._cancel(exc, status="cancelled")
+
+    def _cancel(self, exc: BaseException, status: str = "cancelled") -> None:
+        if self.finished:
+            return
+        self.error = exc
+        self.status = status
+        self.finished = True
+        self.ready.clear()
+        state = self.state
+        for i in range(self.ntasks):
+            if state[i] in (WAITING, READY):
+                state[i] = CANCELLED
+        self.results.clear()
+        self._cond.notify_all()
+        self._end()
+
+    def _complete(self) -> None:
+        self.finished = True
+        self.status = "done"
+        self._cond.notify_all()
+        self._end()
+
+    def _end(self) -> None:
+        if self._emit:
+            self._send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started))
+        self.done_event.set()
+
+    def _notify_if_idle(self) -> None:
+        if self._nidle:
+            self._cond.notify_all()
+
+    def _send(self, event: Any) -> None:
+        for fn in self._emit:
+            fn(event)
+
+    # -- outside API ------------------------------------------------------------------------
+
+    def cancel(self, exc: BaseException | None = None) -> None:
+        """Stop starting tasks and free every held result; running tasks finish on their own."""
+        with self.lock:
+            self._cancel(exc if exc is not None else KeyboardInterrupt(), status="cancelled")
+
+    def describe_task(self, i: int, failed: bool = False) -> str:
+        """A line naming task i: key, op, and the user's source line if known."""
+        graph = self.graph
+        text = f"tilegraph: task {graph.keys[i]!r} (op {graph.opname(i)})"
+        line = graph.meta.get("line")
+        if line is not None and line[i] is not None:
+            text += f", from {line[i]}"
+        return text + (" failed" if failed else "")
+
+    def output_values(self) -> list[Any]:
+        """The values of the outputs, in order, after a successful run."""
+        if self.error is not None:
+            raise self.error
+        return [self.results[o] for o in self.outputs]
+
+    def clear(self) -> None:
+        """Drop every result held (after the outputs were read)."""
+        with self.lock:
+            self.results.clear()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as plain data (keys instead of indices), for tests and debugging."""
+        with self.lock:
+            keys = self.graph.keys
+            return {
+                "state": {keys[i]: STATE_NAMES[s] for i, s in enumerate(self.state)},
+                "waiting": {keys[i]: w for i, w in enumerate(self.waiting)},
+                "refs": {keys[i]: r for i, r in enumerate(self.refs)},
+                "results": {keys[i]: v for i, v in self.results.items()},
+                "ready": [keys[self.task_of[p]] for p in sorted(self.ready)],
+                "nrunning": self.nrunning,
+                "ndone": self.ndone,
+                "finished": self.finished,
+                "error": self.error,
+            }
+
+    def key_of(self, i: int) -> Hashable:
+        return self.graph.keys[i]

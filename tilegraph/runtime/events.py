@@ -1,0 +1,118 @@
+"""Typed events of a run, for diagnostics to subscribe to.
+
+A subscriber is a callable taking one event. Subscribers are called by the executor while it
+holds its scheduling lock, in one total order, so they need no locking of their own, but they
+must be quick: a slow subscriber slows the whole run. Events are created only when somebody
+listens, so an unobserved run pays nothing for them.
+
+Subscribe for one run with ``callbacks=[fn]`` (an option of ``get``/``compute``), or for every
+run in a block with :func:`subscribe`::
+
+    with subscribe(log.append):
+        tilegraph.get(dsk, "z")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+Subscriber = Callable[["Event"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class of all run events."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart(Event):
+    """A run begins. ``ntasks``: tasks to run; ``nworkers``: workers; ``backend``: its name."""
+
+    ntasks: int
+    nworkers: int
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStart(Event):
+    """Task ``key`` (op ``name``) starts on ``worker`` at ``time`` (``time.perf_counter``)."""
+
+    key: Hashable
+    name: str
+    worker: int
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnd(Event):
+    """Task ``key`` finished on ``worker``; its result holds ``nbytes`` bytes."""
+
+    key: Hashable
+    name: str
+    worker: int
+    start: float
+    stop: float
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailed(Event):
+    """Task ``key`` raised ``error`` on ``worker``; ``retry`` says whether it will run again."""
+
+    key: Hashable
+    name: str
+    worker: int
+    error: BaseException
+    retry: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Event):
+    """The result of ``key`` (``nbytes`` bytes) was freed: its last consumer has run."""
+
+    key: Hashable
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd(Event):
+    """A run ended with ``status`` ``"done"``, ``"failed"`` or ``"cancelled"``."""
+
+    status: str
+    ndone: int
+    elapsed: float
+
+
+_global_subscribers: list[Subscriber] = []
+
+
+def global_subscribers() -> tuple[Subscriber, ...]:
+    """The subscribers registered with :func:`subscribe`."""
+    return tuple(_global_subscribers)
+
+
+@contextmanager
+def subscribe(fn: Subscriber) -> Iterator[Subscriber]:
+    """Send the events of every run started inside the block to ``fn``."""
+    if not callable(fn):
+        raise TypeError(f"an event subscriber must be callable, got {type(fn).__name__}")
+    _global_subscribers.append(fn)
+    try:
+        yield fn
+    finally:
+        _global_subscribers.remove(fn)
+
+
+def nbytes_of(value: object) -> int:
+    """Bytes held by a task result: exact for arrays, ``sys.getsizeof`` otherwise."""
+    nb = getattr(value, "nbytes", None)
+    if isinstance(nb, int):
+        return nb
+    import sys
+
+    try:
+        return sys.getsizeof(value)
+    except TypeError:
+        return 0
