@@ -281,3 +281,31 @@ def test_subscribe_globally():
     assert [type(e).__name__ for e in got] == ["RunStart", "TaskStart", "TaskEnd", "RunEnd"]
     with pytest.raises(TypeError, match="must be callable"), tilegraph.subscribe(3):
         pass
+
+
+def test_idle_worker_helps_when_a_task_is_stuck_among_tiny_ones():
+    # After many tiny tasks the workers run one at a time; a task that blocks for long must
+    # still let the other worker run what is ready (here: the task that unblocks it).
+    gate = threading.Event()
+    dsk = {("t", 0): 0}
+    dsk.update({("t", i): (inc, ("t", i - 1)) for i in range(1, 300)})
+    dsk["wait"] = (lambda _: gate.wait(10), ("t", 299))
+    dsk["open"] = (lambda _: gate.set() or True, ("t", 299))
+    t0 = time.perf_counter()
+    assert tilegraph.get(dsk, ["wait", "open"], backend="threads", workers=2) == (True, True)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_tiny_tasks_run_on_one_worker_big_ones_on_all():
+    from collections import Counter
+
+    per_worker = Counter()
+    count = lambda e: isinstance(e, TaskStart) and per_worker.update([e.worker])
+    dsk = {("t", i): (inc, i) for i in range(3000)}
+    dsk["all"] = (sum, [("t", i) for i in range(3000)])
+    tilegraph.get(dsk, "all", backend="threads", workers=2, callbacks=[count])
+    assert per_worker.most_common(1)[0][1] >= 2900  # tiny: (nearly) all on one worker
+    barrier = threading.Barrier(4, timeout=10)
+    dsk = {("b", i): (lambda i: barrier.wait() or i, i) for i in range(4)}
+    dsk["all"] = (sum, [("b", i) for i in range(4)])
+    assert tilegraph.get(dsk, "all", backend="threads", workers=4) == 6

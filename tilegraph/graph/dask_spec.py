@@ -70,12 +70,16 @@ class DaskNodeCall:
         return f"DaskNodeCall({self.node!r})"
 
 
+_node_types: dict[type, bool] = {}
+
+
 def _is_dask_node(value: Any) -> bool:
     """True for dask's task-spec objects (checked without importing dask)."""
-    for cls in type(value).__mro__:
-        if cls.__name__ == "GraphNode" and cls.__module__.startswith("dask."):
-            return True
-    return False
+    tp = type(value)
+    known = _node_types.get(tp)
+    if known is None:
+        known = _node_types[tp] = _dask_class(value, "GraphNode") is not None
+    return known
 
 
 def _is_namedtuple(x: Any) -> bool:
@@ -212,8 +216,59 @@ def _add_dask_node(builder: GraphBuilder, key: Hashable, node: Any) -> None:
             return  # dask drops self-aliases too
         builder.add(key, identity, deps=[node.target], name="alias")
         return
+    name = _dask_node_name(node)
+    if _is_plain_dask_task(node):
+        reader = _Reader({})
+        args = tuple(_node_arg(a, reader) for a in node.args)
+        kwargs = {k: _node_arg(v, reader) for k, v in node.kwargs.items()}
+        builder.add(key, node.func, deps=reader.deps, args=args, kwargs=kwargs, name=name)
+        return
     deps = tuple(node.dependencies)
-    builder.add(key, DaskNodeCall(node, deps), deps=deps, name=_dask_node_name(node))
+    builder.add(key, DaskNodeCall(node, deps), deps=deps, name=name)
+
+
+def _dask_class(node: Any, name: str) -> type | None:
+    for cls in type(node).__mro__:
+        if cls.__name__ == name and cls.__module__.startswith("dask."):
+            return cls
+    return None
+
+
+_plain_task_types: dict[type, bool] = {}
+
+
+def _is_plain_dask_task(node: Any) -> bool:
+    """A dask ``Task`` (or container subclass) whose call is ``Task.__call__``: it evaluates
+    its top-level arguments (references and nested nodes) and calls ``func``, so it can be
+    translated into a native template and run without dask's per-call checks."""
+    tp = type(node)
+    plain = _plain_task_types.get(tp)
+    if plain is None:
+        task_cls = _dask_class(node, "Task")
+        plain = _plain_task_types[tp] = (
+            task_cls is not None
+            and tp.__call__ is task_cls.__call__
+            and all(hasattr(node, a) for a in ("func", "args", "kwargs"))
+        )
+    return plain
+
+
+def _node_arg(arg: Any, reader: _Reader) -> Any:
+    """One top-level argument of a dask Task as a template, the way ``Task.__call__`` reads
+    it: references and nested nodes are evaluated, anything else is passed as it is."""
+    kind = type(arg).__name__
+    if kind == "TaskRef" or (kind == "Alias" and _is_dask_node(arg)):
+        return reader.ref(arg.key if kind == "TaskRef" else arg.target)
+    if _is_dask_node(arg):
+        if kind == "DataNode":
+            return Lit(arg.value)
+        if _is_plain_dask_task(arg):
+            args = tuple(_node_arg(a, reader) for a in arg.args)
+            kwargs = {k: _node_arg(v, reader) for k, v in arg.kwargs.items()}
+            return Call(arg.func, args, kwargs or None)
+        deps = tuple(arg.dependencies)
+        return Call(DaskNodeCall(arg, deps), tuple(reader.ref(d) for d in deps))
+    return Lit(arg) if type(arg) in (list, tuple, dict) else arg
 
 
 def _dask_node_name(node: Any) -> str:

@@ -30,7 +30,9 @@ Tiny tasks are not worth a second worker: when tasks take microseconds, two thre
 their time handing the scheduling lock and the GIL back and forth, and one thread alone is
 three times faster. So while ``task_time`` is below ``PARALLEL_TASK_TIME`` and some worker
 is busy, the other workers stay asleep; they wake every ``POLL_INTERVAL`` and join in as soon
-as tasks grow longer or a busy worker has been inside one task for longer than the threshold.
+as tasks grow longer or a busy worker has been inside one task for ``STUCK_TIME``. That time
+is well above CPython's 5 ms GIL switch interval: a poll that takes the GIL pauses the busy
+worker, and a shorter threshold would mistake that pause for a long task.
 
 Transitions are small methods: :meth:`_start` (READY -> RUNNING), :meth:`_task_done`
 (RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop),
@@ -62,7 +64,8 @@ from tilegraph.runtime.events import (
 WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
 _NO_KWARGS: dict = {}
 PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
-POLL_INTERVAL = 0.002  # seconds between checks of an idle worker
+STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
+POLL_INTERVAL = 0.01  # seconds between checks of an idle worker
 STATE_NAMES = ("waiting", "ready", "running", "done", "released", "failed", "cancelled")
 
 
@@ -217,7 +220,7 @@ class Execution:
             return False
         if self.nrunning == 0 or self.task_time >= PARALLEL_TASK_TIME:
             return True
-        stuck = time.perf_counter() - PARALLEL_TASK_TIME
+        stuck = time.perf_counter() - STUCK_TIME
         return any(t < stuck for t in self.busy_since.values())
 
     def _prepare(self, i: int, inputs: list) -> tuple[Callable, list, dict]:
