@@ -6,13 +6,16 @@
 42
 """
 
-from tilegraph import config
+from tilegraph import config, random
+from tilegraph.array import *  # noqa: F403 - the NumPy-like API lives at the top level
+from tilegraph.array import __all__ as _array_all
 from tilegraph.graph import CycleError, GraphBuilder, GraphError, TaskGraph
 from tilegraph.runtime import get, run, subscribe
 
 __version__ = "0.1.0"
 
 __all__ = [
+    *_array_all,
     "CycleError",
     "GraphBuilder",
     "GraphError",
@@ -20,6 +23,7 @@ __all__ = [
     "__version__",
     "config",
     "get",
+    "random",
     "run",
     "subscribe",
 ]

@@ -1,0 +1,43 @@
+"""The tensor algebra: block-keyed collections and their operators (see ``blocks``)."""
+
+from tilegraph.algebra.blocks import (
+    Blocks,
+    apply_blocks,
+    flat_map,
+    group_by_join,
+    join,
+    lower,
+    map_blocks,
+    reduce_by_key,
+    remap,
+    source,
+)
+from tilegraph.algebra.semiring import (
+    MAX_PLUS,
+    MAX_TIMES,
+    MIN_PLUS,
+    OR_AND,
+    PLUS_TIMES,
+    SEMIRINGS,
+    Semiring,
+)
+
+__all__ = [
+    "MAX_PLUS",
+    "MAX_TIMES",
+    "MIN_PLUS",
+    "OR_AND",
+    "PLUS_TIMES",
+    "SEMIRINGS",
+    "Blocks",
+    "Semiring",
+    "apply_blocks",
+    "flat_map",
+    "group_by_join",
+    "join",
+    "lower",
+    "map_blocks",
+    "reduce_by_key",
+    "remap",
+    "source",
+]

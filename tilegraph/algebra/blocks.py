@@ -1,0 +1,426 @@
+"""Block-keyed collections and the operators of the tensor algebra.
+
+A :class:`Blocks` is a lazily defined collection of blocks over a grid of block coordinates.
+It never holds block data: it knows, for each coordinate, the key of the task that makes that
+block, and how to *emit* those tasks into a :class:`~tilegraph.graph.GraphBuilder`. Emitting
+looks at coordinates only (partial evaluation), so a plan over terabytes is built from shapes.
+
+Operators (each returns a new :class:`Blocks`):
+
+- :func:`map_blocks`: one task per output coordinate over input blocks found by index maps
+  (elementwise ops, broadcasting, per-block kernels);
+- :func:`apply_blocks`: the general form, where a function of the coordinate gives the task;
+- :func:`flat_map`: one input block makes several output blocks;
+- :func:`join`: equi-join of two collections on a function of their coordinates;
+- :func:`reduce_by_key`: combine the blocks that share an output key with an associative op;
+- :func:`group_by_join`: join, a per-pair function, and a reduce by output key, fused, under
+  a :class:`~tilegraph.algebra.semiring.Semiring`. The reduce accumulates each product into
+  its output block as it is made, so a blocked matmul never holds its N^3 products;
+- :func:`remap`: a new grid whose blocks are existing blocks (concatenation, block transpose).
+
+Collections are shared by name: two collections with the same name are the same tasks, which
+is how common subexpressions are shared when a plan is lowered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph.graph.taskgraph import Dep, GraphBuilder
+
+Coord = tuple[int, ...]
+Emitter = Callable[[GraphBuilder], None]
+
+
+class Blocks:
+    """A collection of blocks over ``grid`` (blocks per axis); see the module docstring.
+
+    ``keys`` is an object array of shape ``grid`` holding each block's task key; by default
+    ``(name, *coord)``. ``deps`` are the collections whose tasks this one's tasks consume.
+    """
+
+    __slots__ = ("_keys", "deps", "emit", "grid", "name")
+
+    def __init__(
+        self,
+        name: str,
+        grid: Sequence[int],
+        deps: Iterable[Blocks] = (),
+        emit: Emitter | None = None,
+        keys: np.ndarray | None = None,
+    ):
+        self.name = name
+        self.grid = tuple(int(g) for g in grid)
+        self.deps = tuple(deps)
+        self.emit = emit
+        if keys is not None and keys.shape != self.grid:
+            raise ValueError(f"keys of shape {keys.shape} do not match grid {self.grid}")
+        self._keys = keys
+
+    def __repr__(self) -> str:
+        return f"Blocks({self.name!r}, grid={self.grid})"
+
+    @property
+    def nblocks(self) -> int:
+        return math.prod(self.grid)
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Object array of task keys, one per block coordinate."""
+        if self._keys is None:
+            keys = np.empty(self.grid, dtype=object)
+            name = self.name
+            for coord in np.ndindex(*self.grid):
+                keys[coord] = (name, *coord)
+            self._keys = keys
+        return self._keys
+
+    def key(self, coord: Coord) -> Hashable:
+        """The task key of block ``coord``."""
+        if self._keys is None:
+            return (self.name, *coord)
+        return self._keys[tuple(coord)]
+
+    def coords(self) -> Iterable[Coord]:
+        return np.ndindex(*self.grid)
+
+
+def lower(roots: Iterable[Blocks], builder: GraphBuilder | None = None) -> GraphBuilder:
+    """Emit the tasks of ``roots`` and everything they depend on, each collection once (by
+    name), inputs before consumers."""
+    builder = builder if builder is not None else GraphBuilder()
+    seen: set[str] = set()
+    for coll in _postorder(roots, seen):
+        if coll.emit is not None:
+            coll.emit(builder)
+    return builder
+
+
+def _postorder(roots: Iterable[Blocks], seen: set[str]) -> list[Blocks]:
+    out: list[Blocks] = []
+    for root in roots:
+        if root.name in seen:
+            continue
+        seen.add(root.name)
+        stack = [(root, iter(root.deps))]
+        while stack:
+            node, it = stack[-1]
+            for d in it:
+                if d.name not in seen:
+                    seen.add(d.name)
+                    stack.append((d, iter(d.deps)))
+                    break
+            else:
+                stack.pop()
+                out.append(node)
+    return out
+
+
+def source(label: str, grid: Sequence[int], task_of: Callable[[Coord], tuple], **meta: Any
+           ) -> Blocks:
+    """Blocks made from nothing: ``task_of(coord)`` gives ``(func, args)`` (loads, creation).
+    Per-block metadata may be given as callables of the coordinate."""
+
+    def emit(builder: GraphBuilder) -> None:
+        for coord in np.ndindex(*grid):
+            func, args = task_of(coord)
+            builder.add((label, *coord), func, deps=(), args=args,
+                        **_meta_at(meta, coord))
+
+    return Blocks(label, grid, (), emit)
+
+
+def _meta_at(meta: dict[str, Any], coord: Coord) -> dict[str, Any]:
+    out = {}
+    for k, v in meta.items():
+        out[k] = v(coord) if callable(v) else v
+    out.setdefault("coords", coord)
+    return out
+
+
+def map_blocks(
+    label: str,
+    func: Callable,
+    inputs: Sequence[Blocks],
+    grid: Sequence[int],
+    index_maps: Sequence[Callable[[Coord], Coord] | None] | None = None,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    **meta: Any,
+) -> Blocks:
+    """One task per output coordinate: ``func(*input_blocks)``.
+
+    ``index_maps[n](coord)`` gives the coordinate of input ``n``'s block for output ``coord``
+    (``None``: the same coordinate). With ``args``, the call is ``func(*args)`` where
+    ``Dep(n)`` in ``args`` stands for input ``n``'s block (other entries are literals).
+    Metadata values may be callables of the coordinate (``nbytes``, ``cost``, ...).
+    """
+    grid = tuple(grid)
+    maps = list(index_maps) if index_maps is not None else [None] * len(inputs)
+    if len(maps) != len(inputs):
+        raise ValueError(f"{len(inputs)} inputs but {len(maps)} index maps")
+    inputs = list(inputs)
+    static_meta = {k: v for k, v in meta.items() if not callable(v)}
+    dynamic_meta = {k: v for k, v in meta.items() if callable(v)}
+
+    def emit(builder: GraphBuilder) -> None:
+        add = builder.add
+        for coord in np.ndindex(*grid):
+            deps = [inp.key(coord if m is None else m(coord))
+                    for inp, m in zip(inputs, maps, strict=True)]
+            m = dict(static_meta)
+            for k, v in dynamic_meta.items():
+                m[k] = v(coord)
+            m["coords"] = coord
+            if args is None and len(set(deps)) == len(deps):
+                add((label, *coord), func, deps=deps, kwargs=kwargs, **m)
+            else:
+                unique = list(dict.fromkeys(deps))
+                slot = {k: j for j, k in enumerate(unique)}
+                template = args if args is not None else tuple(Dep(n) for n in range(len(deps)))
+                template = tuple(Dep(slot[deps[a.slot]]) if type(a) is Dep else a
+                                 for a in template)
+                add((label, *coord), func, deps=unique, args=template, kwargs=kwargs, **m)
+
+    return Blocks(label, grid, _unique_colls(inputs), emit)
+
+
+def _unique_colls(colls: Iterable[Blocks]) -> list[Blocks]:
+    seen: dict[str, Blocks] = {}
+    for c in colls:
+        seen.setdefault(c.name, c)
+    return list(seen.values())
+
+
+def apply_blocks(
+    label: str,
+    grid: Sequence[int],
+    inputs: Sequence[Blocks],
+    task_of: Callable[[Coord], tuple[Callable, list, tuple | None]],
+    **meta: Any,
+) -> Blocks:
+    """The general per-coordinate task: ``task_of(coord)`` returns ``(func, deps, args)``
+    where ``deps`` are task keys and ``args`` a template with ``Dep`` markers (or ``None``
+    for ``func(*deps)``)."""
+    grid = tuple(grid)
+
+    def emit(builder: GraphBuilder) -> None:
+        for coord in np.ndindex(*grid):
+            func, deps, args = task_of(coord)
+            builder.add((label, *coord), func, deps=deps, args=args, **_meta_at(meta, coord))
+
+    return Blocks(label, grid, _unique_colls(inputs), emit)
+
+
+def remap(label: str, keys: np.ndarray, inputs: Sequence[Blocks]) -> Blocks:
+    """A collection whose blocks are existing blocks, arranged by ``keys`` (no tasks)."""
+    return Blocks(label, keys.shape, _unique_colls(inputs), None, keys=keys)
+
+
+def _pick(i: int) -> Callable[[tuple], Any]:
+    def pick(parts: tuple) -> Any:
+        return parts[i]
+
+    pick.__name__ = f"pick_{i}"
+    return pick
+
+
+def flat_map(
+    label: str,
+    func: Callable,
+    coll: Blocks,
+    outputs_of: Callable[[Coord], Sequence[Coord]],
+    grid: Sequence[int],
+    **meta: Any,
+) -> Blocks:
+    """Each input block makes several output blocks: ``func(block)`` returns a tuple whose
+    n-th element is output block ``outputs_of(coord)[n]``. Every output coordinate of
+    ``grid`` must be made by exactly one input block."""
+    grid = tuple(grid)
+    owner: dict[Coord, tuple[Coord, int]] = {}
+    for coord in coll.coords():
+        for n, out in enumerate(outputs_of(coord)):
+            out = tuple(out)
+            if out in owner:
+                raise ValueError(f"flat_map: output block {out} is made by two input blocks")
+            owner[out] = (coord, n)
+    missing = [c for c in np.ndindex(*grid) if c not in owner]
+    if missing:
+        raise ValueError(f"flat_map: output block {missing[0]} is made by no input block")
+
+    def emit(builder: GraphBuilder) -> None:
+        for coord in coll.coords():
+            builder.add((label + "-parts", *coord), func, deps=[coll.key(coord)],
+                        **_meta_at(meta, coord))
+        for out, (coord, n) in owner.items():
+            builder.add((label, *out), _pick(n), deps=[(label + "-parts", *coord)],
+                        kind="getitem", coords=out)
+
+    return Blocks(label, grid, (coll,), emit)
+
+
+def join(
+    label: str,
+    left: Blocks,
+    right: Blocks,
+    on_left: Callable[[Coord], Hashable],
+    on_right: Callable[[Coord], Hashable],
+    func: Callable,
+    **meta: Any,
+) -> tuple[Blocks, list[tuple[Coord, Coord]]]:
+    """Equi-join: one task ``func(l, r)`` per pair of blocks whose join keys are equal.
+
+    Returns the collection (a 1-D grid over the pairs, in order) and the list of pairs
+    ``(left coord, right coord)``.
+    """
+    by_key: dict[Hashable, list[Coord]] = {}
+    for rc in right.coords():
+        by_key.setdefault(on_right(rc), []).append(rc)
+    pairs = [(lc, rc) for lc in left.coords() for rc in by_key.get(on_left(lc), ())]
+
+    def emit(builder: GraphBuilder) -> None:
+        for n, (lc, rc) in enumerate(pairs):
+            deps = [left.key(lc), right.key(rc)]
+            if deps[0] == deps[1]:
+                builder.add((label, n), func, deps=deps[:1], args=(Dep(0), Dep(0)),
+                            **_meta_at(meta, (n,)))
+            else:
+                builder.add((label, n), func, deps=deps, **_meta_at(meta, (n,)))
+
+    return Blocks(label, (len(pairs),), _unique_colls([left, right]), emit), pairs
+
+
+def _combine_all(op: Callable) -> Callable:
+    def combine(*parts: Any) -> Any:
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = op(acc, p)
+        return acc
+
+    combine.__name__ = f"combine_{getattr(op, '__name__', 'op')}"
+    return combine
+
+
+def reduce_by_key(
+    label: str,
+    coll: Blocks,
+    key_of: Callable[[Coord], Coord],
+    grid: Sequence[int],
+    op: Callable[[Any, Any], Any],
+    split_every: int = 8,
+    **meta: Any,
+) -> Blocks:
+    """Combine the blocks of ``coll`` that share an output coordinate ``key_of(coord)``
+    with the associative ``op``, as a tree with fan-in ``split_every``."""
+    if split_every < 2:
+        raise ValueError(f"split_every must be at least 2, got {split_every}")
+    grid = tuple(grid)
+    groups: dict[Coord, list[Hashable]] = {c: [] for c in np.ndindex(*grid)}
+    for coord in coll.coords():
+        out = tuple(key_of(coord))
+        if out not in groups:
+            raise ValueError(f"reduce_by_key: key {out} of block {coord} is outside grid {grid}")
+        groups[out].append(coll.key(coord))
+    empty = [c for c, g in groups.items() if not g]
+    if empty:
+        raise ValueError(f"reduce_by_key: no block reduces into output {empty[0]}")
+    combine = _combine_all(op)
+
+    def emit(builder: GraphBuilder) -> None:
+        for out, keys in groups.items():
+            level = 0
+            while len(keys) > split_every:
+                nxt = []
+                for g in range(0, len(keys), split_every):
+                    part = keys[g : g + split_every]
+                    if len(part) == 1:
+                        nxt.append(part[0])
+                        continue
+                    k = (label + "-tree", *out, level, g // split_every)
+                    builder.add(k, combine, deps=part, kind="reduce", coords=out)
+                    nxt.append(k)
+                keys, level = nxt, level + 1
+            builder.add((label, *out), combine, deps=keys, **_meta_at(meta, out))
+
+    return Blocks(label, grid, (coll,), emit)
+
+
+def group_by_join(
+    label: str,
+    left: Blocks,
+    right: Blocks,
+    pairs_of: Callable[[Coord], Sequence[tuple[Coord, Coord]]],
+    grid: Sequence[int],
+    semiring: Any,
+    chains: int = 1,
+    zero_task: Callable[[Coord], tuple[Callable, tuple]] | None = None,
+    **meta: Any,
+) -> Blocks:
+    """Join, per-pair product, and reduce by output key, fused.
+
+    For each output coordinate ``o`` of ``grid``, ``pairs_of(o)`` lists the (left, right)
+    block coordinates whose products reduce into ``o``. The tasks of ``o`` form ``chains``
+    accumulation chains: the first task of a chain computes ``semiring.product(l, r)``, each
+    next one ``semiring.accumulate(acc, l, r)`` (in place where the semiring can), so at most
+    one partial result per chain is alive; with more than one chain, the chains' results are
+    combined with ``semiring.add``. ``zero_task(o)`` gives ``(func, args)`` making an output
+    block that no pair reduces into (an empty contraction). Metadata: ``kind`` of products is
+    ``"product"``, of accumulations ``"accumulate"``; ``cost=`` and ``nbytes=`` may be given
+    as callables of ``(left coord, right coord)`` and of the output coordinate.
+
+    Accumulation tasks may update their partial result in place: the partial results are
+    private to the chain, each consumed once, by the next step.
+    """
+    grid = tuple(grid)
+    chains = max(1, int(chains))
+    cost_of = meta.pop("cost", None)
+    nbytes_of = meta.pop("nbytes", None)
+    prod_name = label + "-acc"
+    product, accumulate, add = semiring.product, semiring.accumulate, semiring.add
+
+    def emit(builder: GraphBuilder) -> None:
+        badd = builder.add
+        lkey, rkey = left.key, right.key
+        for out in np.ndindex(*grid):
+            pairs = list(pairs_of(out))
+            if not pairs:
+                if zero_task is None:
+                    raise ValueError(f"group_by_join: no pairs for output block {out}")
+                func, args = zero_task(out)
+                badd((label, *out), func, deps=(), args=args, kind="creation", coords=out)
+                continue
+            nb = nbytes_of(out) if nbytes_of is not None else None
+            nchains = min(chains, len(pairs))
+            ends = []
+            for c in range(nchains):
+                part = pairs[c::nchains]
+                prev = None
+                for t, (lc, rc) in enumerate(part):
+                    last = t == len(part) - 1
+                    key = (label, *out) if (last and nchains == 1) else (prod_name, *out, c, t)
+                    cost = cost_of(lc, rc) if cost_of is not None else None
+                    lk, rk = lkey(lc), rkey(rc)
+                    if prev is None:
+                        if lk == rk:
+                            badd(key, product, deps=[lk], args=(Dep(0), Dep(0)),
+                                 kind="product", cost=cost, nbytes=nb, coords=out)
+                        else:
+                            badd(key, product, deps=[lk, rk], kind="product", cost=cost,
+                                 nbytes=nb, coords=out)
+                    elif lk == rk:
+                        badd(key, accumulate, deps=[prev, lk], args=(Dep(0), Dep(1), Dep(1)),
+                             kind="accumulate", cost=cost, nbytes=nb, coords=out)
+                    else:
+                        badd(key, accumulate, deps=[prev, lk, rk], kind="accumulate",
+                             cost=cost, nbytes=nb, coords=out)
+                    prev = key
+                ends.append(prev)
+            if nchains > 1:
+                badd((label, *out), _combine_all(add), deps=ends, kind="reduce", nbytes=nb,
+                     coords=out)
+
+    return Blocks(label, grid, _unique_colls([left, right]), emit)

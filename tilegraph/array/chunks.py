@@ -1,0 +1,146 @@
+"""Block shapes ("chunks"): normalising the user's ``chunks=`` and block-grid arithmetic.
+
+Chunks are stored as a tuple per axis of block sizes, e.g. ``((3, 3, 1), (4,))`` for a 7 x 4
+array cut into blocks of 3 rows. These functions are pure and look at shapes only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import accumulate, pairwise
+from typing import Any
+
+import numpy as np
+
+Chunks = tuple[tuple[int, ...], ...]
+
+AUTO_BLOCK_BYTES = 64 * 2**20
+
+
+def _axis_chunks(size: int, spec: Any, axis: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if spec is None or spec == -1:
+        return (size,) if size else (0,)
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        step = int(spec)
+        if step <= 0:
+            raise ValueError(
+                f"chunks: block size along axis {axis} must be positive or -1, got {step} "
+                f"(shape {shape})"
+            )
+        if size == 0:
+            return (0,)
+        full, rest = divmod(size, step)
+        return (step,) * full + ((rest,) if rest else ())
+    if isinstance(spec, Sequence) and not isinstance(spec, str):
+        sizes = tuple(int(s) for s in spec)
+        if any(s < 0 for s in sizes) or sum(sizes) != size:
+            raise ValueError(
+                f"chunks: block sizes {sizes} along axis {axis} must be non-negative and add "
+                f"up to the axis length {size} (shape {shape})"
+            )
+        if not sizes:
+            raise ValueError(f"chunks: no block sizes given for axis {axis} (shape {shape})")
+        return sizes
+    raise TypeError(
+        f"chunks: cannot read {spec!r} for axis {axis}; use an int, -1, or a tuple of block "
+        "sizes"
+    )
+
+
+def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> Chunks:
+    """Block sizes per axis from the forms users write.
+
+    ``chunks`` may be an int (the same block size on every axis), ``-1``/``None`` (one block
+    along an axis), a tuple with one entry per axis (each an int, -1, or a tuple of sizes),
+    a tuple of per-axis tuples, or ``"auto"`` (blocks of about 64 MiB).
+
+    >>> normalize_chunks(3, (7, 4))
+    ((3, 3, 1), (3, 1))
+    >>> normalize_chunks((3, -1), (7, 4))
+    ((3, 3, 1), (4,))
+    >>> normalize_chunks(((2, 5), (4,)), (7, 4))
+    ((2, 5), (4,))
+    """
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape {shape} has a negative length")
+    if isinstance(chunks, str):
+        if chunks != "auto":
+            raise ValueError(f"chunks: unknown value {chunks!r}; use 'auto', an int or a tuple")
+        return auto_chunks(shape, dtype)
+    if chunks is None or (isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool)):
+        return tuple(_axis_chunks(s, chunks, a, shape) for a, s in enumerate(shape))
+    if isinstance(chunks, dict):
+        specs = [chunks.get(a, chunks.get(a - len(shape), -1)) for a in range(len(shape))]
+        return tuple(_axis_chunks(s, c, a, shape) for a, (s, c) in enumerate(zip(shape, specs,
+                                                                               strict=True)))
+    if isinstance(chunks, Sequence):
+        if len(chunks) != len(shape):
+            raise ValueError(
+                f"chunks {chunks!r} has {len(chunks)} entries but the array has "
+                f"{len(shape)} axes (shape {shape})"
+            )
+        return tuple(_axis_chunks(s, c, a, shape)
+                     for a, (s, c) in enumerate(zip(shape, chunks, strict=True)))
+    raise TypeError(f"chunks: cannot read {chunks!r}; use an int, a tuple, or 'auto'")
+
+
+def auto_chunks(shape: tuple[int, ...], dtype: Any, target: int = AUTO_BLOCK_BYTES) -> Chunks:
+    """Square-ish blocks of about ``target`` bytes."""
+    itemsize = np.dtype(dtype).itemsize
+    if not shape:
+        return ()
+    total = math.prod(shape) * itemsize
+    if total <= target:
+        return tuple((s,) if s else (0,) for s in shape)
+    side = max(1, int((target / itemsize) ** (1.0 / len(shape))))
+    return tuple(_axis_chunks(s, min(max(s, 1), side), a, shape) for a, s in enumerate(shape))
+
+
+def numblocks(chunks: Chunks) -> tuple[int, ...]:
+    return tuple(len(c) for c in chunks)
+
+
+def offsets(sizes: Sequence[int]) -> tuple[int, ...]:
+    """Start of each block along an axis, plus the end: ``(0, s0, s0+s1, ...)``."""
+    return (0, *accumulate(sizes))
+
+
+def block_slices(chunks: Chunks, coord: Sequence[int]) -> tuple[slice, ...]:
+    """The slices of the whole array that block ``coord`` covers."""
+    out = []
+    for sizes, c in zip(chunks, coord, strict=True):
+        start = sum(sizes[:c])
+        out.append(slice(start, start + sizes[c]))
+    return tuple(out)
+
+
+def all_block_slices(chunks: Chunks) -> dict[tuple[int, ...], tuple[slice, ...]]:
+    """``block_slices`` for every block, computed once per axis."""
+    axes = [[slice(o, o + s) for o, s in zip(offsets(sz), sz, strict=False)] for sz in chunks]
+    return {coord: tuple(axes[a][c] for a, c in enumerate(coord))
+            for coord in np.ndindex(*numblocks(chunks))}
+
+
+def block_shape(chunks: Chunks, coord: Sequence[int]) -> tuple[int, ...]:
+    return tuple(sizes[c] for sizes, c in zip(chunks, coord, strict=True))
+
+
+def common_refinement(*sizes_list: Sequence[int]) -> tuple[int, ...]:
+    """The coarsest block sizes whose boundaries include every input's boundaries.
+
+    >>> common_refinement((4, 4), (2, 6))
+    (2, 2, 4)
+    """
+    total = sum(sizes_list[0])
+    for sizes in sizes_list[1:]:
+        if sum(sizes) != total:
+            raise ValueError(f"cannot align blocks {sizes_list}: axis lengths differ")
+    cuts = sorted(set().union(*(offsets(s) for s in sizes_list)))
+    return tuple(b - a for a, b in pairwise(cuts)) or (0,)
+
+
+def blocks_bytes(chunks: Chunks, dtype: Any) -> int:
+    """Bytes of the largest block."""
+    return math.prod(max(c) if c else 0 for c in chunks) * np.dtype(dtype).itemsize

@@ -1,0 +1,387 @@
+"""The lazy blocked :class:`Array`.
+
+An Array is a shape, a dtype, block sizes per axis (``chunks``) and a
+:class:`~tilegraph.algebra.Blocks` collection giving the task that makes each block.
+Operations build new collections from coordinates alone; nothing runs until
+:meth:`Array.compute` (or :func:`compute` for several arrays sharing one plan).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from tilegraph.algebra.blocks import Blocks
+from tilegraph.array.chunks import Chunks, all_block_slices, normalize_chunks, numblocks
+
+_session = os.urandom(4).hex()
+_counter = itertools.count()
+
+
+def _token_part(x: Any) -> str:
+    if isinstance(x, Array):
+        return x.name
+    if isinstance(x, np.ndarray):
+        return f"nd{id(x)}-{x.shape}-{x.dtype.str}-{x.strides}"
+    if isinstance(x, np.dtype):
+        return x.str
+    if isinstance(x, (list, tuple)):
+        return "(" + ",".join(_token_part(p) for p in x) + ")"
+    if isinstance(x, dict):
+        items = sorted(x.items(), key=str)
+        return "{" + ",".join(f"{k!r}:{_token_part(v)}" for k, v in items) + "}"
+    if callable(x):
+        return f"fn{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', '')}-{id(x)}"
+    if isinstance(x, slice):
+        return f"s{x.start},{x.stop},{x.step}"
+    return f"{type(x).__name__}:{x!r}"
+
+
+def tokenize(*parts: Any) -> str:
+    """A deterministic name for an operation on its inputs: the same op on the same inputs
+    gets the same name, so it is planned once (common subexpression sharing)."""
+    text = "|".join(_token_part(p) for p in parts)
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:16]
+
+
+def unique_name(prefix: str) -> str:
+    """A name no other collection has (for data sources)."""
+    return f"{prefix}-{_session}{next(_counter):x}"
+
+
+class Array(NDArrayOperatorsMixin):
+    """A lazy n-dimensional array cut into blocks.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.arange(12.0).reshape(3, 4), chunks=2)
+    >>> x
+    tilegraph.Array<shape=(3, 4), dtype=float64, chunks=((2, 1), (2, 2)), blocks=4>
+    >>> (x + 1).sum(axis=0).compute()
+    array([15., 18., 21., 24.])
+    """
+
+    __slots__ = ("blocks", "chunks", "dtype", "shape")
+    __array_priority__ = 20
+
+    def __init__(self, blocks: Blocks, shape: Sequence[int], chunks: Chunks, dtype: Any):
+        self.blocks = blocks
+        self.shape = tuple(int(s) for s in shape)
+        self.chunks = tuple(tuple(int(c) for c in axis) for axis in chunks)
+        self.dtype = np.dtype(dtype)
+        if numblocks(self.chunks) != blocks.grid:
+            raise ValueError(f"chunks {self.chunks} do not match the block grid {blocks.grid}")
+
+    # -- description ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.blocks.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def numblocks(self) -> tuple[int, ...]:
+        return numblocks(self.chunks)
+
+    @property
+    def npartitions(self) -> int:
+        return math.prod(self.numblocks)
+
+    @property
+    def chunksize(self) -> tuple[int, ...]:
+        return tuple(max(c) if c else 0 for c in self.chunks)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"tilegraph.Array<shape={self.shape}, dtype={self.dtype}, "
+                f"chunks={self.chunks if self.npartitions <= 16 else self.chunksize}, "
+                f"blocks={self.npartitions}>")
+
+    def _repr_html_(self) -> str:
+        from tilegraph.plan.explain import plan_summary
+
+        summary = plan_summary([self])
+        block_bytes = math.prod(self.chunksize) * self.itemsize
+        rows = [
+            ("shape", self.shape), ("dtype", self.dtype), ("block shape", self.chunksize),
+            ("blocks", f"{self.npartitions} ({' x '.join(map(str, self.numblocks)) or '1'})"),
+            ("bytes", f"{_human(self.nbytes)} (block: {_human(block_bytes)})"),
+            ("tasks", f"{summary['tasks']} ({summary['kinds_text']})"),
+        ]
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
+                       for k, v in rows)
+        return f"<table><caption>tilegraph.Array</caption>{body}</table>"
+
+    # -- computing -----------------------------------------------------------------------
+
+    def compute(self, **options: Any) -> Any:
+        """Run the plan and return a NumPy array (a NumPy scalar for 0-d arrays).
+
+        Options: ``backend=``, ``workers=``, ``retries=``, ``progress=``, ``callbacks=``.
+        """
+        return compute(self, **options)[0]
+
+    def explain(self, **options: Any) -> str:
+        """The plan in words: tasks per kind, blocks read and written, flops, estimated
+        peak memory, fused chains."""
+        from tilegraph.plan.explain import explain
+
+        return explain([self], **options)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.asarray(self.compute())
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def _scalar(self) -> Any:
+        if self.size != 1:
+            raise TypeError(
+                f"only arrays of one element convert to a Python scalar (shape {self.shape})")
+        return self.compute().reshape(())[()] if self.ndim else self.compute()
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar())
+
+    def __float__(self) -> float:
+        return float(self._scalar())
+
+    def __int__(self) -> int:
+        return int(self._scalar())
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar())
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    # -- NumPy protocols -----------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from tilegraph.array import elementwise, reductions
+
+        if kwargs.get("out") is not None:
+            raise TypeError(f"{ufunc.__name__}: out= is not supported on tilegraph arrays "
+                            "(arrays are immutable; use the returned array)")
+        kwargs.pop("out", None)
+        if method == "__call__":
+            if ufunc is np.matmul:
+                from tilegraph.array.contraction import matmul
+
+                return matmul(*inputs)
+            return elementwise.apply_ufunc(ufunc, *inputs, **kwargs)
+        if method == "reduce":
+            return reductions.ufunc_reduce(ufunc, *inputs, **kwargs)
+        return NotImplemented
+
+    def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
+        from tilegraph.array import numpy_functions
+
+        impl = numpy_functions.IMPLEMENTATIONS.get(func)
+        if impl is None:
+            return NotImplemented
+        return impl(*args, **kwargs)
+
+    # -- methods (thin wrappers over the modules that implement them) -------------------
+
+    def __getitem__(self, index: Any) -> Array:
+        from tilegraph.array.slicing import getitem
+
+        return getitem(self, index)
+
+    @property
+    def T(self) -> Array:
+        return self.transpose()
+
+    @property
+    def mT(self) -> Array:
+        return self.swapaxes(-1, -2)
+
+    def transpose(self, *axes: Any) -> Array:
+        from tilegraph.array.manipulation import transpose
+
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return transpose(self, axes or None)
+
+    def swapaxes(self, a: int, b: int) -> Array:
+        from tilegraph.array.manipulation import swapaxes
+
+        return swapaxes(self, a, b)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Array:
+        from tilegraph.array.manipulation import reshape
+
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return reshape(self, shape, **kwargs)
+
+    def ravel(self) -> Array:
+        return self.reshape(-1)
+
+    def rechunk(self, chunks: Any) -> Array:
+        from tilegraph.array.manipulation import rechunk
+
+        return rechunk(self, chunks)
+
+    def astype(self, dtype: Any, copy: bool = True) -> Array:
+        from tilegraph.array.elementwise import astype
+
+        return astype(self, dtype, copy=copy)
+
+    def map_blocks(self, func: Callable, *args: Any, **kwargs: Any) -> Array:
+        from tilegraph.array.elementwise import map_blocks
+
+        return map_blocks(func, self, *args, **kwargs)
+
+    def dot(self, other: Any) -> Array:
+        from tilegraph.array.contraction import dot
+
+        return dot(self, other)
+
+    def to_zarr(self, path: str, **options: Any) -> None:
+        from tilegraph.array.io import to_zarr
+
+        return to_zarr(self, path, **options)
+
+    def to_npy(self, path: str, **options: Any) -> None:
+        from tilegraph.array.io import to_npy
+
+        return to_npy(self, path, **options)
+
+    def copy(self) -> Array:
+        return self  # arrays are immutable: a copy is the same plan
+
+    def conj(self) -> Array:
+        return np.conjugate(self)
+
+    @property
+    def real(self) -> Array:
+        return np.real(self)
+
+    @property
+    def imag(self) -> Array:
+        return np.imag(self)
+
+
+def _reduction_method(name: str) -> Callable:
+    def method(self: Array, *args: Any, **kwargs: Any) -> Array:
+        from tilegraph.array import reductions
+
+        return getattr(reductions, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"Like ``numpy.ndarray.{name}``, computed blockwise with a tree reduction."
+    return method
+
+
+for _name in ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any",
+              "all"):
+    setattr(Array, _name, _reduction_method(_name))
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+# -- creation from NumPy ------------------------------------------------------------------------
+
+
+def _view(x: np.ndarray, slices: tuple) -> np.ndarray:
+    return x[slices]
+
+
+def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None) -> Array:
+    """A blocked array over the NumPy array ``x``. Blocks are views: nothing is copied until
+    a task needs it.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> tg.from_numpy(np.ones((5, 4)), chunks=(2, -1)).chunks
+    ((2, 2, 1), (4,))
+    """
+    if isinstance(x, Array):
+        return x if chunks == "auto" else x.rechunk(chunks)
+    x = np.asarray(x)
+    if x.dtype == object:
+        raise TypeError("from_numpy: arrays of Python objects are not supported")
+    chunks = normalize_chunks(chunks, x.shape, x.dtype)
+    name = name or unique_name("array")
+    grid = numblocks(chunks)
+    slices = all_block_slices(chunks)
+
+    from tilegraph.graph.taskgraph import GraphBuilder
+
+    def emit(builder: GraphBuilder) -> None:
+        itemsize = x.itemsize
+        for coord, slc in slices.items():
+            nb = itemsize * math.prod(s.stop - s.start for s in slc)
+            builder.add((name, *coord), _view, args=(x, slc), kind="load", nbytes=nb,
+                        coords=coord)
+
+    return Array(Blocks(name, grid, (), emit), x.shape, chunks, x.dtype)
+
+
+def asarray(x: Any, chunks: Any = "auto", dtype: Any = None) -> Array:
+    """``x`` as a blocked array (an Array is returned as it is, or rechunked/cast)."""
+    if isinstance(x, Array):
+        out = x if chunks == "auto" else x.rechunk(chunks)
+        return out if dtype is None else out.astype(dtype)
+    arr = np.asarray(x, dtype=dtype)
+    return from_numpy(arr, chunks=chunks)
+
+
+# -- compute -----------------------------------------------------------------------------------
+
+
+def compute(*arrays: Any, **options: Any) -> tuple:
+    """Compute several arrays with one shared plan; returns a tuple of NumPy results.
+
+    Common subexpressions of the arrays are computed once. Non-Array arguments are returned
+    as they are.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
+    >>> tg.compute(x.sum(), x.max())
+    (np.float64(15.0), np.float64(5.0))
+    """
+    from tilegraph import config
+    from tilegraph.plan.lower import plan_arrays
+    from tilegraph.runtime.api import run
+
+    config.resolve(options, "compute()")
+    targets = [a for a in arrays if isinstance(a, Array)]
+    plan = plan_arrays(targets)
+    values = run(plan.graph, plan.outputs, **options) if plan.outputs else []
+    results = plan.assemble(values)
+    it = iter(results)
+    return tuple(next(it) if isinstance(a, Array) else a for a in arrays)

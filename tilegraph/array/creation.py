@@ -1,0 +1,127 @@
+"""Arrays made block by block from their shape alone: zeros, ones, full, eye, arange,
+linspace (and the random arrays of :mod:`tilegraph.random`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra.blocks import source
+from tilegraph.array.chunks import block_shape, normalize_chunks, numblocks, offsets
+from tilegraph.array.core import Array, tokenize
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(s < 0 for s in out):
+        raise ValueError(f"negative dimensions are not allowed, got shape {out}")
+    return out
+
+
+def from_block_function(op: str, func: Callable[..., np.ndarray], shape: Any, chunks: Any,
+                        dtype: Any, args_of: Callable[[tuple, tuple], tuple],
+                        kind: str = "creation", params: tuple = ()) -> Array:
+    """An array whose block at ``coord`` is ``func(*args_of(coord, block_shape))``."""
+    shape = _shape(shape)
+    dtype = np.dtype(dtype)
+    chunks = normalize_chunks(chunks, shape, dtype)
+    token = tokenize(op, func, shape, chunks, dtype, *params)
+    itemsize = dtype.itemsize
+
+    def task_of(coord: tuple[int, ...]) -> tuple:
+        return func, args_of(coord, block_shape(chunks, coord))
+
+    blocks = source(f"{op}-{token}", numblocks(chunks), task_of, kind=kind, name=op,
+                    nbytes=lambda c: itemsize * math.prod(block_shape(chunks, c)))
+    return Array(blocks, shape, chunks, dtype)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None, chunks: Any = "auto") -> Array:
+    """An array of ``fill_value``."""
+    if dtype is None:
+        dtype = np.array(fill_value).dtype
+    dtype = np.dtype(dtype)
+    return from_block_function("full", np.full, shape, chunks, dtype,
+                               lambda c, s: (s, fill_value, dtype), params=(fill_value,))
+
+
+def zeros(shape: Any, dtype: Any = float, chunks: Any = "auto") -> Array:
+    """An array of zeros."""
+    return full(shape, 0, dtype=dtype, chunks=chunks)
+
+
+def ones(shape: Any, dtype: Any = float, chunks: Any = "auto") -> Array:
+    """An array of ones."""
+    return full(shape, 1, dtype=dtype, chunks=chunks)
+
+
+def _eye_block(shape: tuple[int, int], k: int, dtype: np.dtype) -> np.ndarray:
+    return np.eye(shape[0], shape[1], k=k, dtype=dtype)
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = float,
+        chunks: Any = "auto") -> Array:
+    """The identity-like matrix with ones on diagonal ``k``."""
+    M = N if M is None else M
+    shape = _shape((N, M))
+    norm = normalize_chunks(chunks, shape, dtype)
+    offs = [offsets(c) for c in norm]
+    return from_block_function(
+        "eye", _eye_block, shape, norm, dtype,
+        lambda c, s: (s, k + offs[0][c[0]] - offs[1][c[1]], np.dtype(dtype)), params=(k,))
+
+
+def _arange_block(first: int, size: int, start: Any, step: Any, dtype: np.dtype) -> np.ndarray:
+    return (start + (first + np.arange(size)) * step).astype(dtype, copy=False)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None,
+           chunks: Any = "auto") -> Array:
+    """Evenly spaced values in ``[start, stop)``, like ``numpy.arange``."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    if dtype is None:
+        dtype = np.arange(start, start + step, step).dtype if n else \
+            np.result_type(start, stop, step)
+    dtype = np.dtype(dtype)
+    norm = normalize_chunks(chunks, (n,), dtype)
+    offs = offsets(norm[0])
+    return from_block_function(
+        "arange", _arange_block, (n,), norm, dtype,
+        lambda c, s: (offs[c[0]], s[0], start, step, dtype), params=(start, stop, step))
+
+
+def _linspace_block(first: int, size: int, start: float, step: float, stop: float,
+                    last: bool, dtype: np.dtype) -> np.ndarray:
+    out = start + (first + np.arange(size)) * step
+    if last and size:
+        out[-1] = stop
+    return out.astype(dtype, copy=False)
+
+
+def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True,
+             dtype: Any = None, chunks: Any = "auto") -> Array:
+    """``num`` evenly spaced values from ``start`` to ``stop``, like ``numpy.linspace``."""
+    if num < 0:
+        raise ValueError(f"linspace: number of samples {num} must be non-negative")
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    dtype = np.dtype(dtype if dtype is not None else np.result_type(start, stop, 1.0))
+    norm = normalize_chunks(chunks, (num,), dtype)
+    offs = offsets(norm[0])
+    nblocks = len(norm[0])
+    return from_block_function(
+        "linspace", _linspace_block, (num,), norm, dtype,
+        lambda c, s: (offs[c[0]], s[0], start, step, stop, endpoint and c[0] == nblocks - 1,
+                      dtype), params=(start, stop, num, endpoint))

@@ -1,0 +1,240 @@
+"""Elementwise operations with NumPy broadcasting and type promotion, block by block.
+
+Inputs are aligned first: their shapes broadcast as NumPy's do, and along every output axis
+the blocks of all inputs are cut at the union of their block boundaries (a rechunk happens
+only where they differ). The result dtype is what NumPy gives for the same operation on
+one-element arrays of the input dtypes (and the same Python scalars), so promotion rules,
+including NEP 50's for Python scalars, are NumPy's own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra.blocks import map_blocks as _map_blocks
+from tilegraph.array.chunks import common_refinement, numblocks
+from tilegraph.array.core import Array, from_numpy, tokenize
+from tilegraph.graph.taskgraph import Dep, funcname
+
+
+def _describe(x: Any) -> str:
+    return f"shape {x.shape}" if hasattr(x, "shape") else repr(x)
+
+
+def align(op: str, args: Sequence[Any]) -> tuple[tuple[int, ...], tuple, list[Any]]:
+    """Broadcast shape, common chunks, and the arguments with NumPy arrays turned into
+    Arrays and every Array rechunked to the common block boundaries."""
+    args = [from_numpy(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in args]
+    arrays = [a for a in args if isinstance(a, Array)]
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        shapes = ", ".join(str(a.shape) for a in arrays)
+        raise ValueError(
+            f"{op}: shapes {shapes} cannot be broadcast together (NumPy broadcasting: axes "
+            "aligned from the right must be equal or 1)"
+        ) from None
+    nd = len(shape)
+    out_chunks = []
+    for axis in range(nd):
+        length = shape[axis]
+        sizes = []
+        for a in arrays:
+            ax = axis - (nd - a.ndim)
+            if ax >= 0 and a.shape[ax] == length:
+                sizes.append(a.chunks[ax])
+        out_chunks.append(common_refinement(*sizes) if sizes else (length,))
+    out_chunks = tuple(out_chunks)
+    aligned = []
+    for a in args:
+        if isinstance(a, Array):
+            want = tuple(
+                out_chunks[ax + nd - a.ndim] if a.shape[ax] == shape[ax + nd - a.ndim]
+                else a.chunks[ax] for ax in range(a.ndim)
+            )
+            if want != a.chunks:
+                a = a.rechunk(want)
+        aligned.append(a)
+    return shape, out_chunks, aligned
+
+
+def _index_map(a: Array, shape: tuple[int, ...]) -> Callable | None:
+    nd = len(shape)
+    off = nd - a.ndim
+    broadcast = [a.shape[ax] != shape[ax + off] for ax in range(a.ndim)]
+    if off == 0 and not any(broadcast):
+        return None
+
+    def index(coord: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(0 if broadcast[ax] else coord[ax + off] for ax in range(a.ndim))
+
+    return index
+
+
+def result_dtype(func: Callable, args: Sequence[Any], kwargs: dict | None = None) -> np.dtype:
+    """The dtype NumPy gives for ``func`` on one-element stand-ins of the arguments."""
+    dummies = [np.ones((1,) * a.ndim, dtype=a.dtype) if isinstance(a, Array) else a
+               for a in args]
+    with np.errstate(all="ignore"):
+        out = func(*dummies, **(kwargs or {}))
+    return np.asarray(out).dtype
+
+
+def elemwise(
+    func: Callable,
+    *args: Any,
+    dtype: Any = None,
+    kwargs: dict | None = None,
+    name: str | None = None,
+    kind: str = "elementwise",
+) -> Array:
+    """``func`` applied block by block to aligned, broadcast arguments (Arrays, NumPy
+    arrays, scalars)."""
+    op = name or funcname(func)
+    shape, chunks, args = align(op, args)
+    if dtype is None:
+        try:
+            dtype = result_dtype(func, args, kwargs)
+        except Exception as exc:
+            shapes = ", ".join(_describe(a) for a in args)
+            raise TypeError(f"{op}: cannot be applied to arguments ({shapes}): {exc}") from exc
+    dtype = np.dtype(dtype)
+    arrays = [a for a in args if isinstance(a, Array)]
+    slot = {}
+    template = []
+    for a in args:
+        if isinstance(a, Array):
+            template.append(Dep(slot.setdefault(a.name, len(slot))))
+        else:
+            template.append(a)
+    unique = {a.name: a for a in arrays}
+    inputs = list(unique.values())
+    maps = [_index_map(a, shape) for a in inputs]
+    token = tokenize(op, func, *args, kwargs, dtype)
+    itemsize = dtype.itemsize
+    direct = all(type(t) is Dep for t in template) and len(inputs) == len(template)
+    blocks = _map_blocks(
+        f"{op}-{token}", func, [a.blocks for a in inputs], numblocks(chunks), maps,
+        args=None if direct else tuple(template), kwargs=kwargs or None, kind=kind, name=op,
+        nbytes=lambda c: itemsize * math.prod(chunks[i][k] for i, k in enumerate(c)),
+    )
+    return Array(blocks, shape, chunks, dtype)
+
+
+_UNSUPPORTED_UFUNC_KWARGS = ("where", "axes", "axis", "signature")
+
+
+def apply_ufunc(ufunc: np.ufunc, *inputs: Any, **kwargs: Any) -> Any:
+    """A NumPy ufunc on blocked arrays (the ``__array_ufunc__`` ``__call__`` path)."""
+    for k in _UNSUPPORTED_UFUNC_KWARGS:
+        if k in kwargs:
+            raise TypeError(f"{ufunc.__name__}: the {k}= argument is not supported on "
+                            "tilegraph arrays")
+    if ufunc.signature is not None:
+        raise TypeError(f"{ufunc.__name__}: generalized ufuncs are not supported elementwise")
+    dtype = kwargs.get("dtype")
+    if ufunc.nout == 1:
+        return elemwise(ufunc, *inputs, kwargs=kwargs or None,
+                        dtype=None if dtype is None else dtype, name=ufunc.__name__)
+    return tuple(
+        elemwise(_ufunc_output(ufunc, k), *inputs, kwargs=kwargs or None,
+                 name=f"{ufunc.__name__}_{k}")
+        for k in range(ufunc.nout)
+    )
+
+
+def _ufunc_output(ufunc: np.ufunc, k: int) -> Callable:
+    def one_output(*args: Any, **kwargs: Any) -> Any:
+        return ufunc(*args, **kwargs)[k]
+
+    one_output.__name__ = f"{ufunc.__name__}_{k}"
+    return one_output
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Array:
+    """``numpy.where(condition, x, y)`` elementwise (the three-argument form)."""
+    if x is None or y is None:
+        raise TypeError("where: only the three-argument form where(condition, x, y) is "
+                        "supported (the one-argument form gives data-dependent shapes)")
+    return elemwise(np.where, condition, x, y, name="where")
+
+
+def _astype(block: np.ndarray, dtype: np.dtype, casting: str) -> np.ndarray:
+    return block.astype(dtype, casting=casting)
+
+
+def astype(x: Array, dtype: Any, copy: bool = True, casting: str = "unsafe") -> Array:
+    """``x`` converted to ``dtype``, block by block."""
+    dtype = np.dtype(dtype)
+    if dtype == x.dtype and not copy:
+        return x
+    if not np.can_cast(x.dtype, dtype, casting=casting):
+        raise TypeError(f"astype: cannot cast {x.dtype} to {dtype} under casting={casting!r}")
+    if dtype == x.dtype:
+        return x
+    return elemwise(_astype, x, dtype, casting, dtype=dtype, name="astype")
+
+
+def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None,
+               name: str | None = None, **kwargs: Any) -> Array:
+    """Apply ``func`` to each block of the array arguments (all with the same blocks), with
+    the other arguments passed as they are.
+
+    ``dtype`` defaults to what ``func`` returns on one-element arrays (or the first array's
+    dtype if that fails); ``chunks`` (block sizes of the result, one block per input block)
+    defaults to the first array's, so give it when ``func`` changes the block shape.
+    """
+    if not callable(func):
+        raise TypeError(f"map_blocks: {func!r} is not callable")
+    arrays = [a for a in args if isinstance(a, Array)]
+    if not arrays:
+        raise TypeError("map_blocks: give at least one tilegraph Array argument")
+    first = arrays[0]
+    aligned = []
+    for a in args:
+        if isinstance(a, Array) and a is not first:
+            if a.ndim != first.ndim or a.numblocks != first.numblocks:
+                if a.shape == first.shape:
+                    a = a.rechunk(first.chunks)
+                else:
+                    raise ValueError(
+                        f"map_blocks: arrays of shapes {first.shape} and {a.shape} have "
+                        f"different block grids {first.numblocks} and {a.numblocks}")
+        aligned.append(a)
+    op = name or funcname(func)
+    if dtype is None:
+        try:
+            dtype = result_dtype(func, aligned, kwargs)
+        except Exception:
+            dtype = first.dtype
+    dtype = np.dtype(dtype)
+    if chunks is None:
+        out_chunks = first.chunks
+    else:
+        from tilegraph.array.chunks import Chunks
+
+        out_chunks: Chunks = tuple(tuple(int(s) for s in c) for c in chunks)
+        if numblocks(out_chunks) != first.numblocks:
+            raise ValueError(
+                f"map_blocks: chunks {out_chunks} give a block grid "
+                f"{numblocks(out_chunks)}, but the inputs have {first.numblocks}")
+    shape = tuple(sum(c) for c in out_chunks)
+    slot = {}
+    template = []
+    unique = {}
+    for a in aligned:
+        if isinstance(a, Array):
+            unique.setdefault(a.name, a)
+            template.append(Dep(slot.setdefault(a.name, len(slot))))
+        else:
+            template.append(a)
+    token = tokenize("map_blocks", func, *aligned, kwargs, dtype, out_chunks)
+    blocks = _map_blocks(
+        f"{op}-{token}", func, [a.blocks for a in unique.values()], first.numblocks,
+        args=tuple(template), kwargs=kwargs or None, kind="map", name=op,
+    )
+    return Array(blocks, shape, out_chunks, dtype)

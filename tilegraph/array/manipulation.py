@@ -1,0 +1,261 @@
+"""Changing the shape or the blocks of an array: transpose, reshape, rechunk, concatenate,
+stack. Block transposition, concatenation and stacking only rearrange existing blocks (no
+tasks, nothing copied); reshape is blockwise after the fewest rechunks that make it so."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra.blocks import apply_blocks, remap
+from tilegraph.algebra.blocks import map_blocks as _map_blocks
+from tilegraph.array.chunks import (
+    Chunks,
+    block_shape,
+    common_refinement,
+    normalize_chunks,
+    numblocks,
+    offsets,
+)
+from tilegraph.array.core import Array, asarray, tokenize
+from tilegraph.graph.taskgraph import Dep, Lit
+
+
+def _block_nbytes(chunks: Chunks, itemsize: int):
+    return lambda c: itemsize * math.prod(chunks[a][k] for a, k in enumerate(c))
+
+
+def transpose(x: Array, axes: Sequence[int] | None = None) -> Array:
+    """Permute the axes (reversed by default); each block is transposed as a view."""
+    nd = x.ndim
+    if axes is None:
+        axes = tuple(range(nd))[::-1]
+    axes = tuple(int(a) for a in axes)
+    if sorted(a % nd if nd else a for a in axes) != list(range(nd)) or len(axes) != nd:
+        raise ValueError(f"transpose: axes {axes} are not a permutation of the {nd} axes of "
+                         f"an array of shape {x.shape}")
+    axes = tuple(a % nd for a in axes)
+    if axes == tuple(range(nd)):
+        return x
+    chunks = tuple(x.chunks[a] for a in axes)
+    inverse = np.argsort(axes)
+
+    def index(c: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(c[i] for i in inverse)
+
+    blocks = _map_blocks(
+        f"transpose-{tokenize('transpose', x, axes)}", np.transpose, [x.blocks],
+        numblocks(chunks), [index], args=(Dep(0), axes), kind="transpose", name="transpose",
+        nbytes=_block_nbytes(chunks, x.itemsize),
+    )
+    return Array(blocks, tuple(x.shape[a] for a in axes), chunks, x.dtype)
+
+
+def swapaxes(x: Array, a: int, b: int) -> Array:
+    """Exchange two axes."""
+    nd = x.ndim
+    for ax in (a, b):
+        if not -nd <= ax < nd:
+            raise np.exceptions.AxisError(
+                f"swapaxes: axis {ax} is out of bounds for an array of shape {x.shape}")
+    perm = list(range(nd))
+    perm[a % nd], perm[b % nd] = perm[b % nd], perm[a % nd]
+    return transpose(x, perm)
+
+
+def _copy_pieces(shape: tuple[int, ...], dtype: np.dtype, placements: tuple,
+                 *blocks: np.ndarray) -> np.ndarray:
+    out = np.empty(shape, dtype=dtype)
+    for (dst, src), block in zip(placements, blocks, strict=True):
+        out[dst] = block[src]
+    return out
+
+
+def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
+                 ) -> list[list[tuple[int, slice, slice]]]:
+    """For each new block along an axis: its pieces as (old block, slice in the old block,
+    slice in the new block)."""
+    old_off, new_off = offsets(old), offsets(new)
+    out = []
+    for k in range(len(new)):
+        lo, hi = new_off[k], new_off[k + 1]
+        b = max(0, min(len(old) - 1, bisect_right(old_off, lo) - 1))
+        if hi == lo:
+            out.append([(b, slice(0, 0), slice(0, 0))])
+            continue
+        pieces = []
+        while b < len(old) and old_off[b] < hi:
+            s0, s1 = max(lo, old_off[b]), min(hi, old_off[b + 1])
+            if s1 > s0:
+                pieces.append((b, slice(s0 - old_off[b], s1 - old_off[b]),
+                               slice(s0 - lo, s1 - lo)))
+            b += 1
+        out.append(pieces)
+    return out
+
+
+def rechunk(x: Array, chunks: Any) -> Array:
+    """The same array with new block sizes. A new block inside one old block is a view;
+    one spanning several is assembled from their pieces."""
+    new = normalize_chunks(chunks, x.shape, x.dtype)
+    if new == x.chunks:
+        return x
+    per_axis = [_axis_pieces(o, n) for o, n in zip(x.chunks, new, strict=True)]
+    token = tokenize("rechunk", x, new)
+    xkey = x.blocks.key
+    dtype = x.dtype
+
+    def task_of(coord: tuple[int, ...]) -> tuple:
+        axis_lists = [per_axis[a][k] for a, k in enumerate(coord)]
+        combos = list(np.ndindex(*[len(lst) for lst in axis_lists]))
+        if len(combos) == 1:
+            parts = [axis_lists[a][0] for a in range(len(coord))]
+            return (_take_view, [xkey(tuple(p[0] for p in parts))],
+                    (Dep(0), Lit(tuple(p[1] for p in parts))))
+        keys, placements = [], []
+        for combo in combos:
+            parts = [axis_lists[a][i] for a, i in enumerate(combo)]
+            keys.append(xkey(tuple(p[0] for p in parts)))
+            placements.append((tuple(p[2] for p in parts), tuple(p[1] for p in parts)))
+        unique = list(dict.fromkeys(keys))
+        slot = {k: i for i, k in enumerate(unique)}
+        args = (block_shape(new, coord), dtype, Lit(tuple(placements)),
+                *[Dep(slot[k]) for k in keys])
+        return _copy_pieces, unique, args
+
+    blocks = apply_blocks(f"rechunk-{token}", numblocks(new), [x.blocks], task_of,
+                          kind="rechunk", name="rechunk",
+                          nbytes=_block_nbytes(new, x.itemsize))
+    return Array(blocks, x.shape, new, x.dtype)
+
+
+def _take_view(block: np.ndarray, index: tuple) -> np.ndarray:
+    return block[index]
+
+
+def _reshape_block(block: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return block.reshape(shape)
+
+
+def _normalize_shape(shape: Sequence[Any], size: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    unknown = [i for i, s in enumerate(shape) if s == -1]
+    if len(unknown) > 1 or any(s < -1 for s in shape):
+        raise ValueError(f"reshape: invalid shape {shape} (at most one -1, no other negatives)")
+    if unknown:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or size % known:
+            raise ValueError(f"reshape: cannot reshape array of shape {old} (size {size}) "
+                             f"into shape {shape}")
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"reshape: cannot reshape array of shape {old} (size {size}) into "
+                         f"shape {shape}")
+    return shape
+
+
+def reshape(x: Array, shape: Sequence[Any], order: str = "C") -> Array:
+    """Row-major reshape. Leading axes that keep their length keep their blocks; the rest
+    is cut at boundaries that are whole rows of both the old and the new trailing shape, so
+    every block reshapes on its own."""
+    if order != "C":
+        raise ValueError(f"reshape: only order='C' is supported, got {order!r}")
+    new_shape = _normalize_shape(shape, x.size, x.shape)
+    if new_shape == x.shape:
+        return x
+    token = tokenize("reshape", x, new_shape)
+    if x.size == 0 or x.npartitions == 1 or x.ndim == 0 or not new_shape:
+        one = x if x.npartitions == 1 else x.rechunk(-1)
+        chunks = tuple((s,) for s in new_shape)
+        blocks = _map_blocks(f"reshape-{token}", _reshape_block, [one.blocks],
+                             numblocks(chunks), [lambda c: (0,) * x.ndim],
+                             args=(Dep(0), new_shape), kind="reshape", name="reshape")
+        return Array(blocks, new_shape, chunks, x.dtype)
+    p = 0
+    while (p < min(x.ndim, len(new_shape)) - 1 and x.shape[p] == new_shape[p]):
+        p += 1
+    t_in, t_out = x.shape[p:], new_shape[p:]
+    r_in, r_out = math.prod(t_in[1:]), math.prod(t_out[1:])
+    unit = math.lcm(r_in, r_out) if r_in and r_out else 1
+    flat_total = math.prod(t_in)
+    cuts = sorted({min(flat_total, (o * r_in) // unit * unit) for o in offsets(x.chunks[p])}
+                  | {0, flat_total})
+    sizes = [b - a for a, b in itertools.pairwise(cuts)] or [0]
+    in_lead = tuple(s // r_in for s in sizes)
+    out_lead = tuple(s // r_out for s in sizes)
+    in_chunks = (*x.chunks[:p], in_lead, *((s,) for s in t_in[1:]))
+    y = x.rechunk(in_chunks)
+    out_chunks = (*x.chunks[:p], out_lead, *((s,) for s in t_out[1:]))
+    n_in = x.ndim
+
+    def index(c: tuple[int, ...]) -> tuple[int, ...]:
+        return (*c[: p + 1], *([0] * (n_in - p - 1)))
+
+    def task_of(coord: tuple[int, ...]) -> tuple:
+        return (_reshape_block, [y.blocks.key(index(coord))],
+                (Dep(0), block_shape(out_chunks, coord)))
+
+    blocks = apply_blocks(f"reshape-{token}", numblocks(out_chunks), [y.blocks], task_of,
+                          kind="reshape", name="reshape")
+    return Array(blocks, new_shape, out_chunks, x.dtype)
+
+
+def concatenate(arrays: Sequence[Any], axis: int = 0) -> Array:
+    """Join arrays along an existing axis; the result's blocks are the inputs' blocks."""
+    arrays = [asarray(a) for a in arrays]
+    if not arrays:
+        raise ValueError("concatenate: need at least one array")
+    nd = arrays[0].ndim
+    if nd == 0:
+        raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
+    if not -nd <= axis < nd:
+        raise np.exceptions.AxisError(
+            f"concatenate: axis {axis} is out of bounds for arrays of {nd} dimensions")
+    axis %= nd
+    for a in arrays:
+        if a.ndim != nd or any(a.shape[i] != arrays[0].shape[i] for i in range(nd) if i != axis):
+            shapes = ", ".join(str(b.shape) for b in arrays)
+            raise ValueError(f"concatenate: shapes {shapes} differ off axis {axis}; all axes "
+                             "but the concatenation axis must match")
+    dtype = np.result_type(*[a.dtype for a in arrays])
+    arrays = [a.astype(dtype, copy=False) for a in arrays]
+    nonempty = [a for a in arrays if a.shape[axis]] or arrays[:1]
+    common = [common_refinement(*[a.chunks[i] for a in nonempty]) if i != axis else None
+              for i in range(nd)]
+    aligned = []
+    for a in nonempty:
+        want = tuple(a.chunks[i] if i == axis else common[i] for i in range(nd))
+        aligned.append(a.rechunk(want) if want != a.chunks else a)
+    if len(aligned) == 1:
+        return aligned[0]
+    keys = np.concatenate([a.blocks.keys for a in aligned], axis=axis)
+    chunks = tuple(sum((a.chunks[axis] for a in aligned), ()) if i == axis else common[i]
+                   for i in range(nd))
+    name = f"concatenate-{tokenize('concatenate', *aligned, axis)}"
+    blocks = remap(name, keys, [a.blocks for a in aligned])
+    shape = tuple(sum(c) for c in chunks)
+    return Array(blocks, shape, chunks, dtype)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
+    """Join arrays of one shape along a new axis."""
+    arrays = [asarray(a) for a in arrays]
+    if not arrays:
+        raise ValueError("stack: need at least one array")
+    shape = arrays[0].shape
+    for a in arrays:
+        if a.shape != shape:
+            shapes = ", ".join(str(b.shape) for b in arrays)
+            raise ValueError(f"stack: all arrays must have the same shape, got {shapes}")
+    nd = len(shape) + 1
+    if not -nd <= axis < nd:
+        raise np.exceptions.AxisError(
+            f"stack: axis {axis} is out of bounds for the {nd}-dimensional result")
+    axis %= nd
+    index = (slice(None),) * axis + (None,)
+    return concatenate([a[index] for a in arrays], axis=axis)

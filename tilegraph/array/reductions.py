@@ -1,0 +1,392 @@
+"""Reductions over any axes, as trees: one partial result per block, partials combined in
+groups of ``split_every`` along the reduced axes, then a final step per output block.
+
+Means and variances combine (count, mean, M2) triples with Chan's parallel formula, so they
+are as stable as NumPy's two-pass variance without reading the data twice.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra.blocks import map_blocks as _map_blocks
+from tilegraph.algebra.blocks import reduce_by_key
+from tilegraph.array.chunks import numblocks, offsets
+from tilegraph.array.core import Array, tokenize
+
+SPLIT_EVERY = 8
+
+
+def normalize_axes(op: str, axis: Any, ndim: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Reduced axes as sorted non-negative ints; errors name the op, the axis and the shape."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise TypeError(f"{op}: axis must be an int or a tuple of ints, got {a!r}")
+        if not -ndim <= a < ndim:
+            raise np.exceptions.AxisError(
+                f"{op}: axis {a} is out of bounds for an array of shape {shape} "
+                f"(ndim {ndim})")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return tuple(sorted(out))
+
+
+def _partial(chunk: Callable, axes: tuple[int, ...]) -> Callable:
+    def partial(block: np.ndarray) -> Any:
+        return chunk(block, axes)
+
+    partial.__name__ = f"{getattr(chunk, '__name__', 'chunk')}"
+    return partial
+
+
+def _finish(aggregate: Callable, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype
+            ) -> Callable:
+    def finish(part: Any) -> np.ndarray:
+        out = aggregate(part)
+        out = np.asarray(out).astype(dtype, copy=False)
+        return out if keepdims else out.squeeze(axis=axes) if axes else out
+
+    finish.__name__ = f"finish_{getattr(aggregate, '__name__', 'reduce')}"
+    return finish
+
+
+def reduction(
+    x: Array,
+    op: str,
+    chunk: Callable[[np.ndarray, tuple[int, ...]], Any],
+    combine: Callable[[Any, Any], Any],
+    aggregate: Callable[[Any], Any],
+    axis: Any,
+    keepdims: bool,
+    dtype: Any,
+    split_every: int = SPLIT_EVERY,
+    block_chunk: Callable[[tuple[int, ...]], Callable] | None = None,
+    params: tuple = (),
+) -> Array:
+    """The tree reduction of ``x`` over ``axis``.
+
+    ``chunk(block, axes)`` makes a block's partial (reduced axes kept with length 1),
+    ``combine(p, q)`` merges two partials, ``aggregate(p)`` turns the final partial into the
+    result block. ``block_chunk(coord)``, if given, makes the chunk function per block (for
+    partials that need the block's position, as argmin does).
+    """
+    axes = normalize_axes(op, axis, x.ndim, x.shape)
+    dtype = np.dtype(dtype)
+    token = tokenize(op, x, axes, keepdims, dtype, split_every, *params)
+    grid = x.numblocks
+    if block_chunk is None:
+        part_func = _partial(chunk, axes)
+        parts = _map_blocks(f"{op}-partial-{token}", part_func, [x.blocks], grid,
+                            kind="partial", name=f"{op}-partial")
+    else:
+        from tilegraph.algebra.blocks import apply_blocks
+
+        parts = apply_blocks(
+            f"{op}-partial-{token}", grid, [x.blocks],
+            lambda c: (block_chunk(c), [x.blocks.key(c)], None),
+            kind="partial", name=f"{op}-partial",
+        )
+    out_grid = tuple(1 if a in axes else g for a, g in enumerate(grid))
+    tree = reduce_by_key(
+        f"{op}-combine-{token}", parts,
+        lambda c: tuple(0 if a in axes else k for a, k in enumerate(c)), out_grid, combine,
+        split_every=split_every, kind="reduce", name=f"{op}-combine",
+    )
+    out_chunks = tuple((1,) if a in axes else c for a, c in enumerate(x.chunks))
+    finish = _finish(aggregate, axes, keepdims, dtype)
+    if keepdims:
+        final_chunks, final_grid = out_chunks, out_grid
+        index = None
+    else:
+        final_chunks = tuple(c for a, c in enumerate(out_chunks) if a not in axes)
+        final_grid = numblocks(final_chunks)
+        kept = [a for a in range(x.ndim) if a not in axes]
+
+        def index(c: tuple[int, ...]) -> tuple[int, ...]:
+            full = [0] * x.ndim
+            for a, k in zip(kept, c, strict=True):
+                full[a] = k
+            return tuple(full)
+
+    itemsize = dtype.itemsize
+    blocks = _map_blocks(
+        f"{op}-{token}", finish, [tree], final_grid, [index], kind="aggregate", name=op,
+        nbytes=lambda c: itemsize * math.prod(final_chunks[i][k] for i, k in enumerate(c)),
+    )
+    shape = tuple(builtins.sum(c) for c in final_chunks)
+    return Array(blocks, shape, final_chunks, dtype)
+
+
+def _reduce_dtype(func: Callable, x: Array, dtype: Any) -> np.dtype:
+    if dtype is not None:
+        return np.dtype(dtype)
+    return np.asarray(func(np.ones(1, dtype=x.dtype))).dtype
+
+
+def _check_nonempty(op: str, x: Array, axis: Any) -> None:
+    axes = normalize_axes(op, axis, x.ndim, x.shape)
+    if builtins.any(x.shape[a] == 0 for a in axes) or (not axes and x.size == 0 and axis is None):
+        raise ValueError(
+            f"{op}: zero-size reduction over axes {axes} of an array of shape {x.shape} has "
+            "no identity")
+
+
+def _simple(op: str, npfunc: Callable, combine: Callable, x: Array, axis: Any,
+            dtype: Any, keepdims: bool, split_every: int) -> Array:
+    out_dtype = _reduce_dtype(lambda b: npfunc(b, dtype=dtype), x, dtype)
+
+    def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        return npfunc(block, axis=axes, dtype=out_dtype, keepdims=True)
+
+    chunk.__name__ = op
+    return reduction(x, op, chunk, combine, _identity, axis, keepdims, out_dtype, split_every)
+
+
+def _identity(p: Any) -> Any:
+    return p
+
+
+def sum(x: Array, axis: Any = None, dtype: Any = None, keepdims: bool = False,
+        split_every: int = SPLIT_EVERY) -> Array:
+    """Sum over ``axis`` (all axes by default), like ``numpy.sum``."""
+    return _simple("sum", np.sum, np.add, x, axis, dtype, keepdims, split_every)
+
+
+def prod(x: Array, axis: Any = None, dtype: Any = None, keepdims: bool = False,
+         split_every: int = SPLIT_EVERY) -> Array:
+    """Product over ``axis``, like ``numpy.prod``."""
+    return _simple("prod", np.prod, np.multiply, x, axis, dtype, keepdims, split_every)
+
+
+def _minmax(op: str, npfunc: Callable, combine: Callable, x: Array, axis: Any,
+            keepdims: bool, split_every: int) -> Array:
+    _check_nonempty(op, x, axis)
+
+    def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        return npfunc(block, axis=axes, keepdims=True)
+
+    chunk.__name__ = op
+    return reduction(x, op, chunk, combine, _identity, axis, keepdims, x.dtype, split_every)
+
+
+def min(x: Array, axis: Any = None, keepdims: bool = False,
+        split_every: int = SPLIT_EVERY) -> Array:
+    """Minimum over ``axis`` (NaN wins, as in NumPy)."""
+    return _minmax("min", np.min, np.minimum, x, axis, keepdims, split_every)
+
+
+def max(x: Array, axis: Any = None, keepdims: bool = False,
+        split_every: int = SPLIT_EVERY) -> Array:
+    """Maximum over ``axis`` (NaN wins, as in NumPy)."""
+    return _minmax("max", np.max, np.maximum, x, axis, keepdims, split_every)
+
+
+def _logical(op: str, npfunc: Callable, combine: Callable, x: Array, axis: Any,
+             keepdims: bool, split_every: int) -> Array:
+    def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        return npfunc(block, axis=axes, keepdims=True)
+
+    chunk.__name__ = op
+    return reduction(x, op, chunk, combine, _identity, axis, keepdims, bool, split_every)
+
+
+def any(x: Array, axis: Any = None, keepdims: bool = False,
+        split_every: int = SPLIT_EVERY) -> Array:
+    """Whether any element along ``axis`` is true."""
+    return _logical("any", np.any, np.logical_or, x, axis, keepdims, split_every)
+
+
+def all(x: Array, axis: Any = None, keepdims: bool = False,
+        split_every: int = SPLIT_EVERY) -> Array:
+    """Whether every element along ``axis`` is true."""
+    return _logical("all", np.all, np.logical_and, x, axis, keepdims, split_every)
+
+
+def _moment_dtype(x: Array, dtype: Any) -> np.dtype:
+    if dtype is not None:
+        return np.dtype(dtype)
+    return np.mean(np.ones(1, dtype=x.dtype)).dtype
+
+
+def mean(x: Array, axis: Any = None, dtype: Any = None, keepdims: bool = False,
+         split_every: int = SPLIT_EVERY) -> Array:
+    """Arithmetic mean over ``axis``, like ``numpy.mean``."""
+    axes = normalize_axes("mean", axis, x.ndim, x.shape)
+    out_dtype = _moment_dtype(x, dtype)
+    acc_dtype = out_dtype if out_dtype.kind in "fc" else np.dtype(np.float64)
+    count = math.prod(x.shape[a] for a in axes)
+
+    def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        return np.sum(block, axis=axes, dtype=acc_dtype, keepdims=True)
+
+    chunk.__name__ = "mean"
+
+    def aggregate(total: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.true_divide(total, count)
+
+    return reduction(x, "mean", chunk, np.add, aggregate, axis, keepdims, out_dtype,
+                     split_every, params=(count,))
+
+
+def _moments(block: np.ndarray, axes: tuple[int, ...], acc: np.dtype) -> tuple:
+    n = math.prod(block.shape[a] for a in axes)
+    if n == 0:
+        shape = tuple(1 if a in axes else s for a, s in enumerate(block.shape))
+        zeros = np.zeros(shape, dtype=acc)
+        return 0, zeros, np.zeros(shape, dtype=np.abs(zeros).dtype)
+    m = np.mean(block, axis=axes, dtype=acc, keepdims=True)
+    d = block - m
+    m2 = np.sum((d * np.conj(d)).real if np.iscomplexobj(d) else d * d, axis=axes,
+                keepdims=True)
+    return n, m, m2
+
+
+def _merge_moments(p: tuple, q: tuple) -> tuple:
+    na, ma, m2a = p
+    nb, mb, m2b = q
+    if na == 0:
+        return q
+    if nb == 0:
+        return p
+    n = na + nb
+    delta = mb - ma
+    mean_ = ma + delta * (nb / n)
+    sq = (delta * np.conj(delta)).real if np.iscomplexobj(delta) else delta * delta
+    return n, mean_, m2a + m2b + sq * (na * nb / n)
+
+
+def var(x: Array, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False,
+        split_every: int = SPLIT_EVERY) -> Array:
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom, like ``numpy.var``."""
+    return _var_std("var", x, axis, dtype, ddof, keepdims, split_every)
+
+
+def std(x: Array, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False,
+        split_every: int = SPLIT_EVERY) -> Array:
+    """Standard deviation over ``axis``, like ``numpy.std``."""
+    return _var_std("std", x, axis, dtype, ddof, keepdims, split_every)
+
+
+def _var_std(op: str, x: Array, axis: Any, dtype: Any, ddof: int, keepdims: bool,
+             split_every: int) -> Array:
+    acc = _moment_dtype(x, dtype)
+    out_dtype = np.var(np.ones(1, dtype=acc)).dtype if dtype is None else np.dtype(dtype)
+
+    def chunk(block: np.ndarray, axes: tuple[int, ...]) -> tuple:
+        return _moments(block, axes, acc)
+
+    chunk.__name__ = f"{op}-moments"
+
+    def aggregate(p: tuple) -> np.ndarray:
+        n, _, m2 = p
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = np.true_divide(m2, builtins.max(n - ddof, 0))
+        return np.sqrt(v) if op == "std" else v
+
+    return reduction(x, op, chunk, _merge_moments, aggregate, axis, keepdims, out_dtype,
+                     split_every, params=(ddof,))
+
+
+def _arg_chunk(op: str, x: Array, axis: int | None, coord: tuple[int, ...]) -> Callable:
+    offs = [offsets(c)[k] for c, k in zip(x.chunks, coord, strict=True)]
+    shape = x.shape
+    pick = np.argmin if op == "argmin" else np.argmax
+
+    def chunk(block: np.ndarray) -> tuple:
+        if axis is None:
+            local = int(pick(block))
+            idx = np.unravel_index(local, block.shape)
+            flat = np.ravel_multi_index(tuple(i + o for i, o in zip(idx, offs, strict=True)),
+                                        shape)
+            return np.asarray(block.reshape(-1)[local]).reshape((1,) * block.ndim), \
+                np.full((1,) * block.ndim, flat, dtype=np.intp)
+        local = pick(block, axis=axis, keepdims=True)
+        vals = np.take_along_axis(block, local, axis=axis)
+        return vals, local + offs[axis]
+
+    chunk.__name__ = f"{op}-partial"
+    return chunk
+
+
+def _arg_combine(op: str) -> Callable:
+    better = np.less if op == "argmin" else np.greater
+
+    def combine(p: tuple, q: tuple) -> tuple:
+        va, ia = p
+        vb, ib = q
+        with np.errstate(invalid="ignore"):
+            take_b = better(vb, va) | (np.isnan(vb) & ~np.isnan(va)) if va.dtype.kind in "fc" \
+                else better(vb, va)
+        return np.where(take_b, vb, va), np.where(take_b, ib, ia)
+
+    combine.__name__ = f"{op}-combine"
+    return combine
+
+
+def _arg(op: str, x: Array, axis: Any, keepdims: bool, split_every: int) -> Array:
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be None or an int, got {axis!r}")
+    red_axis = None if axis is None else normalize_axes(op, axis, x.ndim, x.shape)[0]
+    _check_nonempty(op, x, axis)
+    if x.dtype.kind == "c":
+        raise TypeError(f"{op}: complex arrays are not supported")
+    axes = tuple(range(x.ndim)) if red_axis is None else (red_axis,)
+
+    def aggregate(p: tuple) -> np.ndarray:
+        return p[1]
+
+    out = reduction(
+        x, op, None, _arg_combine(op), aggregate, axes, True, np.intp, split_every,
+        block_chunk=lambda c: _arg_chunk(op, x, red_axis, c), params=(red_axis,),
+    )
+    if keepdims:
+        return out
+    if red_axis is None:
+        return out.reshape(())
+    from tilegraph.array.slicing import getitem
+
+    return getitem(out, tuple(0 if a == red_axis else slice(None) for a in range(x.ndim)))
+
+
+def argmin(x: Array, axis: Any = None, keepdims: bool = False,
+           split_every: int = SPLIT_EVERY) -> Array:
+    """Index of the minimum (flat index when ``axis`` is None), first occurrence, as NumPy."""
+    return _arg("argmin", x, axis, keepdims, split_every)
+
+
+def argmax(x: Array, axis: Any = None, keepdims: bool = False,
+           split_every: int = SPLIT_EVERY) -> Array:
+    """Index of the maximum (flat index when ``axis`` is None), first occurrence, as NumPy."""
+    return _arg("argmax", x, axis, keepdims, split_every)
+
+
+_UFUNC_REDUCTIONS = {
+    np.add: sum, np.multiply: prod, np.minimum: min, np.maximum: max,
+    np.logical_and: all, np.logical_or: any,
+}
+
+
+def ufunc_reduce(ufunc: np.ufunc, x: Any, axis: Any = 0, dtype: Any = None,
+                 keepdims: bool = False, **kwargs: Any) -> Array:
+    """``ufunc.reduce`` for the ufuncs with a blocked reduction."""
+    func = _UFUNC_REDUCTIONS.get(ufunc)
+    if func is None or kwargs or not isinstance(x, Array):
+        raise TypeError(f"{ufunc.__name__}.reduce is not supported on tilegraph arrays")
+    if dtype is not None and func in (sum, prod):
+        return func(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    return func(x, axis=axis, keepdims=keepdims)
+
+
+def reduce_axes_shape(shape: Sequence[int], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for a, s in enumerate(shape) if a not in axes)

@@ -1,0 +1,96 @@
+"""Helpers shared by the writers: temporary names, parent checks, fsync, casting and shape checks.
+
+A writer builds its result under a hidden temporary name in the destination's own directory
+(so the final rename never crosses a file system) and renames it into place in one step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from typing import Any
+
+import numpy as np
+
+
+def temp_sibling(path: str, suffix: str = "", kind: str = "tmp") -> str:
+    """A fresh hidden name next to ``path``: ``<dir>/.<basename>.<kind>-<uuid4 hex><suffix>``."""
+    parent, base = os.path.split(os.path.abspath(path))
+    return os.path.join(parent, f".{base}.{kind}-{uuid.uuid4().hex}{suffix}")
+
+
+def check_destination(path: str, overwrite: bool) -> None:
+    """Refuse a destination whose parent is missing, or that exists when ``overwrite`` is off."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(
+            f"cannot write {path!r}: its parent directory {parent!r} does not exist"
+        )
+    check_not_exists(path, overwrite)
+
+
+def check_not_exists(path: str, overwrite: bool) -> None:
+    if not overwrite and os.path.lexists(path):
+        raise FileExistsError(
+            f"{path!r} already exists; pass overwrite=True to replace it"
+        )
+
+
+def remove_path(path: str) -> None:
+    """Delete a file or a directory tree; a missing path is not an error."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def fsync_path(path: str) -> None:
+    """Flush a file, or every file and directory below a directory, to stable storage."""
+    if os.path.isdir(path):
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                _fsync_one(os.path.join(root, name))
+            _fsync_one(root)
+    else:
+        _fsync_one(path)
+
+
+def fsync_parent(path: str) -> None:
+    """Make a rename inside the parent directory of ``path`` durable."""
+    _fsync_one(os.path.dirname(os.path.abspath(path)))
+
+
+def _fsync_one(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        # Some file systems (and directories on some platforms) do not support fsync.
+        pass
+    finally:
+        os.close(fd)
+
+
+def check_block(
+    block: Any, region_shape: tuple[int, ...], dtype: np.dtype, where: str
+) -> np.ndarray:
+    """``block`` as an array, after checking its shape and that it casts to ``dtype`` safely."""
+    arr = np.asarray(block)
+    if arr.shape != region_shape:
+        raise ValueError(
+            f"{where}: block of shape {arr.shape} does not match the region of shape "
+            f"{region_shape} it is written to"
+        )
+    if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+        raise TypeError(
+            f"{where}: cannot store a block of dtype {arr.dtype} in an array of dtype {dtype} "
+            "without losing information; convert the block first (block.astype(...))"
+        )
+    return arr
