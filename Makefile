@@ -26,6 +26,9 @@ test: lint
 bench: $(STAMP)
 	$(PY) bench/scheduler_overhead.py
 	$(PY) bench/chain_memory.py
+	$(PY) bench/planning.py
+	$(PY) bench/elementwise_chain.py
+	$(PY) bench/matmul.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -28,9 +28,17 @@ def _seed(seed: Any) -> int:
     raise TypeError(f"seed must be a non-negative int or None, got {seed!r}")
 
 
+def _generator(seed: int, coord: tuple[int, ...]) -> np.random.Generator:
+    """The generator of block ``coord``: the block coordinate is the spawn key of the
+    user's seed. (Seeding with the list ``[seed, *coord]`` would not do: NumPy's
+    SeedSequence treats ``[s]`` and ``[s, 0]`` alike and splits seeds of 2**32 and more
+    into several words, so different seeds and blocks could share one stream.)"""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=coord))
+
+
 def _draw(method: str, seed: tuple[int, ...], shape: tuple[int, ...], params: tuple,
           dtype: np.dtype) -> np.ndarray:
-    rng = np.random.default_rng(list(seed))
+    rng = _generator(seed[0], tuple(seed[1:]))
     if method == "random":
         return rng.random(shape, dtype=dtype)
     if method == "normal":
@@ -98,4 +106,10 @@ def integers(low: int, high: int | None = None, size: Any = None, chunks: Any = 
         raise ValueError(f"integers: empty range [{low}, {high})")
     if np.dtype(dtype).kind not in "iu":
         raise TypeError(f"integers: dtype must be an integer type, got {dtype}")
+    info = np.iinfo(dtype)
+    top = high if endpoint else high - 1
+    if low < info.min or top > info.max:
+        raise ValueError(
+            f"integers: range [{low}, {high}{']' if endpoint else ')'} is out of bounds for "
+            f"{np.dtype(dtype)} (values {info.min} to {info.max})")
     return _make("integers", size, chunks, seed, (low, high, endpoint), dtype)

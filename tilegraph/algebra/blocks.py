@@ -43,7 +43,7 @@ class Blocks:
     ``(name, *coord)``. ``deps`` are the collections whose tasks this one's tasks consume.
     """
 
-    __slots__ = ("_keys", "deps", "emit", "grid", "name")
+    __slots__ = ("_keys", "_ntasks", "deps", "emit", "grid", "name")
 
     def __init__(
         self,
@@ -52,11 +52,13 @@ class Blocks:
         deps: Iterable[Blocks] = (),
         emit: Emitter | None = None,
         keys: np.ndarray | None = None,
+        ntasks: int | Callable[[], int] | None = None,
     ):
         self.name = name
         self.grid = tuple(int(g) for g in grid)
         self.deps = tuple(deps)
         self.emit = emit
+        self._ntasks = ntasks
         if keys is not None and keys.shape != self.grid:
             raise ValueError(f"keys of shape {keys.shape} do not match grid {self.grid}")
         self._keys = keys
@@ -67,6 +69,15 @@ class Blocks:
     @property
     def nblocks(self) -> int:
         return math.prod(self.grid)
+
+    @property
+    def ntasks(self) -> int:
+        """Tasks this collection emits (not counting its inputs' tasks)."""
+        if self._ntasks is None:
+            return self.nblocks if self.emit is not None else 0
+        if callable(self._ntasks):
+            self._ntasks = self._ntasks()
+        return self._ntasks
 
     @property
     def keys(self) -> np.ndarray:
@@ -83,10 +94,20 @@ class Blocks:
         """The task key of block ``coord``."""
         if self._keys is None:
             return (self.name, *coord)
-        return self._keys[tuple(coord)]
+        coord = tuple(coord)
+        if len(coord) != len(self.grid) or not all(
+                0 <= c < g for c, g in zip(coord, self.grid, strict=True)):
+            # NumPy indexing would wrap a negative coordinate around to another block
+            raise IndexError(f"block {coord} is outside the grid {self.grid} of {self.name!r}")
+        return self._keys[coord]
 
     def coords(self) -> Iterable[Coord]:
         return np.ndindex(*self.grid)
+
+
+def count_tasks(roots: Iterable[Blocks]) -> int:
+    """Tasks that lowering ``roots`` would emit (before fusion), without emitting them."""
+    return sum(c.ntasks for c in _postorder(roots, set()))
 
 
 def lower(roots: Iterable[Blocks], builder: GraphBuilder | None = None) -> GraphBuilder:
@@ -245,6 +266,10 @@ def flat_map(
     for coord in coll.coords():
         for n, out in enumerate(outputs_of(coord)):
             out = tuple(out)
+            if len(out) != len(grid) or not all(
+                    0 <= o < g for o, g in zip(out, grid, strict=True)):
+                raise ValueError(f"flat_map: output block {out} of input block {coord} is "
+                                 f"outside the grid {grid}")
             if out in owner:
                 raise ValueError(f"flat_map: output block {out} is made by two input blocks")
             owner[out] = (coord, n)
@@ -260,7 +285,7 @@ def flat_map(
             builder.add((label, *out), _pick(n), deps=[(label + "-parts", *coord)],
                         kind="getitem", coords=out)
 
-    return Blocks(label, grid, (coll,), emit)
+    return Blocks(label, grid, (coll,), emit, ntasks=coll.nblocks + math.prod(grid))
 
 
 def join(
@@ -291,7 +316,8 @@ def join(
             else:
                 builder.add((label, n), func, deps=deps, **_meta_at(meta, (n,)))
 
-    return Blocks(label, (len(pairs),), _unique_colls([left, right]), emit), pairs
+    return Blocks(label, (len(pairs),), _unique_colls([left, right]), emit,
+                  ntasks=len(pairs)), pairs
 
 
 def _combine_all(op: Callable) -> Callable:
@@ -346,7 +372,17 @@ def reduce_by_key(
                 keys, level = nxt, level + 1
             builder.add((label, *out), combine, deps=keys, **_meta_at(meta, out))
 
-    return Blocks(label, grid, (coll,), emit)
+    def count() -> int:
+        total = 0
+        for keys in groups.values():
+            n = len(keys)
+            while n > split_every:
+                total += sum(1 for g in range(0, n, split_every) if n - g > 1)
+                n = -(-n // split_every)
+            total += 1
+        return total
+
+    return Blocks(label, grid, (coll,), emit, ntasks=count)
 
 
 def group_by_join(
@@ -370,7 +406,9 @@ def group_by_join(
     combined with ``semiring.add``. ``zero_task(o)`` gives ``(func, args)`` making an output
     block that no pair reduces into (an empty contraction). Metadata: ``kind`` of products is
     ``"product"``, of accumulations ``"accumulate"``; ``cost=`` and ``nbytes=`` may be given
-    as callables of ``(left coord, right coord)`` and of the output coordinate.
+    as callables of ``(left coord, right coord)`` and of the output coordinate. Other
+    metadata (``name=``, ...) goes on every task of an output, as a value or as a callable of
+    the output coordinate; ``kind`` and ``coords`` are set here and cannot be given.
 
     Accumulation tasks may update their partial result in place: the partial results are
     private to the chain, each consumed once, by the next step.
@@ -379,6 +417,10 @@ def group_by_join(
     chains = max(1, int(chains))
     cost_of = meta.pop("cost", None)
     nbytes_of = meta.pop("nbytes", None)
+    for fixed in ("kind", "coords"):
+        if fixed in meta:
+            raise TypeError(f"group_by_join: the {fixed!r} of its tasks is set by "
+                            "group_by_join itself")
     prod_name = label + "-acc"
     product, accumulate, add = semiring.product, semiring.accumulate, semiring.add
 
@@ -387,11 +429,13 @@ def group_by_join(
         lkey, rkey = left.key, right.key
         for out in np.ndindex(*grid):
             pairs = list(pairs_of(out))
+            extra = {k: (v(out) if callable(v) else v) for k, v in meta.items()}
             if not pairs:
                 if zero_task is None:
                     raise ValueError(f"group_by_join: no pairs for output block {out}")
                 func, args = zero_task(out)
-                badd((label, *out), func, deps=(), args=args, kind="creation", coords=out)
+                badd((label, *out), func, deps=(), args=args, kind="creation", coords=out,
+                     **extra)
                 continue
             nb = nbytes_of(out) if nbytes_of is not None else None
             nchains = min(chains, len(pairs))
@@ -407,20 +451,27 @@ def group_by_join(
                     if prev is None:
                         if lk == rk:
                             badd(key, product, deps=[lk], args=(Dep(0), Dep(0)),
-                                 kind="product", cost=cost, nbytes=nb, coords=out)
+                                 kind="product", cost=cost, nbytes=nb, coords=out, **extra)
                         else:
                             badd(key, product, deps=[lk, rk], kind="product", cost=cost,
-                                 nbytes=nb, coords=out)
+                                 nbytes=nb, coords=out, **extra)
                     elif lk == rk:
                         badd(key, accumulate, deps=[prev, lk], args=(Dep(0), Dep(1), Dep(1)),
-                             kind="accumulate", cost=cost, nbytes=nb, coords=out)
+                             kind="accumulate", cost=cost, nbytes=nb, coords=out, **extra)
                     else:
                         badd(key, accumulate, deps=[prev, lk, rk], kind="accumulate",
-                             cost=cost, nbytes=nb, coords=out)
+                             cost=cost, nbytes=nb, coords=out, **extra)
                     prev = key
                 ends.append(prev)
             if nchains > 1:
                 badd((label, *out), _combine_all(add), deps=ends, kind="reduce", nbytes=nb,
-                     coords=out)
+                     coords=out, **extra)
 
-    return Blocks(label, grid, _unique_colls([left, right]), emit)
+    def count() -> int:
+        total = 0
+        for out in np.ndindex(*grid):
+            npairs = len(pairs_of(out))
+            total += max(npairs, 1) + (1 if min(chains, npairs) > 1 else 0)
+        return total
+
+    return Blocks(label, grid, _unique_colls([left, right]), emit, ntasks=count)

@@ -67,7 +67,8 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
         raise ValueError(f"shape {shape} has a negative length")
     if isinstance(chunks, str):
         if chunks != "auto":
-            raise ValueError(f"chunks: unknown value {chunks!r}; use 'auto', an int or a tuple")
+            raise ValueError(f"chunks: unknown value {chunks!r} for shape {shape}; use 'auto', "
+                             "an int or a tuple")
         return auto_chunks(shape, dtype)
     if chunks is None or (isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool)):
         return tuple(_axis_chunks(s, chunks, a, shape) for a, s in enumerate(shape))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import string
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -82,6 +83,16 @@ def semiring_matmul(a: Any, b: Any, semiring: Semiring | str = PLUS_TIMES) -> Ar
     return _matmul_2d(a, b, semiring)
 
 
+def _representable(value: Any, dtype: np.dtype) -> bool:
+    """Whether ``value`` survives a cast to ``dtype`` (``inf`` has no integer value)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return bool(np.asarray(value).astype(dtype) == value)
+        except (TypeError, ValueError, OverflowError):
+            return False
+
+
 def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     if a.shape[1] != b.shape[0]:
         raise ValueError(
@@ -90,10 +101,16 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     if semiring is PLUS_TIMES:
         with np.errstate(all="ignore"):
             dtype = np.matmul(np.ones((1, 1), a.dtype), np.ones((1, 1), b.dtype)).dtype
+        operand_dtype = dtype
     else:
-        dtype = np.result_type(a.dtype, b.dtype)
-    a = a.astype(dtype, copy=False)
-    b = b.astype(dtype, copy=False)
+        # operands are promoted together; the result has the dtype the semiring's product
+        # makes of them (``or_and`` makes booleans of any input), found on a 1 x 1 sample
+        operand_dtype = np.result_type(a.dtype, b.dtype)
+        sample = np.ones((1, 1), operand_dtype)
+        with np.errstate(all="ignore"):
+            dtype = np.asarray(semiring.product(sample, sample)).dtype
+    a = a.astype(operand_dtype, copy=False)
+    b = b.astype(operand_dtype, copy=False)
     inner = common_refinement(a.chunks[1], b.chunks[0])
     if a.chunks[1] != inner:
         a = a.rechunk((a.chunks[0], inner))
@@ -104,7 +121,16 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     chunks = (a.chunks[0], b.chunks[1])
     grid = numblocks(chunks)
     nk = len(inner) if a.shape[1] else 0
-    token = tokenize("matmul", semiring.name, a, b)
+    zero = 0 if semiring is PLUS_TIMES else semiring.zero
+    if nk == 0 and not _representable(zero, dtype):
+        raise ValueError(
+            f"{semiring.name}: the contraction of shapes {a.shape} and {b.shape} is empty, so "
+            f"every result is the semiring's zero {zero!r}, which {dtype} cannot hold; use "
+            "floating-point operands")
+    # the semiring's operations are part of the name: two semirings that share a name must
+    # not be planned as one common subexpression
+    token = tokenize("matmul", semiring.name, semiring.add, semiring.product,
+                     semiring.accumulate, zero, a, b)
     itemsize = dtype.itemsize
 
     def pairs_of(o: tuple[int, int]) -> list:
@@ -113,7 +139,6 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     def cost(lc: tuple[int, int], rc: tuple[int, int]) -> float:
         return 2.0 * a.chunks[0][lc[0]] * a.chunks[1][lc[1]] * b.chunks[1][rc[1]]
 
-    zero = 0 if semiring is PLUS_TIMES else semiring.zero
     blocks = group_by_join(
         f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, semiring,
         chains=_chains_for(math.prod(grid), nk),
@@ -127,14 +152,22 @@ def matmul(a: Any, b: Any) -> Array:
     """``a @ b`` with NumPy's rules (1-D operands promoted, batch axes broadcast)."""
     a, b = asarray(a), asarray(b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: operands must not be 0-d (use * for scalars)")
+        raise ValueError(f"matmul: operands must not be 0-d, got shapes {a.shape} and "
+                         f"{b.shape} (use * to multiply by a scalar)")
+    ka = a.shape[-1]
+    kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if ka != kb:
+        where = "axis 0" if b.ndim == 1 else "the second-to-last axis"
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: {ka} (the "
+                         f"last axis of the first) != {kb} ({where} of the second)")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: the batch axes {a.shape[:-2]} and {b.shape[:-2]} of shapes "
+                         f"{a.shape} and {b.shape} do not broadcast together") from None
     if a.ndim <= 2 and b.ndim <= 2:
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
-        if a2.shape[1] != b2.shape[0]:
-            raise ValueError(
-                f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
-                f"{a2.shape[1]} != {b2.shape[0]}")
         out = _matmul_2d(a2, b2, PLUS_TIMES)
         if a.ndim == 1 and b.ndim == 1:
             return out[0, 0]
@@ -143,8 +176,9 @@ def matmul(a: Any, b: Any) -> Array:
         if b.ndim == 1:
             return out[:, 0]
         return out
-    # batch dimensions: einsum with broadcasting over the leading axes
-    la = "a" if a.ndim == 1 else "...ab"
+    # batch dimensions: einsum with broadcasting over the leading axes; a vector operand
+    # carries the contracted index "b"
+    la = "b" if a.ndim == 1 else "...ab"
     lb = "b" if b.ndim == 1 else "...bc"
     if a.ndim == 1:
         out = "...c"
@@ -152,14 +186,13 @@ def matmul(a: Any, b: Any) -> Array:
         out = "...a"
     else:
         out = "...ac"
-    if a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
-                         f"{a.shape[-1]} != {b.shape[-2]}")
     return einsum(f"{la},{lb}->{out}", a, b)
 
 
 def _parse(subscripts: str, operands: Sequence[Array]) -> tuple[list[str], str]:
     subscripts = subscripts.replace(" ", "")
+    if subscripts.count("->") > 1:
+        raise ValueError(f"einsum: subscripts {subscripts!r} have more than one '->'")
     if "->" in subscripts:
         lhs, out = subscripts.split("->")
         explicit = True
@@ -184,11 +217,16 @@ def _parse(subscripts: str, operands: Sequence[Array]) -> tuple[list[str], str]:
                 raise ValueError(f"einsum: operand of shape {op.shape} has fewer axes than "
                                  f"subscripts {term!r}")
             term = term.replace("...", ell[ell_nd - n:] if n else "")
-        if len(term) != op.ndim or not term.isalpha():
+        if len(term) != op.ndim or (term and not term.isalpha()):
             raise ValueError(f"einsum: subscripts {term!r} do not match an operand of shape "
                              f"{op.shape}")
         expanded.append(term)
     if explicit:
+        if ell_nd and "..." not in out:
+            shapes = ", ".join(str(o.shape) for o in operands)
+            raise ValueError(f"einsum: '...' stands for {ell_nd} axes of the operands (shapes "
+                             f"{shapes}) but the output {out!r} has no '...'; add it to the "
+                             "output")
         out = out.replace("...", ell)
         for c in out:
             if not any(c in t for t in expanded):
@@ -271,6 +309,7 @@ def _einsum_product(subscripts: str, a: np.ndarray, b: np.ndarray) -> np.ndarray
 
 def _pairwise(ta: str, a: Array, tb: str, b: Array, keep: set[str], dtype: np.dtype
               ) -> tuple[str, Array]:
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
     out = "".join(c for c in dict.fromkeys(ta + tb) if c in keep)
     shared = [c for c in dict.fromkeys(ta) if c in tb]
     summed = [c for c in shared if c not in out]
@@ -347,6 +386,8 @@ def einsum(subscripts: str, *operands: Any, dtype: Any = None) -> Array:
     earlier = [set("".join(terms[:i])) for i in range(len(terms))]
     for i in range(len(terms)):
         terms[i], ops[i] = _sum_out(terms[i], ops[i], later[i] | earlier[i])
+        # a sum may promote (bool and small ints sum to int64): back to the result dtype
+        ops[i] = ops[i].astype(result_dtype, copy=False)
     term, acc = terms[0], ops[0]
     for i in range(1, len(terms)):
         keep = set("".join(terms[i + 1:]) + out)
@@ -371,9 +412,18 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
         ax_a = [ax_a] if isinstance(ax_a, (int, np.integer)) else list(ax_a)
         ax_b = [ax_b] if isinstance(ax_b, (int, np.integer)) else list(ax_b)
         if len(ax_a) != len(ax_b):
-            raise ValueError(f"tensordot: axes {axes} pair up different numbers of axes")
+            raise ValueError(f"tensordot: axes {axes} pair up different numbers of axes of "
+                             f"shapes {a.shape} and {b.shape}")
+    for axs, x in ((ax_a, a), (ax_b, b)):
+        for ax in axs:
+            if not -x.ndim <= ax < x.ndim:
+                raise ValueError(f"tensordot: axis {ax} is out of range for shape {x.shape} "
+                                 f"(axes {axes}, shapes {a.shape} and {b.shape})")
     ax_a = [x % a.ndim for x in ax_a]
     ax_b = [x % b.ndim for x in ax_b]
+    if len(set(ax_a)) != len(ax_a) or len(set(ax_b)) != len(ax_b):
+        raise ValueError(f"tensordot: axes {axes} repeat an axis (shapes {a.shape} and "
+                         f"{b.shape})")
     for i, j in zip(ax_a, ax_b, strict=True):
         if a.shape[i] != b.shape[j]:
             raise ValueError(f"tensordot: shape mismatch for sum: axis {i} of {a.shape} and "

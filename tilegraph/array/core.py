@@ -62,7 +62,7 @@ class Array(NDArrayOperatorsMixin):
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(12.0).reshape(3, 4), chunks=2)
     >>> x
-    tilegraph.Array<shape=(3, 4), dtype=float64, chunks=((2, 1), (2, 2)), blocks=4>
+    tilegraph.Array<shape=(3, 4), dtype=float64, chunks=((2, 1), (2, 2)), blocks=4, tasks=4>
     >>> (x + 1).sum(axis=0).compute()
     array([15., 18., 21., 24.])
     """
@@ -117,10 +117,17 @@ class Array(NDArrayOperatorsMixin):
             raise TypeError("len() of a 0-d array")
         return self.shape[0]
 
+    @property
+    def ntasks(self) -> int:
+        """Tasks in this array's plan before fusion (counted without building the plan)."""
+        from tilegraph.algebra.blocks import count_tasks
+
+        return count_tasks([self.blocks])
+
     def __repr__(self) -> str:
         return (f"tilegraph.Array<shape={self.shape}, dtype={self.dtype}, "
                 f"chunks={self.chunks if self.npartitions <= 16 else self.chunksize}, "
-                f"blocks={self.npartitions}>")
+                f"blocks={self.npartitions}, tasks={self.ntasks}>")
 
     def _repr_html_(self) -> str:
         from tilegraph.plan.explain import plan_summary
@@ -226,9 +233,9 @@ class Array(NDArrayOperatorsMixin):
     def transpose(self, *axes: Any) -> Array:
         from tilegraph.array.manipulation import transpose
 
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list, np.ndarray))):
             axes = axes[0]
-        return transpose(self, axes or None)
+        return transpose(self, None if axes is None or len(axes) == 0 else axes)
 
     def swapaxes(self, a: int, b: int) -> Array:
         from tilegraph.array.manipulation import swapaxes
@@ -238,8 +245,8 @@ class Array(NDArrayOperatorsMixin):
     def reshape(self, *shape: Any, **kwargs: Any) -> Array:
         from tilegraph.array.manipulation import reshape
 
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
+            shape = tuple(np.asarray(shape[0]).tolist())
         return reshape(self, shape, **kwargs)
 
     def ravel(self) -> Array:
@@ -250,10 +257,11 @@ class Array(NDArrayOperatorsMixin):
 
         return rechunk(self, chunks)
 
-    def astype(self, dtype: Any, copy: bool = True) -> Array:
+    def astype(self, dtype: Any, copy: bool = True, casting: str = "unsafe") -> Array:
+        """``x`` converted to ``dtype`` block by block (``casting`` as in NumPy)."""
         from tilegraph.array.elementwise import astype
 
-        return astype(self, dtype, copy=copy)
+        return astype(self, dtype, copy=copy, casting=casting)
 
     def map_blocks(self, func: Callable, *args: Any, **kwargs: Any) -> Array:
         from tilegraph.array.elementwise import map_blocks

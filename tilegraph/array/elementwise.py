@@ -28,6 +28,8 @@ def _describe(x: Any) -> str:
 def align(op: str, args: Sequence[Any]) -> tuple[tuple[int, ...], tuple, list[Any]]:
     """Broadcast shape, common chunks, and the arguments with NumPy arrays turned into
     Arrays and every Array rechunked to the common block boundaries."""
+    # array-likes (lists, tuples) take part in broadcasting as NumPy arrays, as in NumPy
+    args = [np.asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
     args = [from_numpy(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in args]
     arrays = [a for a in args if isinstance(a, Array)]
     try:
@@ -101,7 +103,11 @@ def elemwise(
             dtype = result_dtype(func, args, kwargs)
         except Exception as exc:
             shapes = ", ".join(_describe(a) for a in args)
-            raise TypeError(f"{op}: cannot be applied to arguments ({shapes}): {exc}") from exc
+            # keep the kind of NumPy's error (OverflowError for a Python int that does not
+            # fit the array dtype, ValueError, TypeError for a missing loop)
+            kind = next((k for k in (OverflowError, ValueError) if isinstance(exc, k)),
+                        TypeError)
+            raise kind(f"{op}: cannot be applied to arguments ({shapes}): {exc}") from exc
     dtype = np.dtype(dtype)
     arrays = [a for a in args if isinstance(a, Array)]
     slot = {}
@@ -136,10 +142,9 @@ def apply_ufunc(ufunc: np.ufunc, *inputs: Any, **kwargs: Any) -> Any:
                             "tilegraph arrays")
     if ufunc.signature is not None:
         raise TypeError(f"{ufunc.__name__}: generalized ufuncs are not supported elementwise")
-    dtype = kwargs.get("dtype")
     if ufunc.nout == 1:
-        return elemwise(ufunc, *inputs, kwargs=kwargs or None,
-                        dtype=None if dtype is None else dtype, name=ufunc.__name__)
+        # the result dtype comes from NumPy itself, with dtype=/casting= taken into account
+        return elemwise(ufunc, *inputs, kwargs=kwargs or None, name=ufunc.__name__)
     return tuple(
         elemwise(_ufunc_output(ufunc, k), *inputs, kwargs=kwargs or None,
                  name=f"{ufunc.__name__}_{k}")

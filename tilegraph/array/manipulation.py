@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
@@ -32,13 +33,22 @@ def _block_nbytes(chunks: Chunks, itemsize: int):
 
 def transpose(x: Array, axes: Sequence[int] | None = None) -> Array:
     """Permute the axes (reversed by default); each block is transposed as a view."""
+    x = asarray(x)
     nd = x.ndim
     if axes is None:
         axes = tuple(range(nd))[::-1]
-    axes = tuple(int(a) for a in axes)
-    if sorted(a % nd if nd else a for a in axes) != list(range(nd)) or len(axes) != nd:
-        raise ValueError(f"transpose: axes {axes} are not a permutation of the {nd} axes of "
-                         f"an array of shape {x.shape}")
+    axes = tuple(operator.index(a) for a in axes)
+    if len(axes) != nd:
+        raise ValueError(f"transpose: axes {axes} do not match the {nd} axes of an array of "
+                         f"shape {x.shape}; give one entry per axis")
+    for a in axes:
+        if not -nd <= a < nd:
+            raise np.exceptions.AxisError(
+                f"transpose: axis {a} is out of bounds for an array of shape {x.shape} "
+                f"({nd} axes)")
+    if sorted(a % nd for a in axes) != list(range(nd)):
+        raise ValueError(f"transpose: axes {axes} repeat an axis; they must be a permutation "
+                         f"of the {nd} axes of an array of shape {x.shape}")
     axes = tuple(a % nd for a in axes)
     if axes == tuple(range(nd)):
         return x
@@ -58,7 +68,9 @@ def transpose(x: Array, axes: Sequence[int] | None = None) -> Array:
 
 def swapaxes(x: Array, a: int, b: int) -> Array:
     """Exchange two axes."""
+    x = asarray(x)
     nd = x.ndim
+    a, b = operator.index(a), operator.index(b)
     for ax in (a, b):
         if not -nd <= ax < nd:
             raise np.exceptions.AxisError(
@@ -102,6 +114,10 @@ def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
 def rechunk(x: Array, chunks: Any) -> Array:
     """The same array with new block sizes. A new block inside one old block is a view;
     one spanning several is assembled from their pieces."""
+    x = asarray(x)
+    if isinstance(chunks, dict):  # axes not named keep their blocks
+        chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
+                       for a in range(x.ndim))
     new = normalize_chunks(chunks, x.shape, x.dtype)
     if new == x.chunks:
         return x
@@ -142,11 +158,18 @@ def _reshape_block(block: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return block.reshape(shape)
 
 
-def _normalize_shape(shape: Sequence[Any], size: int, old: tuple[int, ...]) -> tuple[int, ...]:
-    shape = tuple(int(s) for s in shape)
+def _normalize_shape(shape: Any, size: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"reshape: the new shape {shape!r} for an array of shape {old} must "
+                        "be an integer or a sequence of integers") from None
     unknown = [i for i, s in enumerate(shape) if s == -1]
     if len(unknown) > 1 or any(s < -1 for s in shape):
-        raise ValueError(f"reshape: invalid shape {shape} (at most one -1, no other negatives)")
+        raise ValueError(f"reshape: cannot reshape array of shape {old} into shape {shape}: "
+                         "a shape may hold at most one -1 and no other negative length")
     if unknown:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or size % known:
@@ -159,10 +182,11 @@ def _normalize_shape(shape: Sequence[Any], size: int, old: tuple[int, ...]) -> t
     return shape
 
 
-def reshape(x: Array, shape: Sequence[Any], order: str = "C") -> Array:
+def reshape(x: Array, shape: Any, order: str = "C") -> Array:
     """Row-major reshape. Leading axes that keep their length keep their blocks; the rest
     is cut at boundaries that are whole rows of both the old and the new trailing shape, so
     every block reshapes on its own."""
+    x = asarray(x)
     if order != "C":
         raise ValueError(f"reshape: only order='C' is supported, got {order!r}")
     new_shape = _normalize_shape(shape, x.size, x.shape)
@@ -205,11 +229,15 @@ def reshape(x: Array, shape: Sequence[Any], order: str = "C") -> Array:
     return Array(blocks, new_shape, out_chunks, x.dtype)
 
 
-def concatenate(arrays: Sequence[Any], axis: int = 0) -> Array:
-    """Join arrays along an existing axis; the result's blocks are the inputs' blocks."""
+def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Array:
+    """Join arrays along an existing axis (``axis=None``: flatten them first); the result's
+    blocks are the inputs' blocks."""
     arrays = [asarray(a) for a in arrays]
     if not arrays:
         raise ValueError("concatenate: need at least one array")
+    if axis is None:  # as NumPy: flatten every array first
+        arrays, axis = [a.reshape(-1) for a in arrays], 0
+    axis = operator.index(axis)
     nd = arrays[0].ndim
     if nd == 0:
         raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
@@ -253,6 +281,7 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
             shapes = ", ".join(str(b.shape) for b in arrays)
             raise ValueError(f"stack: all arrays must have the same shape, got {shapes}")
     nd = len(shape) + 1
+    axis = operator.index(axis)
     if not -nd <= axis < nd:
         raise np.exceptions.AxisError(
             f"stack: axis {axis} is out of bounds for the {nd}-dimensional result")

@@ -26,7 +26,12 @@ def normalize_axes(op: str, axis: Any, ndim: int, shape: tuple[int, ...]) -> tup
     """Reduced axes as sorted non-negative ints; errors name the op, the axis and the shape."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if isinstance(axis, (int, np.integer)):
+        axes = (axis,)
+    elif isinstance(axis, (tuple, list)):
+        axes = tuple(axis)
+    else:
+        raise TypeError(f"{op}: axis must be None, an int or a tuple of ints, got {axis!r}")
     out = []
     for a in axes:
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
@@ -47,6 +52,22 @@ def _partial(chunk: Callable, axes: tuple[int, ...]) -> Callable:
 
     partial.__name__ = f"{getattr(chunk, '__name__', 'chunk')}"
     return partial
+
+
+def _no_partial(block: np.ndarray) -> None:
+    return None
+
+
+def _skipping_none(combine: Callable) -> Callable:
+    def skipping_none(p: Any, q: Any) -> Any:
+        if p is None:
+            return q
+        if q is None:
+            return p
+        return combine(p, q)
+
+    skipping_none.__name__ = getattr(combine, "__name__", "combine")
+    return skipping_none
 
 
 def _finish(aggregate: Callable, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype
@@ -84,16 +105,30 @@ def reduction(
     dtype = np.dtype(dtype)
     token = tokenize(op, x, axes, keepdims, dtype, split_every, *params)
     grid = x.numblocks
-    if block_chunk is None:
+    # Blocks of no elements along a reduced axis (chunks such as (2, 0, 4)) have no partial
+    # (min, argmax, ... of nothing is an error); when the reduced extent is not empty they
+    # give None, which the combine step skips.
+    empty = set()
+    if builtins.all(x.shape[a] > 0 for a in axes):
+        empty = {c for c in np.ndindex(*grid)
+                 if builtins.any(x.chunks[a][c[a]] == 0 for a in axes)}
+    if empty:
+        combine = _skipping_none(combine)
+    if block_chunk is None and not empty:
         part_func = _partial(chunk, axes)
         parts = _map_blocks(f"{op}-partial-{token}", part_func, [x.blocks], grid,
                             kind="partial", name=f"{op}-partial")
     else:
         from tilegraph.algebra.blocks import apply_blocks
 
+        def part_of(c: tuple[int, ...]) -> Callable:
+            if c in empty:
+                return _no_partial
+            return _partial(chunk, axes) if block_chunk is None else block_chunk(c)
+
         parts = apply_blocks(
             f"{op}-partial-{token}", grid, [x.blocks],
-            lambda c: (block_chunk(c), [x.blocks.key(c)], None),
+            lambda c: (part_of(c), [x.blocks.key(c)], None),
             kind="partial", name=f"{op}-partial",
         )
     out_grid = tuple(1 if a in axes else g for a, g in enumerate(grid))
@@ -224,6 +259,8 @@ def mean(x: Array, axis: Any = None, dtype: Any = None, keepdims: bool = False,
     axes = normalize_axes("mean", axis, x.ndim, x.shape)
     out_dtype = _moment_dtype(x, dtype)
     acc_dtype = out_dtype if out_dtype.kind in "fc" else np.dtype(np.float64)
+    if dtype is None and acc_dtype == np.float16:
+        acc_dtype = np.dtype(np.float32)  # as NumPy does for float16 means
     count = math.prod(x.shape[a] for a in axes)
 
     def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -323,40 +360,37 @@ def _arg_combine(op: str) -> Callable:
     better = np.less if op == "argmin" else np.greater
 
     def combine(p: tuple, q: tuple) -> tuple:
+        # Partials may arrive in any block order (with axis=None, C order of blocks is not
+        # the order of flat indices), so ties go to the smaller index: NumPy's first
+        # occurrence. A NaN beats every number, and the first NaN wins among NaNs.
         va, ia = p
         vb, ib = q
+        earlier = ib < ia
         with np.errstate(invalid="ignore"):
-            take_b = better(vb, va) | (np.isnan(vb) & ~np.isnan(va)) if va.dtype.kind in "fc" \
-                else better(vb, va)
-        return np.where(take_b, vb, va), np.where(take_b, ib, ia)
+            wins = better(vb, va) | ((vb == va) & earlier)
+            if va.dtype.kind in "fc":
+                nan_a, nan_b = np.isnan(va), np.isnan(vb)
+                wins = (nan_b & (~nan_a | earlier)) | (~nan_a & ~nan_b & wins)
+        return np.where(wins, vb, va), np.where(wins, ib, ia)
 
     combine.__name__ = f"{op}-combine"
     return combine
 
 
+def _arg_index(p: tuple) -> np.ndarray:
+    return p[1]
+
+
 def _arg(op: str, x: Array, axis: Any, keepdims: bool, split_every: int) -> Array:
-    if axis is not None and not isinstance(axis, (int, np.integer)):
+    if axis is not None and (not isinstance(axis, (int, np.integer)) or isinstance(axis, bool)):
         raise TypeError(f"{op}: axis must be None or an int, got {axis!r}")
     red_axis = None if axis is None else normalize_axes(op, axis, x.ndim, x.shape)[0]
     _check_nonempty(op, x, axis)
-    if x.dtype.kind == "c":
-        raise TypeError(f"{op}: complex arrays are not supported")
     axes = tuple(range(x.ndim)) if red_axis is None else (red_axis,)
-
-    def aggregate(p: tuple) -> np.ndarray:
-        return p[1]
-
-    out = reduction(
-        x, op, None, _arg_combine(op), aggregate, axes, True, np.intp, split_every,
+    return reduction(
+        x, op, None, _arg_combine(op), _arg_index, axes, keepdims, np.intp, split_every,
         block_chunk=lambda c: _arg_chunk(op, x, red_axis, c), params=(red_axis,),
     )
-    if keepdims:
-        return out
-    if red_axis is None:
-        return out.reshape(())
-    from tilegraph.array.slicing import getitem
-
-    return getitem(out, tuple(0 if a == red_axis else slice(None) for a in range(x.ndim)))
 
 
 def argmin(x: Array, axis: Any = None, keepdims: bool = False,

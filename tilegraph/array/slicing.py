@@ -22,8 +22,8 @@ def normalize_index(index: Any, shape: tuple[int, ...]) -> tuple:
     if not isinstance(index, tuple):
         index = (index,)
     for item in index:
-        if isinstance(item, Array) or (isinstance(item, (list, np.ndarray))
-                                       and not np.ndim(item) == 0) or isinstance(item, bool):
+        if (isinstance(item, (Array, list, bool, np.bool_))
+                or (isinstance(item, np.ndarray) and (item.ndim or item.dtype.kind == "b"))):
             raise TypeError(
                 f"index {item!r}: only basic indexing (ints, slices, None, ...) is supported; "
                 "integer-array and boolean-mask indexing are not"
@@ -32,8 +32,8 @@ def normalize_index(index: Any, shape: tuple[int, ...]) -> tuple:
                 or isinstance(item, (int, np.integer))
                 or (isinstance(item, np.ndarray) and item.ndim == 0
                     and item.dtype.kind in "iu")):
-            raise TypeError(f"index {item!r} of type {type(item).__name__} is not supported; "
-                            "use ints, slices, None or ...")
+            raise TypeError(f"index {item!r} of type {type(item).__name__} is not supported: "
+                            "only basic indexing (ints, slices, None, ...) is supported")
     n_ell = sum(1 for i in index if i is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")

@@ -187,7 +187,7 @@ class GraphBuilder:
         self._kwargs: dict[int, dict] = {}
         self._modes = bytearray()
         self._deps: list[Sequence[Hashable]] = []
-        self._meta: dict[str, dict[int, Any]] = {}
+        self._meta: dict[str, dict[int, Any]] = {c: {} for c in META_COLUMNS}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -203,14 +203,15 @@ class GraphBuilder:
         return i
 
     def _set_meta(self, i: int, meta: dict[str, Any]) -> None:
+        cols = self._meta
         for name, value in meta.items():
-            if value is None:
-                continue
-            if name not in META_COLUMNS:
-                raise TypeError(
-                    f"unknown task metadata {name!r}; known: {', '.join(META_COLUMNS)}"
-                )
-            self._meta.setdefault(name, {})[i] = value
+            if value is not None:
+                try:
+                    cols[name][i] = value
+                except KeyError:
+                    raise TypeError(
+                        f"unknown task metadata {name!r}; known: {', '.join(META_COLUMNS)}"
+                    ) from None
 
     def add_data(self, key: Hashable, value: Any, **meta: Any) -> None:
         """Add a task whose result is ``value`` itself."""
@@ -284,6 +285,8 @@ class GraphBuilder:
         dep_idx = np.array(flat, dtype=np.int64)
         meta = {}
         for name, values in self._meta.items():
+            if not values:
+                continue
             col: list[Any] = [None] * n
             for i, v in values.items():
                 col[i] = v

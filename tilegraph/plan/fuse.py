@@ -22,11 +22,13 @@ import numpy as np
 from tilegraph.graph.taskgraph import (
     MODE_DATA,
     MODE_DIRECT,
+    MODE_FLAT,
+    MODE_NESTED,
     Call,
     Dep,
-    GraphBuilder,
     Lit,
     TaskGraph,
+    _is_plain_arg,
 )
 
 # kinds whose tasks work on one region of the array block by block
@@ -117,46 +119,51 @@ def fuse_chains(graph: TaskGraph, outputs: np.ndarray) -> tuple[TaskGraph, FuseS
     if not fuse.any():
         return graph, stats
 
+    return _rebuild(graph, fuse, stats)
+
+
+def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[TaskGraph,
+                                                                           FuseStats]:
+    """The graph without the fused tasks; only their consumers are rewritten, every other
+    task's columns are copied as they are."""
+    n = len(graph)
+    counts = np.diff(graph.dep_ptr)
+    src = np.repeat(np.arange(n, dtype=np.int64), counts)
+    absorbs = np.zeros(n, dtype=bool)
+    absorbs[src[fuse[graph.dep_idx]]] = True
+    absorbs &= ~fuse
     dep_ptr = graph.dep_ptr.tolist()
     dep_idx = graph.dep_idx.tolist()
     names = graph.meta.get("name")
-    # expression of every fused task over the deps of the task that will absorb it
-    exprs: dict[int, tuple[Any, list[int], str, float]] = {}
     costs = graph.meta.get("cost")
-    builder = GraphBuilder()
-    keys = graph.keys
-    meta_cols = graph.meta
-    for i in _topological(graph):
+    modes = graph.modes
+    exprs: dict[int, tuple[Any, list[int], str, float]] = {}
+    rewritten: dict[int, tuple[tuple, dict | None, list[int], str, float]] = {}
+    for i in _work_order(graph, fuse | absorbs):
         deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
-        if not any(fuse[d] for d in deps) and not fuse[i]:
-            _copy_task(builder, graph, i, keys, deps)
-            continue
-        # the call of task i over its (flattened) deps
-        func = graph.funcs[i]
         if modes[i] == MODE_DIRECT:
             args: tuple = tuple(Dep(j) for j in range(len(deps)))
-        elif modes[i] == MODE_DATA:
-            args = ()
         else:
             args = graph.args[i]
         kwargs = graph.kwargs.get(i)
-        new_deps: list[int] = []
-        slot_of: dict[int, int] = {}
         label = [names[i] if names is not None and names[i] else graph.opname(i)]
         cost = float(costs[i] or 0) if costs is not None else 0.0
+        new_deps: list[int] = []
+        slot_of: dict[int, int] = {}
         mapping = []
         for d in deps:
             if fuse[d]:
                 mapping.append(-1)
-            else:
-                mapping.append(slot_of.setdefault(d, len(new_deps)))
-                if mapping[-1] == len(new_deps):
-                    new_deps.append(d)
-        # renumber the own deps, then inline every fused producer
+                continue
+            s = slot_of.get(d)
+            if s is None:
+                s = slot_of[d] = len(new_deps)
+                new_deps.append(d)
+            mapping.append(s)
         tmpl_args = _renumber(args, mapping)
         tmpl_kwargs = _renumber(kwargs, mapping) if kwargs else None
         for j, d in enumerate(deps):
-            if not fuse[d]:
+            if not fuse[d] or d not in exprs:
                 continue
             expr, edeps, elabel, ecost = exprs.pop(d)
             cost += ecost
@@ -174,27 +181,63 @@ def fuse_chains(graph: TaskGraph, outputs: np.ndarray) -> tuple[TaskGraph, FuseS
             label.insert(0, elabel)
         text = "+".join(label)
         if fuse[i]:
-            exprs[i] = (Call(func, tmpl_args, tmpl_kwargs), new_deps, text, cost)
-            continue
-        meta = {c: meta_cols[c][i] for c in meta_cols if meta_cols[c][i] is not None}
-        meta["name"] = text
+            exprs[i] = (Call(graph.funcs[i], tmpl_args, tmpl_kwargs), new_deps, text, cost)
+        else:
+            rewritten[i] = (tmpl_args, tmpl_kwargs, new_deps, text, cost)
+            stats.chains[text] = stats.chains.get(text, 0) + 1
+
+    keep = np.flatnonzero(~fuse)
+    new_of_old = np.full(n, -1, dtype=np.int64)
+    new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
+    new_counts = counts[keep].copy()
+    for i, (_, _, deps, _, _) in rewritten.items():
+        new_counts[new_of_old[i]] = len(deps)
+    ptr = np.zeros(len(keep) + 1, dtype=np.int64)
+    np.cumsum(new_counts, out=ptr[1:])
+    idx = np.empty(int(ptr[-1]), dtype=np.int64)
+    plain = keep[~absorbs[keep]]
+    if len(plain):
+        pc = counts[plain]
+        starts_new = ptr[new_of_old[plain]]
+        starts_old = graph.dep_ptr[plain]
+        within = np.arange(int(pc.sum()), dtype=np.int64) - np.repeat(np.cumsum(pc) - pc, pc)
+        idx[np.repeat(starts_new, pc) + within] = new_of_old[
+            graph.dep_idx[np.repeat(starts_old, pc) + within]]
+    keep_l = keep.tolist()
+    keys = [graph.keys[i] for i in keep_l]
+    funcs = [graph.funcs[i] for i in keep_l]
+    args_col = [graph.args[i] for i in keep_l]
+    new_modes = bytearray(modes[i] for i in keep_l)
+    meta = {c: [col[i] for i in keep_l] for c, col in graph.meta.items()}
+    meta.setdefault("name", [None] * len(keep_l))
+    if any(c for _, _, _, _, c in rewritten.values()):
+        meta.setdefault("cost", [None] * len(keep_l))
+    nol = new_of_old.tolist()
+    kwargs_col = {nol[i]: kw for i, kw in graph.kwargs.items() if nol[i] >= 0}
+    for i, (t_args, t_kwargs, deps, text, cost) in rewritten.items():
+        k = nol[i]
+        idx[ptr[k] : ptr[k + 1]] = [nol[d] for d in deps]
+        args_col[k] = t_args
+        new_modes[k] = MODE_FLAT if all(_is_plain_arg(a) for a in t_args) else MODE_NESTED
+        if t_kwargs:
+            kwargs_col[k] = t_kwargs
+        else:
+            kwargs_col.pop(k, None)
+        meta["name"][k] = text
         if cost:
-            meta["cost"] = cost
-        builder.add(keys[i], func, deps=[keys[d] for d in new_deps], args=tmpl_args,
-                    kwargs=tmpl_kwargs, **meta)
-        stats.chains[text] = stats.chains.get(text, 0) + 1
-    fused = builder.build()
+            meta["cost"][k] = cost
+    index = dict(zip(keys, range(len(keys)), strict=True))
+    fused = TaskGraph(keys, index, funcs, args_col, kwargs_col, new_modes, ptr, idx, meta)
     stats.after = len(fused)
     return fused, stats
 
 
-def _topological(graph: TaskGraph) -> list[int]:
-    """Index order when every task comes after its dependencies (as lowering emits them),
-    else Kahn's order."""
+def _work_order(graph: TaskGraph, mask: np.ndarray) -> list[int]:
+    """The tasks of ``mask`` with every task after its dependencies."""
     src = np.repeat(np.arange(len(graph), dtype=np.int64), np.diff(graph.dep_ptr))
     if (graph.dep_idx < src).all():
-        return list(range(len(graph)))
-    return graph.topological_order().tolist()
+        return np.flatnonzero(mask).tolist()
+    return [i for i in graph.topological_order().tolist() if mask[i]]
 
 
 _PENDING_BASE = 1 << 40  # marks a dependency slot still to be replaced by an inlined call
@@ -219,14 +262,3 @@ def _renumber(template: Any, own: list[int]) -> Any:
     if tp is Lit:
         return template
     return template
-
-
-def _copy_task(builder: GraphBuilder, graph: TaskGraph, i: int, keys: list, deps: list[int]
-               ) -> None:
-    meta = {c: col[i] for c, col in graph.meta.items() if col[i] is not None}
-    if graph.modes[i] == MODE_DATA:
-        builder.add_data(keys[i], graph.args[i][0], **meta)
-        return
-    args = None if graph.modes[i] == MODE_DIRECT else graph.args[i]
-    builder.add(keys[i], graph.funcs[i], deps=[keys[d] for d in deps], args=args,
-                kwargs=graph.kwargs.get(i), **meta)

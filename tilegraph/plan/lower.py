@@ -109,14 +109,13 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True) -> Plan:
     return Plan(graph, outputs, list(arrays), stats, buffers, single)
 
 
-def run_blocks(colls: Sequence[Any], **options: Any) -> list[Any]:
-    """Run every task of the collections ``colls`` (used for writes: their blocks are the
-    side effects); returns the block values in grid order."""
+def run_blocks(colls: Sequence[Any], **options: Any) -> None:
+    """Run every task of the collections ``colls`` for their side effects (writes)."""
     from tilegraph.runtime.api import run
 
     with gc_paused():
         builder = lower(colls)
-        outputs = [c.key(coord) for c in colls for coord in c.coords()]
+        outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
         graph = builder.build()
         graph, _ = fuse_chains(graph, graph.indices(outputs))
-    return run(graph, outputs, **options)
+    run(graph, outputs, **options)

@@ -1,0 +1,724 @@
+"""transpose/.T/swapaxes, reshape, rechunk, concatenate and stack against NumPy, over uneven
+blocks, 0-size and 0-d arrays; bad input fails at build time."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_array_equal
+
+import tilegraph as tg
+from tilegraph.algebra.blocks import lower
+from tilegraph.array.chunks import block_slices
+from tilegraph.runtime.api import run
+
+SETTINGS = settings(max_examples=120, deadline=None)
+DTYPES = ["int8", "int64", "uint16", "float32", "float64", "complex128", "bool"]
+AxisError = np.exceptions.AxisError
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def make(shape: tuple[int, ...], dtype: str = "float64") -> np.ndarray:
+    """Distinct-ish values of ``dtype`` so that a misplaced element shows."""
+    base = np.arange(1, math.prod(shape) + 1).reshape(shape)
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return (base % 3 == 0).astype(dtype)
+    if kind == "c":
+        return (base - 0.5j * base).astype(dtype)
+    if np.dtype(dtype).itemsize == 1:
+        base = base % 100
+    return base.astype(dtype)
+
+
+def block_values(arr: tg.Array) -> dict[tuple[int, ...], object]:
+    """Every block of ``arr`` on its own (run without assembling the result)."""
+    keys = {coord: arr.blocks.key(coord) for coord in np.ndindex(*arr.numblocks)}
+    unique = list(dict.fromkeys(keys.values()))  # concatenating x with x repeats keys
+    graph = lower([arr.blocks]).build()
+    got = dict(zip(unique, run(graph, unique, backend="sync"), strict=True))
+    return {coord: got[key] for coord, key in keys.items()}
+
+
+def check(arr: tg.Array, expected) -> None:
+    """``arr`` equals NumPy's ``expected``: shape, dtype, chunks that add up to the shape,
+    every block on its own (shape, dtype, values), and the assembled result."""
+    expected = np.asarray(expected)
+    assert isinstance(arr, tg.Array)
+    assert arr.shape == expected.shape
+    assert arr.dtype == expected.dtype
+    assert len(arr.chunks) == arr.ndim
+    assert tuple(sum(c) for c in arr.chunks) == arr.shape, (arr.chunks, arr.shape)
+    assert all(len(c) >= 1 and min(c) >= 0 for c in arr.chunks), arr.chunks
+    for coord, value in block_values(arr).items():
+        want = expected[block_slices(arr.chunks, coord)]
+        got = np.asarray(value)
+        assert got.shape == want.shape, f"block {coord}: {got.shape} != {want.shape}"
+        assert got.dtype == want.dtype, f"block {coord}: {got.dtype} != {want.dtype}"
+        assert_array_equal(got, want, err_msg=f"block {coord}")
+    result = arr.compute(backend="sync")
+    assert np.shape(result) == expected.shape
+    assert np.asarray(result).dtype == expected.dtype
+    assert_array_equal(result, expected, strict=True)
+
+
+@st.composite
+def axis_chunks(draw, n: int) -> tuple[int, ...]:
+    """Explicit, uneven block sizes adding up to ``n`` (zero-size blocks now and then)."""
+    if n == 0:
+        return draw(st.sampled_from([(0,), (0, 0)]))
+    cuts = draw(st.lists(st.integers(0, n), max_size=3))
+    bounds = [0, *sorted(cuts), n]
+    sizes = tuple(b - a for a, b in itertools.pairwise(bounds))
+    if draw(st.booleans()):  # mostly without empty blocks
+        sizes = tuple(s for s in sizes if s) or (n,)
+    return sizes
+
+
+def chunks_for(shape: tuple[int, ...]):
+    return st.tuples(*[axis_chunks(n) for n in shape])
+
+
+@st.composite
+def arrays(draw, min_dims: int = 1, max_dims: int = 4, max_side: int = 5, dtype=None):
+    shape = tuple(draw(st.lists(st.integers(0, max_side), min_size=min_dims,
+                                max_size=max_dims)))
+    chunks = draw(chunks_for(shape))
+    x = make(shape, dtype or draw(st.sampled_from(DTYPES)))
+    return x, tg.from_numpy(x, chunks=chunks)
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out
+
+
+@st.composite
+def new_shapes(draw, size: int):
+    """A shape of ``size`` elements (the size's prime factors dealt out to 0-5 axes, so
+    axes merge, split, and gain or lose length 1), with one length replaced by -1 at
+    times."""
+    if size == 0:
+        shape = draw(st.lists(st.integers(0, 4), min_size=1, max_size=4))
+        shape[draw(st.integers(0, len(shape) - 1))] = 0
+    else:
+        factors = _prime_factors(size)
+        nd = draw(st.integers(1 if factors else 0, 5))
+        shape = [1] * nd
+        for f in factors:
+            shape[draw(st.integers(0, nd - 1))] *= f
+    if shape and draw(st.booleans()):
+        shape[draw(st.integers(0, len(shape) - 1))] = -1
+    return tuple(shape)
+
+
+# -- transpose, .T, swapaxes --------------------------------------------------------------
+
+
+@SETTINGS
+@given(data=st.data(), xa=arrays(min_dims=0))
+def test_transpose_matches_numpy(data, xa):
+    x, a = xa
+    nd = x.ndim
+    perm = data.draw(st.permutations(range(nd)), label="perm")
+    signs = data.draw(st.lists(st.booleans(), min_size=nd, max_size=nd), label="negative")
+    axes = tuple(p - nd if neg else p for p, neg in zip(perm, signs, strict=True))
+    expected = x.transpose(axes)
+    out = a.transpose(axes)
+    assert out.chunks == tuple(a.chunks[p] for p in perm)
+    check(out, expected)
+    check(tg.transpose(a, axes), expected)
+    if nd:
+        check(a.transpose(*axes), expected)
+    check(a.T, x.T)
+    check(tg.transpose(a), np.transpose(x))
+    check(a.T.T, x)
+
+
+@SETTINGS
+@given(data=st.data(), xa=arrays())
+def test_swapaxes_matches_numpy(data, xa):
+    x, a = xa
+    nd = x.ndim
+    i = data.draw(st.integers(-nd, nd - 1), label="i")
+    j = data.draw(st.integers(-nd, nd - 1), label="j")
+    check(a.swapaxes(i, j), x.swapaxes(i, j))
+    check(tg.swapaxes(a, i, j), np.swapaxes(x, i, j))
+
+
+@pytest.mark.parametrize(
+    ("axes", "error", "pattern"),
+    [
+        ((0, 1, 3), AxisError, r"axis 3 .*\(2, 3, 4\)"),
+        ((0, 1, 5), AxisError, r"axis 5 .*\(2, 3, 4\)"),
+        ((0, -4, 1), AxisError, r"axis -4 .*\(2, 3, 4\)"),
+        ((0, 0, 1), ValueError, r"\(0, 0, 1\).*\(2, 3, 4\)"),
+        ((0, 2, -1), ValueError, r"\(0, 2, -1\).*\(2, 3, 4\)"),
+        ((0, 1), ValueError, r"\(0, 1\).*\(2, 3, 4\)"),
+        ((0, 1, 2, 3), ValueError, r"\(0, 1, 2, 3\).*\(2, 3, 4\)"),
+    ],
+    ids=str,
+)
+def test_bad_transpose_axes_raise(forbid_compute, axes, error, pattern):
+    x = make((2, 3, 4))
+    a = tg.from_numpy(x, chunks=2)
+    with pytest.raises(error):
+        x.transpose(axes)
+    with pytest.raises(error, match=pattern):
+        a.transpose(axes)
+    with pytest.raises(error, match=pattern):
+        tg.transpose(a, axes)
+
+
+def test_transpose_method_accepts_an_array_of_axes():
+    x = make((2, 3, 4))
+    a = tg.from_numpy(x, chunks=2)
+    check(a.transpose(np.array([2, 0, 1])), x.transpose(np.array([2, 0, 1])))
+
+
+@pytest.mark.parametrize(("i", "j"), [(0, 3), (-4, 1), (2, -5)], ids=str)
+def test_bad_swapaxes_raise_axis_error(forbid_compute, i, j):
+    x = make((2, 3, 4))
+    with pytest.raises(AxisError):
+        x.swapaxes(i, j)
+    with pytest.raises(AxisError, match=r"\(2, 3, 4\)"):
+        tg.from_numpy(x, chunks=2).swapaxes(i, j)
+
+
+# -- rechunk -------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(data=st.data(), xa=arrays())
+def test_rechunk_between_uneven_chunkings(data, xa):
+    x, a = xa
+    new = data.draw(chunks_for(x.shape), label="new")
+    out = a.rechunk(new)
+    assert out.chunks == new
+    check(out, x)
+    back = out.rechunk(a.chunks)  # and the other way
+    assert back.chunks == a.chunks
+    check(back, x)
+    check(tg.rechunk(a, new), x)
+
+
+def _split(sizes: tuple[int, ...], draw) -> tuple[int, ...]:
+    out: list[int] = []
+    for s in sizes:
+        cut = draw(st.integers(0, s))
+        out.extend(p for p in (cut, s - cut) if p) if s else out.append(0)
+    return tuple(out) or (0,)
+
+
+def _merge(sizes: tuple[int, ...], draw) -> tuple[int, ...]:
+    out = [sizes[0]]
+    for s in sizes[1:]:
+        if draw(st.booleans()):
+            out[-1] += s
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+@SETTINGS
+@given(data=st.data(), xa=arrays())
+def test_rechunk_splitting_and_merging(data, xa):
+    """Finer blocks (each new block a view of one old block) and coarser ones (each new
+    block assembled from several), and back."""
+    x, a = xa
+    finer = tuple(_split(c, data.draw) for c in a.chunks)
+    coarser = tuple(_merge(c, data.draw) for c in a.chunks)
+    for new in (finer, coarser):
+        out = a.rechunk(new)
+        assert out.chunks == new
+        check(out, x)
+        back = out.rechunk(a.chunks)
+        assert back.chunks == a.chunks
+        check(back, x)
+
+
+@SETTINGS
+@given(xa=arrays(min_dims=0))
+def test_rechunk_to_one_block_and_auto(xa):
+    x, a = xa
+    one = a.rechunk(-1)
+    assert one.chunks == tuple((n,) for n in x.shape)
+    assert one.npartitions == 1
+    check(one, x)
+    auto = a.rechunk("auto")
+    # small arrays fit in one ~64 MiB block
+    assert auto.chunks == tuple((n,) for n in x.shape)
+    check(auto, x)
+    per_axis = a.rechunk(tuple(-1 for _ in x.shape))
+    assert per_axis.chunks == one.chunks
+    check(per_axis, x)
+
+
+@SETTINGS
+@given(data=st.data(), xa=arrays())
+def test_rechunk_to_a_block_size(data, xa):
+    x, a = xa
+    step = data.draw(st.integers(1, 6), label="step")
+    out = a.rechunk(step)
+    for n, c in zip(x.shape, out.chunks, strict=True):
+        assert c == ((step,) * (n // step) + ((n % step,) if n % step else ()) or (0,))
+    check(out, x)
+
+
+def test_rechunk_auto_cuts_a_big_array_lazily(forbid_compute):
+    a = tg.zeros((8192, 8192), chunks=(1000, 8192))  # 512 MiB: more than one auto block
+    auto = a.rechunk("auto")
+    assert auto.shape == a.shape
+    assert auto.npartitions > 1
+    assert all(sum(c) == n for c, n in zip(auto.chunks, a.shape, strict=True))
+    assert math.prod(auto.chunksize) * 8 <= 64 * 2**20
+
+
+def test_rechunk_with_a_dict_of_axes():
+    x = make((5, 4, 3))
+    a = tg.from_numpy(x, chunks=2)
+    out = a.rechunk({0: (1, 4), -1: 2, 1: -1})
+    assert out.chunks == ((1, 4), (4,), (2, 1))
+    check(out, x)
+
+
+def test_rechunk_to_the_same_chunks_is_the_same_array():
+    a = tg.from_numpy(make((5, 4)), chunks=((2, 3), (1, 3)))
+    assert a.rechunk(((2, 3), (1, 3))) is a
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [((2, 2), (4,)), ((5,), (4,), (1,)), ((5,),), ((6, -1), (4,)), 0],
+    ids=str,
+)
+def test_bad_rechunk_raises_value_error(forbid_compute, chunks):
+    a = tg.from_numpy(make((5, 4)), chunks=2)
+    with pytest.raises(ValueError, match=r"\(5, 4\)"):
+        a.rechunk(chunks)
+
+
+# -- reshape -------------------------------------------------------------------------------
+
+
+@settings(max_examples=250, deadline=None)
+@given(data=st.data(), xa=arrays(min_dims=0))
+def test_reshape_matches_numpy(data, xa):
+    x, a = xa
+    shape = data.draw(new_shapes(x.size), label="shape")
+    try:
+        expected = np.reshape(x, shape)
+    except ValueError:
+        with pytest.raises(ValueError):
+            a.reshape(shape)
+        return
+    check(a.reshape(shape), expected)
+    check(tg.reshape(a, shape), expected)
+    if shape:
+        check(a.reshape(*shape), expected)
+
+
+@SETTINGS
+@given(data=st.data(), xa=arrays())
+def test_reshape_then_back(data, xa):
+    x, a = xa
+    shape = data.draw(new_shapes(x.size), label="shape")
+    assume(-1 not in shape or x.size)
+    y = a.reshape(shape)
+    check(y.reshape(x.shape), x)
+    check(y.ravel(), x.ravel())
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks", "new"),
+    [
+        ((4, 6), ((1, 3), (2, 4)), (24,)),  # merge all
+        ((4, 6), ((1, 3), (2, 4)), (4, 2, 3)),  # split the last axis
+        ((2, 3, 4), ((1, 1), (2, 1), (1, 3)), (6, 4)),  # merge leading axes
+        ((2, 3, 4), ((1, 1), (2, 1), (1, 3)), (2, 12)),  # merge trailing axes
+        ((2, 3, 4), ((1, 1), (2, 1), (1, 3)), (4, 3, 2)),  # neither
+        ((12,), ((5, 7),), (3, 4)),
+        ((12,), ((1,) * 12,), (2, 2, 3)),
+        ((12,), ((5, 0, 7),), (-1, 6)),
+        ((3, 4), ((2, 1), (2, 2)), (1, 3, 1, 4, 1)),  # add length-1 axes
+        ((1, 3, 1, 4, 1), ((1,), (2, 1), (1,), (3, 1), (1,)), (3, 4)),  # remove them
+        ((5, 1), ((2, 3), (1,)), (1, 5)),
+        ((), (), (1, 1)),  # from 0-d
+        ((), (), (-1,)),
+        ((1, 1), ((1,), (1,)), ()),  # to 0-d
+        ((1,), ((0, 1),), ()),
+        ((1,), ((1,),), (1, 1, 1)),
+        ((0, 3), ((0,), (2, 1)), (3, 0)),  # 0-size
+        ((0, 3), ((0, 0), (2, 1)), (-1,)),
+        ((2, 0, 3), ((1, 1), (0,), (1, 2)), (0, 6)),
+        ((4, 0), ((2, 2), (0,)), (2, 0, 2)),
+        ((6, 4), ((4, 2), (3, 1)), (6, 4)),  # unchanged
+        ((6, 4), ((4, 2), (3, 1)), (6, 2, 2)),  # leading axis keeps its blocks
+        ((6, 4), ((4, 2), (3, 1)), (3, 8)),
+        ((6, 4), ((4, 2), (3, 1)), (8, 3)),
+    ],
+    ids=str,
+)
+def test_reshape_cases(shape, chunks, new):
+    x = make(shape, "int64")
+    a = tg.from_numpy(x, chunks=chunks)
+    expected = x.reshape(new)
+    check(a.reshape(new), expected)
+    check(tg.reshape(a, new), expected)
+
+
+def test_reshape_keeps_leading_blocks():
+    a = tg.from_numpy(make((6, 4)), chunks=((4, 2), (3, 1)))
+    assert a.reshape(6, 2, 2).chunks[0] == (4, 2)
+    assert a.reshape(6, 4) is a
+
+
+def test_reshape_method_accepts_an_array_as_the_shape():
+    x = make((2, 3))
+    a = tg.from_numpy(x, chunks=1)
+    check(a.reshape(np.array([3, 2])), x.reshape(np.array([3, 2])))
+
+
+def test_reshape_accepts_an_int_and_numpy_ints():
+    x = make((2, 3))
+    a = tg.from_numpy(x, chunks=1)
+    check(tg.reshape(a, 6), np.reshape(x, 6))
+    check(a.reshape(6), x.reshape(6))
+    check(tg.reshape(a, np.int64(-1)), np.reshape(x, -1))
+    check(a.reshape((np.int64(3), np.int32(2))), x.reshape(3, 2))
+
+
+@pytest.mark.parametrize(
+    "new",
+    [(5,), (4, 2), (7, -1), (-1, -1), (-2, -3), (0, -1), (2, 3, 2), (), (-1, 0)],
+    ids=str,
+)
+def test_invalid_reshape_raises_value_error_naming_both_shapes(forbid_compute, new):
+    x = make((2, 3))
+    a = tg.from_numpy(x, chunks=1)
+    with pytest.raises(ValueError):
+        x.reshape(new)
+    with pytest.raises(ValueError) as info:
+        a.reshape(new)
+    message = str(info.value)
+    assert "(2, 3)" in message
+    assert str(tuple(new)) in message
+
+
+def test_invalid_reshape_of_empty_array(forbid_compute):
+    a = tg.from_numpy(np.zeros((0, 3)), chunks=2)
+    for new in [(-1, 0), (0, -1), (1,)]:
+        with pytest.raises(ValueError, match=r"\(0, 3\)"):
+            a.reshape(new)
+
+
+@pytest.mark.parametrize("new", [(2.5, 2), ("a",), 2.0, (2, None)], ids=str)
+def test_reshape_to_a_non_integer_shape_raises_type_error(forbid_compute, new):
+    x = make((5, 1))
+    with pytest.raises(TypeError):
+        np.reshape(x, new)
+    with pytest.raises(TypeError, match=r"reshape.*\(5, 1\)"):
+        tg.reshape(tg.from_numpy(x, chunks=2), new)
+
+
+def test_reshape_only_in_c_order(forbid_compute):
+    with pytest.raises(ValueError, match="order"):
+        tg.from_numpy(make((2, 3)), chunks=1).reshape((3, 2), order="F")
+
+
+# -- concatenate ---------------------------------------------------------------------------
+
+
+@st.composite
+def concat_inputs(draw):
+    nd = draw(st.integers(1, 3))
+    base = draw(st.lists(st.integers(0, 4), min_size=nd, max_size=nd))
+    axis = draw(st.integers(-nd, nd - 1))
+    pieces = []
+    for _ in range(draw(st.integers(1, 4))):
+        shape = list(base)
+        shape[axis] = draw(st.integers(0, 4))
+        x = make(tuple(shape), draw(st.sampled_from(DTYPES)))
+        if draw(st.integers(0, 5)) == 0:
+            pieces.append((x, x))  # a NumPy array among the inputs
+        else:
+            pieces.append((x, tg.from_numpy(x, chunks=draw(chunks_for(x.shape)))))
+    return pieces, axis
+
+
+@SETTINGS
+@given(inputs=concat_inputs())
+def test_concatenate_matches_numpy(inputs):
+    pieces, axis = inputs
+    xs = [p[0] for p in pieces]
+    arrs = [p[1] for p in pieces]
+    expected = np.concatenate(xs, axis=axis)
+    assert expected.dtype == np.result_type(*xs)
+    out = tg.concatenate(arrs, axis=axis)
+    check(out, expected)
+    # without casts, the result's blocks along the axis are the (non-empty) inputs' blocks
+    if all(isinstance(a, tg.Array) and a.dtype == out.dtype for a in arrs):
+        along = tuple(c for a in arrs if a.shape[axis] for c in a.chunks[axis])
+        assert out.chunks[axis] == (along or arrs[0].chunks[axis])
+
+
+@settings(max_examples=40, deadline=None)
+@given(inputs=concat_inputs())
+def test_concatenate_axis_none_flattens(inputs):
+    pieces, _ = inputs
+    xs = [p[0] for p in pieces]
+    check(tg.concatenate([p[1] for p in pieces], axis=None), np.concatenate(xs, axis=None))
+
+
+def test_concatenate_zero_length_pieces():
+    x = make((3, 4), "float32")
+    empty = np.zeros((3, 0), dtype="int64")
+    a = tg.from_numpy(x, chunks=((1, 2), (3, 1)))
+    e = tg.from_numpy(empty, chunks=((2, 1), (0,)))
+    for arrs, xs in [([e, a, e], [empty, x, empty]), ([e, e], [empty, empty]),
+                     ([a, e], [x, empty]), ([e], [empty])]:
+        check(tg.concatenate(arrs, axis=1), np.concatenate(xs, axis=1))
+        check(tg.concatenate(arrs, axis=-1), np.concatenate(xs, axis=-1))
+
+
+@pytest.mark.parametrize("axis", [-3, -2, -1, 0, 1, 2])
+def test_concatenate_along_every_axis(axis):
+    xs, arrs = [], []
+    for length, dtype, chunks in [(3, "int16", (1, 2)), (0, "float32", (0,)),
+                                  (4, "uint16", (3, 1)), (1, "complex64", (1,))]:
+        shape = [2, 3, 4]
+        shape[axis] = length
+        cs = [(1, 1), (2, 1), (1, 1, 2)]
+        cs[axis] = chunks
+        x = make(tuple(shape), dtype)
+        xs.append(x)
+        arrs.append(tg.from_numpy(x, chunks=tuple(cs)))
+    expected = np.concatenate(xs, axis=axis)
+    assert expected.dtype == np.result_type(*xs) == np.complex64
+    check(tg.concatenate(arrs, axis=axis), expected)
+
+
+@pytest.mark.parametrize("axis", [-4, -3, -2, -1, 0, 1, 2, 3])
+def test_stack_at_every_position(axis):
+    x, y = make((2, 0, 3), "int8"), make((2, 0, 3), "bool")
+    a = tg.from_numpy(x, chunks=((1, 1), (0,), (2, 1)))
+    b = tg.from_numpy(y, chunks=((2,), (0, 0), (3,)))
+    check(tg.stack([a, b, a], axis=axis), np.stack([x, y, x], axis=axis))
+    x, y = make((2, 1, 3), "int8"), make((2, 1, 3), "float64")
+    a = tg.from_numpy(x, chunks=((1, 1), (1,), (2, 1)))
+    b = tg.from_numpy(y, chunks=((2,), (1,), (1, 2)))
+    check(tg.stack([a, b], axis=axis), np.stack([x, y], axis=axis))
+
+
+def test_concatenate_drops_empty_pieces_blocks():
+    x = make((3, 4))
+    a = tg.from_numpy(x, chunks=((1, 2), (3, 1)))
+    e = tg.from_numpy(np.zeros((3, 0)), chunks=((3,), (0, 0)))
+    out = tg.concatenate([e, a, e, a], axis=1)
+    assert out.chunks == ((1, 2), (3, 1, 3, 1))
+    check(out, np.concatenate([x[:, :0], x, x[:, :0], x], axis=1))
+
+
+def test_concatenate_a_single_array():
+    x = make((3, 4))
+    a = tg.from_numpy(x, chunks=2)
+    check(tg.concatenate([a], axis=1), x)
+
+
+def test_concatenate_mixed_block_sizes_off_axis():
+    x, y = make((5, 4)), make((2, 4), "int8")
+    a = tg.from_numpy(x, chunks=((5,), (1, 3)))
+    b = tg.from_numpy(y, chunks=((1, 1), (2, 1, 1)))
+    out = tg.concatenate([a, b, a], axis=0)
+    assert out.chunks == ((5, 1, 1, 5), (1, 1, 1, 1))
+    check(out, np.concatenate([x, y, x], axis=0))
+
+
+@pytest.mark.parametrize(
+    ("shapes", "axis"),
+    [([(2, 3), (2, 4)], 0), ([(2, 3), (3, 3), (2, 4)], 1), ([(2, 3), (2,)], 0),
+     ([(2, 3), (2, 3, 1)], 1), ([(0, 3), (1, 2)], 0)],
+    ids=str,
+)
+def test_concatenate_mismatched_shapes_raise_value_error(forbid_compute, shapes, axis):
+    xs = [make(s) for s in shapes]
+    with pytest.raises(ValueError):
+        np.concatenate(xs, axis=axis)
+    with pytest.raises(ValueError) as info:
+        tg.concatenate([tg.from_numpy(x, chunks=2) for x in xs], axis=axis)
+    for s in shapes:
+        assert str(s) in str(info.value)
+
+
+@pytest.mark.parametrize("axis", [2, -3, 7], ids=str)
+def test_concatenate_bad_axis_raises_axis_error(forbid_compute, axis):
+    xs = [make((2, 3)), make((2, 3))]
+    with pytest.raises(AxisError):
+        np.concatenate(xs, axis=axis)
+    with pytest.raises(AxisError, match=re.escape(str(axis))):
+        tg.concatenate([tg.from_numpy(x, chunks=2) for x in xs], axis=axis)
+
+
+def test_concatenate_needs_arrays_with_axes(forbid_compute):
+    with pytest.raises(ValueError, match="at least one"):
+        tg.concatenate([])
+    with pytest.raises(ValueError, match="zero-dimensional"):
+        tg.concatenate([tg.from_numpy(np.array(1.0)), tg.from_numpy(np.array(2.0))])
+
+
+# -- stack ---------------------------------------------------------------------------------
+
+
+@st.composite
+def stack_inputs(draw):
+    nd = draw(st.integers(0, 3))
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=nd, max_size=nd)))
+    axis = draw(st.integers(-nd - 1, nd))
+    pieces = []
+    for _ in range(draw(st.integers(1, 4))):
+        x = make(shape, draw(st.sampled_from(DTYPES)))
+        pieces.append((x, tg.from_numpy(x, chunks=draw(chunks_for(shape)))))
+    return pieces, axis
+
+
+@SETTINGS
+@given(inputs=stack_inputs())
+def test_stack_matches_numpy(inputs):
+    pieces, axis = inputs
+    xs = [p[0] for p in pieces]
+    expected = np.stack(xs, axis=axis)
+    out = tg.stack([p[1] for p in pieces], axis=axis)
+    assert out.chunks[axis] == (1,) * len(pieces)
+    check(out, expected)
+
+
+def test_stack_with_numpy_inputs_and_dtypes():
+    x, y = make((3, 2), "int16"), make((3, 2), "float32")
+    a = tg.from_numpy(x, chunks=((2, 1), (1, 1)))
+    for axis in (-3, -2, -1, 0, 1, 2):
+        check(tg.stack([a, y, a], axis=axis), np.stack([x, y, x], axis=axis))
+
+
+def test_stack_mismatched_shapes_raise_value_error(forbid_compute):
+    a = tg.from_numpy(make((2, 3)), chunks=2)
+    b = tg.from_numpy(make((3, 2)), chunks=2)
+    with pytest.raises(ValueError, match=r"\(2, 3\).*\(3, 2\)"):
+        tg.stack([a, b])
+    with pytest.raises(ValueError, match="at least one"):
+        tg.stack([])
+
+
+@pytest.mark.parametrize("axis", [3, -4, 10], ids=str)
+def test_stack_bad_axis_raises_axis_error(forbid_compute, axis):
+    xs = [make((2, 3)), make((2, 3))]
+    with pytest.raises(AxisError):
+        np.stack(xs, axis=axis)
+    with pytest.raises(AxisError, match=re.escape(str(axis))):
+        tg.stack([tg.from_numpy(x, chunks=2) for x in xs], axis=axis)
+
+
+# -- laziness and backends ----------------------------------------------------------------
+
+
+def test_forbid_compute_fixture_catches_a_compute(forbid_compute):
+    """The laziness tests rely on this: under ``forbid_compute`` a compute fails."""
+    a = tg.from_numpy(make((4, 4)), chunks=3).rechunk(2)
+    with pytest.raises(AssertionError, match="a run of"):
+        a.compute()
+
+
+def _pipeline(mod, x, y):
+    """The same program over NumPy (``mod=np``) or tilegraph arrays."""
+    t = mod.transpose(x, (1, 0, 2))  # (4, 5, 3)
+    s = mod.swapaxes(t, 0, -1)[::-1, 1:, None]  # (3, 4, 1, 4)
+    r = mod.reshape(s, (6, 2, 4))
+    c = mod.concatenate([r, mod.reshape(y, (6, 2, 4))[:, ::-1]], axis=1)  # (6, 4, 4)
+    st_ = mod.stack([c, c[::-1] * 2], axis=-2)  # (6, 4, 2, 4)
+    return mod.reshape(st_, (-1, 8)).T  # (8, 48)
+
+
+def _tg_pipeline(x, y, chunks_x, chunks_y):
+    class Mod:
+        transpose = staticmethod(tg.transpose)
+        swapaxes = staticmethod(tg.swapaxes)
+        reshape = staticmethod(tg.reshape)
+        concatenate = staticmethod(tg.concatenate)
+        stack = staticmethod(tg.stack)
+
+    a = tg.from_numpy(x, chunks=chunks_x).rechunk(((3, 2), (1, 1, 2), (2, 1)))
+    b = tg.from_numpy(y, chunks=chunks_y)
+    return _pipeline(Mod, a, b)
+
+
+X = make((5, 4, 3), "float32")
+Y = make((48,), "int16")
+CHUNKS_X = ((2, 3), (1, 3), (3,))
+CHUNKS_Y = ((7, 20, 21),)
+
+
+def test_building_everything_is_lazy(forbid_compute):
+    out = _tg_pipeline(X, Y, CHUNKS_X, CHUNKS_Y)
+    expected = _pipeline(np, X, Y)
+    assert out.shape == expected.shape
+    assert out.dtype == expected.dtype
+    assert tuple(sum(c) for c in out.chunks) == expected.shape
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), xa=arrays())
+def test_random_manipulations_are_lazy(forbid_compute, data, xa):
+    x, a = xa
+    perm = data.draw(st.permutations(range(x.ndim)))
+    shape = data.draw(new_shapes(x.size))
+    assume(-1 not in shape or x.size)
+    out = a.transpose(perm).rechunk(data.draw(chunks_for(x.transpose(perm).shape)))
+    out = out.reshape(shape)
+    out = tg.stack([out, out], axis=-1)
+    out = tg.concatenate([out, out[..., :1]], axis=-1)
+    y = np.stack([x.transpose(perm).reshape(shape)] * 2, axis=-1)
+    expected = np.concatenate([y, y[..., :1]], axis=-1)
+    assert out.shape == expected.shape
+    assert out.dtype == expected.dtype
+    assert tuple(sum(c) for c in out.chunks) == expected.shape
+
+
+def test_pipeline_matches_numpy():
+    check(_tg_pipeline(X, Y, CHUNKS_X, CHUNKS_Y), _pipeline(np, X, Y))
+
+
+def test_same_result_on_every_backend(backend_options):
+    expected = _pipeline(np, X, Y)
+    got = _tg_pipeline(X, Y, CHUNKS_X, CHUNKS_Y).compute(**backend_options)
+    assert_array_equal(got, expected, strict=True)
+    x = tg.from_numpy(X, chunks=((2, 3), (1, 3), (2, 1)))
+    parts = [x.T, x.swapaxes(0, 2).rechunk(2), x.reshape(3, 4, 5).rechunk(((1, 2), 3, 4))]
+    for part, want in zip(parts, [X.T, X.swapaxes(0, 2), X.reshape(3, 4, 5)], strict=True):
+        assert_array_equal(part.compute(**backend_options), want, strict=True)
+    cat = tg.concatenate([x, x[:0], x[::-1].astype("float64")], axis=0)
+    assert_array_equal(cat.compute(**backend_options),
+                       np.concatenate([X, X[:0], X[::-1].astype("float64")]), strict=True)
+    twice = tg.stack([tg.concatenate([x, x], axis=1)] * 2, axis=1)  # repeated blocks
+    assert_array_equal(twice.compute(**backend_options),
+                       np.stack([np.concatenate([X, X], axis=1)] * 2, axis=1), strict=True)
+
+
+def test_rechunk_dict_keeps_axes_not_named():
+    x = tg.from_numpy(np.arange(24.0).reshape(4, 6), chunks=(2, 3))
+    y = x.rechunk({0: 1})
+    assert y.chunks == ((1, 1, 1, 1), (3, 3))
+    assert x.rechunk({-1: 2}).chunks == ((2, 2), (2, 2, 2))
+    np.testing.assert_array_equal(y.compute(), np.arange(24.0).reshape(4, 6))

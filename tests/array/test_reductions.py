@@ -1,0 +1,460 @@
+"""Reductions against NumPy: sum, prod, mean, var, std, min, max, argmin, argmax, any, all
+over random shapes, uneven blocks, dtypes, axes and keepdims; tree reductions; ties and NaN;
+zero-size reductions; build-time errors; laziness."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tilegraph as tg
+from tilegraph.plan.lower import plan_arrays
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_, np.complex128]
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:(Mean of empty slice|Degrees of freedom|invalid value|divide by zero)"
+    ":RuntimeWarning")
+
+
+@st.composite
+def axis_chunks(draw, length, empty_blocks=False):
+    """Explicit, usually uneven, block sizes adding up to ``length`` (with some blocks of
+    size 0 when ``empty_blocks``)."""
+    if length <= 1:
+        sizes = [length]
+    else:
+        cuts = sorted(draw(st.sets(st.integers(1, length - 1), max_size=length - 1)))
+        bounds = [0, *cuts, length]
+        sizes = [b - a for a, b in itertools.pairwise(bounds)]
+    if empty_blocks and length and draw(st.integers(0, 3)) == 0:
+        sizes.insert(draw(st.integers(0, len(sizes))), 0)
+    return tuple(sizes)
+
+
+def elements(dtype, small=False):
+    dtype = np.dtype(dtype)
+    bound = 2 if small else 10
+    if dtype.kind == "f":
+        return st.floats(-bound, bound, width=8 * dtype.itemsize, allow_subnormal=False)
+    if dtype.kind == "c":
+        return st.complex_numbers(max_magnitude=bound, allow_nan=False, allow_infinity=False,
+                                  allow_subnormal=False)
+    if dtype.kind == "b":
+        return st.booleans()
+    return st.integers(-bound, bound)
+
+
+@st.composite
+def blocked(draw, dtypes=DTYPES, small=False, empty_blocks=True, elements_of=elements):
+    """(NumPy array, tilegraph Array over it) with 0-3 dims, random uneven blocks."""
+    dtype = draw(st.sampled_from(dtypes))
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5))
+    ref = draw(hnp.arrays(dtype, shape, elements=elements_of(dtype, small)))
+    chunks = tuple(draw(axis_chunks(n, empty_blocks)) for n in shape)
+    x = tg.from_numpy(ref, chunks=chunks)
+    assert x.chunks == chunks
+    return ref, x
+
+
+@st.composite
+def axes_for(draw, ndim, single=False):
+    """None, an int (maybe negative) or a tuple of distinct axes (maybe empty)."""
+    choices = [st.none()]
+    if ndim:
+        choices.append(st.integers(-ndim, ndim - 1))
+        if not single:
+            choices.append(st.lists(st.integers(-ndim, ndim - 1), unique_by=lambda a: a % ndim,
+                                    max_size=ndim).map(tuple))
+    elif not single:
+        choices.append(st.just(()))
+    return draw(st.one_of(choices))
+
+
+def tolerance(dtype):
+    dtype = np.dtype(dtype)
+    if dtype in (np.float32, np.complex64):
+        return {"rtol": 1e-4, "atol": 1e-3}
+    return {"rtol": 1e-10, "atol": 1e-10}
+
+
+def check(result, expected):
+    """``result`` (an Array) computes to ``expected``: same shape, dtype and values."""
+    expected = np.asarray(expected)
+    assert isinstance(result, tg.Array)
+    assert result.shape == expected.shape, (result.shape, expected.shape)
+    assert result.dtype == expected.dtype, (result.dtype, expected.dtype)
+    got = result.compute()
+    assert np.asarray(got).dtype == expected.dtype
+    assert np.shape(got) == expected.shape
+    if expected.dtype.kind in "fc":
+        np.testing.assert_allclose(got, expected, equal_nan=True, **tolerance(expected.dtype))
+    else:
+        np.testing.assert_array_equal(got, expected, strict=True)
+    return got
+
+
+def numpy_or_error(fn):
+    try:
+        with np.errstate(all="ignore"):
+            return fn(), None
+    except (ValueError, TypeError) as exc:
+        return None, exc
+
+
+def check_like_numpy(build, reference):
+    """The tilegraph result of ``build()`` equals NumPy's ``reference()``; where NumPy
+    raises, building (not computing) raises the same kind of error."""
+    expected, error = numpy_or_error(reference)
+    if error is not None:
+        with pytest.raises(type(error)):
+            build()
+        return
+    check(build(), expected)
+
+
+# -- property tests against NumPy -----------------------------------------------------------
+
+
+@SETTINGS
+@given(data=st.data(), keepdims=st.booleans(),
+       name=st.sampled_from(["sum", "mean", "min", "max", "any", "all"]))
+def test_reductions_match_numpy(data, keepdims, name):
+    a, x = data.draw(blocked())
+    axis = data.draw(axes_for(a.ndim))
+    check_like_numpy(lambda: getattr(x, name)(axis=axis, keepdims=keepdims),
+                     lambda: getattr(np, name)(a, axis=axis, keepdims=keepdims))
+
+
+@SETTINGS
+@given(data=st.data(), keepdims=st.booleans())
+def test_prod_matches_numpy(data, keepdims):
+    a, x = data.draw(blocked(small=True))
+    axis = data.draw(axes_for(a.ndim))
+    check_like_numpy(lambda: x.prod(axis=axis, keepdims=keepdims),
+                     lambda: np.prod(a, axis=axis, keepdims=keepdims))
+
+
+@SETTINGS
+@given(data=st.data(), keepdims=st.booleans(), ddof=st.integers(0, 2),
+       name=st.sampled_from(["var", "std"]))
+def test_var_std_match_numpy(data, keepdims, ddof, name):
+    a, x = data.draw(blocked())
+    axis = data.draw(axes_for(a.ndim))
+    check_like_numpy(lambda: getattr(x, name)(axis=axis, ddof=ddof, keepdims=keepdims),
+                     lambda: getattr(np, name)(a, axis=axis, ddof=ddof, keepdims=keepdims))
+
+
+def tie_elements(dtype, small=False):
+    """Few distinct values (so ties are common), and NaN for floats."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return st.sampled_from([-1.0, 0.0, 2.0, np.nan])
+    if dtype.kind == "c":
+        return st.sampled_from([0j, 1 + 0j, 1 - 1j, -1j, complex(0, np.nan)])
+    if dtype.kind == "b":
+        return st.booleans()
+    return st.integers(-1, 1)
+
+
+@SETTINGS
+@given(data=st.data(), keepdims=st.booleans(), name=st.sampled_from(["argmin", "argmax"]))
+def test_argmin_argmax_match_numpy_with_ties_and_nan(data, keepdims, name):
+    a, x = data.draw(blocked(elements_of=tie_elements))
+    axis = data.draw(axes_for(a.ndim, single=True))
+    check_like_numpy(lambda: getattr(x, name)(axis=axis, keepdims=keepdims),
+                     lambda: getattr(np, name)(a, axis=axis, keepdims=keepdims))
+
+
+@SETTINGS
+@given(data=st.data(), name=st.sampled_from(["min", "max"]))
+def test_min_max_with_nan_and_ties_match_numpy(data, name):
+    a, x = data.draw(blocked(dtypes=[np.float32, np.float64, np.complex128],
+                             elements_of=tie_elements))
+    axis = data.draw(axes_for(a.ndim))
+    check_like_numpy(lambda: getattr(x, name)(axis=axis),
+                     lambda: getattr(np, name)(a, axis=axis))
+
+
+@SETTINGS
+@given(data=st.data(), name=st.sampled_from(["sum", "prod", "mean", "var", "std", "min",
+                                             "max", "argmin", "argmax", "any", "all"]))
+def test_numpy_functions_dispatch_to_reductions(data, name):
+    a, x = data.draw(blocked(dtypes=[np.float64, np.int32], small=True, empty_blocks=False))
+    axis = data.draw(axes_for(a.ndim, single=name.startswith("arg")))
+    func = getattr(np, name)
+    expected, error = numpy_or_error(lambda: func(a, axis=axis))
+    if error is not None:
+        with pytest.raises(type(error)):
+            func(x, axis=axis)
+        return
+    result = func(x, axis=axis)  # through __array_function__
+    check(result, expected)
+
+
+# -- tree reductions ---------------------------------------------------------------------------
+
+
+def tree_levels(array):
+    graph = plan_arrays([array], fuse=False).graph
+    return {k[-2] for k in graph if isinstance(k, tuple) and str(k[0]).endswith("-tree")}
+
+
+def test_tree_reduction_with_many_blocks_and_split_every_2(backend_options):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(100)
+    x = tg.from_numpy(a, chunks=((3,) * 33 + (1,),))
+    assert x.npartitions == 34
+    results = {
+        "sum": x.sum(split_every=2), "prod": (x / 2 + 1).prod(split_every=2),
+        "mean": x.mean(split_every=2), "var": x.var(split_every=2, ddof=1),
+        "std": x.std(split_every=2), "min": x.min(split_every=2),
+        "max": x.max(split_every=2), "argmin": x.argmin(split_every=2),
+        "argmax": x.argmax(split_every=2), "any": (x > 2.5).any(split_every=2),
+        "all": (x > -5).all(split_every=2),
+    }
+    assert len(tree_levels(results["sum"])) >= 4  # 34 -> 17 -> 9 -> 5 -> 3 -> final
+    expected = {
+        "sum": a.sum(), "prod": (a / 2 + 1).prod(), "mean": a.mean(), "var": a.var(ddof=1),
+        "std": a.std(), "min": a.min(), "max": a.max(), "argmin": a.argmin(),
+        "argmax": a.argmax(), "any": (a > 2.5).any(), "all": (a > -5).all(),
+    }
+    got = tg.compute(*results.values(), **backend_options)
+    for (name, g), e in zip(zip(results, got, strict=True), expected.values(), strict=True):
+        assert np.asarray(g).dtype == np.asarray(e).dtype, name
+        np.testing.assert_allclose(g, e, rtol=1e-12, err_msg=name)
+
+
+def test_tree_reduction_2d_over_both_axes_and_one_axis():
+    rng = np.random.default_rng(1)
+    a = rng.integers(-50, 50, size=(37, 23)).astype(np.float64)
+    x = tg.from_numpy(a, chunks=((2,) * 18 + (1,), (4, 4, 4, 4, 4, 3)))
+    assert x.npartitions == 19 * 6
+    for axis in (None, 0, 1, (0, 1), -1):
+        r = x.sum(axis=axis, split_every=2)
+        assert len(tree_levels(r)) >= 2
+        check(r, a.sum(axis=axis))
+        check(x.mean(axis=axis, split_every=3), a.mean(axis=axis))
+        check(x.var(axis=axis, split_every=2), a.var(axis=axis))
+        check(x.max(axis=axis, split_every=2, keepdims=True), a.max(axis=axis, keepdims=True))
+    for axis in (None, 0, 1):
+        check(x.argmin(axis=axis, split_every=2), a.argmin(axis=axis))
+        check(x.argmax(axis=axis, split_every=2), a.argmax(axis=axis))
+
+
+def test_argmin_argmax_first_occurrence_across_many_blocks():
+    # the minimum value appears in many blocks: the first flat index must win, although
+    # blocks are combined in their own (C) order, which is not flat-index order
+    a = np.zeros((12, 12))
+    a[[1, 3, 5, 7, 9, 11], [11, 0, 4, 8, 2, 5]] = -1.0
+    a[[0, 2, 4, 6, 8], [10, 1, 7, 3, 0]] = 1.0
+    for chunks in (3, (5, 2), ((1, 11), (11, 1)), 1):
+        x = tg.from_numpy(a, chunks=chunks)
+        for split_every in (2, 8):
+            for axis in (None, 0, 1):
+                check(x.argmin(axis=axis, split_every=split_every), a.argmin(axis=axis))
+                check(x.argmax(axis=axis, split_every=split_every), a.argmax(axis=axis))
+
+
+def test_argmin_argmax_nan_gives_first_nan_index():
+    a = np.array([[3.0, np.nan, 1.0, 0.0], [np.nan, -1.0, np.nan, 5.0], [2, 2, 2, np.nan]])
+    x = tg.from_numpy(a, chunks=((2, 1), (1, 3)))
+    for axis in (None, 0, 1):
+        check(x.argmin(axis=axis, split_every=2), np.argmin(a, axis=axis))
+        check(x.argmax(axis=axis, split_every=2), np.argmax(a, axis=axis))
+    assert x.argmax().compute() == 1
+    b = np.array([0.0, 1.0, 2.0, np.nan, 5.0, np.nan])
+    y = tg.from_numpy(b, chunks=1)
+    assert y.argmin(split_every=2).compute() == 3 == b.argmin()
+
+
+def test_min_max_with_nan_propagate_like_numpy():
+    a = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]])
+    x = tg.from_numpy(a, chunks=1)
+    for axis in (None, 0, 1):
+        check(x.min(axis=axis), np.min(a, axis=axis))
+        check(x.max(axis=axis), np.max(a, axis=axis))
+
+
+def test_blocks_of_size_zero_inside_a_reduced_axis():
+    a = np.arange(12.0).reshape(3, 4)[::-1]
+    x = tg.from_numpy(a, chunks=((0, 2, 0, 1), (1, 0, 3)))
+    for name in ("sum", "prod", "mean", "var", "min", "max", "argmin", "argmax", "any", "all"):
+        for axis in (None, 0, 1):
+            check(getattr(x, name)(axis=axis, split_every=2), getattr(np, name)(a, axis=axis))
+
+
+# -- dtypes ---------------------------------------------------------------------------------
+
+
+def test_result_dtypes_follow_numpy():
+    ints = np.arange(10, dtype=np.int32)
+    x = tg.from_numpy(ints, chunks=3)
+    check(x.mean(), ints.mean())
+    assert x.mean().dtype == np.float64
+    check(x.sum(), ints.sum())
+    assert x.sum().dtype == np.sum(ints).dtype
+    check(x.var(), ints.var())
+    check(x.std(ddof=1), ints.std(ddof=1))
+    check(x.sum(dtype=np.float32), ints.sum(dtype=np.float32))
+    check(x.mean(dtype=np.float32), ints.mean(dtype=np.float32))
+    check(x.prod(dtype=np.float64), ints.prod(dtype=np.float64))
+    check(x.min(), ints.min())
+    f32 = np.linspace(0, 1, 11, dtype=np.float32)
+    y = tg.from_numpy(f32, chunks=4)
+    check(y.sum(), f32.sum())
+    check(y.mean(), f32.mean())
+    check(y.var(), f32.var())
+    check(y.sum(dtype=np.float64), f32.sum(dtype=np.float64))
+    c = np.array([1 + 2j, 3 - 1j, -2 + 0.5j])
+    z = tg.from_numpy(c, chunks=2)
+    check(z.var(), c.var())
+    check(z.std(ddof=1), c.std(ddof=1))
+    check(z.mean(), c.mean())
+
+
+def test_mean_of_float16_accumulates_in_float32_like_numpy():
+    a = np.full(3000, 0.1, dtype=np.float16)
+    x = tg.from_numpy(a, chunks=1000)
+    assert x.mean().dtype == np.float16
+    np.testing.assert_allclose(x.mean().compute(), a.mean(), rtol=1e-3)
+
+
+def test_sum_and_mean_of_bool():
+    b = np.array([[True, False, True], [True, True, False]])
+    x = tg.from_numpy(b, chunks=1)
+    for axis in (None, 0, 1):
+        check(x.sum(axis=axis), b.sum(axis=axis))
+        check(x.mean(axis=axis), b.mean(axis=axis))
+        check(x.prod(axis=axis), b.prod(axis=axis))
+        check(x.min(axis=axis), b.min(axis=axis))
+        check(x.argmax(axis=axis), b.argmax(axis=axis))
+    assert x.sum().compute() == 4 and x.sum().dtype == np.sum(b).dtype
+
+
+def test_ufunc_reduce():
+    a = np.arange(24.0).reshape(4, 6) - 7
+    x = tg.from_numpy(a, chunks=((1, 3), (4, 2)))
+    check(np.add.reduce(x), np.add.reduce(a))
+    check(np.add.reduce(x, axis=1, keepdims=True), np.add.reduce(a, axis=1, keepdims=True))
+    check(np.multiply.reduce(x, axis=None), np.multiply.reduce(a, axis=None))
+    check(np.maximum.reduce(x, axis=0), np.maximum.reduce(a, axis=0))
+    check(np.minimum.reduce(x, axis=1), np.minimum.reduce(a, axis=1))
+    check(np.logical_or.reduce(x > 10, axis=0), np.logical_or.reduce(a > 10, axis=0))
+    check(np.add.reduce(x, dtype=np.float32), np.add.reduce(a, dtype=np.float32))
+    with pytest.raises(TypeError, match=r"subtract\.reduce"):
+        np.subtract.reduce(x)
+
+
+def test_zero_dim_reductions():
+    a = np.array(2.5)
+    x = tg.from_numpy(a)
+    for name in ("sum", "prod", "mean", "var", "min", "max", "argmin", "argmax", "any",
+                 "all"):
+        check(getattr(x, name)(), getattr(np, name)(a))
+    check(x.sum(axis=()), np.sum(a, axis=()))
+
+
+# -- zero-size reductions -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["min", "max", "argmin", "argmax"])
+def test_zero_size_reductions_numpy_rejects_raise_at_build_time(name, forbid_compute):
+    x = tg.zeros((3, 0, 2), chunks=2)
+    for axis in (None, 1, -2):
+        with pytest.raises(ValueError, match=r"\(3, 0, 2\)") as info:
+            getattr(x, name)(axis=axis)
+        assert name in str(info.value)
+        with pytest.raises(ValueError):
+            getattr(np, name)(np.zeros((3, 0, 2)), axis=axis)
+
+
+@pytest.mark.parametrize("name", ["min", "max", "argmin", "argmax"])
+def test_zero_size_reductions_numpy_allows(name):
+    a = np.zeros((3, 0, 2))
+    x = tg.from_numpy(a, chunks=2)
+    for axis in (0, 2, -1):
+        check(getattr(x, name)(axis=axis), getattr(np, name)(a, axis=axis))
+
+
+def test_reductions_over_empty_axes_with_identity():
+    a = np.zeros((0, 3))
+    x = tg.from_numpy(a, chunks=2)
+    for axis in (None, 0, 1):
+        check(x.sum(axis=axis), a.sum(axis=axis))
+        check(x.prod(axis=axis), a.prod(axis=axis))
+        check(x.any(axis=axis), a.any(axis=axis))
+        check(x.all(axis=axis), a.all(axis=axis))
+        check(x.mean(axis=axis), np.mean(a, axis=axis))  # nan where nothing is averaged
+        check(x.var(axis=axis), np.var(a, axis=axis))
+
+
+# -- errors at build time -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean", "var", "std", "min", "max",
+                                  "argmin", "argmax", "any", "all"])
+def test_bad_axis_raises_axis_error_naming_the_shape(name, forbid_compute):
+    x = tg.ones((3, 4), chunks=2)
+    for axis in (2, -3):
+        with pytest.raises(np.exceptions.AxisError, match=r"\(3, 4\)"):
+            getattr(x, name)(axis=axis)
+        with pytest.raises(np.exceptions.AxisError):
+            getattr(np, name)(np.ones((3, 4)), axis=axis)
+    with pytest.raises(TypeError, match="axis"):
+        getattr(x, name)(axis=1.0)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "var", "min", "any"])
+def test_repeated_or_out_of_bounds_axis_in_tuple(name, forbid_compute):
+    x = tg.ones((3, 4), chunks=2)
+    with pytest.raises(ValueError, match="repeated"):
+        getattr(x, name)(axis=(0, -2))
+    with pytest.raises(np.exceptions.AxisError, match=r"\(3, 4\)"):
+        getattr(x, name)(axis=(0, 5))
+
+
+def test_argmin_rejects_tuple_axis_like_numpy(forbid_compute):
+    x = tg.ones((3, 4), chunks=2)
+    with pytest.raises(TypeError, match="axis"):
+        x.argmin(axis=(0, 1))
+    with pytest.raises(TypeError):
+        np.argmin(np.ones((3, 4)), axis=(0, 1))
+
+
+def test_split_every_below_two_raises(forbid_compute):
+    with pytest.raises(ValueError, match="split_every"):
+        tg.ones(10, chunks=2).sum(split_every=1)
+
+
+# -- laziness -------------------------------------------------------------------------------
+
+
+def test_building_reductions_computes_nothing(forbid_compute):
+    x = tg.random.random((60, 40), chunks=(7, 9), seed=3)
+    built = [x.sum(), x.mean(axis=0), x.var(axis=1, ddof=1), x.std(), x.min(axis=(0, 1)),
+             x.max(keepdims=True), x.argmin(), x.argmax(axis=0), (x > 0.5).any(axis=1),
+             (x > 0).all(), np.sum(x, axis=0), x.prod(axis=-1, split_every=2),
+             np.add.reduce(x), (x - x.mean(axis=0)).sum(axis=1)]
+    assert built[1].shape == (40,) and built[5].shape == (1, 1)
+    assert built[13].shape == (60,)
+
+
+def test_compute_of_a_reduction_under_forbid_compute_raises(forbid_compute):
+    with pytest.raises(AssertionError, match="a run of") as info:
+        tg.ones((4, 4), chunks=2).sum().compute()
+    assert type(info.value).__name__ == "ComputeForbidden"
+
+
+def test_compute_several_reductions_shares_one_plan(backend_options):
+    a = np.arange(30.0).reshape(5, 6)
+    x = tg.from_numpy(a, chunks=((2, 3), (1, 5)))
+    s, m, v = tg.compute(x.sum(axis=0), x.mean(), x.var(axis=1), **backend_options)
+    np.testing.assert_array_equal(s, a.sum(axis=0))
+    assert m == a.mean()
+    np.testing.assert_allclose(v, a.var(axis=1))
