@@ -9,13 +9,15 @@ paths, ``(max, x)`` most reliable paths, ``(or, and)`` reachability.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 _BLAS_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
-_gemm_cache: dict[np.dtype, Callable] = {}
 
 # rows of the inner index processed at once by the broadcasting kernels (bounds temporaries)
 _SLAB = 64
@@ -26,30 +28,105 @@ def matmul_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b)
 
 
-def _gemm(dtype: np.dtype) -> Callable:
-    f = _gemm_cache.get(dtype)
-    if f is None:
-        from scipy.linalg import blas
+class _Cblas:
+    """The CBLAS ``?gemm`` of the BLAS library NumPy itself uses, called through ctypes.
 
-        f = _gemm_cache[dtype] = blas.get_blas_funcs("gemm", dtype=dtype)
-    return f
+    ctypes releases the GIL for the call, so workers multiply in parallel (SciPy's BLAS
+    wrappers hold the GIL, which serialises them), and CBLAS takes row-major operands with
+    any leading dimension, so blocks that are views of a larger array need no copy.
+    """
+
+    _CODES = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+              np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+
+    def __init__(self) -> None:
+        self.funcs: dict[np.dtype, tuple[Callable, type]] = {}
+        lib = self._numpy_blas()
+        if lib is None:
+            return
+        for dtype, code in self._CODES.items():
+            for name, int_t in ((f"scipy_cblas_{code}gemm64_", ctypes.c_int64),
+                                (f"cblas_{code}gemm64_", ctypes.c_int64),
+                                (f"cblas_{code}gemm", ctypes.c_int)):
+                func = getattr(lib, name, None)
+                if func is not None:
+                    func.restype = None
+                    self.funcs[dtype] = (func, int_t)
+                    break
+
+    @staticmethod
+    def _numpy_blas() -> ctypes.CDLL | None:
+        try:
+            from threadpoolctl import threadpool_info
+        except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+            return None
+        np_dir = os.path.dirname(os.path.dirname(np.__file__))
+        for info in threadpool_info():
+            path = info.get("filepath", "")
+            if info.get("user_api") == "blas" and path.startswith(np_dir) and "numpy" in path:
+                try:
+                    return ctypes.CDLL(path)
+                except OSError:
+                    return None
+        return None
+
+    @staticmethod
+    def _layout(x: np.ndarray) -> tuple[int, int] | None:
+        """(transpose flag, leading dimension) of a 2-D operand in row-major terms."""
+        item = x.itemsize
+        s0, s1 = x.strides
+        if s1 == item and s0 % item == 0 and s0 // item >= max(1, x.shape[1]):
+            return 111, s0 // item  # no transpose
+        if s0 == item and s1 % item == 0 and s1 // item >= max(1, x.shape[0]):
+            return 112, s1 // item  # the transpose of a row-major array
+        return None
+
+    def accumulate(self, acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+        """``acc += a @ b`` with one gemm (beta = 1); False if the operands do not allow it."""
+        entry = self.funcs.get(acc.dtype)
+        if entry is None or a.dtype != acc.dtype or b.dtype != acc.dtype:
+            return False
+        if not (acc.flags.c_contiguous and acc.flags.writeable) or not acc.size:
+            return False
+        la, lb = self._layout(a), self._layout(b)
+        if la is None or lb is None or a.shape[1] == 0:
+            return False
+        func, int_t = entry
+        m, k = a.shape
+        n = b.shape[1]
+        if acc.dtype.kind == "c":
+            one = (ctypes.c_double * 2)(1.0, 0.0) if acc.dtype == np.complex128 else \
+                (ctypes.c_float * 2)(1.0, 0.0)
+            alpha = beta = ctypes.cast(one, ctypes.c_void_p)
+        elif acc.dtype == np.float64:
+            alpha = beta = ctypes.c_double(1.0)
+        else:
+            alpha = beta = ctypes.c_float(1.0)
+        func(ctypes.c_int(101), ctypes.c_int(la[0]), ctypes.c_int(lb[0]), int_t(m), int_t(n),
+             int_t(k), alpha, ctypes.c_void_p(a.ctypes.data), int_t(la[1]),
+             ctypes.c_void_p(b.ctypes.data), int_t(lb[1]), beta,
+             ctypes.c_void_p(acc.ctypes.data), int_t(n))
+        return True
+
+
+_cblas: _Cblas | None = None
+_cblas_lock = threading.Lock()
+
+
+def cblas() -> _Cblas:
+    """The process's CBLAS binding (found once)."""
+    global _cblas
+    if _cblas is None:
+        with _cblas_lock:
+            if _cblas is None:
+                _cblas = _Cblas()
+    return _cblas
 
 
 def gemm_accumulate(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``acc += a @ b`` in place, with one BLAS gemm (beta=1) when the types allow.
-
-    Row-major blocks are handled as their column-major transposes: ``acc.T += b.T @ a.T``.
-    """
-    if (
-        acc.dtype in _BLAS_TYPES and a.dtype == acc.dtype and b.dtype == acc.dtype
-        and acc.ndim == 2 and a.ndim == 2 and b.ndim == 2
-        and acc.flags.c_contiguous and acc.flags.writeable and acc.size and a.shape[1]
-    ):
-        a = np.ascontiguousarray(a)
-        b = np.ascontiguousarray(b)
-        out = _gemm(acc.dtype)(1.0, b.T, a.T, beta=1.0, c=acc.T, overwrite_c=True)
-        if out.ctypes.data != acc.ctypes.data:  # the wrapper had to copy: write back
-            acc[...] = out.T
+    """``acc += a @ b`` in place: one CBLAS gemm with beta = 1 when the types allow, else a
+    NumPy matmul and an add (both release the GIL)."""
+    if acc.ndim == 2 and a.ndim == 2 and b.ndim == 2 and cblas().accumulate(acc, a, b):
         return acc
     prod = np.matmul(a, b)
     if acc.dtype == prod.dtype and acc.flags.writeable:

@@ -20,23 +20,11 @@ import numpy as np
 
 from tilegraph.algebra.blocks import group_by_join
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
-from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring
+from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
 from tilegraph.array.core import Array, asarray, tokenize
 
 _BLAS = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
-
-
-def _contiguous(block: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(block)
-
-
-def _as_contiguous(x: Array) -> Array:
-    """Blocks copied to contiguous memory once (views of a larger array otherwise get copied
-    by BLAS at every use); already contiguous blocks pass through untouched."""
-    blocks = _map_blocks(f"contiguous-{tokenize('contiguous', x)}", _contiguous, [x.blocks],
-                         x.numblocks, kind="contiguous", name="contiguous")
-    return Array(blocks, x.shape, x.chunks, x.dtype)
 
 
 def _zeros_block(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -117,7 +105,7 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     if b.chunks[0] != inner:
         b = b.rechunk((inner, b.chunks[1]))
     if semiring is PLUS_TIMES and dtype in _BLAS:
-        a, b = _as_contiguous(a), _as_contiguous(b)
+        cblas()  # find the gemm binding once, while planning
     chunks = (a.chunks[0], b.chunks[1])
     grid = numblocks(chunks)
     nk = len(inner) if a.shape[1] else 0

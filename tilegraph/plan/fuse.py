@@ -34,7 +34,7 @@ from tilegraph.graph.taskgraph import (
 # kinds whose tasks work on one region of the array block by block
 BLOCKWISE_KINDS = {
     "load", "creation", "random", "elementwise", "getitem", "transpose", "reshape", "astype",
-    "map", "partial", "store", "contiguous",
+    "map", "partial", "store",
 }
 # kinds that may be inlined into a single-input consumer
 FUSIBLE_PRODUCERS = BLOCKWISE_KINDS | {"reduce", "aggregate", "product", "accumulate",
