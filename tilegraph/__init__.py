@@ -10,7 +10,7 @@ from tilegraph import config, random
 from tilegraph.array import *  # noqa: F403 - the NumPy-like API lives at the top level
 from tilegraph.array import __all__ as _array_all
 from tilegraph.graph import CycleError, GraphBuilder, GraphError, TaskGraph
-from tilegraph.runtime import get, run, subscribe
+from tilegraph.runtime import MemoryLimitError, get, last_run, run, subscribe
 
 __version__ = "0.1.0"
 
@@ -22,7 +22,9 @@ __all__ = [
     "TaskGraph",
     "__version__",
     "config",
+    "MemoryLimitError",
     "get",
+    "last_run",
     "random",
     "run",
     "subscribe",

@@ -15,6 +15,10 @@ option         default                   meaning
 ``progress``   ``"auto"``                progress bar: ``True``, ``False``, or ``"auto"`` (on a
                                          terminal, for runs longer than a second)
 ``callbacks``  ``()``                    event subscribers for this run (see ``runtime.events``)
+``memory_limit`` ``None`` (3/4 of RAM)   bytes of results a worker process may hold at once
+                                         (an int or a string such as ``"2GB"``); colder
+                                         results spill to disk beyond it
+``spill_dir``  ``None`` (the temp dir)   where spilled results are written
 =============  ========================  ====================================================
 """
 
@@ -31,6 +35,8 @@ _defaults: dict[str, Any] = {
     "retries": 0,
     "progress": "auto",
     "callbacks": (),
+    "memory_limit": None,
+    "spill_dir": None,
 }
 _lock = threading.Lock()
 
@@ -80,7 +86,28 @@ def _check_callbacks(value: Any) -> tuple[Callable, ...]:
     return fns
 
 
+def _check_memory_limit(value: Any) -> int | None:
+    if value is None:
+        return None
+    from tilegraph.runtime.memory import parse_bytes
+
+    return parse_bytes(value)
+
+
+def _check_spill_dir(value: Any) -> str | None:
+    import os
+
+    if value is None:
+        return None
+    path = os.fspath(value)
+    if not os.path.isdir(path):
+        raise ValueError(f"spill_dir {path!r} is not an existing directory")
+    return path
+
+
 _checks: dict[str, Callable[[Any], Any]] = {
+    "memory_limit": _check_memory_limit,
+    "spill_dir": _check_spill_dir,
     "backend": _check_backend,
     "workers": _check_workers,
     "retries": _check_retries,

@@ -1,5 +1,6 @@
 """The executor core: its start state, transitions, errors, retries, cancellation, events."""
 
+import sys
 import threading
 import time
 import traceback
@@ -41,6 +42,11 @@ def test_start_state_literally():
         "ndone": 1,
         "finished": False,
         "error": None,
+        "sizes": {"a": sys.getsizeof(1)},
+        "live": sys.getsizeof(1),
+        "reserved": 0,
+        "disk": [],
+        "in_use": {},
     }
 
 

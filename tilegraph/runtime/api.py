@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,7 @@ from tilegraph.plan.order import order
 from tilegraph.runtime.backends import make_backend
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
+from tilegraph.runtime.memory import SpillStore, check_fits, default_limit, human
 
 
 def _priority(graph: TaskGraph, outputs: np.ndarray) -> np.ndarray:
@@ -31,9 +34,11 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
     """Compute the tasks ``outputs`` (keys) of ``graph``; returns their values in order.
 
     Options are those of :mod:`tilegraph.config` (``backend``, ``workers``, ``retries``,
-    ``progress``, ``callbacks``). Only the tasks the outputs need are run; every other result
-    is released as soon as its last consumer has run. If a task fails, its exception is raised
-    here, with a note naming the task key and op, after the rest of the run was cancelled.
+    ``progress``, ``callbacks``, ``memory_limit``, ``spill_dir``). A task that could never
+    fit under the memory limit is an error before anything runs. Only the tasks the outputs
+    need are run; every other result is released as soon as its last consumer has run. If a
+    task fails, its exception is raised here, with a note naming the task key and op, after
+    the rest of the run was cancelled.
     """
     opts = config.resolve(options, "run()")
     if not isinstance(graph, TaskGraph):
@@ -44,24 +49,62 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
     priority = _priority(culled, out_idx)
     backend = make_backend(opts["backend"], opts["workers"])
     subscribers = (*opts["callbacks"], *global_subscribers())
+    limit = opts["memory_limit"] or default_limit()
+    store = SpillStore(opts["spill_dir"])
     execution = Execution(culled, out_idx, priority, retries=opts["retries"],
-                          subscribers=subscribers)
+                          subscribers=subscribers, memory_limit=limit, spill=store)
+    check_fits(culled, execution.estimates, limit)
     for fn in subscribers:
         fn(RunStart(len(culled), backend.workers, backend.name))
     try:
-        if progress_wanted(opts["progress"]) and not execution.finished:
-            with ProgressBar(execution):
+        try:
+            if progress_wanted(opts["progress"]) and not execution.finished:
+                with ProgressBar(execution):
+                    backend.run(execution)
+            else:
                 backend.run(execution)
-        else:
-            backend.run(execution)
-    except BaseException as exc:
-        execution.cancel(exc)
-        raise
-    if execution.error is not None:
-        raise execution.error
-    values = execution.output_values()
-    execution.clear()
-    return values
+        except BaseException as exc:
+            execution.cancel(exc)
+            raise
+        if execution.error is not None:
+            raise execution.error
+        values = execution.output_values()
+        global _last_summary
+        _last_summary = RunSummary(
+            len(culled), backend.name, backend.workers, time.perf_counter() - execution.started,
+            limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes)
+        return values
+    finally:
+        execution.clear()  # frees results and removes every spill file, whatever happened
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the last successful run did: tasks, backend, workers, seconds, the memory budget,
+    the most bytes of results held at once, and bytes spilled to and read back from disk."""
+
+    ntasks: int
+    backend: str
+    workers: int
+    elapsed: float
+    memory_limit: int
+    peak_bytes: int
+    spilled_bytes: int
+    unspilled_bytes: int
+
+    def __str__(self) -> str:
+        return (f"{self.ntasks} tasks on {self.workers} {self.backend} worker(s) in "
+                f"{self.elapsed:.3f} s; peak {human(self.peak_bytes)} of results held "
+                f"(limit {human(self.memory_limit)}); spilled {human(self.spilled_bytes)}, "
+                f"read back {human(self.unspilled_bytes)}")
+
+
+_last_summary: RunSummary | None = None
+
+
+def last_run() -> RunSummary | None:
+    """The summary of the last successful run in this process (``None`` before any)."""
+    return _last_summary
 
 
 def _flatten(keys: Any) -> Iterator[Hashable]:

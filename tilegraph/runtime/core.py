@@ -24,7 +24,22 @@ field          meaning and invariant
 ``error``      the exception that ended the run, or ``None``
 ``busy_since`` dict, worker -> ``perf_counter()`` when its current task started
 ``task_time``  moving average of task durations, seconds
+``limit``      the memory budget in bytes (``None``: no budget)
+``sizes``      dict, task index -> bytes of its result while the result is in memory
+``live``       sum of ``sizes``: bytes of results held in memory
+``reserved``   sum of the estimates (output + temporaries) of the RUNNING tasks
+``disk``       dict, task index -> SpillRecord of a result that has a copy on disk; a result
+               is in memory iff it is in ``results`` (it may be in both: a clean copy)
+``io_busy``    set of results being written to or read from disk right now (pinned)
+``in_use``     dict, task index -> number of RUNNING tasks that read it (pinned)
 =============  ===================================================================================
+
+Memory: a ready task is admitted when ``live + reserved`` plus its estimate (and the size
+of its inputs that are on disk) fits under ``limit``. When it does not, the worker first
+spills the coldest results that are not pinned (those whose next consumer comes last in
+priority order) and tries again; if nothing can be spilled it waits for running tasks; if
+nothing runs either, it runs the task anyway so that the run always progresses. Spills and
+reads happen outside the lock, so the other workers keep computing meanwhile.
 
 Tiny tasks are not worth a second worker: when tasks take microseconds, two threads spend
 their time handing the scheduling lock and the GIL back and forth, and one thread alone is
@@ -54,12 +69,15 @@ from tilegraph.graph.taskgraph import MODE_DATA, MODE_DIRECT, MODE_FLAT, Dep, Ta
 from tilegraph.runtime.events import (
     Release,
     RunEnd,
+    Spill,
     Subscriber,
     TaskEnd,
     TaskFailed,
     TaskStart,
+    Unspill,
     nbytes_of,
 )
+from tilegraph.runtime.memory import SpillRecord, SpillStore, spillable, task_estimates
 
 WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
 _NO_KWARGS: dict = {}
@@ -88,6 +106,8 @@ class Execution:
         *,
         retries: int = 0,
         subscribers: Sequence[Subscriber] = (),
+        memory_limit: int | None = None,
+        spill: SpillStore | None = None,
     ):
         n = len(graph)
         self.graph = graph
@@ -130,6 +150,18 @@ class Execution:
         self.ndone = 0
         self.busy_since: dict[int, float] = {}
         self.task_time = PARALLEL_TASK_TIME
+        self.limit = memory_limit
+        self.spill = spill if spill is not None else SpillStore()
+        self.estimates = task_estimates(graph) if memory_limit is not None else [0] * n
+        self.sizes: dict[int, int] = {}
+        self.live = 0
+        self.reserved = 0
+        self.peak_live = 0
+        self.disk: dict[int, SpillRecord] = {}
+        self.io_busy: set[int] = set()
+        self.in_use: dict[int, int] = {}
+        self.spilled_bytes = 0
+        self.unspilled_bytes = 0
         self.finished = False
         self.error: BaseException | None = None
         self.status = "running"
@@ -142,6 +174,7 @@ class Execution:
         for i in data:
             self.state[i] = DONE
             self.results[i] = self._args[i][0]
+            self._hold(i, self.results[i])
         self.ndone = len(data)
         for i in data:
             for c in self._cons_idx[self._cons_ptr[i] : self._cons_ptr[i + 1]]:
@@ -185,12 +218,27 @@ class Execution:
                     self._nidle -= 1
                 if self.finished:
                     return
+                if self.limit is not None and not self._admit(task_of[ready[0]]):
+                    continue
                 i = task_of[heappop(ready)]
                 self.state[i] = RUNNING
                 self.nrunning += 1
+                self.reserved += self.estimates[i]
+                deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
+                in_use = self.in_use
+                for d in deps:
+                    in_use[d] = in_use.get(d, 0) + 1
                 if ready and self._nidle and self.task_time >= PARALLEL_TASK_TIME:
                     self._cond.notify()
-                inputs = [results[d] for d in dep_idx[dep_ptr[i] : dep_ptr[i + 1]]]
+                if any(d not in results for d in deps):
+                    self._read_back([d for d in deps if d not in results])
+                    if self.finished:
+                        self._unpin(i)
+                        self.nrunning -= 1
+                        self.reserved -= self.estimates[i]
+                        self.state[i] = CANCELLED
+                        return
+                inputs = [results[d] for d in deps]
                 t0 = busy_since[worker] = clock()
                 if emit:
                     self._send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0))
@@ -239,6 +287,8 @@ class Execution:
 
     def _task_done(self, i: int, value: Any) -> None:
         self.nrunning -= 1
+        self.reserved -= self.estimates[i]
+        self._unpin(i)
         if self.finished:  # the run was cancelled while this task ran
             self.state[i] = CANCELLED
             self._notify_if_idle()
@@ -247,6 +297,7 @@ class Execution:
         if self.refs[i]:
             self.state[i] = DONE
             self.results[i] = value
+            self._hold(i, value)
         else:
             self.state[i] = RELEASED
         refs = self.refs
@@ -266,12 +317,20 @@ class Execution:
 
     def _release(self, i: int) -> None:
         self.state[i] = RELEASED
-        value = self.results.pop(i)
+        value = self.results.pop(i, None)
+        size = self.sizes.pop(i, 0)
+        self.live -= size
+        record = self.disk.pop(i, None)
+        if record is not None and i not in self.io_busy:
+            self.spill.delete(record)
         if self._emit:
-            self._send(Release(self.graph.keys[i], nbytes_of(value)))
+            self._send(Release(self.graph.keys[i],
+                               size if value is None else nbytes_of(value)))
 
     def _task_failed(self, i: int, worker: int, exc: BaseException) -> None:
         self.nrunning -= 1
+        self.reserved -= self.estimates[i]
+        self._unpin(i)
         if self.finished:
             self.state[i] = CANCELLED
             self._notify_if_idle()
@@ -306,6 +365,8 @@ class Execution:
             if state[i] in (WAITING, READY):
                 state[i] = CANCELLED
         self.results.clear()
+        self.sizes.clear()
+        self.live = 0
         self._cond.notify_all()
         self._end()
 
@@ -317,8 +378,123 @@ class Execution:
 
     def _end(self) -> None:
         if self._emit:
-            self._send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started))
+            self._send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
+                              self.peak_live, self.spilled_bytes, self.unspilled_bytes))
         self.done_event.set()
+
+    # -- memory (called with the lock held) ----------------------------------------------------
+
+    def _hold(self, i: int, value: Any) -> None:
+        size = nbytes_of(value)
+        self.sizes[i] = size
+        self.live += size
+        if self.live > self.peak_live:
+            self.peak_live = self.live
+
+    def _unpin(self, i: int) -> None:
+        in_use = self.in_use
+        for d in self._dep_idx[self._dep_ptr[i] : self._dep_ptr[i + 1]]:
+            left = in_use.get(d, 0) - 1
+            if left > 0:
+                in_use[d] = left
+            else:
+                in_use.pop(d, None)
+
+    def _need(self, i: int) -> int:
+        need = self.estimates[i]
+        for d in self._dep_idx[self._dep_ptr[i] : self._dep_ptr[i + 1]]:
+            if d not in self.results and d in self.disk:
+                need += self.disk[d].nbytes
+        return need
+
+    def _admit(self, i: int) -> bool:
+        """Make room for task i if it does not fit; True when it may start now."""
+        deficit = self.live + self.reserved + self._need(i) - self.limit
+        if deficit <= 0:
+            return True
+        victims = self._victims(deficit, i)
+        if victims:
+            self._write_out(victims)
+            return False  # state changed: look again
+        if self.nrunning:
+            self._nidle += 1
+            self._cond.wait(POLL_INTERVAL)
+            self._nidle -= 1
+            return False
+        return True  # nothing to free and nothing running: run it anyway
+
+    def _victims(self, deficit: int, task: int) -> list[int]:
+        """The coldest results that may go to disk, enough to cover ``deficit`` bytes."""
+        own = set(self._dep_idx[self._dep_ptr[task] : self._dep_ptr[task + 1]])
+        prio = self.priority
+        state = self.state
+        cons_ptr, cons_idx = self._cons_ptr, self._cons_idx
+        candidates = []
+        for v, value in self.results.items():
+            if v in own or v in self.io_busy or v in self.in_use or not spillable(value):
+                continue
+            nxt = min((prio[c] for c in cons_idx[cons_ptr[v] : cons_ptr[v + 1]]
+                       if state[c] in (WAITING, READY)), default=self.ntasks)
+            candidates.append((nxt, v))
+        candidates.sort(reverse=True)
+        out, freed = [], 0
+        for _, v in candidates:
+            out.append(v)
+            freed += self.sizes.get(v, 0)
+            if freed >= deficit:
+                break
+        return out
+
+    def _write_out(self, victims: list[int]) -> None:
+        """Move ``victims`` to disk; the lock is released while writing."""
+        todo = [(v, self.results[v]) for v in victims if v not in self.disk]
+        self.io_busy.update(victims)
+        records: dict[int, SpillRecord] = {}
+        self.lock.release()
+        try:
+            for v, value in todo:
+                records[v] = self.spill.write(value)
+        finally:
+            self.lock.acquire()
+            self.io_busy.difference_update(victims)
+        for v in victims:
+            record = records.get(v) or self.disk.get(v)
+            if self.state[v] != DONE or v not in self.results:
+                if v in records:  # released while being written
+                    self.spill.delete(records[v])
+                continue
+            self.disk[v] = record
+            if v in self.in_use:  # a task took it meanwhile: keep it, the file is a clean copy
+                continue
+            del self.results[v]
+            size = self.sizes.pop(v, 0)
+            self.live -= size
+            if v in records:
+                self.spilled_bytes += record.nbytes
+            if self._emit:
+                self._send(Spill(self.graph.keys[v], record.nbytes, v not in records))
+
+    def _read_back(self, ids: list[int]) -> None:
+        """Bring results back from disk for a task about to run; the lock is released while
+        reading. Their files stay as clean copies until the results are released."""
+        records = [(d, self.disk[d]) for d in ids]
+        self.io_busy.update(ids)
+        values: dict[int, Any] = {}
+        self.lock.release()
+        try:
+            for d, record in records:
+                values[d] = self.spill.read(record)
+        finally:
+            self.lock.acquire()
+            self.io_busy.difference_update(ids)
+        for d, value in values.items():
+            if d in self.results or self.state[d] != DONE:
+                continue
+            self.results[d] = value
+            self._hold(d, value)
+            self.unspilled_bytes += value.nbytes
+            if self._emit:
+                self._send(Unspill(self.graph.keys[d], value.nbytes))
 
     def _notify_if_idle(self) -> None:
         if self._nidle:
@@ -345,15 +521,21 @@ class Execution:
         return text + (" failed" if failed else "")
 
     def output_values(self) -> list[Any]:
-        """The values of the outputs, in order, after a successful run."""
+        """The values of the outputs, in order, after a successful run (outputs that were
+        spilled are read back)."""
         if self.error is not None:
             raise self.error
-        return [self.results[o] for o in self.outputs]
+        return [self.results[o] if o in self.results else self.spill.read(self.disk[o])
+                for o in self.outputs]
 
     def clear(self) -> None:
-        """Drop every result held (after the outputs were read)."""
+        """Drop every result held (after the outputs were read) and remove spill files."""
         with self.lock:
             self.results.clear()
+            self.sizes.clear()
+            self.live = 0
+            self.disk.clear()
+        self.spill.close()
 
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data (keys instead of indices), for tests and debugging."""
@@ -369,6 +551,11 @@ class Execution:
                 "ndone": self.ndone,
                 "finished": self.finished,
                 "error": self.error,
+                "sizes": {keys[i]: b for i, b in self.sizes.items()},
+                "live": self.live,
+                "reserved": self.reserved,
+                "disk": sorted((keys[i] for i in self.disk), key=repr),
+                "in_use": {keys[i]: c for i, c in self.in_use.items()},
             }
 
     def key_of(self, i: int) -> Hashable:

@@ -77,12 +77,35 @@ class Release(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Spill(Event):
+    """The result of ``key`` (``nbytes`` bytes) moved to disk to make room; ``clean``: its
+    copy on disk was already there, so nothing was written."""
+
+    key: Hashable
+    nbytes: int
+    clean: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Unspill(Event):
+    """The result of ``key`` (``nbytes`` bytes) was read back from disk for a consumer."""
+
+    key: Hashable
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnd(Event):
-    """A run ended with ``status`` ``"done"``, ``"failed"`` or ``"cancelled"``."""
+    """A run ended with ``status`` ``"done"``, ``"failed"`` or ``"cancelled"``.
+    ``peak_bytes``: most bytes of results held in memory at once; ``spilled_bytes`` and
+    ``unspilled_bytes``: bytes written to and read back from disk."""
 
     status: str
     ndone: int
     elapsed: float
+    peak_bytes: int = 0
+    spilled_bytes: int = 0
+    unspilled_bytes: int = 0
 
 
 _global_subscribers: list[Subscriber] = []

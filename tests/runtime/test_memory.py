@@ -1,0 +1,154 @@
+"""Memory budgets: admission control, spill to disk, errors before compute, cleanup."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import tilegraph as tg
+from tilegraph.runtime.events import Release, RunEnd, Spill, TaskEnd, Unspill
+from tilegraph.runtime.memory import MemoryLimitError, SpillStore, parse_bytes
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("2GB", 2 * 10**9), ("512MiB", 512 * 2**20), ("1.5 GiB", int(1.5 * 2**30)),
+    ("100", 100), (4096, 4096), ("3e6", 3 * 10**6), ("10 kb", 10_000),
+])
+def test_parse_bytes(text, value):
+    assert parse_bytes(text) == value
+
+
+@pytest.mark.parametrize(("bad", "error"), [
+    ("lots", ValueError), ("-1GB", ValueError), (0, ValueError), (True, TypeError),
+    ([1], TypeError), ("2 parsecs", ValueError), (float("inf"), ValueError),
+])
+def test_parse_bytes_rejects(bad, error):
+    with pytest.raises(error):
+        parse_bytes(bad)
+
+
+def chain_expr():
+    a = tg.random.random((600, 600), chunks=150, seed=1)  # blocks of 176 KiB
+    b = tg.random.random((600, 600), chunks=150, seed=2)
+    return ((a @ b) @ a.T + 1).sum(axis=0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_results_unchanged_by_spilling(tmp_path, workers):
+    expr = chain_expr()
+    ref = expr.compute(memory_limit="1GB")
+    events = []
+    out = expr.compute(memory_limit="1.6MB", workers=workers, spill_dir=tmp_path,
+                       callbacks=[events.append])
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
+    spills = [e for e in events if isinstance(e, Spill)]
+    assert spills and any(isinstance(e, Unspill) for e in events)
+    end = events[-1]
+    assert isinstance(end, RunEnd) and end.spilled_bytes > 0 and end.unspilled_bytes > 0
+    summary = tg.last_run()
+    assert summary.spilled_bytes == end.spilled_bytes and summary.memory_limit == 1_600_000
+    assert "spilled" in str(summary)
+    assert os.listdir(tmp_path) == []  # spill files are removed after the run
+
+
+def test_peak_stays_near_the_limit_on_one_worker(tmp_path):
+    events = []
+    chain_expr().compute(memory_limit="1.6MB", workers=1, spill_dir=tmp_path,
+                         callbacks=[events.append])
+    # one worker admits a task only when it fits: the peak stays under the limit
+    assert events[-1].peak_bytes <= 1_600_000
+
+
+def test_without_pressure_nothing_spills():
+    events = []
+    chain_expr().compute(callbacks=[events.append])
+    assert not any(isinstance(e, (Spill, Unspill)) for e in events)
+    assert events[-1].spilled_bytes == 0
+
+
+def test_only_outputs_are_left_after_a_spilling_run(tmp_path):
+    held = set()
+
+    def track(e):
+        if isinstance(e, TaskEnd):
+            held.add(e.key)
+        elif isinstance(e, Release):
+            held.discard(e.key)
+
+    x = tg.random.random((400, 400), chunks=100, seed=3)
+    y = x @ x.T
+    tg.compute(y, memory_limit="400KB", spill_dir=tmp_path, callbacks=[track])
+    assert all(k[0].startswith("store-") for k in held)  # only the outputs' store tasks
+    assert len(held) == 16
+
+
+def test_a_task_that_can_never_fit_fails_before_compute(forbid_compute):
+    x = tg.ones((1000, 1000), chunks=500)  # blocks of 2 MB
+    with pytest.raises(MemoryLimitError, match=r"op .*needs about .* more than "
+                                               r"memory_limit=.*use smaller blocks"):
+        (x @ x).compute(memory_limit="3MB")  # MemoryLimitError, not ComputeForbidden
+
+
+def boom(block):
+    raise RuntimeError("task failed after spilling")
+
+
+def test_spill_files_removed_after_failure(tmp_path):
+    x = tg.random.random((600, 600), chunks=150, seed=1)
+    y = (x @ x).map_blocks(boom)
+    z = tg.concatenate([x @ x.T, y])
+    with pytest.raises(RuntimeError, match="task failed after spilling"):
+        z.compute(memory_limit="1.6MB", spill_dir=tmp_path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_spill_files_removed_after_cancellation(tmp_path):
+    seen_spill = threading.Event()
+
+    def stop(block):
+        if seen_spill.wait(10):
+            raise KeyboardInterrupt
+        return block
+
+    x = tg.random.random((600, 600), chunks=150, seed=1)
+    y = ((x @ x) @ x).map_blocks(stop)
+    with pytest.raises(KeyboardInterrupt):
+        y.compute(memory_limit="1.6MB", spill_dir=tmp_path, backend="sync",
+                  callbacks=[lambda e: isinstance(e, Spill) and seen_spill.set()])
+    assert seen_spill.is_set()
+    assert os.listdir(tmp_path) == []
+
+
+def test_arrays_larger_than_the_budget_stream_through_storage(tmp_path):
+    ref = np.random.default_rng(0).random((800, 500))  # 3.2 MB
+    np.save(tmp_path / "in.npy", ref)
+    x = tg.from_npy(tmp_path / "in.npy", chunks=100)
+    (x * 2 + 1).to_npy(tmp_path / "out.npy", memory_limit="1MB")
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), ref * 2 + 1)
+    (x.T * 3).to_zarr(tmp_path / "out.zarr", memory_limit="1MB")
+    np.testing.assert_array_equal(tg.from_zarr(tmp_path / "out.zarr").compute(), ref.T * 3)
+
+
+def test_memory_options_are_validated():
+    x = tg.ones(10, chunks=5)
+    with pytest.raises(ValueError, match="cannot read memory size"):
+        x.compute(memory_limit="plenty")
+    with pytest.raises(ValueError, match="spill_dir"):
+        x.compute(spill_dir="/no/such/dir")
+    with tg.config.set(memory_limit="2GB"):
+        assert tg.config.get("memory_limit") == 2 * 10**9
+        x.sum().compute()
+        assert tg.last_run().memory_limit == 2 * 10**9
+
+
+def test_spill_store_round_trip_and_close(tmp_path):
+    store = SpillStore(str(tmp_path))
+    for arr in (np.arange(12.0).reshape(3, 4), np.ones((2, 3), dtype=np.complex64),
+                np.arange(10, dtype=np.int16)[::2]):
+        rec = store.write(arr)
+        np.testing.assert_array_equal(store.read(rec), arr)
+        assert rec.nbytes == arr.nbytes
+    assert len(os.listdir(store.path)) == 3
+    store.close()
+    assert os.listdir(tmp_path) == []

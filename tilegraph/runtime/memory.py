@@ -1,0 +1,194 @@
+"""Memory budgets, task working-memory estimates, and the spill store.
+
+The budget (``memory_limit=``) is the bytes of task results a worker process may hold at
+once. The executor admits a ready task only when the results it holds, the estimates of the
+tasks running, and the new task's own estimate fit under it; when they do not, the coldest
+results (those whose next use is furthest away) go to a :class:`SpillStore` on disk and come
+back just before a consumer runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+}
+
+DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
+
+
+def parse_bytes(value: Any) -> int:
+    """Bytes from an int or a string such as ``"2GB"``, ``"512 MiB"`` or ``"1.5e9"``.
+
+    >>> parse_bytes("2GB"), parse_bytes("1.5 GiB"), parse_bytes(1024)
+    (2000000000, 1610612736, 1024)
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"memory size must be a number of bytes or a string, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        n = int(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"memory size must be finite, got {value!r}")
+        n = int(value)
+    elif isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", value)
+        if m is None or m.group(2).lower() not in _UNITS:
+            raise ValueError(
+                f"cannot read memory size {value!r}; use bytes or a number with a unit such as "
+                "'2GB', '512MiB'")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    else:
+        raise TypeError(f"memory size must be a number of bytes or a string, got {value!r}")
+    if n <= 0:
+        raise ValueError(f"memory size must be positive, got {value!r}")
+    return n
+
+
+def default_limit() -> int:
+    """A safe budget when none is given: a fraction of the machine's memory."""
+    import psutil
+
+    return int(psutil.virtual_memory().total * DEFAULT_FRACTION)
+
+
+def human(n: float) -> str:
+    """Bytes in a short readable form."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+# Temporary memory a task needs besides its inputs and output, as a multiple of its
+# output, by op kind. Views and in-place accumulations need none; an elementwise chain
+# makes about one temporary block per step it fuses, counted when fused tasks are named.
+TEMPORARY_FACTOR = {
+    "load": 0.0, "getitem": 0.0, "transpose": 0.0, "reshape": 0.0, "store": 0.0,
+    "accumulate": 0.0, "creation": 0.0, "random": 0.0,
+    "elementwise": 1.0, "partial": 1.0, "map": 1.0, "product": 0.0, "rechunk": 0.0,
+    "reduce": 1.0, "aggregate": 0.0, "astype": 0.0,
+}
+
+
+def task_estimates(graph: Any) -> list[int]:
+    """Estimated bytes each task adds while it runs: its output plus temporaries."""
+    n = len(graph)
+    nb = graph.meta.get("nbytes")
+    if nb is None:
+        return [0] * n
+    kinds = graph.meta.get("kind") or [None] * n
+    names = graph.meta.get("name") or [None] * n
+    out = []
+    for i in range(n):
+        size = nb[i] or 0
+        factor = TEMPORARY_FACTOR.get(kinds[i], 1.0)
+        steps = names[i].count("+") if names[i] else 0  # fused ops each make a temporary
+        out.append(int(size * (1 + factor + steps)))
+    return out
+
+
+class MemoryLimitError(MemoryError):
+    """A task needs more memory than the budget allows, found before anything ran."""
+
+
+def check_fits(graph: Any, estimates: Sequence[int], limit: int) -> None:
+    """Raise :class:`MemoryLimitError` for the first task whose inputs, output and
+    temporaries together cannot fit under ``limit``, naming its op and a block size that
+    would."""
+    nb = graph.meta.get("nbytes")
+    if nb is None:
+        return
+    ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
+    for i in range(len(graph)):
+        inputs = sum(nb[d] or 0 for d in idx[ptr[i]:ptr[i + 1]])
+        need = inputs + estimates[i]
+        if need > limit:
+            largest = max([nb[i] or 0] + [nb[d] or 0 for d in idx[ptr[i]:ptr[i + 1]]])
+            ratio = need / limit
+            advice = max(1, int(largest / ratio * 0.8)) if largest else 0
+            raise MemoryLimitError(
+                f"task {graph.keys[i]!r} (op {graph.opname(i)}) needs about {human(need)} "
+                f"(inputs {human(inputs)}, output and temporaries {human(estimates[i])}), more "
+                f"than memory_limit={human(limit)}: use smaller blocks (blocks of at most "
+                f"about {human(advice)}) or a larger memory_limit"
+            )
+
+
+def spillable(value: Any) -> bool:
+    """Whether a result can go to disk: a NumPy array of a plain (non-object) dtype."""
+    return type(value) is np.ndarray and not value.dtype.hasobject and value.size > 0
+
+
+@dataclass(frozen=True)
+class SpillRecord:
+    """A result on disk: raw bytes of an array of ``shape`` and ``dtype`` at ``path``."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    nbytes: int
+
+
+class SpillStore:
+    """A private directory of raw array files, removed with everything in it by
+    :meth:`close` (after success, failure or cancellation alike)."""
+
+    def __init__(self, parent: str | None = None):
+        self._dir: str | None = None
+        self._parent = parent
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str | None:
+        return self._dir
+
+    def _new_path(self) -> str:
+        with self._lock:
+            if self._dir is None:
+                self._dir = tempfile.mkdtemp(prefix="tilegraph-spill-", dir=self._parent)
+            self._count += 1
+            return os.path.join(self._dir, f"{self._count}.bin")
+
+    def write(self, value: np.ndarray) -> SpillRecord:
+        """Write an array's raw bytes (no pickling) to a new file."""
+        path = self._new_path()
+        arr = np.ascontiguousarray(value)
+        with open(path, "wb") as f:
+            arr.tofile(f)
+        return SpillRecord(path, arr.shape, arr.dtype, arr.nbytes)
+
+    @staticmethod
+    def read(record: SpillRecord) -> np.ndarray:
+        """The array of a record, read back into memory."""
+        return np.fromfile(record.path, dtype=record.dtype).reshape(record.shape)
+
+    @staticmethod
+    def delete(record: SpillRecord) -> None:
+        try:
+            os.remove(record.path)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        """Remove the spill directory and every file in it."""
+        with self._lock:
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
