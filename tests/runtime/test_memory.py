@@ -152,3 +152,19 @@ def test_spill_store_round_trip_and_close(tmp_path):
     assert len(os.listdir(store.path)) == 3
     store.close()
     assert os.listdir(tmp_path) == []
+
+
+def test_loads_are_dropped_and_read_again_not_spilled(tmp_path):
+    ref = np.random.default_rng(1).random((600, 600))
+    np.save(tmp_path / "a.npy", ref)
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir()
+    x = tg.from_npy(tmp_path / "a.npy", chunks=150)
+    events = []
+    out = (x @ x).compute(memory_limit="1.6MB", spill_dir=spill_dir, callbacks=[events.append])
+    np.testing.assert_allclose(out, ref @ ref)
+    load_spills = [e for e in events if isinstance(e, Spill) and e.key[0].startswith("from_npy")]
+    assert load_spills and all(e.clean for e in load_spills)  # nothing written for loads
+    reloaded = {e.key for e in events if isinstance(e, Unspill)}
+    assert {e.key for e in load_spills} & reloaded
+    assert os.listdir(spill_dir) == []

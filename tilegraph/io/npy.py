@@ -23,7 +23,6 @@ from tilegraph.io._atomic import (
     check_destination,
     check_not_exists,
     fsync_parent,
-    fsync_path,
     remove_path,
     temp_sibling,
 )
@@ -90,9 +89,12 @@ def npy_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype]:
 
 
 def read_npy_block(path: str | os.PathLike[str], slices: Any) -> np.ndarray:
-    """A copy of ``array[slices]`` from an ``.npy`` file, read through a read-only memory map.
+    """A copy of ``array[slices]`` from an ``.npy`` file.
 
-    The map is released before returning; the result owns its memory.
+    Regions of ints and unit-step slices are read with positional reads straight into the
+    result, one read per contiguous run, so no page of the file is ever mapped into the
+    process; other regions go through a read-only memory map released before returning.
+    The result owns its memory.
 
     >>> import os, shutil, tempfile
     >>> d = tempfile.mkdtemp()
@@ -105,6 +107,13 @@ def read_npy_block(path: str | os.PathLike[str], slices: Any) -> np.ndarray:
     path = os.fspath(path)
     with _open_npy(path) as fp:
         shape, dtype, offset = _read_header(fp, path)
+        region_shape = np.broadcast_to(np.empty((), dtype=np.uint8), shape)[slices].shape
+        bounds = _unit_region(slices, shape)
+        if bounds is not None:
+            out = np.empty(region_shape, dtype=dtype)
+            runs = out.reshape(tuple(b - a for a, b in bounds))  # a view: reads land in out
+            _read_runs(fp.fileno(), runs, bounds, shape, offset, path)
+            return out
         mm = np.memmap(fp, mode="r", dtype=dtype, shape=shape, offset=offset, order="C")
     try:
         return np.array(mm[slices])
@@ -112,12 +121,75 @@ def read_npy_block(path: str | os.PathLike[str], slices: Any) -> np.ndarray:
         del mm
 
 
+def _runs(bounds: list[tuple[int, int]], shape: tuple[int, ...], itemsize: int
+          ) -> tuple[int, list[tuple[int, ...]], list[int]]:
+    """The contiguous runs of a C-ordered region: the innermost axis ``j`` that is not whole
+    (-1 if all are), the index combinations of the axes before it, and byte strides."""
+    nd = len(shape)
+    k = nd
+    while k > 0 and bounds[k - 1] == (0, shape[k - 1]):
+        k -= 1
+    strides = [itemsize * int(np.prod(shape[d + 1:])) for d in range(nd)]
+    j = k - 1
+    combos = list(np.ndindex(*[b - a for a, b in bounds[:j]])) if j >= 0 else [()]
+    return j, combos, strides
+
+
+def _read_runs(fd: int, out: np.ndarray, bounds: list[tuple[int, int]],
+               shape: tuple[int, ...], offset: int, path: str) -> None:
+    if out.size == 0:
+        return
+    j, combos, strides = _runs(bounds, shape, out.itemsize)
+    base = offset + (bounds[j][0] * strides[j] if j >= 0 else 0)
+    for combo in combos:
+        start = base + sum((bounds[d][0] + c) * strides[d] for d, c in enumerate(combo))
+        view = memoryview(out[combo] if combo else out).cast("B")
+        while len(view):
+            got = os.preadv(fd, [view], start)
+            if got <= 0:
+                raise ValueError(f"{path}: file ends before the data its header describes")
+            view = view[got:]
+            start += got
+
+
+def _unit_region(slices: Any, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
+    """``(start, stop)`` per axis of a region given by ints and unit-step slices, or None
+    when a slice has another step."""
+    if not isinstance(slices, tuple):
+        slices = (slices,)
+    if any(s is Ellipsis or s is None for s in slices):
+        return None
+    out = []
+    for axis, length in enumerate(shape):
+        s = slices[axis] if axis < len(slices) else slice(None)
+        if isinstance(s, slice):
+            start, stop, step = s.indices(length)
+            if step != 1:
+                return None
+            out.append((start, max(start, stop)))
+        else:
+            i = int(s) + (length if int(s) < 0 else 0)
+            out.append((i, i + 1))
+    return out
+
+
+def _pwrite_all(fd: int, arr: np.ndarray, offset: int) -> None:
+    """Write a contiguous array's bytes at ``offset``, however many calls it takes."""
+    view = memoryview(np.ascontiguousarray(arr)).cast("B")
+    while len(view):
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
 class NpyWriter:
     """Writes an ``.npy`` file block by block; the file appears at ``path`` only on commit.
 
     The data goes to a hidden temporary file ``.<basename>.tmp-<uuid4 hex>.npy`` in the same
-    directory, mapped into memory. ``commit()`` flushes it (and fsyncs it when ``fsync`` is
-    true) and renames it to ``path`` with ``os.replace``, so a reader can never see a
+    directory, written with positional writes (``os.pwrite``) of each contiguous run of a
+    block, so the file is never mapped into memory and writing an array larger than memory
+    does not grow the process's resident set. ``commit()`` fsyncs it (when ``fsync`` is true)
+    and renames it to ``path`` with ``os.replace``, so a reader can never see a
     partially written array at ``path``, and an interrupted write leaves nothing there.
     ``abort()`` deletes the temporary file. As a context manager the writer commits on a
     clean exit and aborts on an exception.
@@ -164,13 +236,21 @@ class NpyWriter:
         self._state = "open"
         self._finalizer = weakref.finalize(self, remove_path, self._tmp)
         try:
-            self._mm: np.memmap | None = npy_format.open_memmap(
-                self._tmp, mode="w+", dtype=self.dtype, shape=self.shape
-            )
+            self._fd: int | None = self._create()
         except BaseException:
             self._state = "aborted"
             self._finalizer()
             raise
+
+    def _create(self) -> int:
+        """Write the header, size the (sparse) file, and return a descriptor open on it."""
+        header = {"descr": npy_format.dtype_to_descr(self.dtype), "fortran_order": False,
+                  "shape": self.shape}
+        with open(self._tmp, "wb") as f:
+            npy_format.write_array_header_2_0(f, header)
+            self._offset = f.tell()
+            f.truncate(self._offset + self.dtype.itemsize * int(np.prod(self.shape)))
+        return os.open(self._tmp, os.O_RDWR)
 
     @property
     def temp_path(self) -> str:
@@ -179,12 +259,28 @@ class NpyWriter:
 
     def write(self, slices: Any, block: Any) -> None:
         """Store ``block`` at ``array[slices]``; its shape must equal the region's shape."""
-        mm = self._mm
-        if mm is None:
+        fd = self._fd
+        if fd is None:
             raise RuntimeError(f"NpyWriter({self.path!r}) is {self._state}; it takes no writes")
         region_shape = np.broadcast_to(np.empty((), dtype=np.uint8), self.shape)[slices].shape
         arr = check_block(block, region_shape, self.dtype, f"NpyWriter({self.path!r}).write")
-        mm[slices] = arr
+        bounds = _unit_region(slices, self.shape)
+        if bounds is None:  # strided region: write through a short-lived map of the file
+            mm = np.memmap(self._tmp, dtype=self.dtype, mode="r+", offset=self._offset,
+                           shape=self.shape)
+            mm[slices] = arr
+            mm.flush()
+            del mm
+            return
+        arr = np.ascontiguousarray(arr, dtype=self.dtype).reshape(
+            tuple(b - a for a, b in bounds))
+        if arr.size == 0:
+            return
+        j, combos, strides = _runs(bounds, self.shape, self.dtype.itemsize)
+        base = self._offset + (bounds[j][0] * strides[j] if j >= 0 else 0)
+        for combo in combos:
+            start = base + sum((bounds[d][0] + c) * strides[d] for d, c in enumerate(combo))
+            _pwrite_all(fd, arr[combo] if combo else arr, start)
 
     def commit(self) -> None:
         """Flush the data and move the finished file to ``path`` in one rename.
@@ -198,13 +294,12 @@ class NpyWriter:
                 return
             if self._state != "open":
                 raise RuntimeError(f"NpyWriter({self.path!r}) was aborted; cannot commit")
-            mm, self._mm = self._mm, None
+            fd, self._fd = self._fd, None
             try:
-                if mm is not None:
-                    mm.flush()
-                del mm
-                if self.fsync:
-                    fsync_path(self._tmp)
+                if fd is not None:
+                    if self.fsync:
+                        os.fsync(fd)
+                    os.close(fd)
                 check_not_exists(self.path, self.overwrite)
                 os.replace(self._tmp, self.path)
             except BaseException:
@@ -222,7 +317,9 @@ class NpyWriter:
             if self._state != "open":
                 return
             self._state = "aborted"
-            self._mm = None
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
             self._finalizer()
 
     def __enter__(self) -> NpyWriter:

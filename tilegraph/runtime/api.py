@@ -17,7 +17,13 @@ from tilegraph.plan.order import order
 from tilegraph.runtime.backends import make_backend
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
-from tilegraph.runtime.memory import SpillStore, check_fits, default_limit, human
+from tilegraph.runtime.memory import (
+    SpillStore,
+    check_fits,
+    default_limit,
+    human,
+    return_freed_blocks_to_os,
+)
 
 
 def _priority(graph: TaskGraph, outputs: np.ndarray) -> np.ndarray:
@@ -50,6 +56,8 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
     backend = make_backend(opts["backend"], opts["workers"])
     subscribers = (*opts["callbacks"], *global_subscribers())
     limit = opts["memory_limit"] or default_limit()
+    if opts["memory_limit"]:
+        return_freed_blocks_to_os()
     store = SpillStore(opts["spill_dir"])
     execution = Execution(culled, out_idx, priority, retries=opts["retries"],
                           subscribers=subscribers, memory_limit=limit, spill=store)

@@ -31,6 +31,8 @@ field          meaning and invariant
 ``disk``       dict, task index -> SpillRecord of a result that has a copy on disk; a result
                is in memory iff it is in ``results`` (it may be in both: a clean copy)
 ``io_busy``    set of results being written to or read from disk right now (pinned)
+``reloadable`` bytearray[n]: 1 for loads (kind "load", no inputs); under pressure their
+               results are dropped without writing, and made again by running the load
 ``in_use``     dict, task index -> number of RUNNING tasks that read it (pinned)
 =============  ===================================================================================
 
@@ -162,6 +164,11 @@ class Execution:
         self.in_use: dict[int, int] = {}
         self.spilled_bytes = 0
         self.unspilled_bytes = 0
+        kinds = graph.meta.get("kind")
+        in_deg = graph.in_degree()
+        self.reloadable = bytearray(
+            1 if kinds is not None and kinds[i] == "load" and in_deg[i] == 0
+            and graph.modes[i] != MODE_DATA else 0 for i in range(n))
         self.finished = False
         self.error: BaseException | None = None
         self.status = "running"
@@ -321,7 +328,7 @@ class Execution:
         size = self.sizes.pop(i, 0)
         self.live -= size
         record = self.disk.pop(i, None)
-        if record is not None and i not in self.io_busy:
+        if record is not None and record.path and i not in self.io_busy:
             self.spill.delete(record)
         if self._emit:
             self._send(Release(self.graph.keys[i],
@@ -431,7 +438,9 @@ class Execution:
         cons_ptr, cons_idx = self._cons_ptr, self._cons_idx
         candidates = []
         for v, value in self.results.items():
-            if v in own or v in self.io_busy or v in self.in_use or not spillable(value):
+            if v in own or v in self.io_busy or v in self.in_use:
+                continue
+            if not (self.reloadable[v] or spillable(value)):
                 continue
             nxt = min((prio[c] for c in cons_idx[cons_ptr[v] : cons_ptr[v + 1]]
                        if state[c] in (WAITING, READY)), default=self.ntasks)
@@ -447,7 +456,8 @@ class Execution:
 
     def _write_out(self, victims: list[int]) -> None:
         """Move ``victims`` to disk; the lock is released while writing."""
-        todo = [(v, self.results[v]) for v in victims if v not in self.disk]
+        todo = [(v, self.results[v]) for v in victims
+                if v not in self.disk and not self.reloadable[v]]
         self.io_busy.update(victims)
         records: dict[int, SpillRecord] = {}
         self.lock.release()
@@ -459,6 +469,10 @@ class Execution:
             self.io_busy.difference_update(victims)
         for v in victims:
             record = records.get(v) or self.disk.get(v)
+            if record is None:  # a load: its source is the copy, made again when needed
+                value = self.results.get(v)
+                record = SpillRecord("", getattr(value, "shape", ()),
+                                     getattr(value, "dtype", None), self.sizes.get(v, 0))
             if self.state[v] != DONE or v not in self.results:
                 if v in records:  # released while being written
                     self.spill.delete(records[v])
@@ -472,7 +486,7 @@ class Execution:
             if v in records:
                 self.spilled_bytes += record.nbytes
             if self._emit:
-                self._send(Spill(self.graph.keys[v], record.nbytes, v not in records))
+                self._send(Spill(self.graph.keys[v], record.nbytes or size, v not in records))
 
     def _read_back(self, ids: list[int]) -> None:
         """Bring results back from disk for a task about to run; the lock is released while
@@ -483,7 +497,7 @@ class Execution:
         self.lock.release()
         try:
             for d, record in records:
-                values[d] = self.spill.read(record)
+                values[d] = self._reload(d, record)
         finally:
             self.lock.acquire()
             self.io_busy.difference_update(ids)
@@ -492,9 +506,20 @@ class Execution:
                 continue
             self.results[d] = value
             self._hold(d, value)
-            self.unspilled_bytes += value.nbytes
+            nbytes = nbytes_of(value)
+            if self.disk[d].path:
+                self.unspilled_bytes += nbytes
+            else:
+                del self.disk[d]  # a load made again: nothing on disk to keep
             if self._emit:
-                self._send(Unspill(self.graph.keys[d], value.nbytes))
+                self._send(Unspill(self.graph.keys[d], nbytes))
+
+    def _reload(self, i: int, record: SpillRecord) -> Any:
+        """A result from its spill file, or, for a load, by running the load again."""
+        if record.path:
+            return self.spill.read(record)
+        func, args, kwargs = self._prepare(i, [])
+        return func(*args, **kwargs)
 
     def _notify_if_idle(self) -> None:
         if self._nidle:
@@ -525,7 +550,7 @@ class Execution:
         spilled are read back)."""
         if self.error is not None:
             raise self.error
-        return [self.results[o] if o in self.results else self.spill.read(self.disk[o])
+        return [self.results[o] if o in self.results else self._reload(o, self.disk[o])
                 for o in self.outputs]
 
     def clear(self) -> None:

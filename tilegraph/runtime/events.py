@@ -78,8 +78,8 @@ class Release(Event):
 
 @dataclass(frozen=True, slots=True)
 class Spill(Event):
-    """The result of ``key`` (``nbytes`` bytes) moved to disk to make room; ``clean``: its
-    copy on disk was already there, so nothing was written."""
+    """The result of ``key`` (``nbytes`` bytes) left memory to make room; ``clean``: nothing
+    was written (its copy on disk was already there, or it is a load that can be re-run)."""
 
     key: Hashable
     nbytes: int

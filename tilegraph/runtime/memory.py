@@ -103,6 +103,32 @@ def task_estimates(graph: Any) -> list[int]:
     return out
 
 
+_allocator_tuned = False
+
+
+def return_freed_blocks_to_os() -> None:
+    """Make glibc's malloc give every large freed block back to the OS at once.
+
+    glibc raises its mmap threshold after large frees (up to 32 MiB), after which blocks of
+    that size come from heap arenas that keep freed memory: the process's resident set then
+    stays far above the bytes it holds. A fixed threshold of 1 MiB keeps large blocks in
+    their own mappings, released on free. Process-wide, done once, only on glibc and only
+    when a run has an explicit memory limit; elsewhere it does nothing.
+    """
+    global _allocator_tuned
+    if _allocator_tuned:
+        return
+    _allocator_tuned = True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(ctypes.c_int(-3), ctypes.c_int(1 << 20))  # M_MMAP_THRESHOLD
+        libc.mallopt(ctypes.c_int(-1), ctypes.c_int(1 << 20))  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 class MemoryLimitError(MemoryError):
     """A task needs more memory than the budget allows, found before anything ran."""
 
