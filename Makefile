@@ -29,6 +29,8 @@ bench: $(STAMP)
 	$(PY) bench/planning.py
 	$(PY) bench/elementwise_chain.py
 	$(PY) bench/matmul.py
+	$(PY) bench/out_of_core_matmul.py
+	$(PY) bench/spill_chain.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

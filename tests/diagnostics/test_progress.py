@@ -43,12 +43,24 @@ def test_bar_appears_only_for_long_runs():
     assert bar.shown
     text = stream.getvalue()
     assert "101/101" in text and "tilegraph" in text
+    assert "mem " in text
 
     stream = Tty()
     ex = Execution(g, out, order(g, out))
     with ProgressBar(ex, delay=30, stream=stream) as bar:
         make_backend("threads", 2).run(ex)
     assert not bar.shown and stream.getvalue() == ""
+
+
+def test_memory_text():
+    from tilegraph.diagnostics.progress import memory_text
+
+    class Ex:
+        live, reserved, limit, spilled_bytes = 3 * 2**20, 2**20, 2**30, 0
+
+    assert memory_text(Ex()) == "mem 4.0 MiB/1.0 GiB"
+    Ex.spilled_bytes = 5 * 2**20
+    assert memory_text(Ex()) == "mem 4.0 MiB/1.0 GiB spilled 5.0 MiB"
 
 
 def test_progress_option_off_prints_nothing(capsys):

@@ -1,7 +1,8 @@
-"""A progress bar for runs longer than a second.
+"""A progress bar for runs longer than a second, with the memory in use.
 
-The bar does not subscribe to events: a thread of its own reads the executor's ``ndone``
-counter ten times a second, so the run pays nothing per task for it.
+The bar does not subscribe to events: a thread of its own reads the executor's counters
+(tasks done, bytes held, bytes spilled) ten times a second, so the run pays nothing per
+task for it.
 """
 
 from __future__ import annotations
@@ -61,8 +62,23 @@ class ProgressBar:
             while True:
                 stopped = self._stop.wait(self.interval)
                 done = ex.ndone
+                bar.set_postfix_str(memory_text(ex), refresh=False)
                 if done > shown:
                     bar.update(done - shown)
                     shown = done
+                else:
+                    bar.refresh()
                 if stopped:
                     break
+
+
+def memory_text(execution: Any) -> str:
+    """Memory in use as the bar shows it: bytes held (+ reserved by running tasks) of the
+    limit, and bytes spilled so far."""
+    from tilegraph.runtime.memory import human
+
+    live = getattr(execution, "live", 0) + getattr(execution, "reserved", 0)
+    limit = getattr(execution, "limit", None)
+    text = f"mem {human(live)}" + (f"/{human(limit)}" if limit else "")
+    spilled = getattr(execution, "spilled_bytes", 0)
+    return text + (f" spilled {human(spilled)}" if spilled else "")
