@@ -76,8 +76,9 @@ def human(n: float) -> str:
 
 
 # Temporary memory a task needs besides its inputs and output, as a multiple of its
-# output, by op kind. Views and in-place accumulations need none; an elementwise chain
-# makes about one temporary block per step it fuses, counted when fused tasks are named.
+# output, by op kind. Views and in-place accumulations need none; a fused chain of
+# blockwise computations (elementwise, per-block reductions, user functions) makes about
+# one temporary block per step it fuses.
 TEMPORARY_FACTOR = {
     "load": 0.0, "getitem": 0.0, "transpose": 0.0, "reshape": 0.0, "store": 0.0,
     "accumulate": 0.0, "creation": 0.0, "random": 0.0,
@@ -98,9 +99,12 @@ def task_estimates(graph: Any) -> list[int]:
     for i in range(n):
         size = nb[i] or 0
         factor = TEMPORARY_FACTOR.get(kinds[i], 1.0)
-        steps = names[i].count("+") if names[i] else 0  # fused ops each make a temporary
+        steps = names[i].count("+") if names[i] and kinds[i] in _CHAIN_KINDS else 0
         out.append(int(size * (1 + factor + steps)))
     return out
+
+
+_CHAIN_KINDS = {"elementwise", "partial", "map"}
 
 
 _allocator_tuned = False
