@@ -94,3 +94,17 @@ def check_block(
             "without losing information; convert the block first (block.astype(...))"
         )
     return arr
+
+
+class CommitOnExit:
+    """The context-manager protocol of the atomic writers: ``commit()`` on a clean exit,
+    ``abort()`` when the block raised (KeyboardInterrupt included)."""
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()  # type: ignore[attr-defined]
+        else:
+            self.abort()  # type: ignore[attr-defined]

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from types import TracebackType
 from typing import Any, BinaryIO
 
 import numpy as np
 from numpy.lib import format as npy_format
 
 from tilegraph.io._atomic import (
+    CommitOnExit,
     check_block,
     check_destination,
     check_not_exists,
@@ -182,7 +182,7 @@ def _pwrite_all(fd: int, arr: np.ndarray, offset: int) -> None:
         offset += written
 
 
-class NpyWriter:
+class NpyWriter(CommitOnExit):
     """Writes an ``.npy`` file block by block; the file appears at ``path`` only on commit.
 
     The data goes to a hidden temporary file ``.<basename>.tmp-<uuid4 hex>.npy`` in the same
@@ -321,20 +321,6 @@ class NpyWriter:
             if fd is not None:
                 os.close(fd)
             self._finalizer()
-
-    def __enter__(self) -> NpyWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
     def __repr__(self) -> str:
         return f"NpyWriter({self.path!r}, shape={self.shape}, dtype={self.dtype}, {self._state})"

@@ -13,7 +13,6 @@ import os
 import threading
 import weakref
 from contextlib import ExitStack
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import zarr
 import zarr.errors
 
 from tilegraph.io._atomic import (
+    CommitOnExit,
     check_block,
     check_destination,
     check_not_exists,
@@ -178,7 +178,7 @@ def _partially_covered_chunks(
     ]
 
 
-class ZarrWriter:
+class ZarrWriter(CommitOnExit):
     """Writes a zarr (format 3) array region by region; it appears at ``path`` only on commit.
 
     The array is created with the given chunk shape and zarr's default compressor in a hidden
@@ -324,20 +324,6 @@ class ZarrWriter:
             self._state = "aborted"
             self._array = None
             self._finalizer()
-
-    def __enter__(self) -> ZarrWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
     def __repr__(self) -> str:
         return (

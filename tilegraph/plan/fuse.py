@@ -14,6 +14,7 @@ block's partial sum, and no intermediate block is ever a task result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,6 @@ from tilegraph.graph.taskgraph import (
     MODE_NESTED,
     Call,
     Dep,
-    Lit,
     TaskGraph,
     _is_plain_arg,
 )
@@ -53,38 +53,21 @@ class FuseStats:
     kinds_before: dict[str, int] = field(default_factory=dict)
 
 
-def _shift(template: Any, mapping: list[int]) -> Any:
-    """The template with ``Dep(j)`` renumbered to ``Dep(mapping[j])``."""
+def _map_deps(template: Any, fn: Callable[[Dep], Any]) -> Any:
+    """The template with every ``Dep`` replaced by ``fn(dep)`` (literals untouched)."""
     tp = type(template)
     if tp is Dep:
-        return Dep(mapping[template.slot])
+        return fn(template)
     if tp is Call:
-        kwargs = ({k: _shift(v, mapping) for k, v in template.kwargs.items()}
+        kwargs = ({k: _map_deps(v, fn) for k, v in template.kwargs.items()}
                   if template.kwargs else None)
-        return Call(template.func, tuple(_shift(a, mapping) for a in template.args), kwargs)
+        return Call(template.func, tuple(_map_deps(a, fn) for a in template.args), kwargs)
     if tp is list:
-        return [_shift(a, mapping) for a in template]
+        return [_map_deps(a, fn) for a in template]
     if tp is tuple:
-        return tuple(_shift(a, mapping) for a in template)
+        return tuple(_map_deps(a, fn) for a in template)
     if tp is dict:
-        return {k: _shift(v, mapping) for k, v in template.items()}
-    return template
-
-
-def _inline(template: Any, slot: int, expr: Any) -> Any:
-    tp = type(template)
-    if tp is Dep:
-        return expr if template.slot == slot else template
-    if tp is Call:
-        kwargs = ({k: _inline(v, slot, expr) for k, v in template.kwargs.items()}
-                  if template.kwargs else None)
-        return Call(template.func, tuple(_inline(a, slot, expr) for a in template.args), kwargs)
-    if tp is list:
-        return [_inline(a, slot, expr) for a in template]
-    if tp is tuple:
-        return tuple(_inline(a, slot, expr) for a in template)
-    if tp is dict:
-        return {k: _inline(v, slot, expr) for k, v in template.items()}
+        return {k: _map_deps(v, fn) for k, v in template.items()}
     return template
 
 
@@ -160,8 +143,13 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
                 s = slot_of[d] = len(new_deps)
                 new_deps.append(d)
             mapping.append(s)
-        tmpl_args = _renumber(args, mapping)
-        tmpl_kwargs = _renumber(kwargs, mapping) if kwargs else None
+        def own_slot(d: Dep, mapping: list[int] = mapping) -> Dep:
+            # own deps get their new slot; deps to be inlined a pending marker
+            j = mapping[d.slot]
+            return Dep(j if j >= 0 else _PENDING_BASE + d.slot)
+
+        tmpl_args = _map_deps(args, own_slot)
+        tmpl_kwargs = _map_deps(kwargs, own_slot) if kwargs else None
         for j, d in enumerate(deps):
             if not fuse[d] or d not in exprs:
                 continue
@@ -174,10 +162,15 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
                     s = slot_of[e] = len(new_deps)
                     new_deps.append(e)
                 emap.append(s)
-            inlined = _shift(expr, emap)
-            tmpl_args = _inline(tmpl_args, _PENDING_BASE + j, inlined)
+            inlined = _map_deps(expr, lambda e, emap=emap: Dep(emap[e.slot]))
+            pending = _PENDING_BASE + j
+
+            def put(d: Dep, pending: int = pending, inlined: Any = inlined) -> Any:
+                return inlined if d.slot == pending else d
+
+            tmpl_args = _map_deps(tmpl_args, put)
             if tmpl_kwargs:
-                tmpl_kwargs = _inline(tmpl_kwargs, _PENDING_BASE + j, inlined)
+                tmpl_kwargs = _map_deps(tmpl_kwargs, put)
             label.insert(0, elabel)
         text = "+".join(label)
         if fuse[i]:
@@ -241,24 +234,3 @@ def _work_order(graph: TaskGraph, mask: np.ndarray) -> list[int]:
 
 
 _PENDING_BASE = 1 << 40  # marks a dependency slot still to be replaced by an inlined call
-
-
-def _renumber(template: Any, own: list[int]) -> Any:
-    """Own deps get their new slot; deps to be inlined get a pending marker."""
-    tp = type(template)
-    if tp is Dep:
-        j = template.slot
-        return Dep(own[j] if own[j] >= 0 else _PENDING_BASE + j)
-    if tp is Call:
-        kwargs = ({k: _renumber(v, own) for k, v in template.kwargs.items()}
-                  if template.kwargs else None)
-        return Call(template.func, tuple(_renumber(a, own) for a in template.args), kwargs)
-    if tp is list:
-        return [_renumber(a, own) for a in template]
-    if tp is tuple:
-        return tuple(_renumber(a, own) for a in template)
-    if tp is dict:
-        return {k: _renumber(v, own) for k, v in template.items()}
-    if tp is Lit:
-        return template
-    return template
