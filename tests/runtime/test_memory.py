@@ -168,3 +168,46 @@ def test_loads_are_dropped_and_read_again_not_spilled(tmp_path):
     reloaded = {e.key for e in events if isinstance(e, Unspill)}
     assert {e.key for e in load_spills} & reloaded
     assert os.listdir(spill_dir) == []
+
+
+def _random_expression(rng):
+    n, bs = 240, int(rng.choice([40, 60, 80]))
+    a = tg.random.random((n, n), chunks=bs, seed=int(rng.integers(1000)))
+    b = tg.random.random((n, n), chunks=bs, seed=int(rng.integers(1000)))
+    pick = int(rng.integers(4))
+    if pick == 0:
+        return ((a @ b) @ a.T + b).sum(axis=1)
+    if pick == 1:
+        return (a @ (b + 1) - a.T @ b).max(axis=0)
+    if pick == 2:
+        return tg.concatenate([a @ b, (a * b) @ a], axis=0).mean(axis=1)
+    return ((a - b.T) @ (a @ b)).std(axis=0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stress_spilling_under_tight_budgets(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    expr = _random_expression(rng)
+    ref = expr.compute(backend="sync")
+    spilled_runs = 0
+    for workers in (1, 2, 4):
+        for limit in ("450KB", "700KB", "1MB"):
+            try:
+                out = expr.compute(memory_limit=limit, workers=workers, spill_dir=tmp_path)
+            except MemoryLimitError:
+                continue  # this block size cannot run under this budget: refused up front
+            np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10)
+            assert os.listdir(tmp_path) == []
+            spilled_runs += tg.last_run().spilled_bytes > 0
+    assert spilled_runs >= 2  # the budgets really forced results to disk
+
+
+def test_read_ahead_overlaps_reads_with_compute_on_one_worker(tmp_path):
+    events = []
+    out = chain_expr().compute(memory_limit="1.6MB", workers=1, spill_dir=tmp_path,
+                               callbacks=[events.append])
+    np.testing.assert_allclose(out, chain_expr().compute(), rtol=1e-12)
+    unspills = [e for e in events if isinstance(e, Unspill)]
+    assert any(e.ahead for e in unspills)  # read by the I/O thread, not by the worker
+    assert events[-1].peak_bytes <= 1_600_000
+    assert not [t for t in threading.enumerate() if t.name == "tilegraph-io"]

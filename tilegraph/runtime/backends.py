@@ -2,7 +2,8 @@
 
 The seam is narrow: a backend has a ``name``, a number of ``workers``, and ``run(execution)``,
 which drives ``execution.worker_loop(w)`` for every worker ``w`` until the run is finished and
-returns only when no worker is left running. Ordering, retries, release of results, errors
+returns only when no worker is left running and ``execution.finish_io()`` has returned (the
+read-ahead thread of the spill store is gone). Ordering, retries, release of results, errors
 and events all live in the core, once. A backend that runs task bodies somewhere else passes
 ``call(func, args, kwargs)`` to ``worker_loop``. Optional backends are created by
 :func:`make_backend`, which imports them only when they are asked for.
@@ -44,7 +45,10 @@ class SyncBackend(Backend):
     workers = 1
 
     def run(self, execution: Execution) -> None:
-        _guarded(execution, 0)
+        try:
+            _guarded(execution, 0)
+        finally:
+            execution.finish_io()
 
 
 class ThreadsBackend(Backend):
@@ -75,6 +79,7 @@ class ThreadsBackend(Backend):
                 raise
             finally:
                 _join_all(threads, execution)
+                execution.finish_io()
 
 
 def _join_all(threads: list[threading.Thread], execution: Execution) -> None:

@@ -34,14 +34,18 @@ field          meaning and invariant
 ``reloadable`` bytearray[n]: 1 for loads (kind "load", no inputs); under pressure their
                results are dropped without writing, and made again by running the load
 ``in_use``     dict, task index -> number of RUNNING tasks that read it (pinned)
+``prefetch``   deque of results queued for read-ahead; ``prefetching`` the set of them plus
+               the one being read (all also in ``io_busy``); ``prefetch_bytes`` their sizes
 =============  ===================================================================================
 
-Memory: a ready task is admitted when ``live + reserved`` plus its estimate (and the size
-of its inputs that are on disk) fits under ``limit``. When it does not, the worker first
-spills the coldest results that are not pinned (those whose next consumer comes last in
+Memory: a ready task is admitted when ``live + reserved + prefetch_bytes`` plus its estimate
+(and the size of its inputs that are on disk) fits under ``limit``. When it does not, the
+worker first spills the coldest results that are not pinned (those whose next consumer comes last in
 priority order) and tries again; if nothing can be spilled it waits for running tasks; if
 nothing runs either, it runs the task anyway so that the run always progresses. Spills and
-reads happen outside the lock, so the other workers keep computing meanwhile.
+reads happen outside the lock, so the other workers keep computing meanwhile; and while
+results are on disk, an I/O thread reads ahead the spilled inputs of the next ready tasks
+(within the budget) so that even a single worker computes while they are read.
 
 Tiny tasks are not worth a second worker: when tasks take microseconds, two threads spend
 their time handing the scheduling lock and the GIL back and forth, and one thread alone is
@@ -61,8 +65,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, nsmallest
 from typing import Any
 
 import numpy as np
@@ -83,6 +88,7 @@ from tilegraph.runtime.memory import SpillRecord, SpillStore, spillable, task_es
 
 WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
 _NO_KWARGS: dict = {}
+PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
 PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
 STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
 POLL_INTERVAL = 0.01  # seconds between checks of an idle worker
@@ -164,6 +170,10 @@ class Execution:
         self.in_use: dict[int, int] = {}
         self.spilled_bytes = 0
         self.unspilled_bytes = 0
+        self.prefetch: deque[int] = deque()
+        self.prefetching: set[int] = set()
+        self.prefetch_bytes = 0
+        self._io_thread: threading.Thread | None = None
         kinds = graph.meta.get("kind")
         in_deg = graph.in_degree()
         self.reloadable = bytearray(
@@ -245,6 +255,8 @@ class Execution:
                         self.reserved -= self.estimates[i]
                         self.state[i] = CANCELLED
                         return
+                if self.disk:
+                    self._plan_prefetch()
                 inputs = [results[d] for d in deps]
                 t0 = busy_since[worker] = clock()
                 if emit:
@@ -416,14 +428,14 @@ class Execution:
 
     def _admit(self, i: int) -> bool:
         """Make room for task i if it does not fit; True when it may start now."""
-        deficit = self.live + self.reserved + self._need(i) - self.limit
+        deficit = self.live + self.reserved + self.prefetch_bytes + self._need(i) - self.limit
         if deficit <= 0:
             return True
         victims = self._victims(deficit, i)
         if victims:
             self._write_out(victims)
             return False  # state changed: look again
-        if self.nrunning:
+        if self.nrunning or self.prefetching:
             self._nidle += 1
             self._cond.wait(POLL_INTERVAL)
             self._nidle -= 1
@@ -490,7 +502,13 @@ class Execution:
 
     def _read_back(self, ids: list[int]) -> None:
         """Bring results back from disk for a task about to run; the lock is released while
-        reading. Their files stay as clean copies until the results are released."""
+        reading. Results the I/O thread is already reading are waited for, not read twice.
+        Their files stay as clean copies until the results are released."""
+        while not self.finished and any(d in self.prefetching for d in ids):
+            self._cond.wait(POLL_INTERVAL)
+        ids = [d for d in ids if d not in self.results]
+        if not ids or self.finished:
+            return
         records = [(d, self.disk[d]) for d in ids]
         self.io_busy.update(ids)
         values: dict[int, Any] = {}
@@ -502,17 +520,97 @@ class Execution:
             self.lock.acquire()
             self.io_busy.difference_update(ids)
         for d, value in values.items():
-            if d in self.results or self.state[d] != DONE:
-                continue
-            self.results[d] = value
-            self._hold(d, value)
-            nbytes = nbytes_of(value)
-            if self.disk[d].path:
-                self.unspilled_bytes += nbytes
-            else:
-                del self.disk[d]  # a load made again: nothing on disk to keep
-            if self._emit:
-                self._send(Unspill(self.graph.keys[d], nbytes))
+            self._put_back(d, value)
+
+    def _put_back(self, d: int, value: Any, ahead: bool = False) -> None:
+        """A result read from disk is held in memory again (``ahead``: by the read-ahead)."""
+        if d in self.results or self.state[d] != DONE:
+            return
+        self.results[d] = value
+        self._hold(d, value)
+        nbytes = nbytes_of(value)
+        if self.disk[d].path:
+            self.unspilled_bytes += nbytes
+        else:
+            del self.disk[d]  # a load made again: nothing on disk to keep
+        if self._emit:
+            self._send(Unspill(self.graph.keys[d], nbytes, ahead))
+
+    def _plan_prefetch(self) -> None:
+        """Queue for read-ahead the spilled inputs of the next ready tasks that fit in the
+        budget's headroom, and start the I/O thread if it is not running."""
+        self._queue_prefetch()
+        if self.prefetch and self._io_thread is None:
+            self._io_thread = threading.Thread(target=self._io_loop, name="tilegraph-io",
+                                               daemon=True)
+            self._io_thread.start()
+        elif self.prefetch:
+            self._cond.notify_all()
+
+    def _queue_prefetch(self) -> None:
+        headroom = self.limit - self.live - self.reserved - self.prefetch_bytes
+        dep_ptr, dep_idx = self._dep_ptr, self._dep_idx
+        for p in nsmallest(PREFETCH_TASKS, self.ready):
+            t = self.task_of[p]
+            for d in dep_idx[dep_ptr[t] : dep_ptr[t + 1]]:
+                if d in self.results or d in self.io_busy or d not in self.disk:
+                    continue
+                size = self.disk[d].nbytes
+                if size > headroom:
+                    return
+                headroom -= size
+                self.prefetch_bytes += size
+                self.prefetch.append(d)
+                self.prefetching.add(d)
+                self.io_busy.add(d)
+
+    def _io_loop(self) -> None:
+        """The read-ahead thread: reads queued results until the run is finished."""
+        with self.lock:
+            try:
+                while True:
+                    while not self.prefetch and not self.finished:
+                        self._cond.wait()
+                    if self.finished:
+                        return
+                    d = self.prefetch.popleft()
+                    record = self.disk.get(d)
+                    if record is None or d in self.results or self.state[d] != DONE:
+                        self._done_prefetch(d, record)
+                        continue
+                    self.lock.release()
+                    try:
+                        value = self._reload(d, record)
+                    except BaseException as exc:
+                        self.lock.acquire()
+                        self._done_prefetch(d, record)
+                        self._cancel(exc, status="failed")
+                        return
+                    self.lock.acquire()
+                    self._done_prefetch(d, record)
+                    if self.live + self.reserved + nbytes_of(value) <= self.limit:
+                        self._put_back(d, value, ahead=True)  # else: leave it on disk
+                    self._cond.notify_all()
+            finally:
+                for d in self.prefetch:
+                    self._done_prefetch(d, self.disk.get(d))
+                self.prefetch.clear()
+
+    def _done_prefetch(self, d: int, record: SpillRecord | None) -> None:
+        self.prefetching.discard(d)
+        self.io_busy.discard(d)
+        if record is not None:
+            self.prefetch_bytes -= record.nbytes
+
+    def finish_io(self) -> None:
+        """Wait for the read-ahead thread to end (it ends once the run is finished)."""
+        with self.lock:
+            if not self.finished:
+                self._cancel(RuntimeError("run stopped before it finished"), "cancelled")
+            self._cond.notify_all()
+        thread = self._io_thread
+        if thread is not None:
+            thread.join()
 
     def _reload(self, i: int, record: SpillRecord) -> Any:
         """A result from its spill file, or, for a load, by running the load again."""

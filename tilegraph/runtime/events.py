@@ -88,10 +88,12 @@ class Spill(Event):
 
 @dataclass(frozen=True, slots=True)
 class Unspill(Event):
-    """The result of ``key`` (``nbytes`` bytes) was read back from disk for a consumer."""
+    """The result of ``key`` (``nbytes`` bytes) was read back from disk for a consumer;
+    ``ahead``: by the read-ahead thread, while workers computed."""
 
     key: Hashable
     nbytes: int
+    ahead: bool = False
 
 
 @dataclass(frozen=True, slots=True)
