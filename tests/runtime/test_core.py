@@ -46,7 +46,7 @@ def test_start_state_literally():
         "live": sys.getsizeof(1),
         "reserved": 0,
         "disk": [],
-        "in_use": {},
+        "running": [],
     }
 
 

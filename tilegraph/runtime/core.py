@@ -33,7 +33,7 @@ field          meaning and invariant
 ``io_busy``    set of results being written to or read from disk right now (pinned)
 ``reloadable`` bytearray[n]: 1 for loads (kind "load", no inputs); under pressure their
                results are dropped without writing, and made again by running the load
-``in_use``     dict, task index -> number of RUNNING tasks that read it (pinned)
+``running``    set of RUNNING tasks; their inputs are pinned (see :meth:`_pinned`)
 ``prefetch``   deque of results queued for read-ahead; ``prefetching`` the set of them plus
                the one being read (all also in ``io_busy``); ``prefetch_bytes`` their sizes
 =============  ===================================================================================
@@ -167,7 +167,7 @@ class Execution:
         self.peak_live = 0
         self.disk: dict[int, SpillRecord] = {}
         self.io_busy: set[int] = set()
-        self.in_use: dict[int, int] = {}
+        self.running: set[int] = set()
         self.spilled_bytes = 0
         self.unspilled_bytes = 0
         self.prefetch: deque[int] = deque()
@@ -242,12 +242,10 @@ class Execution:
                 self.nrunning += 1
                 self.reserved += self.estimates[i]
                 deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
-                in_use = self.in_use
-                for d in deps:
-                    in_use[d] = in_use.get(d, 0) + 1
+                self.running.add(i)
                 if ready and self._nidle and self.task_time >= PARALLEL_TASK_TIME:
                     self._cond.notify()
-                if any(d not in results for d in deps):
+                if self.disk and any(d not in results for d in deps):
                     self._read_back([d for d in deps if d not in results])
                     if self.finished:
                         self._unpin(i)
@@ -411,13 +409,12 @@ class Execution:
             self.peak_live = self.live
 
     def _unpin(self, i: int) -> None:
-        in_use = self.in_use
-        for d in self._dep_idx[self._dep_ptr[i] : self._dep_ptr[i + 1]]:
-            left = in_use.get(d, 0) - 1
-            if left > 0:
-                in_use[d] = left
-            else:
-                in_use.pop(d, None)
+        self.running.discard(i)
+
+    def _pinned(self) -> set[int]:
+        """Inputs of the running tasks: never spilled (computed only when spilling)."""
+        dep_ptr, dep_idx = self._dep_ptr, self._dep_idx
+        return {d for t in self.running for d in dep_idx[dep_ptr[t] : dep_ptr[t + 1]]}
 
     def _need(self, i: int) -> int:
         need = self.estimates[i]
@@ -445,12 +442,13 @@ class Execution:
     def _victims(self, deficit: int, task: int) -> list[int]:
         """The coldest results that may go to disk, enough to cover ``deficit`` bytes."""
         own = set(self._dep_idx[self._dep_ptr[task] : self._dep_ptr[task + 1]])
+        own |= self._pinned()
         prio = self.priority
         state = self.state
         cons_ptr, cons_idx = self._cons_ptr, self._cons_idx
         candidates = []
         for v, value in self.results.items():
-            if v in own or v in self.io_busy or v in self.in_use:
+            if v in own or v in self.io_busy:
                 continue
             if not (self.reloadable[v] or spillable(value)):
                 continue
@@ -479,6 +477,7 @@ class Execution:
         finally:
             self.lock.acquire()
             self.io_busy.difference_update(victims)
+        pinned = self._pinned()
         for v in victims:
             record = records.get(v) or self.disk.get(v)
             if record is None:  # a load: its source is the copy, made again when needed
@@ -490,7 +489,7 @@ class Execution:
                     self.spill.delete(records[v])
                 continue
             self.disk[v] = record
-            if v in self.in_use:  # a task took it meanwhile: keep it, the file is a clean copy
+            if v in pinned:  # a task took it meanwhile: keep it, the file is a clean copy
                 continue
             del self.results[v]
             size = self.sizes.pop(v, 0)
@@ -678,7 +677,7 @@ class Execution:
                 "live": self.live,
                 "reserved": self.reserved,
                 "disk": sorted((keys[i] for i in self.disk), key=repr),
-                "in_use": {keys[i]: c for i, c in self.in_use.items()},
+                "running": sorted((keys[i] for i in self.running), key=repr),
             }
 
     def key_of(self, i: int) -> Hashable:
