@@ -17,7 +17,10 @@ option         default                   meaning
 ``callbacks``  ``()``                    event subscribers for this run (see ``runtime.events``)
 ``memory_limit`` ``None`` (3/4 of RAM)   bytes of results a worker process may hold at once
                                          (an int or a string such as ``"2GB"``); colder
-                                         results spill to disk beyond it
+                                         results spill to disk beyond it. All threads of
+                                         the threads backend share it; with several
+                                         workers it can be exceeded by about one task's
+                                         result
 ``spill_dir``  ``None`` (the temp dir)   where spilled results are written
 =============  ========================  ====================================================
 """

@@ -46,6 +46,9 @@ nothing runs either, it runs the task anyway so that the run always progresses. 
 reads happen outside the lock, so the other workers keep computing meanwhile; and while
 results are on disk, an I/O thread reads ahead the spilled inputs of the next ready tasks
 (within the budget) so that even a single worker computes while they are read.
+Admission uses estimates, and tasks that run at once finish together, so with several
+workers the results held can exceed ``limit`` by about one task's result; with one worker
+they stay under it.
 
 Tiny tasks are not worth a second worker: when tasks take microseconds, two threads spend
 their time handing the scheduling lock and the GIL back and forth, and one thread alone is
