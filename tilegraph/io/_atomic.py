@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -96,15 +97,72 @@ def check_block(
     return arr
 
 
-class CommitOnExit:
-    """The context-manager protocol of the atomic writers: ``commit()`` on a clean exit,
-    ``abort()`` when the block raised (KeyboardInterrupt included)."""
+class AtomicWriter(ABC):
+    """What the atomic writers share: the open -> committed / aborted states, the lock, and
+    the context-manager protocol (``commit()`` on a clean exit, ``abort()`` when the block
+    raised, KeyboardInterrupt included).
+
+    A writer sets ``path``, ``overwrite``, ``fsync``, ``_tmp``, ``_lock``, ``_state = "open"``
+    and ``_finalizer`` (removes ``_tmp``), and provides ``_release(sync)`` (close what it
+    holds open, syncing its data first when ``sync``) and ``_move_into_place()`` (rename
+    ``_tmp`` to ``path``; returns a displaced old result to delete, or None).
+    """
+
+    path: str
+    overwrite: bool
+    fsync: bool
+    _state: str
+
+    @abstractmethod
+    def _release(self, sync: bool) -> None:
+        """Close what the writer holds open (syncing its data first when ``sync``)."""
+
+    @abstractmethod
+    def _move_into_place(self) -> str | None:
+        """Rename ``_tmp`` to ``path``; return a displaced old result to delete, or None."""
+
+    def commit(self) -> None:
+        """Move the finished result to ``path`` in one rename.
+
+        Calling it again after a successful commit does nothing. If ``path`` appeared in the
+        meantime and ``overwrite`` is false, the temporary result is deleted and
+        ``FileExistsError`` is raised.
+        """
+        with self._lock:  # type: ignore[attr-defined]
+            if self._state == "committed":
+                return
+            if self._state != "open":
+                raise RuntimeError(
+                    f"{type(self).__name__}({self.path!r}) was aborted; cannot commit")
+            try:
+                self._release(sync=self.fsync)
+                check_not_exists(self.path, self.overwrite)
+                old = self._move_into_place()
+            except BaseException:
+                self._state = "aborted"
+                self._finalizer()  # type: ignore[attr-defined]
+                raise
+            self._finalizer.detach()  # type: ignore[attr-defined]
+            self._state = "committed"
+        if old is not None:
+            remove_path(old)
+        if self.fsync:
+            fsync_parent(self.path)
+
+    def abort(self) -> None:
+        """Drop the temporary result. Safe to call twice; does nothing after ``commit``."""
+        with self._lock:  # type: ignore[attr-defined]
+            if self._state != "open":
+                return
+            self._state = "aborted"
+            self._release(sync=False)
+            self._finalizer()  # type: ignore[attr-defined]
 
     def __enter__(self) -> Any:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
-            self.commit()  # type: ignore[attr-defined]
+            self.commit()
         else:
-            self.abort()  # type: ignore[attr-defined]
+            self.abort()

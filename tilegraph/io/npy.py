@@ -18,11 +18,9 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from tilegraph.io._atomic import (
-    CommitOnExit,
+    AtomicWriter,
     check_block,
     check_destination,
-    check_not_exists,
-    fsync_parent,
     remove_path,
     temp_sibling,
 )
@@ -182,7 +180,7 @@ def _pwrite_all(fd: int, arr: np.ndarray, offset: int) -> None:
         offset += written
 
 
-class NpyWriter(CommitOnExit):
+class NpyWriter(AtomicWriter):
     """Writes an ``.npy`` file block by block; the file appears at ``path`` only on commit.
 
     The data goes to a hidden temporary file ``.<basename>.tmp-<uuid4 hex>.npy`` in the same
@@ -282,45 +280,15 @@ class NpyWriter(CommitOnExit):
             start = base + sum((bounds[d][0] + c) * strides[d] for d, c in enumerate(combo))
             _pwrite_all(fd, arr[combo] if combo else arr, start)
 
-    def commit(self) -> None:
-        """Flush the data and move the finished file to ``path`` in one rename.
+    def _release(self, sync: bool) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            if sync:
+                os.fsync(fd)
+            os.close(fd)
 
-        Calling it again after a successful commit does nothing. If ``path`` appeared in the
-        meantime and ``overwrite`` is false, the temporary file is deleted and
-        ``FileExistsError`` is raised.
-        """
-        with self._lock:
-            if self._state == "committed":
-                return
-            if self._state != "open":
-                raise RuntimeError(f"NpyWriter({self.path!r}) was aborted; cannot commit")
-            fd, self._fd = self._fd, None
-            try:
-                if fd is not None:
-                    if self.fsync:
-                        os.fsync(fd)
-                    os.close(fd)
-                check_not_exists(self.path, self.overwrite)
-                os.replace(self._tmp, self.path)
-            except BaseException:
-                self._state = "aborted"
-                self._finalizer()
-                raise
-            self._finalizer.detach()
-            self._state = "committed"
-        if self.fsync:
-            fsync_parent(self.path)
-
-    def abort(self) -> None:
-        """Drop the temporary file. Safe to call twice; does nothing after ``commit``."""
-        with self._lock:
-            if self._state != "open":
-                return
-            self._state = "aborted"
-            fd, self._fd = self._fd, None
-            if fd is not None:
-                os.close(fd)
-            self._finalizer()
+    def _move_into_place(self) -> None:
+        os.replace(self._tmp, self.path)
 
     def __repr__(self) -> str:
         return f"NpyWriter({self.path!r}, shape={self.shape}, dtype={self.dtype}, {self._state})"

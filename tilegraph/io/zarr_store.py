@@ -20,11 +20,9 @@ import zarr
 import zarr.errors
 
 from tilegraph.io._atomic import (
-    CommitOnExit,
+    AtomicWriter,
     check_block,
     check_destination,
-    check_not_exists,
-    fsync_parent,
     fsync_path,
     remove_path,
     temp_sibling,
@@ -178,7 +176,7 @@ def _partially_covered_chunks(
     ]
 
 
-class ZarrWriter(CommitOnExit):
+class ZarrWriter(AtomicWriter):
     """Writes a zarr (format 3) array region by region; it appears at ``path`` only on commit.
 
     The array is created with the given chunk shape and zarr's default compressor in a hidden
@@ -277,53 +275,23 @@ class ZarrWriter(CommitOnExit):
                 stack.enter_context(self._chunk_lock(coord))
             array[index] = arr
 
-    def commit(self) -> None:
-        """Move the finished array to ``path`` by renaming its directory.
+    def _release(self, sync: bool) -> None:
+        self._array = None
+        if sync:
+            fsync_path(self._tmp)
 
-        Calling it again after a successful commit does nothing. If ``path`` appeared in the
-        meantime and ``overwrite`` is false, the temporary directory is deleted and
-        ``FileExistsError`` is raised.
-        """
-        with self._lock:
-            if self._state == "committed":
-                return
-            if self._state != "open":
-                raise RuntimeError(f"ZarrWriter({self.path!r}) was aborted; cannot commit")
-            self._array = None
-            old: str | None = None
-            try:
-                if self.fsync:
-                    fsync_path(self._tmp)
-                check_not_exists(self.path, self.overwrite)
-                if os.path.lexists(self.path):
-                    old = temp_sibling(self.path, kind="old")
-                    os.rename(self.path, old)
-                try:
-                    os.rename(self._tmp, self.path)
-                except BaseException:
-                    if old is not None:
-                        os.rename(old, self.path)
-                        old = None
-                    raise
-            except BaseException:
-                self._state = "aborted"
-                self._finalizer()
-                raise
-            self._finalizer.detach()
-            self._state = "committed"
-        if old is not None:
-            remove_path(old)
-        if self.fsync:
-            fsync_parent(self.path)
-
-    def abort(self) -> None:
-        """Delete the temporary directory. Safe to call twice; does nothing after ``commit``."""
-        with self._lock:
-            if self._state != "open":
-                return
-            self._state = "aborted"
-            self._array = None
-            self._finalizer()
+    def _move_into_place(self) -> str | None:
+        old = None
+        if os.path.lexists(self.path):  # overwrite: move the old array aside first
+            old = temp_sibling(self.path, kind="old")
+            os.rename(self.path, old)
+        try:
+            os.rename(self._tmp, self.path)
+        except BaseException:
+            if old is not None:
+                os.rename(old, self.path)
+            raise
+        return old
 
     def __repr__(self) -> str:
         return (
