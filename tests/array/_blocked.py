@@ -79,3 +79,31 @@ def shapes_and_chunks(draw, min_dims: int = 1, max_dims: int = 4, max_side: int 
                                 max_size=max_dims)))
     chunks = tuple(draw(axis_chunks(n)) for n in shape)
     return shape, chunks
+
+
+@st.composite
+def uneven_chunks(draw, length: int) -> tuple[int, ...]:
+    """Explicit, usually uneven, block sizes adding up to ``length`` (no empty blocks)."""
+    if length <= 1:
+        return (length,)
+    cuts = sorted(draw(st.sets(st.integers(1, length - 1), max_size=length - 1)))
+    bounds = [0, *cuts, length]
+    return tuple(b - a for a, b in itertools.pairwise(bounds))
+
+
+def check_values(result, expected, tol32=(1e-5, 1e-5), tol64=(1e-12, 1e-12)):
+    """``result`` (an Array) computes to ``expected``: same shape, dtype and values, with
+    (rtol, atol) ``tol32`` for 32-bit floats and ``tol64`` for the others."""
+    expected = np.asarray(expected)
+    assert isinstance(result, tg.Array)
+    assert result.shape == expected.shape, (result.shape, expected.shape)
+    assert result.dtype == expected.dtype, (result.dtype, expected.dtype)
+    got = result.compute()
+    assert np.asarray(got).dtype == expected.dtype
+    assert np.shape(got) == expected.shape
+    if expected.dtype.kind in "fc":
+        rtol, atol = tol32 if expected.dtype in (np.float32, np.complex64) else tol64
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, expected, strict=True)
+    return got

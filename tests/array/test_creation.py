@@ -2,11 +2,11 @@
 tilegraph.random, checked against NumPy on uneven blocks; chunks= forms and their errors;
 laziness."""
 
-import itertools
 import math
 
 import numpy as np
 import pytest
+from _blocked import uneven_chunks as axis_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,16 +14,6 @@ import tilegraph as tg
 from tilegraph.array.chunks import AUTO_BLOCK_BYTES
 
 SETTINGS = settings(max_examples=40, deadline=None)
-
-
-@st.composite
-def axis_chunks(draw, length):
-    """Explicit, usually uneven, block sizes adding up to ``length``."""
-    if length <= 1:
-        return (length,)
-    cuts = sorted(draw(st.sets(st.integers(1, length - 1), max_size=length - 1)))
-    bounds = [0, *cuts, length]
-    return tuple(b - a for a, b in itertools.pairwise(bounds))
 
 
 @st.composite

@@ -2,12 +2,13 @@
 block sizes, NumPy arrays and Python scalars (NEP 50), where, astype; build-time errors;
 laziness."""
 
-import itertools
 import operator
 import warnings
 
 import numpy as np
 import pytest
+from _blocked import check_values as check
+from _blocked import uneven_chunks as axis_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -20,16 +21,6 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:(invalid value|divide by zero|overflow):RuntimeWarning")
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_, np.complex128]
-
-
-@st.composite
-def axis_chunks(draw, length):
-    """Explicit, usually uneven, block sizes adding up to ``length``."""
-    if length <= 1:
-        return (length,)
-    cuts = sorted(draw(st.sets(st.integers(1, length - 1), max_size=length - 1)))
-    bounds = [0, *cuts, length]
-    return tuple(b - a for a, b in itertools.pairwise(bounds))
 
 
 def elements(dtype):
@@ -52,23 +43,6 @@ def blocked(draw, dtype, shape):
     x = tg.from_numpy(ref, chunks=chunks)
     assert x.chunks == chunks
     return ref, x
-
-
-def check(result, expected):
-    """``result`` (an Array) computes to ``expected``: same shape, dtype and values."""
-    expected = np.asarray(expected)
-    assert isinstance(result, tg.Array)
-    assert result.shape == expected.shape, (result.shape, expected.shape)
-    assert result.dtype == expected.dtype, (result.dtype, expected.dtype)
-    got = result.compute()
-    assert np.asarray(got).dtype == expected.dtype
-    assert np.shape(got) == expected.shape
-    if expected.dtype.kind in "fc":
-        rtol = 1e-5 if expected.dtype in (np.float32, np.complex64) else 1e-12
-        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol, equal_nan=True)
-    else:
-        np.testing.assert_array_equal(got, expected, strict=True)
-    return got
 
 
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)

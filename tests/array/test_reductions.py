@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from _blocked import check_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -76,27 +77,9 @@ def axes_for(draw, ndim, single=False):
     return draw(st.one_of(choices))
 
 
-def tolerance(dtype):
-    dtype = np.dtype(dtype)
-    if dtype in (np.float32, np.complex64):
-        return {"rtol": 1e-4, "atol": 1e-3}
-    return {"rtol": 1e-10, "atol": 1e-10}
-
-
 def check(result, expected):
     """``result`` (an Array) computes to ``expected``: same shape, dtype and values."""
-    expected = np.asarray(expected)
-    assert isinstance(result, tg.Array)
-    assert result.shape == expected.shape, (result.shape, expected.shape)
-    assert result.dtype == expected.dtype, (result.dtype, expected.dtype)
-    got = result.compute()
-    assert np.asarray(got).dtype == expected.dtype
-    assert np.shape(got) == expected.shape
-    if expected.dtype.kind in "fc":
-        np.testing.assert_allclose(got, expected, equal_nan=True, **tolerance(expected.dtype))
-    else:
-        np.testing.assert_array_equal(got, expected, strict=True)
-    return got
+    return check_values(result, expected, tol32=(1e-4, 1e-3), tol64=(1e-10, 1e-10))
 
 
 def numpy_or_error(fn):
