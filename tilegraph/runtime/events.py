@@ -28,26 +28,34 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class RunStart(Event):
-    """A run begins. ``ntasks``: tasks to run; ``nworkers``: workers; ``backend``: its name."""
+    """A run begins. ``ntasks``: tasks to run; ``nworkers``: workers; ``backend``: its name;
+    ``rank``: the process (MPI rank) this run's events come from, 0 on one machine;
+    ``time``: ``time.perf_counter()`` when the run began."""
 
     ntasks: int
     nworkers: int
     backend: str
+    rank: int = 0
+    time: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class TaskStart(Event):
-    """Task ``key`` (op ``name``) starts on ``worker`` at ``time`` (``time.perf_counter``)."""
+    """Task ``key`` (op ``name``, op kind ``kind``) starts on ``worker`` at ``time``
+    (``time.perf_counter``)."""
 
     key: Hashable
     name: str
     worker: int
     time: float
+    kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class TaskEnd(Event):
-    """Task ``key`` finished on ``worker``; its result holds ``nbytes`` bytes."""
+    """Task ``key`` (op ``name``, op kind ``kind``) ran on ``worker`` from ``start`` to
+    ``stop``; its result holds ``nbytes`` bytes; ``held``: bytes of results the process holds
+    once this result is kept (it is dropped at once if nothing needs it)."""
 
     key: Hashable
     name: str
@@ -55,6 +63,8 @@ class TaskEnd(Event):
     start: float
     stop: float
     nbytes: int
+    kind: str = ""
+    held: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +80,12 @@ class TaskFailed(Event):
 
 @dataclass(frozen=True, slots=True)
 class Release(Event):
-    """The result of ``key`` (``nbytes`` bytes) was freed: its last consumer has run."""
+    """The result of ``key`` (``nbytes`` bytes) was freed: its last consumer has run.
+    ``held``: bytes of results the process holds afterwards."""
 
     key: Hashable
     nbytes: int
+    held: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +96,34 @@ class Spill(Event):
     key: Hashable
     nbytes: int
     clean: bool
+    held: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class Unspill(Event):
     """The result of ``key`` (``nbytes`` bytes) was read back from disk for a consumer;
-    ``ahead``: by the read-ahead thread, while workers computed."""
+    ``ahead``: by the read-ahead thread, while workers computed. ``held``: bytes of results
+    the process holds afterwards."""
 
     key: Hashable
     nbytes: int
     ahead: bool = False
+    held: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer(Event):
+    """The result of ``key`` (``nbytes`` bytes) arrived from process ``source`` at process
+    ``dest`` (MPI ranks); it was on its way from ``start`` to ``stop`` (``perf_counter`` of
+    the receiving process). ``held``: bytes of results ``dest`` holds once it is kept."""
+
+    key: Hashable
+    source: int
+    dest: int
+    nbytes: int
+    start: float
+    stop: float
+    held: int = -1
 
 
 @dataclass(frozen=True, slots=True)
