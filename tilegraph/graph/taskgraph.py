@@ -32,7 +32,8 @@ literal container so it is passed as it is. The mode says how much work filling 
 Metadata columns (all optional): ``name`` (op name shown in errors and plans), ``kind`` (op
 kind, e.g. ``"load"``, ``"gemm"``), ``coords`` (block coordinates), ``nbytes`` (estimated
 output bytes), ``cost`` (estimated flops), ``line`` (the user's source line, ``"file:line"``),
-``retries`` (extra attempts allowed), ``priority`` (lower runs first).
+``retries`` (extra attempts allowed), ``priority`` (lower runs first), ``worker`` (the
+worker a placement assigned, see :func:`tilegraph.plan.place`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ MODE_DIRECT = 1
 MODE_FLAT = 2
 MODE_NESTED = 3
 
-META_COLUMNS = ("name", "kind", "coords", "nbytes", "cost", "line", "retries", "priority")
+META_COLUMNS = ("name", "kind", "coords", "nbytes", "cost", "line", "retries", "priority",
+                "worker")
 
 
 class GraphError(ValueError):
@@ -161,6 +163,7 @@ class TaskMeta(NamedTuple):
     line: str | None
     retries: int | None
     priority: int | None
+    worker: int | None = None
 
 
 class GraphBuilder:
@@ -329,6 +332,20 @@ class TaskGraph:
         self.meta = meta
         self._dependents: tuple[np.ndarray, np.ndarray] | None = None
 
+    def with_meta(self, **columns: list[Any]) -> TaskGraph:
+        """The same graph with the metadata ``columns`` added or replaced (one value per
+        task); everything else is shared, not copied."""
+        meta = dict(self.meta)
+        for name, col in columns.items():
+            if len(col) != len(self.keys):
+                raise GraphError(f"metadata column {name!r} has {len(col)} values for "
+                                 f"{len(self.keys)} tasks")
+            meta[name] = list(col)
+        g = TaskGraph(self.keys, self.index, self.funcs, self.args, self.kwargs, self.modes,
+                      self.dep_ptr, self.dep_idx, meta)
+        g._dependents = self._dependents
+        return g
+
     # -- construction from and to dask-style dicts ---------------------------------------------
 
     @classmethod
@@ -445,13 +462,19 @@ class TaskGraph:
             return self
         return self.subgraph(np.flatnonzero(mask))
 
-    def subgraph(self, keep: np.ndarray) -> TaskGraph:
-        """The tasks ``keep`` (sorted indices, closed under dependencies), reindexed."""
+    def subgraph(self, keep: np.ndarray, detach: np.ndarray | None = None) -> TaskGraph:
+        """The tasks ``keep`` (sorted indices, closed under dependencies), reindexed.
+
+        ``detach`` (a boolean mask over this graph's tasks) marks kept tasks whose
+        dependencies are dropped: they stay as tasks without inputs, whose results come from
+        elsewhere (the graph need not be closed under their dependencies)."""
         n = len(self.keys)
         keep = np.asarray(keep, dtype=np.int64)
         new_of_old = np.full(n, -1, dtype=np.int64)
         new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
         counts = np.diff(self.dep_ptr)[keep]
+        if detach is not None:
+            counts = np.where(np.asarray(detach, dtype=bool)[keep], 0, counts)
         dep_ptr = np.zeros(len(keep) + 1, dtype=np.int64)
         np.cumsum(counts, out=dep_ptr[1:])
         # gather the dependency slices of the kept tasks

@@ -7,6 +7,9 @@ exactly one consumer, is not a requested output, and either
 - both kinds are *blockwise* (elementwise ops, views, per-block reductions, stores...):
   then the consumer's inputs are blocks of the same region, needed together anyway.
 
+When tasks are placed on workers (a ``"worker"`` metadata column), only tasks on the same
+worker fuse: fusing across workers would move the producer's work to the consumer's worker.
+
 The fused task runs the producer's call inside the consumer's call (a nested template), so
 ``((a + 1) * b - c).sum()`` becomes one task per block that reads a, b and c and returns the
 block's partial sum, and no intermediate block is ever a task result.
@@ -90,10 +93,13 @@ def fuse_chains(graph: TaskGraph, outputs: np.ndarray) -> tuple[TaskGraph, FuseS
     consumer[single] = idx[ptr[single]]
     fuse = np.zeros(n, dtype=bool)
     modes = graph.modes
+    workers = graph.meta.get("worker")
     for i in single.tolist():
         c = int(consumer[i])
         kp, kc = kinds[i], kinds[c]
         if kp not in FUSIBLE_PRODUCERS or kc not in FUSIBLE_CONSUMERS:
+            continue
+        if workers is not None and workers[i] != workers[c]:
             continue
         if modes[i] == MODE_DATA:
             continue

@@ -1,0 +1,71 @@
+"""The cost model: how long a task computes and how long a block takes to move.
+
+One model serves the placement (cost = cpu + alpha * communication) and the simulator
+(makespan, bytes moved, peak memory per worker), so that both reason with the same numbers.
+
+A task's compute time is its flop count (the ``cost`` column, e.g. ``2mnk`` for a block
+product) divided by ``flop_rate``; a task without a flop count is memory-bound: it streams its
+result once in and once out, ``2 * nbytes / mem_bandwidth``. Every task also pays
+``task_overhead`` (the scheduler's own time). A message of ``b`` bytes takes
+``latency + b / bandwidth`` to arrive.
+
+>>> m = CostModel(flop_rate=1e9, bandwidth=1e8, latency=1e-3, mem_bandwidth=1e9,
+...               task_overhead=0.0)
+>>> m.transfer_seconds(1e8)
+1.001
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Machine parameters, per worker: ``flop_rate`` (flop/s), ``mem_bandwidth`` (bytes/s
+    for memory-bound tasks), ``bandwidth`` (bytes/s of one worker's network link),
+    ``latency`` (seconds per message) and ``task_overhead`` (seconds of scheduling per
+    task). The defaults are one core of a current server and a 10 Gbit/s network."""
+
+    flop_rate: float = 50e9
+    mem_bandwidth: float = 5e9
+    bandwidth: float = 1.25e9
+    latency: float = 20e-6
+    task_overhead: float = 10e-6
+
+    def __post_init__(self) -> None:
+        for name in ("flop_rate", "mem_bandwidth", "bandwidth"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"CostModel: {name} must be a positive number, got {value!r}")
+        for name in ("latency", "task_overhead"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"CostModel: {name} must be a number >= 0, got {value!r}")
+
+    def task_seconds(self, graph: Any) -> np.ndarray:
+        """Estimated compute seconds of every task of ``graph`` (float64 array)."""
+        n = len(graph)
+        flops = column(graph, "cost", n)
+        nbytes = column(graph, "nbytes", n)
+        seconds = np.where(flops > 0, flops / self.flop_rate,
+                           2.0 * nbytes / self.mem_bandwidth)
+        return seconds + self.task_overhead
+
+    def transfer_seconds(self, nbytes: Any) -> Any:
+        """Seconds for a message of ``nbytes`` bytes (a number or an array) to arrive."""
+        return self.latency + np.asarray(nbytes, dtype=np.float64) / self.bandwidth \
+            if isinstance(nbytes, np.ndarray) else self.latency + float(nbytes) / self.bandwidth
+
+
+def column(graph: Any, name: str, n: int | None = None) -> np.ndarray:
+    """The numeric metadata column ``name`` of ``graph`` as float64, missing values 0."""
+    n = len(graph) if n is None else n
+    col = graph.meta.get(name)
+    if col is None:
+        return np.zeros(n, dtype=np.float64)
+    return np.fromiter((0.0 if v is None else float(v) for v in col), dtype=np.float64,
+                       count=n)

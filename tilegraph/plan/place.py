@@ -1,0 +1,205 @@
+"""Static placement: which worker runs each task (the bottom-up pattern scheduler).
+
+Given ``p`` workers, every task gets one worker, chosen by a rule looked up by its op kind
+(``PLACEMENT_RULES``):
+
+- ``"grid"``: the tasks of a group-by-join (the products and accumulations of output block
+  ``(i, j)``) go to worker ``(i mod D, j mod C)`` of an implicit ``D x C`` grid, with
+  ``D = floor(sqrt(p))`` and ``C = p // D`` (a square grid when ``p`` is square; when it is
+  not, ``p - D*C`` workers get no grid tasks). Then each input block travels to at most one
+  row or one column of the grid, as in SUMMA. Vectors (one coordinate) go to ``i mod p``;
+  leading (batch) coordinates are added to the row.
+- ``"gather"``: stores of results go to the worker that gathers them (``gather_to``).
+- inputs (tasks with no dependencies): the initial placement the user chooses:
+  ``"cyclic"`` (the default) is the 2-D block-cyclic distribution on the same grid (1-D
+  cyclic for vectors, round-robin for blocks without coordinates); ``"locality"`` keeps
+  inputs that feed the same consumers together while giving every worker the same number,
+  in the spirit of Mars' initial assignment: the inputs are listed in the order of a
+  breadth-first walk through their shared consumers and cut into ``p`` equal runs.
+- ``"producers"`` (every other kind): among the workers of the task's producers, the one of
+  least cost, where cost = the worker's load + the task's compute time + ``alpha`` x the
+  transfer time of the inputs that are not on that worker yet (a join without reduce thus
+  goes to the less loaded of its two producers' workers). Loads are the compute seconds of
+  the tasks placed on a worker so far; the coordinate-placed tasks are counted first, then
+  the others in dependency order, so every choice sees its inputs' places.
+
+Times come from the :class:`~tilegraph.plan.cost.CostModel`, so placement and the simulator
+agree. All rules but ``"producers"`` are computed with whole-array NumPy operations; the
+``"producers"`` rule visits its tasks one by one.
+
+>>> grid_shape(4), grid_shape(8), grid_shape(2)
+((2, 2), (2, 4), (1, 2))
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from tilegraph.plan.cost import CostModel, column
+
+PLACEMENT_RULES: dict[str, str] = {
+    "product": "grid",
+    "accumulate": "grid",
+    "store": "gather",
+}
+INITIAL_PLACEMENTS = ("cyclic", "locality")
+
+
+def grid_shape(workers: int) -> tuple[int, int]:
+    """``(D, C)``: the process grid of ``workers`` workers used by the grid rule."""
+    d = math.isqrt(workers)
+    return d, workers // d
+
+
+def grid_workers(coords: list[tuple], workers: int) -> np.ndarray:
+    """The grid worker of each block coordinate (see the module docstring)."""
+    out = np.zeros(len(coords), dtype=np.int64)
+    if not coords:
+        return out
+    d, c = grid_shape(workers)
+    by_len: dict[int, list[int]] = {}
+    for pos, co in enumerate(coords):
+        by_len.setdefault(len(co), []).append(pos)
+    for k, positions in by_len.items():
+        if k == 0:
+            continue  # scalars: worker 0
+        arr = np.array([coords[q] for q in positions], dtype=np.int64).reshape(len(positions), k)
+        if k == 1:
+            out[positions] = arr[:, 0] % workers
+        else:
+            row = arr[:, -2] + arr[:, :-2].sum(axis=1)
+            out[positions] = (row % d) * c + arr[:, -1] % c
+    return out
+
+
+def place(
+    graph: Any,
+    workers: int,
+    *,
+    initial: str = "cyclic",
+    alpha: float = 1.0,
+    model: CostModel | None = None,
+    gather_to: int = 0,
+) -> np.ndarray:
+    """The worker of every task of ``graph`` (an int64 array) for ``workers`` workers.
+
+    See the module docstring for the rules. ``initial`` is the placement of the input blocks
+    (``"cyclic"`` or ``"locality"``), ``alpha`` the weight of communication against compute
+    time, ``model`` the cost model, ``gather_to`` the worker that gathers stored results.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"place(): workers must be a positive int, got {workers!r}")
+    workers = int(workers)
+    if initial not in INITIAL_PLACEMENTS:
+        raise ValueError(f"place(): initial placement must be one of "
+                         f"{', '.join(INITIAL_PLACEMENTS)}, got {initial!r}")
+    if not isinstance(alpha, (int, float)) or not alpha >= 0:
+        raise ValueError(f"place(): alpha must be a number >= 0, got {alpha!r}")
+    if not isinstance(gather_to, (int, np.integer)) or not 0 <= gather_to < workers:
+        raise ValueError(f"place(): gather_to must be a worker in [0, {workers}), "
+                         f"got {gather_to!r}")
+    n = len(graph)
+    placement = np.full(n, -1, dtype=np.int64)
+    if n == 0 or workers == 1:
+        placement[:] = 0
+        return placement
+    model = model or CostModel()
+    kinds = graph.meta.get("kind") or [None] * n
+    coords = graph.meta.get("coords") or [None] * n
+    in_deg = graph.in_degree()
+    rules = [PLACEMENT_RULES.get(k, "producers") for k in kinds]
+
+    grid = [i for i in range(n) if rules[i] == "grid" and coords[i] is not None]
+    placement[grid] = grid_workers([coords[i] for i in grid], workers)
+    placement[[i for i in range(n) if rules[i] == "gather"]] = gather_to
+    sources = np.flatnonzero((in_deg == 0) & (placement < 0))
+    placement[sources] = _initial(graph, sources, workers, initial, coords)
+
+    seconds = model.task_seconds(graph)
+    placed = placement >= 0
+    load = np.bincount(placement[placed], weights=seconds[placed], minlength=workers)
+    _place_by_producers(graph, placement, load, seconds, alpha, model)
+    return placement
+
+
+def _initial(graph: Any, sources: np.ndarray, workers: int, initial: str,
+             coords: list) -> np.ndarray:
+    """Workers of the input blocks ``sources`` by the chosen initial placement."""
+    if len(sources) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if initial == "locality":
+        walk = _locality_walk(graph, sources)
+        out = np.empty(len(sources), dtype=np.int64)
+        pos = np.empty(len(graph), dtype=np.int64)
+        pos[sources] = np.arange(len(sources))
+        share = -(-len(sources) // workers)
+        out[pos[walk]] = np.arange(len(walk)) // share
+        return out
+    src = sources.tolist()
+    with_coords = [j for j, i in enumerate(src) if coords[i] is not None]
+    out = np.arange(len(src), dtype=np.int64) % workers
+    if with_coords:
+        out[with_coords] = grid_workers([coords[src[j]] for j in with_coords], workers)
+    return out
+
+
+def _locality_walk(graph: Any, sources: np.ndarray) -> np.ndarray:
+    """The inputs in breadth-first order through shared consumers (undirected walk)."""
+    n = len(graph)
+    cptr, cidx = graph.dependents_csr()
+    cptr, cidx = cptr.tolist(), cidx.tolist()
+    dptr, didx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
+    is_source = np.zeros(n, dtype=bool)
+    is_source[sources] = True
+    seen = bytearray(n)
+    walk: list[int] = []
+    for start in sources.tolist():
+        if seen[start]:
+            continue
+        seen[start] = 1
+        queue = deque([start])
+        while queue:
+            v = queue.popleft()
+            if is_source[v]:
+                walk.append(v)
+            for u in cidx[cptr[v]:cptr[v + 1]] + didx[dptr[v]:dptr[v + 1]]:
+                if not seen[u]:
+                    seen[u] = 1
+                    queue.append(u)
+    return np.array(walk, dtype=np.int64)
+
+
+def _place_by_producers(graph: Any, placement: np.ndarray, load: np.ndarray,
+                        seconds: np.ndarray, alpha: float, model: CostModel) -> None:
+    """The "producers" rule, in dependency order, for every task not placed yet."""
+    todo = placement < 0
+    if not todo.any():
+        return
+    n = len(graph)
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+    if (graph.dep_idx < src).all():
+        visit = np.flatnonzero(todo).tolist()
+    else:
+        order = graph.topological_order()
+        visit = order[todo[order]].tolist()
+    ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
+    move = (alpha * model.transfer_seconds(column(graph, "nbytes", n))).tolist()
+    where = placement.tolist()
+    work = load.tolist()
+    sec = seconds.tolist()
+    for i in visit:
+        deps = idx[ptr[i]:ptr[i + 1]]
+        cands = {where[d] for d in deps}
+        best, best_cost = -1, 0.0
+        for w in sorted(cands):
+            cost = work[w] + sum(move[d] for d in deps if where[d] != w)
+            if best < 0 or cost < best_cost:
+                best, best_cost = w, cost
+        where[i] = best
+        work[best] += sec[i]
+    placement[:] = where
+    load[:] = work
