@@ -9,8 +9,11 @@ block of code::
 =============  ========================  ====================================================
 option         default                   meaning
 =============  ========================  ====================================================
-``backend``    ``"threads"``             where tasks run: ``"threads"`` or ``"sync"``
-``workers``    ``None`` (= cores)        worker threads of the threads backend
+``backend``    ``"threads"``             where tasks run: ``"threads"``, ``"sync"`` or ``"mpi"``
+                                         (the environment variable ``TILEGRAPH_BACKEND``,
+                                         set by ``tilegraph run``, changes the default)
+``workers``    ``None`` (= cores)        worker threads of the threads backend (with MPI:
+                                         threads per rank, default cores / ranks per host)
 ``retries``    ``0``                     extra attempts for a task that raised an exception
 ``progress``   ``"auto"``                progress bar: ``True``, ``False``, or ``"auto"`` (on a
                                          terminal, for runs longer than a second)
@@ -22,6 +25,10 @@ option         default                   meaning
                                          workers it can be exceeded by about one task's
                                          result
 ``spill_dir``  ``None`` (the temp dir)   where spilled results are written
+``placement``  ``"cyclic"``              initial placement of input blocks on MPI ranks:
+                                         ``"cyclic"`` (2-D block-cyclic) or ``"locality"``
+``report``     ``None``                  path of an HTML report written after the run (task
+                                         stream, memory over time, plan summary)
 =============  ========================  ====================================================
 """
 
@@ -33,13 +40,15 @@ from contextlib import contextmanager
 from typing import Any
 
 _defaults: dict[str, Any] = {
-    "backend": "threads",
+    "backend": None,  # None: $TILEGRAPH_BACKEND, else "threads"
     "workers": None,
     "retries": 0,
     "progress": "auto",
     "callbacks": (),
     "memory_limit": None,
     "spill_dir": None,
+    "placement": "cyclic",
+    "report": None,
 }
 _lock = threading.Lock()
 
@@ -108,7 +117,40 @@ def _check_spill_dir(value: Any) -> str | None:
     return path
 
 
+def _check_placement(value: Any) -> str:
+    from tilegraph.plan.place import INITIAL_PLACEMENTS
+
+    if value not in INITIAL_PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(INITIAL_PLACEMENTS)}, "
+                         f"got {value!r}")
+    return value
+
+
+def _check_report(value: Any) -> str | None:
+    import os
+
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise TypeError(f"report must be a file path or None, got {type(value).__name__}"
+                        ) from None
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ValueError(f"report {path!r}: directory {parent!r} does not exist")
+    return path
+
+
+def _default_backend() -> str:
+    import os
+
+    return _check_backend(os.environ.get("TILEGRAPH_BACKEND") or "threads")
+
+
 _checks: dict[str, Callable[[Any], Any]] = {
+    "placement": _check_placement,
+    "report": _check_report,
     "memory_limit": _check_memory_limit,
     "spill_dir": _check_spill_dir,
     "backend": _check_backend,
@@ -131,6 +173,8 @@ def _check_names(options: dict[str, Any], where: str) -> None:
 def get(name: str) -> Any:
     """The current value of option ``name``."""
     _check_names({name: None}, "config.get()")
+    if name == "backend" and _defaults[name] is None:
+        return _default_backend()
     return _defaults[name]
 
 
@@ -155,4 +199,6 @@ def resolve(options: dict[str, Any], where: str) -> dict[str, Any]:
     merged = dict(_defaults)
     for name, value in options.items():
         merged[name] = _checks[name](value)
+    if merged["backend"] is None:
+        merged["backend"] = _default_backend()
     return merged

@@ -122,7 +122,8 @@ def test_failing_task():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"backend": "gpu"}, ValueError, "unknown backend 'gpu'; choose one of: sync, threads"),
+        ({"backend": "gpu"}, ValueError,
+         "unknown backend 'gpu'; choose one of: mpi, sync, threads"),
         ({"workers": 0}, ValueError, "workers must be a positive integer"),
         ({"workers": 1.5}, ValueError, "workers must be a positive integer"),
         ({"retries": -1}, ValueError, "retries must be a non-negative integer"),

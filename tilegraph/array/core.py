@@ -375,7 +375,8 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     """Compute several arrays with one shared plan; returns a tuple of NumPy results.
 
     Common subexpressions of the arrays are computed once. Non-Array arguments are returned
-    as they are.
+    as they are. With ``backend="mpi"`` every rank must call it; rank 0 gets the results and
+    the other ranks get ``None`` for each array.
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
@@ -383,13 +384,15 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     (np.float64(15.0), np.float64(5.0))
     """
     from tilegraph import config
-    from tilegraph.plan.lower import plan_arrays
+    from tilegraph.plan.lower import placement_for, plan_arrays
     from tilegraph.runtime.api import run
 
-    config.resolve(options, "compute()")
+    opts = config.resolve(options, "compute()")
     targets = [a for a in arrays if isinstance(a, Array)]
-    plan = plan_arrays(targets)
+    plan = plan_arrays(targets, place=placement_for(opts))
     values = run(plan.graph, plan.outputs, **options) if plan.outputs else []
+    if values is None:  # an MPI rank other than 0: the results were gathered on rank 0
+        return tuple(None if isinstance(a, Array) else a for a in arrays)
     results = plan.assemble(values)
     it = iter(results)
     return tuple(next(it) if isinstance(a, Array) else a for a in arrays)

@@ -66,11 +66,14 @@ def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
 
     blocks = Blocks(name, x.numblocks, (x.blocks,), emit)
     try:
-        run_blocks([blocks], **options)
+        here = run_blocks([blocks], **options)
     except BaseException:
         writer.abort()
         raise
-    writer.commit()
+    if here:
+        writer.commit()
+    else:  # an MPI rank other than 0: rank 0 wrote every block and commits
+        writer.abort()
 
 
 def to_npy(x: Array, path: str | os.PathLike, overwrite: bool = False, **options: Any) -> None:

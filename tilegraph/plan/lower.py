@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +71,12 @@ class Plan:
         return out
 
 
-def plan_arrays(arrays: Sequence[Any], fuse: bool = True) -> Plan:
-    """Lower ``arrays`` (sharing their common subexpressions) to one fused TaskGraph."""
+def plan_arrays(arrays: Sequence[Any], fuse: bool = True,
+                place: Callable[[TaskGraph], np.ndarray] | None = None) -> Plan:
+    """Lower ``arrays`` (sharing their common subexpressions) to one fused TaskGraph.
+
+    ``place(graph)`` gives every task a worker (for backends of several processes); the
+    placement is made before fusion, which then fuses only tasks on the same worker."""
     from tilegraph.graph.taskgraph import Dep, Lit
 
     with gc_paused():
@@ -102,20 +106,43 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True) -> Plan:
             buffers.append(buf)
             single.append(None)
         outputs = list(dict.fromkeys(outputs))
-        graph = builder.build()
+        graph = _placed(builder.build(), place)
         stats = FuseStats(before=len(graph), after=len(graph))
         if fuse:
             graph, stats = fuse_chains(graph, graph.indices(outputs))
     return Plan(graph, outputs, list(arrays), stats, buffers, single)
 
 
-def run_blocks(colls: Sequence[Any], **options: Any) -> None:
-    """Run every task of the collections ``colls`` for their side effects (writes)."""
+def _placed(graph: TaskGraph, place: Callable[[TaskGraph], np.ndarray] | None) -> TaskGraph:
+    if place is None:
+        return graph
+    return graph.with_meta(worker=np.asarray(place(graph), dtype=np.int64).tolist())
+
+
+def placement_for(options: dict[str, Any]) -> Callable[[TaskGraph], np.ndarray] | None:
+    """The placement function of the backend the resolved ``options`` select, or ``None``
+    when its workers share one memory."""
+    from tilegraph.runtime.backends import make_backend
+
+    if options["backend"] in ("threads", "sync"):
+        return None
+    backend = make_backend(options["backend"], options["workers"])
+    if not backend.distributed:
+        return None
+    initial = options["placement"]
+    return lambda graph: backend.place(graph, initial)
+
+
+def run_blocks(colls: Sequence[Any], **options: Any) -> bool:
+    """Run every task of the collections ``colls`` for their side effects (writes).
+    Returns whether the results were gathered in this process (False on MPI ranks but 0)."""
+    from tilegraph import config
     from tilegraph.runtime.api import run
 
+    place = placement_for(config.resolve(options, "run_blocks()"))
     with gc_paused():
         builder = lower(colls)
         outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
-        graph = builder.build()
+        graph = _placed(builder.build(), place)
         graph, _ = fuse_chains(graph, graph.indices(outputs))
-    run(graph, outputs, **options)
+    return run(graph, outputs, **options) is not None

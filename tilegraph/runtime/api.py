@@ -45,6 +45,10 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
     need are run; every other result is released as soon as its last consumer has run. If a
     task fails, its exception is raised here, with a note naming the task key and op, after
     the rest of the run was cancelled.
+
+    With ``backend="mpi"`` every rank must call ``run`` with the same graph; the tasks are
+    placed on the ranks (unless the graph has a ``worker`` column already), the values are
+    returned on rank 0, and ``None`` is returned on the other ranks.
     """
     opts = config.resolve(options, "run()")
     if not isinstance(graph, TaskGraph):
@@ -59,6 +63,18 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
     if opts["memory_limit"]:
         return_freed_blocks_to_os()
     store = SpillStore(opts["spill_dir"])
+    if backend.distributed:
+        try:
+            values = backend.execute(culled, out_idx, priority, retries=opts["retries"],
+                                     subscribers=subscribers, memory_limit=limit, spill=store,
+                                     initial=opts["placement"])
+            _remember(backend, backend.execution, limit, len(culled))
+            return values
+        finally:
+            execution = getattr(backend, "execution", None)
+            if execution is not None:
+                execution.clear()
+            store.close()
     execution = Execution(culled, out_idx, priority, retries=opts["retries"],
                           subscribers=subscribers, memory_limit=limit, spill=store)
     check_fits(culled, execution.estimates, limit)
@@ -77,10 +93,7 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
         if execution.error is not None:
             raise execution.error
         values = execution.output_values()
-        global _last_summary
-        _last_summary = RunSummary(
-            len(culled), backend.name, backend.workers, time.perf_counter() - execution.started,
-            limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes)
+        _remember(backend, execution, limit, len(culled))
         return values
     finally:
         execution.clear()  # frees results and removes every spill file, whatever happened
@@ -89,7 +102,9 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
 @dataclass(frozen=True)
 class RunSummary:
     """What the last successful run did: tasks, backend, workers, seconds, the memory budget,
-    the most bytes of results held at once, and bytes spilled to and read back from disk."""
+    the most bytes of results held at once, and bytes spilled to and read back from disk.
+    With MPI these are this rank's figures (``ntasks``: tasks in its part of the plan), and
+    ``processes`` and ``bytes_sent`` give the ranks and the bytes this rank sent."""
 
     ntasks: int
     backend: str
@@ -99,15 +114,27 @@ class RunSummary:
     peak_bytes: int
     spilled_bytes: int
     unspilled_bytes: int
+    processes: int = 1
+    bytes_sent: int = 0
 
     def __str__(self) -> str:
-        return (f"{self.ntasks} tasks on {self.workers} {self.backend} worker(s) in "
+        where = f" x {self.processes} ranks" if self.processes > 1 else ""
+        sent = f"; sent {human(self.bytes_sent)} to other ranks" if self.processes > 1 else ""
+        return (f"{self.ntasks} tasks on {self.workers}{where} {self.backend} worker(s) in "
                 f"{self.elapsed:.3f} s; peak {human(self.peak_bytes)} of results held "
                 f"(limit {human(self.memory_limit)}); spilled {human(self.spilled_bytes)}, "
-                f"read back {human(self.unspilled_bytes)}")
+                f"read back {human(self.unspilled_bytes)}{sent}")
 
 
 _last_summary: RunSummary | None = None
+
+
+def _remember(backend: Any, execution: Execution, limit: int, ntasks: int) -> None:
+    global _last_summary
+    _last_summary = RunSummary(
+        ntasks, backend.name, backend.workers, time.perf_counter() - execution.started,
+        limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes,
+        getattr(backend, "processes", 1), getattr(backend, "bytes_sent", 0))
 
 
 def last_run() -> RunSummary | None:
@@ -134,7 +161,8 @@ def get(dsk: Any, keys: Any, **options: Any) -> Any:
 
     ``keys`` is one key, or a list (possibly nested) of keys; the result has the same shape,
     with tuples for lists, as ``dask.get`` returns it.
-    Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``.
+    Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``. With
+    ``backend="mpi"``, rank 0 gets the values and the other ranks get ``None``.
 
     >>> from operator import add
     >>> dsk = {"x": 1, "y": (add, "x", 1), "z": (add, "y", "x")}
@@ -155,4 +183,6 @@ def get(dsk: Any, keys: Any, **options: Any) -> Any:
             raise KeyError(f"key {k!r} is not in the task graph")
     unique = list(dict.fromkeys(flat))
     values = run(graph, unique, **options)
+    if values is None:  # an MPI rank other than 0: the values were gathered on rank 0
+        return None
     return _pack(keys, dict(zip(unique, values, strict=True)))

@@ -24,6 +24,8 @@ class Backend(ABC):
 
     name = "base"
     workers = 1
+    processes = 1  # processes a plan is placed on (MPI ranks); 1: all workers share memory
+    distributed = False  # True: runs a placed plan with ``execute`` (see runtime.mpi)
 
     @abstractmethod
     def run(self, execution: Execution) -> None:
@@ -94,9 +96,16 @@ def _join_all(threads: list[threading.Thread], execution: Execution) -> None:
                 execution.cancel(KeyboardInterrupt())
 
 
+def _mpi_backend(workers: int | None = None) -> Backend:
+    from tilegraph.runtime.mpi import MPIBackend  # mpi4py is imported only when asked for
+
+    return MPIBackend(workers)
+
+
 BACKENDS: dict[str, Callable[..., Backend]] = {
     "sync": lambda workers=None: SyncBackend(),
     "threads": lambda workers=None: ThreadsBackend(workers),
+    "mpi": _mpi_backend,
 }
 
 

@@ -34,6 +34,10 @@ field          meaning and invariant
 ``reloadable`` bytearray[n]: 1 for loads (kind "load", no inputs); under pressure their
                results are dropped without writing, and made again by running the load
 ``running``    set of RUNNING tasks; their inputs are pinned (see :meth:`_pinned`)
+``awaiting``   external tasks (results made elsewhere, e.g. by another MPI rank) not yet
+               delivered; each waits on one virtual dependency until :meth:`deliver`
+``exported``   bytearray[n]: 1 for tasks whose result is also needed elsewhere; when one
+               finishes, ``on_export(i, value)`` is called (with the lock held)
 ``prefetch``   deque of results queued for read-ahead; ``prefetching`` the set of them plus
                the one being read (all also in ``io_busy``); ``prefetch_bytes`` their sizes
 =============  ===================================================================================
@@ -59,7 +63,8 @@ is well above CPython's 5 ms GIL switch interval: a poll that takes the GIL paus
 worker, and a shorter threshold would mistake that pause for a long task.
 
 Transitions are small methods: :meth:`_start` (READY -> RUNNING), :meth:`_task_done`
-(RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop),
+(RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver`
+(an external task WAITING -> DONE when its result arrives),
 :meth:`_release` (DONE -> RELEASED), :meth:`_task_failed` (RUNNING -> READY on retry, else
 FAILED and :meth:`_cancel`), :meth:`_cancel` (every unfinished task -> CANCELLED).
 """
@@ -70,6 +75,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from heapq import heapify, heappop, heappush, nsmallest
 from typing import Any
 
@@ -119,6 +125,9 @@ class Execution:
         subscribers: Sequence[Subscriber] = (),
         memory_limit: int | None = None,
         spill: SpillStore | None = None,
+        external: Sequence[int] = (),
+        exported: Sequence[int] = (),
+        on_export: Callable[[int, Any], None] | None = None,
     ):
         n = len(graph)
         self.graph = graph
@@ -182,6 +191,14 @@ class Execution:
         self.reloadable = bytearray(
             1 if kinds is not None and kinds[i] == "load" and in_deg[i] == 0
             and graph.modes[i] != MODE_DATA else 0 for i in range(n))
+        self.awaiting = len(external)
+        for i in external:
+            self.waiting[i] = 1  # the virtual dependency: the result's arrival
+            self.reloadable[i] = 0
+        self.exported = bytearray(n)
+        for i in exported:
+            self.exported[i] = 1
+        self._on_export = on_export
         self.finished = False
         self.error: BaseException | None = None
         self.status = "running"
@@ -228,7 +245,7 @@ class Execution:
         try:
             while True:
                 while not self.finished and not self._may_take():
-                    if not ready and self.nrunning == 0:
+                    if not ready and self.nrunning == 0 and not self.awaiting:
                         raise SchedulerStalled(
                             f"no task is ready or running, but {self.ntasks - self.ndone} "
                             "of the tasks have not run"
@@ -261,7 +278,8 @@ class Execution:
                 inputs = [results[d] for d in deps]
                 t0 = busy_since[worker] = clock()
                 if emit:
-                    self._send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0))
+                    self._send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0,
+                                         self._kind(i)))
                 lock.release()
                 try:
                     func, args, kwargs = self._prepare(i, inputs)
@@ -276,8 +294,10 @@ class Execution:
                 del busy_since[worker]
                 self.task_time = 0.9 * self.task_time + 0.1 * (t1 - t0)
                 if emit:
+                    nb = nbytes_of(value)
                     self._send(TaskEnd(self.graph.keys[i], self.graph.opname(i), worker, t0, t1,
-                                       nbytes_of(value)))
+                                       nb, self._kind(i),
+                                       self.live + nb if self.refs[i] else self.live))
                 self._task_done(i, value)
         finally:
             lock.release()
@@ -313,6 +333,26 @@ class Execution:
             self.state[i] = CANCELLED
             self._notify_if_idle()
             return
+        if self.exported[i]:
+            self._on_export(i, value)
+        self._settle(i, value)
+
+    def deliver(self, i: int, value: Any, event: Any = None) -> None:
+        """The result of external task i arrived: it is DONE and its consumers may run.
+        ``event`` (e.g. a Transfer) is sent to the subscribers once the result is held."""
+        with self.lock:
+            if self.finished or self.state[i] != WAITING or self.waiting[i] != 1:
+                return
+            self.waiting[i] = 0
+            self.awaiting -= 1
+            self._settle(i, value)
+            if self._emit and event is not None:
+                self._send(replace(event, held=self.live) if hasattr(event, "held") else event)
+            if self.ready or self.finished:
+                self._cond.notify_all()
+
+    def _settle(self, i: int, value: Any) -> None:
+        """Task i has its result: hold it if needed, release inputs, ready consumers."""
         self.ndone += 1
         if self.refs[i]:
             self.state[i] = DONE
@@ -345,7 +385,7 @@ class Execution:
             self.spill.delete(record)
         if self._emit:
             self._send(Release(self.graph.keys[i],
-                               size if value is None else nbytes_of(value)))
+                               size if value is None else nbytes_of(value), self.live))
 
     def _task_failed(self, i: int, worker: int, exc: BaseException) -> None:
         self.nrunning -= 1
@@ -500,7 +540,8 @@ class Execution:
             if v in records:
                 self.spilled_bytes += record.nbytes
             if self._emit:
-                self._send(Spill(self.graph.keys[v], record.nbytes or size, v not in records))
+                self._send(Spill(self.graph.keys[v], record.nbytes or size, v not in records,
+                                 self.live))
 
     def _read_back(self, ids: list[int]) -> None:
         """Bring results back from disk for a task about to run; the lock is released while
@@ -536,7 +577,7 @@ class Execution:
         else:
             del self.disk[d]  # a load made again: nothing on disk to keep
         if self._emit:
-            self._send(Unspill(self.graph.keys[d], nbytes, ahead))
+            self._send(Unspill(self.graph.keys[d], nbytes, ahead, self.live))
 
     def _plan_prefetch(self) -> None:
         """Queue for read-ahead the spilled inputs of the next ready tasks that fit in the
@@ -624,6 +665,10 @@ class Execution:
     def _notify_if_idle(self) -> None:
         if self._nidle:
             self._cond.notify_all()
+
+    def _kind(self, i: int) -> str:
+        kinds = self.graph.meta.get("kind")
+        return (kinds[i] or "") if kinds is not None else ""
 
     def _send(self, event: Any) -> None:
         for fn in self._emit:

@@ -1,0 +1,144 @@
+"""Checks run on every rank under mpiexec by tests/runtime/test_mpi.py.
+
+Each rank prints one line ``RESULT <json>`` with what it saw; rank 0 also compares every
+result with NumPy. Modes: ``values`` (the default), ``fail`` (a task fails on rank 2),
+``report PATH`` (an HTML report of an MPI run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+
+def _values() -> dict:
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.plan.lower import placement_for, plan_arrays
+    from tilegraph.plan.simulate import communication_volume
+    from tilegraph.runtime.events import RunStart, Transfer
+    from tilegraph.runtime.mpi import world
+
+    comm = world()
+    rank = comm.Get_rank()
+    rng = np.random.default_rng(7)
+    checks: dict[str, bool] = {}
+    received: list[tuple[str, int]] = []
+
+    runs = [0]
+
+    def log(event: object) -> None:
+        if isinstance(event, RunStart):
+            runs[0] += 1
+        if isinstance(event, Transfer):
+            received.append((runs[0], repr(event.key), event.source))
+
+    def check(name: str, got: object, want: object, rtol: float = 1e-10) -> None:
+        if rank == 0:
+            ok = np.shape(got) == np.shape(want) and np.allclose(got, want, rtol=rtol)
+            checks[name] = bool(ok)
+        else:
+            checks[name] = got is None
+
+    opts = {"backend": "mpi", "callbacks": [log]}
+    for dtype in (np.float64, np.float32, np.int64, np.complex128):
+        a_np = (rng.random((37, 29)) * 10).astype(dtype)
+        b_np = (rng.random((29, 23)) * 10).astype(dtype)
+        if dtype == np.complex128:
+            a_np = a_np + 1j * a_np[::-1]
+        a = tg.from_numpy(a_np, chunks=(8, 7))
+        b = tg.from_numpy(b_np, chunks=(7, 5))
+        rtol = 1e-4 if dtype == np.float32 else 1e-10
+        name = np.dtype(dtype).name
+        check(f"matmul-{name}", (a @ b).compute(**opts), a_np @ b_np, rtol)
+        check(f"elementwise-{name}", ((a + 1) * a - 3).compute(**opts),
+              (a_np + 1) * a_np - 3, rtol)
+        check(f"sum-axis0-{name}", a.sum(axis=0).compute(**opts), a_np.sum(axis=0), rtol)
+        check(f"max-{name}", a.max().compute(**opts), a_np.max(), rtol)
+        check(f"einsum-{name}", tg.einsum("ij,jk->ik", a, b).compute(**opts),
+              np.einsum("ij,jk->ik", a_np, b_np), rtol)
+    x_np = rng.random((50, 40))
+    x = tg.from_numpy(x_np, chunks=(13, 11))
+    check("mean-std", tg.compute(x.mean(axis=1), x.std(), **opts)[0], x_np.mean(axis=1))
+    check("einsum-trace-like", tg.einsum("ij,ij->j", x, x).compute(**opts),
+          np.einsum("ij,ij->j", x_np, x_np))
+    check("transpose-matmul", (x.T @ x).compute(**opts), x_np.T @ x_np)
+    check("one-block", tg.from_numpy(x_np, chunks=100).sum().compute(**opts), x_np.sum())
+    r = tg.random.random((60, 60), chunks=16, seed=3)
+    check("random-matmul", (r @ r).compute(**opts),
+          (r.compute(backend="threads") @ r.compute(backend="threads")))
+
+    # a dask-style graph through get(): literal data is known to every rank
+    from operator import add, mul
+    got = tg.get({"x": 2, "y": (add, "x", 1), "z": (mul, "y", "x"), "w": (add, "z", "y")},
+                 "w", backend="mpi")
+    checks["get"] = got == 9 if rank == 0 else got is None
+
+    # writes gather on rank 0, which commits the file; the other ranks leave nothing behind
+    folder = comm.bcast(tempfile.mkdtemp() if rank == 0 else None, root=0)
+    path = os.path.join(folder, "out.npy")
+    tg.to_npy(x * 2, path, backend="mpi")
+    comm.Barrier()
+    if rank == 0:
+        checks["to_npy"] = bool(np.allclose(np.load(path), x_np * 2))
+        checks["to_npy-no-temp"] = sorted(os.listdir(folder)) == ["out.npy"]
+
+    # bytes sent equal the communication volume the placement implies
+    a = tg.random.random((64, 64), chunks=16, seed=1)
+    b = tg.random.random((64, 64), chunks=16, seed=2)
+    c = a @ b
+    plan = plan_arrays([c], place=placement_for(tg.config.resolve({"backend": "mpi"}, "t")))
+    predicted, _ = communication_volume(plan.graph, plan.graph.meta["worker"],
+                                        plan.graph.indices(plan.outputs))
+    c.compute(backend="mpi")
+    sent = comm.allreduce(tg.last_run().bytes_sent)
+    checks["bytes-sent-equal-prediction"] = sent == predicted
+    return {"rank": rank, "size": comm.Get_size(), "checks": checks,
+            "received": received, "sent": sent, "predicted": int(predicted)}
+
+
+def _fail() -> dict:
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.runtime.mpi import world
+
+    rank = world().Get_rank()
+
+    def fails_on_rank_2(x):
+        if world().Get_rank() == 2:
+            raise ZeroDivisionError("task failed on rank 2")
+        return x + 1
+
+    x = tg.from_numpy(np.ones((40, 40)), chunks=10)
+    try:
+        (x.map_blocks(fails_on_rank_2) @ x).compute(backend="mpi")
+    except Exception as exc:
+        return {"rank": rank, "error": type(exc).__name__, "message": str(exc),
+                "notes": list(getattr(exc, "__notes__", []))}
+    return {"rank": rank, "error": None}
+
+
+def _report(path: str) -> dict:
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.runtime.mpi import world
+
+    x = tg.from_numpy(np.ones((40, 40)), chunks=10)
+    (x @ x).compute(backend="mpi", report=path)
+    return {"rank": world().Get_rank(), "exists": os.path.exists(path)}
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else "values"
+    if mode == "fail":
+        out = _fail()
+    elif mode == "report":
+        out = _report(sys.argv[2])
+    else:
+        out = _values()
+    print("RESULT " + json.dumps(out), flush=True)

@@ -1,0 +1,87 @@
+"""The MPI backend at several world sizes (mpiexec -n 1, 2, 4), checked against NumPy.
+
+Each test launches ``tests/runtime/mpi_checks.py`` on every rank and reads the one
+``RESULT`` line each rank prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mpi4py")
+
+from tilegraph.cli import mpiexec_command
+
+SCRIPT = Path(__file__).with_name("mpi_checks.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def mpirun(n: int, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess,
+                                                               list[dict]]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMPI_MCA_rmaps_base_oversubscribe="1")
+    proc = subprocess.run([*mpiexec_command(n), sys.executable, "-m", "mpi4py", str(SCRIPT),
+                           *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines()
+               if line.startswith("RESULT ")]
+    return proc, sorted(results, key=lambda r: r["rank"])
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_results_equal_numpy(n):
+    proc, results = mpirun(n)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["rank"] for r in results] == list(range(n))
+    for r in results:
+        failed = [name for name, ok in r["checks"].items() if not ok]
+        assert not failed, f"rank {r['rank']}: {failed}"
+    assert len(results[0]["checks"]) >= 29
+    # no block is sent twice to the same rank in one run
+    for r in results:
+        pairs = [tuple(p) for p in r["received"]]
+        assert len(pairs) == len(set(pairs)), f"rank {r['rank']} received a block twice"
+    if n == 1:
+        assert results[0]["sent"] == 0
+    else:
+        assert results[0]["sent"] == results[0]["predicted"] > 0
+
+
+def test_task_error_on_rank_2_surfaces_on_rank_0_and_every_rank_exits():
+    proc, results = mpirun(4, "fail", timeout=120)
+    assert [r["rank"] for r in results] == [0, 1, 2, 3]  # every rank came back
+    assert proc.returncode == 0, proc.stderr[-3000:]  # ... and exited
+    for r in results:
+        assert r["error"] == "ZeroDivisionError", r
+        assert r["message"] == "task failed on rank 2"
+    notes = "\n".join(results[0]["notes"])
+    assert "fails_on_rank_2" in notes  # the task, named
+    assert "raised on MPI rank 2" in notes
+    assert "traceback on MPI rank 2" in notes
+
+
+def test_tilegraph_run_launches_the_script_with_the_mpi_backend(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import numpy as np, tilegraph as tg\n"
+        "x = tg.from_numpy(np.arange(100.0), chunks=7)\n"
+        "r = (x * 2).sum().compute()\n"
+        "print('BACKEND', tg.config.get('backend'), r, flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "tilegraph.cli", "run", "-n", "2", str(script)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = sorted(line for line in proc.stdout.splitlines() if line.startswith("BACKEND"))
+    assert lines == ["BACKEND mpi 9900.0", "BACKEND mpi None"]
+
+
+def test_tilegraph_run_rejects_a_missing_script(tmp_path, capsys):
+    from tilegraph.cli import main
+
+    assert main(["run", "-n", "2", str(tmp_path / "missing.py")]) == 2
+    assert "no such script" in capsys.readouterr().err

@@ -1,0 +1,428 @@
+"""The MPI backend: one plan, many processes, blocks sent once.
+
+Every rank runs the same script (``tilegraph run -n 4 script.py``, or ``mpiexec`` directly,
+with ``backend="mpi"``), so every rank lowers the same program to the same TaskGraph. The
+placement is computed once, on rank 0, and broadcast; before running, the ranks check that
+they hold the same graph and placement (a fingerprint of its structure), so that a script
+that branches on its rank fails with a clear error instead of a hang.
+
+Each rank then runs the tasks placed on it with the executor core (its own worker threads,
+BLAS threads, memory budget and spill): its local graph holds its own tasks plus one
+*external* task for every block it receives. A communication thread does all MPI calls:
+
+- when a local task finishes whose result is consumed on other ranks, the result is sent
+  once to each of those ranks (non-blocking; NumPy arrays as raw bytes after a small
+  header, anything else pickled) and kept alive until the send completes;
+- arriving blocks are delivered to the executor as the results of their external tasks,
+  which makes their consumers ready; reduction partials are computed where their inputs
+  live (the placement puts per-block work with its block), so only partials travel;
+- results are freed by the executor's reference counts, as on one machine;
+- outputs computed on other ranks are sent to rank 0, which assembles the results
+  (``compute()`` returns them on rank 0 and ``None`` on the other ranks).
+
+A task error (or Ctrl-C) on any rank aborts the whole run: that rank sends an abort message
+with the pickled exception to every rank; each rank cancels its executor, and rank 0 raises
+the task's own exception (with notes naming the task and the rank). Before returning, every
+rank completes its sends (synchronous-mode sends, complete only once received) while
+draining what others send, then meets the others in a non-blocking barrier, so no rank
+leaves while a message to or from it is in flight and no message outlives its run.
+
+Known limits: blocks larger than 2 GiB cannot be sent in one message; a rank that dies
+without raising (killed, segfault) is left to ``mpiexec`` to clean up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
+from tilegraph.runtime.backends import Backend, _join_all
+from tilegraph.runtime.blas import blas_threads, cores
+from tilegraph.runtime.core import Execution
+from tilegraph.runtime.events import RunStart, Transfer
+
+TAG_HEADER = 101
+TAG_DATA = 102
+TAG_ABORT = 103
+_SLEEP_MIN = 50e-6
+_SLEEP_MAX = 2e-3
+
+_comm_cache: dict[str, Any] = {}
+
+
+def _mpi() -> Any:
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:  # pragma: no cover - the [mpi] extra is installed in tests
+        raise ImportError(
+            "backend='mpi' needs mpi4py and an MPI library: pip install 'tilegraph[mpi]'"
+        ) from exc
+    return MPI
+
+
+def world() -> Any:
+    """tilegraph's own communicator (a duplicate of ``COMM_WORLD``, made once per process,
+    so its messages never mix with the user's)."""
+    comm = _comm_cache.get("comm")
+    if comm is None:
+        MPI = _mpi()
+        comm = _comm_cache["comm"] = MPI.COMM_WORLD.Dup()
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        _comm_cache["local_size"] = local.Get_size()
+        local.Free()
+    return comm
+
+
+class RemoteTaskError(RuntimeError):
+    """A task failed on another rank; raised on the ranks where the original cannot be."""
+
+
+class MPIBackend(Backend):
+    """Runs a scheduled TaskGraph on every rank of ``MPI.COMM_WORLD``; see the module
+    docstring. ``workers``: threads per rank (default: cores / ranks on this host)."""
+
+    name = "mpi"
+    distributed = True
+
+    def __init__(self, workers: int | None = None):
+        self.comm = world()
+        self.rank = self.comm.Get_rank()
+        self.processes = self.comm.Get_size()
+        self.workers = workers or max(1, cores() // _comm_cache["local_size"])
+        self.bytes_sent = 0
+        self.sent: list[tuple[Any, int]] = []
+
+    def run(self, execution: Execution) -> None:
+        """Drive one rank's local execution with its worker threads."""
+        threads = [
+            threading.Thread(target=_guarded_loop, args=(execution, w),
+                             name=f"tilegraph-worker-{w}", daemon=True)
+            for w in range(self.workers)
+        ]
+        with blas_threads(max(1, cores() // (self.workers * _comm_cache["local_size"]))):
+            try:
+                for t in threads:
+                    t.start()
+                while not execution.done_event.wait(0.5):
+                    pass
+            except BaseException as exc:
+                execution.cancel(exc)
+                raise
+            finally:
+                _join_all(threads, execution)
+                execution.finish_io()
+
+    # -- the plan ---------------------------------------------------------------------------
+
+    def place(self, graph: TaskGraph, initial: str = "cyclic") -> np.ndarray:
+        """The placement of ``graph`` on the ranks, computed on rank 0 and broadcast."""
+        from tilegraph.plan.place import place
+
+        placement = place(graph, self.processes, initial=initial) if self.rank == 0 else None
+        return np.asarray(self.comm.bcast(placement, root=0), dtype=np.int64)
+
+    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray) -> None:
+        """Raise on every rank if the ranks do not hold the same graph and placement."""
+        h = hashlib.sha1(usedforsecurity=False)
+        h.update(np.int64(len(graph)).tobytes())
+        h.update(np.ascontiguousarray(graph.dep_ptr, dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(graph.dep_idx, dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(placement, dtype=np.int64).tobytes())
+        kinds = graph.meta.get("kind")
+        if kinds is not None:
+            h.update("|".join(k or "" for k in kinds).encode())
+        prints = self.comm.allgather(h.hexdigest())
+        odd = [r for r, p in enumerate(prints) if p != prints[0]]
+        if odd:
+            raise RuntimeError(
+                f"MPI ranks {odd} built a different plan from rank 0 ({len(graph)} tasks "
+                "here): every rank must run the same program on the same shapes and blocks "
+                "(compute() is collective; do not call it on some ranks only)")
+
+    # -- one run ----------------------------------------------------------------------------
+
+    def execute(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray, *,
+                retries: int, subscribers: Sequence[Any], memory_limit: int,
+                spill: Any, initial: str = "cyclic") -> list[Any] | None:
+        """Run ``graph`` across the ranks; the outputs' values on rank 0, ``None`` elsewhere."""
+        from tilegraph.runtime.memory import MemoryLimitError, check_fits
+
+        col = graph.meta.get("worker")
+        if col is not None and all(w is not None for w in col):
+            placement = np.asarray(col, dtype=np.int64)
+            if len(placement) and placement.max() >= self.processes:
+                raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
+                                 f"but only {self.processes} MPI ranks run it")
+        else:
+            placement = self.place(graph, initial)
+        self.check_same_plan(graph, placement)
+        local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
+        execution = Execution(local.graph, local.outputs, local.priority(priority),
+                              retries=retries, subscribers=subscribers,
+                              memory_limit=memory_limit, spill=spill,
+                              external=local.external, exported=local.exported_tasks,
+                              on_export=None)
+        try:
+            check_fits(local.graph, execution.estimates, memory_limit)
+            too_big: BaseException | None = None
+        except MemoryLimitError as exc:
+            too_big = exc
+        fits = self.comm.allgather(too_big is None)
+        if not all(fits):  # every rank stops before anything runs
+            raise too_big or MemoryLimitError(
+                f"a task placed on MPI rank {fits.index(False)} cannot fit under the memory "
+                f"limit of {memory_limit} bytes")
+        exchange = _Exchange(self.comm, execution, local, self)
+        execution._on_export = exchange.export
+        self.comm.Barrier()
+        start = RunStart(len(local.graph), self.workers, self.name, self.rank,
+                         time.perf_counter())
+        for fn in subscribers:
+            fn(start)
+        comm_thread = threading.Thread(target=exchange.loop, name="tilegraph-mpi", daemon=True)
+        comm_thread.start()
+        try:
+            try:
+                self.run(execution)
+            finally:
+                exchange.local_done.set()
+                while comm_thread.is_alive():
+                    try:
+                        comm_thread.join()
+                    except KeyboardInterrupt:
+                        execution.cancel(KeyboardInterrupt())
+            if exchange.failure is not None:
+                raise exchange.failure
+            error = execution.error
+            if error is not None and not isinstance(error, RemoteTaskError):
+                raise error  # this rank's own failure (or Ctrl-C)
+            if exchange.remote_error is not None:
+                raise exchange.remote_error_for(self.rank)
+            if error is not None:
+                raise error
+            self.execution = execution
+            if self.rank != 0:
+                return None
+            return execution.output_values()
+        finally:
+            self.bytes_sent = exchange.bytes_sent
+            self.sent = exchange.sent
+
+
+def _guarded_loop(execution: Execution, worker: int) -> None:
+    try:
+        execution.worker_loop(worker)
+    except BaseException as exc:
+        execution.cancel(exc)
+
+
+class _LocalPlan:
+    """One rank's part of the plan: its tasks plus external tasks for blocks it receives."""
+
+    def __init__(self, graph: TaskGraph, placement: np.ndarray, outputs: np.ndarray,
+                 rank: int, size: int):
+        n = len(graph)
+        # literal data tasks are known to every rank: never sent
+        is_data = np.frombuffer(bytes(graph.modes), dtype=np.uint8) == MODE_DATA
+        mine = (placement == rank) | is_data
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+        dep = graph.dep_idx
+        # blocks this rank receives: inputs of its tasks made elsewhere (+ outputs on rank 0)
+        needed = np.zeros(n, dtype=bool)
+        needed[dep[mine[src] & ~mine[dep]]] = True
+        outputs = np.asarray(outputs, dtype=np.int64)
+        if rank == 0:
+            needed[outputs[~mine[outputs]]] = True
+        keep = np.flatnonzero(mine | needed)
+        self.graph = graph.subgraph(keep, detach=needed)
+        new_of_old = np.full(n, -1, dtype=np.int64)
+        new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
+        self.keep = keep
+        self.new_of_old = new_of_old
+        self.external = new_of_old[np.flatnonzero(needed)].tolist()
+        self.outputs = new_of_old[outputs].tolist() if rank == 0 else []
+        # where each local result goes: every other rank consuming it, once (+ rank 0 for
+        # outputs made here)
+        remote = mine[dep] & ~mine[src] & ~is_data[dep]
+        pairs = np.unique(dep[remote] * size + placement[src[remote]]).tolist()
+        dests: dict[int, list[int]] = {}
+        for code in pairs:
+            dests.setdefault(int(new_of_old[code // size]), []).append(int(code % size))
+        if rank != 0:
+            for o in outputs[mine[outputs]].tolist():
+                lst = dests.setdefault(int(new_of_old[o]), [])
+                if 0 not in lst:
+                    lst.append(0)
+        self.dests = dests
+        self.exported_tasks = list(dests)
+
+    def priority(self, priority: np.ndarray) -> np.ndarray:
+        """The global priorities of the kept tasks, re-ranked to ``0..m-1``."""
+        sub = np.asarray(priority)[self.keep]
+        ranks = np.empty(len(sub), dtype=np.int64)
+        ranks[np.argsort(sub, kind="stable")] = np.arange(len(sub), dtype=np.int64)
+        return ranks
+
+
+class _Exchange:
+    """The communication thread of one rank (the only thread making MPI calls during a
+    run)."""
+
+    def __init__(self, comm: Any, execution: Execution, local: _LocalPlan, backend: Any):
+        self.MPI = _mpi()
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.execution = execution
+        self.local = local
+        self.keys = local.graph.keys
+        self.sendq: deque[tuple[int, Any]] = deque()
+        self.pending: list[tuple[Any, Any]] = []  # (request, object kept alive until done)
+        self.local_done = threading.Event()
+        self.aborted = False
+        self.remote_error: tuple[int, bytes | None, str] | None = None
+        self.failure: BaseException | None = None
+        self.bytes_sent = 0
+        self.sent: list[tuple[Any, int]] = []
+        self.old_of_new = local.keep
+
+    # called by the executor, with its lock held: must be quick
+    def export(self, i: int, value: Any) -> None:
+        self.sendq.append((i, value))
+
+    def loop(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # an MPI error: end the local run, report it
+            self.failure = exc
+            self.execution.cancel(exc)
+            self.local_done.set()
+
+    def _loop(self) -> None:
+        MPI = self.MPI
+        status = MPI.Status()
+        barrier = None
+        told = False
+        sleep = _SLEEP_MIN
+        while True:
+            busy = False
+            ex = self.execution
+            if ex.finished and ex.error is not None and not told:
+                told = True
+                self._abort_all(ex.error)
+            while self.sendq:
+                i, value = self.sendq.popleft()
+                if not self.aborted:
+                    self._send(i, value)
+                busy = True
+            if self.pending:
+                still = [(r, keep) for r, keep in self.pending if not r.Test()]
+                busy |= len(still) != len(self.pending)
+                self.pending = still
+            while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
+                self._receive(status.Get_source(), status.Get_tag())
+                busy = True
+            if barrier is None and self.local_done.is_set() and not self.sendq \
+                    and not self.pending and (ex.finished or self.aborted):
+                barrier = self.comm.Ibarrier()
+            if barrier is not None and barrier.Test():
+                return
+            sleep = _SLEEP_MIN if busy else min(_SLEEP_MAX, sleep * 2)
+            if not busy:
+                time.sleep(sleep)
+
+    def _send(self, i: int, value: Any) -> None:
+        MPI = self.MPI
+        gi = int(self.old_of_new[i])
+        for dest in self.local.dests[i]:
+            if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+                # (np.ascontiguousarray would make a 0-d array 1-d)
+                buf = value if value.flags.c_contiguous else value.copy(order="C")
+                header = (gi, buf.dtype.str if buf.dtype.fields is None else buf.dtype.descr,
+                          buf.shape)
+                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None))
+                flat = buf.reshape(-1).view(np.uint8)
+                self.pending.append(
+                    (self.comm.Issend([flat, MPI.BYTE], dest=dest, tag=TAG_DATA), buf))
+                nbytes = buf.nbytes
+            else:
+                payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+                header = (gi, None, len(payload))
+                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None))
+                arr = np.frombuffer(payload, dtype=np.uint8)
+                self.pending.append(
+                    (self.comm.Issend([arr, MPI.BYTE], dest=dest, tag=TAG_DATA), arr))
+                nbytes = len(payload)
+            self.bytes_sent += nbytes
+            self.sent.append((gi, dest))
+
+    def _receive(self, source: int, tag: int) -> None:
+        MPI = self.MPI
+        if tag == TAG_ABORT:
+            info = self.comm.recv(source=source, tag=TAG_ABORT)
+            if self.remote_error is None:
+                self.remote_error = info
+            self.aborted = True
+            self.execution.cancel(RemoteTaskError(f"the run was aborted by rank {info[0]}"))
+            return
+        if tag != TAG_HEADER:  # pragma: no cover - data always follows its header
+            raise RuntimeError(f"unexpected MPI message with tag {tag} from rank {source}")
+        t0 = time.perf_counter()
+        gi, dtype, shape = self.comm.recv(source=source, tag=TAG_HEADER)
+        if dtype is None:
+            raw = np.empty(shape, dtype=np.uint8)
+            self.comm.Recv([raw, MPI.BYTE], source=source, tag=TAG_DATA)
+            value = pickle.loads(raw.tobytes()) if not self.aborted else None
+            nbytes = int(shape)
+        else:
+            value = np.empty(shape, dtype=np.dtype(dtype))
+            self.comm.Recv([value.reshape(-1).view(np.uint8), MPI.BYTE], source=source,
+                           tag=TAG_DATA)
+            nbytes = value.nbytes
+        if self.aborted or self.execution.finished:
+            return
+        i = int(self.local.new_of_old[gi])
+        event = Transfer(self.keys[i], source, self.rank, nbytes, t0, time.perf_counter())
+        self.execution.deliver(i, value, event)
+
+    def _abort_all(self, error: BaseException) -> None:
+        """Tell every other rank to stop; they get the pickled exception and its text."""
+        if self.aborted:  # stopped by another rank's abort: nothing to tell
+            return
+        self.aborted = True
+        text = "".join(traceback.format_exception(error))
+        try:
+            blob: bytes | None = pickle.dumps(error)
+            pickle.loads(blob)
+        except Exception:
+            blob = None
+        info = (self.rank, blob, text)
+        for dest in range(self.size):
+            if dest != self.rank:
+                self.pending.append((self.comm.issend(info, dest=dest, tag=TAG_ABORT), None))
+
+    def remote_error_for(self, rank: int) -> BaseException:
+        """The exception a rank raises for another rank's failure: the task's own exception
+        (unpickled) with a note naming the rank, or a RemoteTaskError with its traceback."""
+        source, blob, text = self.remote_error
+        exc: BaseException | None = None
+        if blob is not None:
+            try:
+                exc = pickle.loads(blob)
+            except Exception:
+                exc = None
+        if exc is None:
+            exc = RemoteTaskError(f"a task failed on MPI rank {source}:\n{text}")
+        else:
+            exc.add_note(f"tilegraph: traceback on MPI rank {source}:\n{text.rstrip()}")
+        exc.add_note(f"tilegraph: raised on MPI rank {source}; this is rank {rank}")
+        return exc
