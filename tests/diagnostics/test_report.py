@@ -372,3 +372,14 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
     # ...which is gone; the earlier report is untouched and no new one appeared.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.html"]
     assert old.read_text() == "old report"
+
+
+def test_report_option_writes_the_report_of_a_threads_run(tmp_path):
+    import tilegraph as tg
+
+    path = tmp_path / "run.html"
+    a = tg.random.random((120, 120), chunks=40, seed=2)
+    (a @ a).compute(report=path, workers=2)
+    text = path.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "tasks per kind" in text
+    assert text.count('class="task"') >= 9

@@ -130,6 +130,7 @@ def _report(path: str) -> dict:
 
     x = tg.from_numpy(np.ones((40, 40)), chunks=10)
     (x @ x).compute(backend="mpi", report=path)
+    world().Barrier()
     return {"rank": world().Get_rank(), "exists": os.path.exists(path)}
 
 

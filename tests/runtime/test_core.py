@@ -315,3 +315,26 @@ def test_tiny_tasks_run_on_one_worker_big_ones_on_all():
     dsk = {("b", i): (lambda i: barrier.wait() or i, i) for i in range(4)}
     dsk["all"] = (sum, [("b", i) for i in range(4)])
     assert tilegraph.get(dsk, "all", backend="threads", workers=4) == 6
+
+
+def test_external_tasks_wait_for_delivery_and_exports_are_handed_over():
+    # "r" is made elsewhere (another rank); "b" is also needed elsewhere
+    g = from_dask({"r": (inc, 0), "a": (inc, 1), "b": (add, "a", "r"), "c": (inc, "b")})
+    ext = g.indices(["r"]).tolist()
+    out = g.indices(["c"])
+    exported = []
+    ex = Execution(g.subgraph(np.arange(len(g)), detach=np.isin(np.arange(len(g)), ext)),
+                   out, order(g, out), external=ext, exported=g.indices(["b"]).tolist(),
+                   on_export=lambda i, v: exported.append((g.keys[i], v)))
+    assert ex.snapshot()["state"]["r"] == "waiting"
+    assert ex.awaiting == 1
+    worker = threading.Thread(target=ex.worker_loop, args=(0,))
+    worker.start()
+    time.sleep(0.05)  # "a" runs; "b" waits for "r": no stall is reported meanwhile
+    assert ex.snapshot()["state"]["b"] == "waiting" and not ex.finished
+    ex.deliver(ext[0], 41)
+    worker.join(5)
+    assert ex.error is None and ex.output_values() == [44]
+    assert exported == [("b", 43)]
+    ex.deliver(ext[0], 0)  # a second delivery is ignored
+    assert ex.output_values() == [44]

@@ -85,3 +85,15 @@ def test_tilegraph_run_rejects_a_missing_script(tmp_path, capsys):
 
     assert main(["run", "-n", "2", str(tmp_path / "missing.py")]) == 2
     assert "no such script" in capsys.readouterr().err
+
+
+def test_report_of_an_mpi_run_is_written_by_rank_0(tmp_path):
+    path = tmp_path / "run.html"
+    proc, results = mpirun(2, "report", str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["exists"] for r in results] == [True, True]  # rank 1 looks after rank 0 wrote
+    text = path.read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    assert "rank 0 / worker 0" in text and "rank 1 / worker 0" in text
+    assert 'class="transfer"' in text
+    assert "placed on 2 MPI ranks" in text

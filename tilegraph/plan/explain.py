@@ -47,25 +47,22 @@ def sequential_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray) -> tu
     return peak, biggest
 
 
-def plan_summary(arrays: Sequence[Any]) -> dict[str, Any]:
-    """The numbers behind :func:`explain`, as a dict."""
-    from tilegraph.plan.lower import plan_arrays
-
-    plan = plan_arrays(arrays)
-    g = plan.graph
+def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> dict[str, Any]:
+    """The numbers behind :func:`explain` for a lowered graph and its output tasks."""
+    g = graph
     kinds = g.meta.get("kind") or [None] * len(g)
     counts = Counter(k or "other" for k in kinds)
     nbytes = g.meta.get("nbytes") or [None] * len(g)
     cost = g.meta.get("cost") or [None] * len(g)
-    before = plan.fuse_stats.kinds_before or dict(counts)
+    before = (fuse_stats.kinds_before if fuse_stats is not None else None) or dict(counts)
     written = [i for i, k in enumerate(kinds) if k == "store"]
-    out_idx = g.indices(plan.outputs)
-    priority = order(g, out_idx)
-    peak, biggest = sequential_peak(g, out_idx, priority)
+    priority = order(g, outputs)
+    peak, biggest = sequential_peak(g, outputs, priority)
     flops = float(sum(c for c in cost if c))
+    chains = fuse_stats.chains if fuse_stats is not None else {}
     return {
         "tasks": len(g),
-        "tasks_before_fusion": plan.fuse_stats.before,
+        "tasks_before_fusion": fuse_stats.before if fuse_stats is not None else len(g),
         "kinds": dict(counts.most_common()),
         "kinds_text": ", ".join(f"{n} {k}" for k, n in counts.most_common()),
         "blocks_read": before.get("load", 0),
@@ -74,16 +71,20 @@ def plan_summary(arrays: Sequence[Any]) -> dict[str, Any]:
         "flops": flops,
         "peak_bytes": peak,
         "largest_task_bytes": biggest,
-        "fused_chains": dict(sorted(plan.fuse_stats.chains.items(), key=lambda kv: -kv[1])),
+        "fused_chains": dict(sorted(chains.items(), key=lambda kv: -kv[1])),
     }
 
 
-def explain(arrays: Sequence[Any], workers: int | None = None) -> str:
-    """The plan of computing ``arrays`` in words."""
-    from tilegraph.runtime.blas import cores
+def plan_summary(arrays: Sequence[Any]) -> dict[str, Any]:
+    """The numbers behind :func:`explain`, as a dict."""
+    from tilegraph.plan.lower import plan_arrays
 
-    s = plan_summary(arrays)
-    p = workers or cores()
+    plan = plan_arrays(arrays)
+    return graph_summary(plan.graph, plan.graph.indices(plan.outputs), plan.fuse_stats)
+
+
+def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
+    """:func:`graph_summary` in words, with the memory estimate for ``threads`` threads."""
     lines = [
         f"plan: {s['tasks']} tasks ({s['tasks_before_fusion']} before fusion)",
         "tasks per kind: " + (s["kinds_text"] or "none"),
@@ -91,10 +92,56 @@ def explain(arrays: Sequence[Any], workers: int | None = None) -> str:
         f"({_human(s['bytes_written'])})",
         f"flops: {s['flops']:.3g}",
         f"estimated peak memory: {_human(s['peak_bytes'])} on one worker, up to "
-        f"{_human(s['peak_bytes'] + (p - 1) * s['largest_task_bytes'])} with {p} workers "
-        f"(largest task works on {_human(s['largest_task_bytes'])})",
+        f"{_human(s['peak_bytes'] + (threads - 1) * s['largest_task_bytes'])} with {threads} "
+        f"workers (largest task works on {_human(s['largest_task_bytes'])})",
     ]
     if s["fused_chains"]:
         chains = ", ".join(f"{n} x {name}" for name, n in list(s["fused_chains"].items())[:5])
         lines.append(f"fused chains: {chains}")
+    return lines
+
+
+def explain(arrays: Sequence[Any], workers: int | None = None, *, initial: str = "cyclic",
+            model: Any = None) -> str:
+    """The plan of computing ``arrays`` in words.
+
+    Without ``workers``: the plan for the threads of this machine. With ``workers=p``: the
+    plan placed on ``p`` worker processes (as the MPI backend places it, inputs placed by
+    ``initial``) and simulated with the cost ``model`` (a
+    :class:`~tilegraph.plan.cost.CostModel`; default: its defaults): makespan, bytes moved
+    between workers, and peak memory per worker, computed without running anything.
+    """
+    from tilegraph.plan.lower import plan_arrays
+    from tilegraph.runtime.blas import cores
+
+    if workers is None:
+        s = plan_summary(arrays)
+        return "\n".join(summary_lines(s, cores()))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"explain(): workers must be a positive int, got {workers!r}")
+    from tilegraph.plan.cost import CostModel
+    from tilegraph.plan.place import grid_shape, place
+    from tilegraph.plan.simulate import simulate
+
+    model = model or CostModel()
+    plan = plan_arrays(arrays, place=lambda g: place(g, workers, initial=initial, model=model))
+    g = plan.graph
+    outputs = g.indices(plan.outputs)
+    s = graph_summary(g, outputs, plan.fuse_stats)
+    lines = [ln for ln in summary_lines(s, 1) if not ln.startswith("estimated peak memory")]
+    placement = np.asarray(g.meta["worker"], dtype=np.int64)
+    sim = simulate(g, placement, workers, outputs=outputs, model=model)
+    d, c = grid_shape(workers)
+    per = np.bincount(placement, minlength=workers)
+    lines += [
+        f"placed on {workers} workers (grid {d} x {c}, inputs {initial}): "
+        f"{per.min()} to {per.max()} tasks per worker",
+        f"simulated (flop rate {model.flop_rate:.3g}/s, network {_human(model.bandwidth)}/s, "
+        f"latency {model.latency:.3g} s): makespan {sim.makespan:.4g} s, "
+        f"utilisation {sim.utilisation:.0%}",
+        f"moved between workers: {_human(sim.bytes_moved)} in {sim.messages} messages "
+        f"(results gathered on worker 0 included)",
+        f"peak memory per worker: max {_human(int(sim.peak_memory.max()))}, "
+        f"mean {_human(float(sim.peak_memory.mean()))}",
+    ]
     return "\n".join(lines)

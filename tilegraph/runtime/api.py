@@ -59,6 +59,12 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
     priority = _priority(culled, out_idx)
     backend = make_backend(opts["backend"], opts["workers"])
     subscribers = (*opts["callbacks"], *global_subscribers())
+    recorder = None
+    if opts["report"] is not None:
+        from tilegraph.diagnostics.report import Recorder
+
+        recorder = Recorder()
+        subscribers = (*subscribers, recorder)
     limit = opts["memory_limit"] or default_limit()
     if opts["memory_limit"]:
         return_freed_blocks_to_os()
@@ -75,11 +81,15 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
             if execution is not None:
                 execution.clear()
             store.close()
+            if recorder is not None:
+                recordings = backend.comm.gather(recorder.data(), root=0)
+                if backend.rank == 0:
+                    _write_report(opts["report"], recordings, culled, out_idx, backend)
     execution = Execution(culled, out_idx, priority, retries=opts["retries"],
                           subscribers=subscribers, memory_limit=limit, spill=store)
     check_fits(culled, execution.estimates, limit)
     for fn in subscribers:
-        fn(RunStart(len(culled), backend.workers, backend.name))
+        fn(RunStart(len(culled), backend.workers, backend.name, 0, time.perf_counter()))
     try:
         try:
             if progress_wanted(opts["progress"]) and not execution.finished:
@@ -97,6 +107,8 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], **options: Any) -> list[A
         return values
     finally:
         execution.clear()  # frees results and removes every spill file, whatever happened
+        if recorder is not None:
+            _write_report(opts["report"], [recorder.data()], culled, out_idx, backend)
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,25 @@ class RunSummary:
 
 
 _last_summary: RunSummary | None = None
+
+
+def _write_report(path: str, recordings: list, graph: TaskGraph, outputs: np.ndarray,
+                  backend: Any) -> None:
+    """The HTML report of a run (successful or not), with the plan summary in words."""
+    from tilegraph.diagnostics.report import write_report
+    from tilegraph.plan.explain import graph_summary, summary_lines
+
+    lines = summary_lines(graph_summary(graph, outputs), backend.workers)
+    processes = getattr(backend, "processes", 1)
+    if processes > 1:
+        from tilegraph.plan.simulate import simulate
+
+        placement = backend.placement  # as the run used it
+        sim = simulate(graph, placement, processes, outputs=outputs)
+        lines.append(f"placed on {processes} MPI ranks; the placement implies "
+                     f"{human(sim.bytes_moved)} moved in {sim.messages} messages")
+    write_report(path, recordings, title=f"tilegraph run ({backend.name})",
+                 summary="\n".join(lines))
 
 
 def _remember(backend: Any, execution: Execution, limit: int, ntasks: int) -> None:

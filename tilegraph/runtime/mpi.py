@@ -165,6 +165,7 @@ class MPIBackend(Backend):
         else:
             placement = self.place(graph, initial)
         self.check_same_plan(graph, placement)
+        self.placement = placement
         local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
         execution = Execution(local.graph, local.outputs, local.priority(priority),
                               retries=retries, subscribers=subscribers,

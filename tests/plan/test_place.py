@@ -1,0 +1,149 @@
+"""Placement: the grid rule on exact worker ids, the initial placements, the producers rule,
+and the communication volume of a blocked matmul against SUMMA's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilegraph as tg
+from tilegraph.algebra.blocks import lower
+from tilegraph.graph import GraphBuilder
+from tilegraph.plan.cost import CostModel
+from tilegraph.plan.lower import plan_arrays
+from tilegraph.plan.place import grid_shape, grid_workers, place
+from tilegraph.plan.simulate import communication_volume
+
+
+def _matmul_graph(n: int, block: int = 4, seed: int = 0):
+    a = tg.random.random((n * block, n * block), chunks=block, seed=seed)
+    b = tg.random.random((n * block, n * block), chunks=block, seed=seed + 1)
+    return lower([(a @ b).blocks]).build()
+
+
+@pytest.mark.parametrize(("p", "shape"), [(1, (1, 1)), (2, (1, 2)), (3, (1, 3)), (4, (2, 2)),
+                                          (5, (2, 2)), (6, (2, 3)), (8, (2, 4)), (9, (3, 3)),
+                                          (16, (4, 4)), (256, (16, 16))])
+def test_grid_shape(p, shape):
+    assert grid_shape(p) == shape
+
+
+def test_grid_workers_exact_ids():
+    # 4 workers: 2 x 2 grid, (i mod 2) * 2 + (j mod 2)
+    coords = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 3), (3, 2), (5, 5)]
+    assert grid_workers(coords, 4).tolist() == [0, 1, 2, 3, 1, 2, 3]
+    # 6 workers: 2 x 3 grid, (i mod 2) * 3 + (j mod 3)
+    assert grid_workers([(0, 0), (0, 4), (1, 2), (3, 5)], 6).tolist() == [0, 1, 5, 5]
+    # vectors: i mod p; scalars: worker 0; a batch coordinate shifts the row
+    assert grid_workers([(0,), (5,), (7,), ()], 4).tolist() == [0, 1, 3, 0]
+    assert grid_workers([(1, 0, 0), (1, 1, 1)], 4).tolist() == [2, 1]
+
+
+def test_group_by_join_tasks_follow_the_grid():
+    g = _matmul_graph(4)
+    for p in (2, 4, 6, 9):
+        where = place(g, p)
+        kinds, coords = g.meta["kind"], g.meta["coords"]
+        d, c = grid_shape(p)
+        for i, kind in enumerate(kinds):
+            if kind in ("product", "accumulate"):
+                i_, j_ = coords[i]
+                assert where[i] == (i_ % d) * c + j_ % c, (p, g.keys[i])
+            if kind == "random":  # inputs: 2-D block-cyclic on the same grid
+                i_, j_ = coords[i]
+                assert where[i] == (i_ % d) * c + j_ % c
+
+
+def test_stores_gather_on_worker_0_and_fusion_keeps_workers_apart():
+    a = tg.random.random((16, 16), chunks=4, seed=1)
+    plan = plan_arrays([a @ a], place=lambda g: place(g, 4))
+    g = plan.graph
+    kinds, where = g.meta["kind"], g.meta["worker"]
+    assert {where[i] for i, k in enumerate(kinds) if k == "store"} == {0}
+    # only the output blocks computed on worker 0 fused their last step into the store
+    assert plan.fuse_stats.chains.get("gemm_accumulate+store") == 4
+    ptr, idx = g.dep_ptr, g.dep_idx
+    for i in range(len(g)):
+        if kinds[i] == "store" and g.opname(i) == "store":
+            producer = int(idx[ptr[i]])
+            assert where[producer] != 0
+
+
+def test_producers_rule_picks_the_less_loaded_or_cheaper_worker():
+    b = GraphBuilder()
+    b.add("x", lambda: 1, kind="load", coords=(0,), nbytes=8)
+    b.add("y", lambda: 1, kind="load", coords=(1,), nbytes=8)
+    b.add("big", lambda: 1, kind="load", coords=(1,), nbytes=10**9)
+    b.add("j", lambda u, v: u + v, deps=["x", "y"], kind="elementwise", nbytes=8)
+    b.add("k", lambda u, v: u + v, deps=["x", "big"], kind="elementwise", nbytes=8)
+    g = b.build()
+    model = CostModel(task_overhead=0.0)
+    where = place(g, 2, model=model)
+    assert where[:3].tolist() == [0, 1, 1]  # cyclic inputs
+    # j: both inputs are 8 bytes; worker 0 has the less load (x only, vs y and big)
+    assert where[3] == 0
+    # k: moving the 1 GB block costs far more than any load difference
+    assert where[4] == 1
+    # with alpha = 0 communication is free: k goes to the least loaded worker
+    assert place(g, 2, alpha=0.0, model=model)[4] == 0
+
+
+def test_locality_initial_placement_is_balanced_and_keeps_shared_consumers_together():
+    b = GraphBuilder()
+    for i in range(8):
+        b.add(("in", i), lambda: 1, kind="load", nbytes=8)
+    for i in range(0, 8, 2):
+        b.add(("sum", i), lambda u, v: u + v, deps=[("in", i), ("in", i + 1)],
+              kind="elementwise", nbytes=8)
+    g = b.build()
+    where = place(g, 4, initial="locality")
+    ins = where[:8]
+    assert np.bincount(ins, minlength=4).tolist() == [2, 2, 2, 2]
+    for i in range(0, 8, 2):
+        assert ins[i] == ins[i + 1]  # the two inputs of a sum live together
+    cyclic = place(g, 4)
+    assert communication_volume(g, where, gather_to=None)[0] == 0
+    assert communication_volume(g, cyclic, gather_to=None)[0] > 0
+
+
+@pytest.mark.parametrize("p", [4, 16])
+def test_matmul_volume_equals_summa_and_beats_round_robin(p):
+    n = 8
+    g = _matmul_graph(n)
+    d = int(np.sqrt(p))
+    block_bytes = 4 * 4 * 8
+    moved, _ = communication_volume(g, place(g, p), gather_to=None)
+    # SUMMA on a d x d grid with 2-D block-cyclic inputs: each block of A goes to the d - 1
+    # other workers of its grid row, each block of B to the d - 1 others of its column
+    summa = 2 * n * n * (d - 1) * block_bytes
+    assert moved == summa
+    robin = np.arange(len(g)) % p
+    assert communication_volume(g, robin, gather_to=None)[0] > 1.4 * summa
+
+
+def test_place_rejects_bad_input():
+    g = _matmul_graph(2)
+    with pytest.raises(ValueError, match="workers must be a positive int"):
+        place(g, 0)
+    with pytest.raises(ValueError, match="initial placement must be one of"):
+        place(g, 2, initial="random")
+    with pytest.raises(ValueError, match="alpha must be a number"):
+        place(g, 2, alpha=-1)
+    with pytest.raises(ValueError, match="gather_to must be a worker"):
+        place(g, 2, gather_to=2)
+
+
+def test_one_worker_and_empty_graph():
+    g = _matmul_graph(2)
+    assert place(g, 1).tolist() == [0] * len(g)
+    assert place(GraphBuilder().build(), 3).tolist() == []
+
+
+def test_explain_with_workers_simulates_the_placed_plan():
+    a = tg.random.random((64, 64), chunks=16, seed=1)
+    text = (a @ a).explain(workers=4)
+    assert "placed on 4 workers (grid 2 x 2, inputs cyclic)" in text
+    assert "makespan" in text and "moved between workers" in text
+    assert "peak memory per worker" in text
+    with pytest.raises(ValueError, match="workers must be a positive int"):
+        (a @ a).explain(workers=0)
