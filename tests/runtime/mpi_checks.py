@@ -71,6 +71,14 @@ def _values() -> dict:
     check("random-matmul", (r @ r).compute(**opts),
           (r.compute(backend="threads") @ r.compute(backend="threads")))
 
+    # each rank keeps its own memory budget and spills beyond it
+    big_np = rng.random((96, 96))
+    big = tg.from_numpy(big_np, chunks=16) + 0.5  # not a load: spilled, not dropped
+    spilled = ((big @ big) + big).compute(memory_limit=16 * 16 * 8 * 6, **opts)
+    big_np = big_np + 0.5
+    check("matmul-under-a-tight-budget", spilled, big_np @ big_np + big_np)
+    checks["spilled"] = comm.allreduce(tg.last_run().spilled_bytes) > 0
+
     # a dask-style graph through get(): literal data is known to every rank
     from operator import add, mul
     got = tg.get({"x": 2, "y": (add, "x", 1), "z": (mul, "y", "x"), "w": (add, "z", "y")},
