@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(PY) bench/matmul.py
 	$(PY) bench/out_of_core_matmul.py
 	$(PY) bench/spill_chain.py
+	$(PY) bench/placement_volume.py
+	$(PY) bench/mpi_matmul.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

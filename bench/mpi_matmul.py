@@ -109,7 +109,7 @@ def main() -> int:
         same = bool(np.isclose(fig["checksum"], checksum))
         ok &= gf_mpi / gf_threads >= 0.85 and equal and same
         print(f"{block:>6} {gf_threads:>13.1f} {gf_mpi:>9.1f} {gf_mpi / gf_threads:>11.2f}x "
-              f"{fig['sent'] / 2**20:>8.0f}MB {fig['predicted'] / 2**20:>8.0f}MB "
+              f"{fig['sent'] / 2**20:>7.0f}MiB {fig['predicted'] / 2**20:>7.0f}MiB "
               f"{'yes' if equal else 'NO':>6}" + ("" if same else "  (results differ!)"))
     print("target (MPI >= 0.85x threads, bytes sent = prediction):", "met" if ok else "NOT met")
     return 0

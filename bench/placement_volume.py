@@ -74,8 +74,8 @@ def main() -> int:
         ratio = ours / summa if summa else float("nan")
         ok &= ratio <= 1.1
         d, c = grid_shape(p)
-        print(f"{p:>4} {f'{d}x{c}':>7} {ours / 2**30:>9.1f}GB {summa / 2**30:>9.1f}GB "
-              f"{rr / 2**30:>10.1f}GB {ratio:>9.3f} {rr / ours:>7.1f} "
+        print(f"{p:>4} {f'{d}x{c}':>7} {ours / 2**30:>8.1f}GiB {summa / 2**30:>8.1f}GiB "
+              f"{rr / 2**30:>9.1f}GiB {ratio:>9.3f} {rr / ours:>7.1f} "
               f"{sim.makespan:>8.2f}s {t_place:>8.3f}")
     print("target (tilegraph <= 1.1x SUMMA at every p):", "met" if ok else "NOT met")
     return 0

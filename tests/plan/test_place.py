@@ -147,3 +147,12 @@ def test_explain_with_workers_simulates_the_placed_plan():
     assert "peak memory per worker" in text
     with pytest.raises(ValueError, match="workers must be a positive int"):
         (a @ a).explain(workers=0)
+
+
+def test_reductions_send_only_partials():
+    x = tg.random.random((400, 400), chunks=100, seed=3)
+    plan = plan_arrays([x.sum(axis=0)], place=lambda g: place(g, 4))
+    g = plan.graph
+    moved, _ = communication_volume(g, g.meta["worker"], g.indices(plan.outputs))
+    # each block is reduced where it is made; only partial sums (one row each) travel
+    assert 0 < moved <= 16 * 100 * 8

@@ -1,7 +1,8 @@
 """Checks run on every rank under mpiexec by tests/runtime/test_mpi.py.
 
 Each rank prints one line ``RESULT <json>`` with what it saw; rank 0 also compares every
-result with NumPy. Modes: ``values`` (the default), ``fail`` (a task fails on rank 2),
+result with NumPy. Modes: ``values`` (the default), ``fail`` (a task fails on rank 2), ``mismatch`` (the
+ranks plan different programs),
 ``report PATH`` (an HTML report of an MPI run).
 """
 
@@ -130,6 +131,21 @@ def _fail() -> dict:
     return {"rank": rank, "error": None}
 
 
+def _mismatch() -> dict:
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.runtime.mpi import world
+
+    rank = world().Get_rank()
+    x = tg.from_numpy(np.ones((40, 40 + 10 * rank)), chunks=10)  # rank 1 plans other shapes
+    try:
+        (x @ x.T).compute(backend="mpi")
+    except Exception as exc:
+        return {"rank": rank, "error": type(exc).__name__, "message": str(exc)}
+    return {"rank": rank, "error": None}
+
+
 def _report(path: str) -> dict:
     import numpy as np
 
@@ -146,6 +162,8 @@ if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "values"
     if mode == "fail":
         out = _fail()
+    elif mode == "mismatch":
+        out = _mismatch()
     elif mode == "report":
         out = _report(sys.argv[2])
     else:

@@ -97,3 +97,10 @@ def test_report_of_an_mpi_run_is_written_by_rank_0(tmp_path):
     assert "rank 0 / worker 0" in text and "rank 1 / worker 0" in text
     assert 'class="transfer"' in text
     assert "placed on 2 MPI ranks" in text
+
+
+def test_ranks_that_plan_different_programs_all_get_a_clear_error():
+    proc, results = mpirun(2, "mismatch", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["error"] for r in results] == ["RuntimeError", "RuntimeError"]
+    assert "built a different plan from rank 0" in results[0]["message"]

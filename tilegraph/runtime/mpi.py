@@ -127,16 +127,18 @@ class MPIBackend(Backend):
         """The placement of ``graph`` on the ranks, computed on rank 0 and broadcast."""
         from tilegraph.plan.place import place
 
+        self.check_same_plan(graph)
         placement = place(graph, self.processes, initial=initial) if self.rank == 0 else None
         return np.asarray(self.comm.bcast(placement, root=0), dtype=np.int64)
 
-    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray) -> None:
-        """Raise on every rank if the ranks do not hold the same graph and placement."""
+    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None) -> None:
+        """Raise on every rank if the ranks do not hold the same graph (and placement)."""
         h = hashlib.sha1(usedforsecurity=False)
         h.update(np.int64(len(graph)).tobytes())
         h.update(np.ascontiguousarray(graph.dep_ptr, dtype=np.int64).tobytes())
         h.update(np.ascontiguousarray(graph.dep_idx, dtype=np.int64).tobytes())
-        h.update(np.ascontiguousarray(placement, dtype=np.int64).tobytes())
+        if placement is not None:
+            h.update(np.ascontiguousarray(placement, dtype=np.int64).tobytes())
         kinds = graph.meta.get("kind")
         if kinds is not None:
             h.update("|".join(k or "" for k in kinds).encode())
