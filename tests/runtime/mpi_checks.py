@@ -1,9 +1,9 @@
 """Checks run on every rank under mpiexec by tests/runtime/test_mpi.py.
 
 Each rank prints one line ``RESULT <json>`` with what it saw; rank 0 also compares every
-result with NumPy. Modes: ``values`` (the default), ``fail`` (a task fails on rank 2), ``mismatch`` (the
-ranks plan different programs),
-``report PATH`` (an HTML report of an MPI run).
+result with NumPy. Modes: ``values`` (the default), ``fail`` (a task fails on rank 2),
+``mismatch`` (the ranks plan different programs), ``report PATH`` (an HTML report of an
+MPI run).
 """
 
 from __future__ import annotations
