@@ -7,8 +7,10 @@
 """
 
 from tilegraph import config, random
+from tilegraph.array import linalg
 from tilegraph.array import *  # noqa: F403 - the NumPy-like API lives at the top level
 from tilegraph.array import __all__ as _array_all
+from tilegraph.array import sparse
 from tilegraph.graph import CycleError, GraphBuilder, GraphError, TaskGraph
 from tilegraph.runtime import MemoryLimitError, get, last_run, run, subscribe
 
@@ -25,7 +27,9 @@ __all__ = [
     "MemoryLimitError",
     "get",
     "last_run",
+    "linalg",
     "random",
     "run",
+    "sparse",
     "subscribe",
 ]

@@ -9,6 +9,8 @@ Given ``p`` workers, every task gets one worker, chosen by a rule looked up by i
   not, ``p - D*C`` workers get no grid tasks). Then each input block travels to at most one
   row or one column of the grid, as in SUMMA. Vectors (one coordinate) go to ``i mod p``;
   leading (batch) coordinates are added to the row.
+  The block kernels of the factorisations (potrf, trsm, syrk, gemm of block ``(i, j)``)
+  follow the same grid: ScaLAPACK's 2-D block-cyclic layout.
 - ``"gather"``: stores of results go to the worker that gathers them (``gather_to``).
 - inputs (tasks with no dependencies): the initial placement the user chooses:
   ``"cyclic"`` (the default) is the 2-D block-cyclic distribution on the same grid (1-D
@@ -44,6 +46,11 @@ from tilegraph.plan.cost import CostModel, column
 PLACEMENT_RULES: dict[str, str] = {
     "product": "grid",
     "accumulate": "grid",
+    # the block updates of the factorisations: 2-D block-cyclic, as in ScaLAPACK
+    "potrf": "grid",
+    "trsm": "grid",
+    "syrk": "grid",
+    "gemm": "grid",
     "store": "gather",
 }
 INITIAL_PLACEMENTS = ("cyclic", "locality")

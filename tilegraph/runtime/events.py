@@ -161,10 +161,16 @@ def subscribe(fn: Subscriber) -> Iterator[Subscriber]:
 
 
 def nbytes_of(value: object) -> int:
-    """Bytes held by a task result: exact for arrays, ``sys.getsizeof`` otherwise."""
+    """Bytes held by a task result: exact for arrays, compressed sparse matrices (their
+    data, indices and pointers) and tuples or lists of them, ``sys.getsizeof`` otherwise."""
     nb = getattr(value, "nbytes", None)
     if isinstance(nb, int):
         return nb
+    if type(value) in (tuple, list):
+        return sum(nbytes_of(v) for v in value)
+    parts = [getattr(value, name, None) for name in ("data", "indices", "indptr")]
+    if all(isinstance(getattr(p, "nbytes", None), int) for p in parts):
+        return sum(p.nbytes for p in parts)
     import sys
 
     try:

@@ -84,6 +84,7 @@ TEMPORARY_FACTOR = {
     "accumulate": 0.0, "creation": 0.0, "random": 0.0,
     "elementwise": 1.0, "partial": 1.0, "map": 1.0, "product": 0.0, "rechunk": 0.0,
     "reduce": 1.0, "aggregate": 0.0, "astype": 0.0,
+    "potrf": 0.0, "trsm": 0.0, "syrk": 0.0, "gemm": 0.0, "qr": 1.0, "lu": 1.0, "svd": 1.0,
 }
 
 

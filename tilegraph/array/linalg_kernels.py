@@ -1,0 +1,218 @@
+"""Block kernels of the blocked linear algebra: LAPACK and BLAS calls that release the GIL.
+
+The tasks of :mod:`tilegraph.array.linalg` call these on one block (or a few). Where NumPy's
+own OpenBLAS exports them, they are called through ctypes (CBLAS ``?trsm``, ``?syrk``/
+``?herk``, ``?gemm`` and LAPACKE ``?potrf``): ctypes releases the GIL, so the workers factor
+and update blocks in parallel, and CBLAS takes row-major operands with any leading
+dimension, so views need no copy. SciPy's wrappers of the same routines hold the GIL, which
+would serialise the workers; they are the fallback when the symbols are not found. Kernels
+that write in place say so; the planner gives them private copies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+
+from tilegraph.algebra.semiring import cblas
+
+_ROW_MAJOR = 101
+_NO_TRANS, _TRANS, _CONJ_TRANS = 111, 112, 113
+_UPPER, _LOWER = 121, 122
+_NON_UNIT, _UNIT = 131, 132
+_LEFT, _RIGHT = 141, 142
+_CODES = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+          np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+
+
+class LinAlgError(np.linalg.LinAlgError):
+    """A blocked factorisation failed (singular or not positive definite), naming the
+    block where it was detected. A subclass of ``numpy.linalg.LinAlgError``."""
+
+
+class _Lib:
+    """CBLAS/LAPACKE entry points of NumPy's BLAS library, found once."""
+
+    def __init__(self) -> None:
+        self.funcs: dict[str, tuple[Callable, type]] = {}
+        lib = cblas()._numpy_blas()
+        if lib is None:
+            return
+        for code in _CODES.values():
+            for base in (f"cblas_{code}trsm", f"cblas_{code}syrk", f"cblas_{code}herk",
+                         f"LAPACKE_{code}potrf"):
+                for name, int_t in ((f"scipy_{base}64_", ctypes.c_int64),
+                                    (f"{base}64_", ctypes.c_int64), (base, ctypes.c_int)):
+                    func = getattr(lib, name, None)
+                    if func is not None:
+                        self.funcs[base] = (func, int_t)
+                        break
+        for base, (func, int_t) in self.funcs.items():
+            func.restype = int_t if base.startswith("LAPACKE") else None  # lapack_int
+
+    def get(self, base: str) -> tuple[Callable, type] | None:
+        return self.funcs.get(base)
+
+
+_lib: _Lib | None = None
+
+
+def _library() -> _Lib:
+    global _lib
+    if _lib is None:
+        _lib = _Lib()
+    return _lib
+
+
+def _scalar(dtype: np.dtype, value: complex) -> Any:
+    """A BLAS scalar argument: by value for real types, by pointer for complex."""
+    if dtype.kind == "c":
+        pair = (ctypes.c_double * 2) if dtype == np.complex128 else (ctypes.c_float * 2)
+        return ctypes.cast(pair(value.real, value.imag), ctypes.c_void_p)
+    return ctypes.c_double(value.real) if dtype == np.float64 else ctypes.c_float(value.real)
+
+
+def _real(dtype: np.dtype, value: float) -> Any:
+    return ctypes.c_double(value) if dtype in (np.float64, np.complex128) else \
+        ctypes.c_float(value)
+
+
+def _ptr(x: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(x.ctypes.data)
+
+
+def _row_major(x: np.ndarray) -> bool:
+    return x.flags.c_contiguous or (x.strides[1] == x.itemsize
+                                    and x.strides[0] >= x.shape[1] * x.itemsize)
+
+
+def _ld(x: np.ndarray) -> int:
+    return max(1, x.strides[0] // x.itemsize) if x.shape[0] > 1 else max(1, x.shape[1])
+
+
+def _private(x: np.ndarray, copy: bool) -> np.ndarray:
+    """``x`` itself when it may be written in place, else a C-ordered copy."""
+    if copy or not x.flags.writeable or not x.flags.c_contiguous:
+        return np.array(x, order="C", copy=True)
+    return x
+
+
+# -- Cholesky -------------------------------------------------------------------------------
+
+
+def potrf(a: np.ndarray, where: Any = None) -> np.ndarray:
+    """The lower Cholesky factor of the Hermitian positive definite block ``a`` (a new
+    array, zero above the diagonal). Raises :class:`LinAlgError` naming ``where``."""
+    out = np.array(a, order="C", copy=True)
+    n = out.shape[0]
+    entry = _library().get(f"LAPACKE_{_CODES.get(out.dtype, '?')}potrf")
+    if entry is not None and n:
+        func, int_t = entry
+        # row-major lower = column-major upper of the transpose: ask for 'L' row-major
+        info = func(ctypes.c_int(_ROW_MAJOR), ctypes.c_char(b"L"), int_t(n), _ptr(out),
+                    int_t(n))
+    else:
+        try:
+            out = scipy.linalg.cholesky(out, lower=True, check_finite=False)
+            info = 0
+        except np.linalg.LinAlgError:
+            info = 1
+    if info > 0:
+        raise LinAlgError(f"cholesky: the matrix is not positive definite (detected in "
+                          f"diagonal block {where}, leading minor {info} of the block)")
+    if info < 0:  # pragma: no cover - a bad argument is a bug here
+        raise RuntimeError(f"LAPACKE potrf: argument {-info} was illegal")
+    return np.tril(out) if n else out
+
+
+def trsm(t: np.ndarray, b: np.ndarray, *, side: str, lower: bool, trans: str = "N",
+         unit: bool = False, alpha: float = 1.0, copy: bool = True) -> np.ndarray:
+    """Solve ``op(t) @ x = alpha * b`` (``side="L"``) or ``x @ op(t) = alpha * b``
+    (``side="R"``) for x, with ``t`` triangular and ``op`` one of N, T, C. Returns x,
+    written over ``b`` unless ``copy``."""
+    dtype = np.result_type(t.dtype, b.dtype)
+    if dtype not in _CODES:
+        dtype = np.dtype(np.float64)
+    x = _private(b.astype(dtype, copy=False), copy or b.dtype != dtype)
+    if not x.size:
+        return x
+    t = t.astype(dtype, copy=False)
+    if not _row_major(t):
+        t = np.ascontiguousarray(t)
+    entry = _library().get(f"cblas_{_CODES[dtype]}trsm")
+    if entry is None:
+        return _trsm_scipy(t, x, side, lower, trans, unit, alpha)
+    func, int_t = entry
+    m, n = x.shape
+    opc = {"N": _NO_TRANS, "T": _TRANS, "C": _CONJ_TRANS}[trans]
+    func(ctypes.c_int(_ROW_MAJOR), ctypes.c_int(_LEFT if side == "L" else _RIGHT),
+         ctypes.c_int(_LOWER if lower else _UPPER), ctypes.c_int(opc),
+         ctypes.c_int(_UNIT if unit else _NON_UNIT), int_t(m), int_t(n),
+         _scalar(dtype, alpha), _ptr(t), int_t(_ld(t)), _ptr(x), int_t(_ld(x)))
+    return x
+
+
+def _trsm_scipy(t: np.ndarray, x: np.ndarray, side: str, lower: bool, trans: str,
+                unit: bool, alpha: float) -> np.ndarray:
+    code = {"N": 0, "T": 1, "C": 2}[trans]
+    if side == "L":
+        x[...] = scipy.linalg.solve_triangular(t, alpha * x, lower=lower, trans=code,
+                                               unit_diagonal=unit, check_finite=False)
+    else:  # x op(t) = b  <=>  op(t)^T x^T = b^T
+        flip = {0: 1, 1: 0, 2: 0}[code]
+        rhs = alpha * (x.T if trans != "C" else x.conj().T)
+        sol = scipy.linalg.solve_triangular(t, rhs, lower=lower, trans=flip,
+                                            unit_diagonal=unit, check_finite=False)
+        x[...] = sol.T if trans != "C" else sol.conj().T
+    return x
+
+
+def gemm_update(c: np.ndarray, a: np.ndarray, b: np.ndarray, *, trans_b: str = "N",
+                alpha: float = -1.0, copy: bool = False) -> np.ndarray:
+    """``c + alpha * a @ op(b)`` (op: N, T or C), written over ``c`` unless ``copy``."""
+    dtype = np.result_type(c.dtype, a.dtype, b.dtype)
+    out = _private(c.astype(dtype, copy=False), copy or c.dtype != dtype)
+    if not out.size or a.shape[1] == 0:
+        return out
+    bb = b if trans_b == "N" else (b.T if trans_b == "T" else b.conj().T)
+    entry = cblas().funcs.get(dtype)
+    la = cblas()._layout(a) if a.dtype == dtype else None
+    lb = cblas()._layout(bb) if bb.dtype == dtype else None
+    if entry is None or la is None or lb is None:
+        out += alpha * (a @ bb)
+        return out
+    func, int_t = entry
+    m, k = a.shape
+    n = bb.shape[1]
+    func(ctypes.c_int(_ROW_MAJOR), ctypes.c_int(la[0]), ctypes.c_int(lb[0]), int_t(m),
+         int_t(n), int_t(k), _scalar(dtype, alpha), _ptr(a), int_t(la[1]), _ptr(bb),
+         int_t(lb[1]), _scalar(dtype, 1.0), _ptr(out), int_t(_ld(out)))
+    return out
+
+
+def herk_update(c: np.ndarray, a: np.ndarray, *, alpha: float = -1.0,
+                copy: bool = False) -> np.ndarray:
+    """The lower triangle of ``c + alpha * a @ a^H`` (``syrk``/``herk``: half a gemm's
+    flops), written over ``c`` unless ``copy``; the strict upper triangle is left as it
+    was (the Cholesky of a diagonal block reads only its lower triangle)."""
+    dtype = np.result_type(c.dtype, a.dtype)
+    out = _private(c.astype(dtype, copy=False), copy or c.dtype != dtype)
+    if not out.size or a.shape[1] == 0:
+        return out
+    base = f"cblas_{_CODES.get(dtype, '?')}{'herk' if dtype.kind == 'c' else 'syrk'}"
+    entry = _library().get(base)
+    if entry is None or a.dtype != dtype or not _row_major(a):
+        return gemm_update(out, a, a, trans_b="C", alpha=alpha)
+    func, int_t = entry
+    n, k = a.shape
+    if dtype.kind == "c":
+        alpha_arg, beta_arg = _real(dtype, alpha), _real(dtype, 1.0)
+    else:
+        alpha_arg, beta_arg = _scalar(dtype, alpha), _scalar(dtype, 1.0)
+    func(ctypes.c_int(_ROW_MAJOR), ctypes.c_int(_LOWER), ctypes.c_int(_NO_TRANS), int_t(n),
+         int_t(k), alpha_arg, _ptr(a), int_t(_ld(a)), beta_arg, _ptr(out), int_t(_ld(out)))
+    return out
