@@ -29,6 +29,7 @@ computed in float64, as NumPy does.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -455,7 +456,7 @@ def _panel_qr(a: Array) -> tuple[Array, Array]:
     if k < n:  # put a panel boundary at column k: the panels after it only need R
         edges = np.cumsum([0, *cols])
         cut = sorted({int(e) for e in edges} | {k})
-        cols = [b - c for c, b in zip(cut[:-1], cut[1:], strict=True) if b > c]
+        cols = [b - c for c, b in itertools.pairwise(cut) if b > c]
         a = a.rechunk((a.chunks[0], tuple(cols)))
     starts = np.cumsum([0, *cols])
     qs: list[Array] = []
