@@ -5,6 +5,11 @@ block coordinates of the summed indices, each pair is multiplied, and the produc
 reduced into their output block as they are made. A 2-D floating-point matmul multiplies
 with BLAS gemm and accumulates in place (beta = 1). Operands with more than two arrays are
 contracted pairwise from the left.
+
+A 2-D matmul with a :class:`~tilegraph.array.sparse.SparseArray` operand is the same
+group-by-join under :func:`~tilegraph.array.sparse.sparse_semiring`: sparse @ dense and
+dense @ sparse give dense Arrays, sparse @ sparse a SparseArray. einsum and tensordot take
+dense operands only.
 """
 
 from __future__ import annotations
@@ -23,6 +28,15 @@ from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
 from tilegraph.array.core import Array, asarray, tokenize
+from tilegraph.array.sparse import (
+    SparseArray,
+    _check_dtype,
+    _dense_nbytes,
+    _empty_block,
+    _expected_nbytes,
+    _product_density,
+    sparse_semiring,
+)
 
 _BLAS = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
@@ -82,6 +96,8 @@ def _representable(value: Any, dtype: np.dtype) -> bool:
 
 
 def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
+    if isinstance(a, SparseArray) or isinstance(b, SparseArray):
+        return _sparse_matmul_2d(a, b, semiring)
     if a.shape[1] != b.shape[0]:
         raise ValueError(
             f"matmul: shapes {a.shape} and {b.shape} are not aligned: {a.shape[1]} (axis 1 of "
@@ -136,8 +152,96 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
 
 
+def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
+    """The 2-D product of two operands of which at least one is sparse: a group-by-join
+    over the inner blocks under the sparse ``(+, x)`` semiring."""
+    if semiring is not PLUS_TIMES:
+        raise ValueError(
+            f"{semiring.name}: sparse operands (shapes {a.shape} and {b.shape}) take the "
+            f"plus_times semiring only: the implicit zeros of a sparse block are not the "
+            f"{semiring.name} zero {semiring.zero!r}; convert with x.todense() first")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"matmul: shapes {a.shape} and {b.shape} are not aligned: {a.shape[1]} (axis 1 of "
+            f"the first) != {b.shape[0]} (axis 0 of the second)")
+    with np.errstate(all="ignore"):
+        dtype = np.matmul(np.ones((1, 1), a.dtype), np.ones((1, 1), b.dtype)).dtype
+    _check_dtype("matmul", dtype)
+    a = a.astype(dtype, copy=False)
+    b = b.astype(dtype, copy=False)
+    inner = common_refinement(a.chunks[1], b.chunks[0])
+    if a.chunks[1] != inner:
+        a = a.rechunk((a.chunks[0], inner))
+    if b.chunks[0] != inner:
+        b = b.rechunk((inner, b.chunks[1]))
+    a_sparse, b_sparse = isinstance(a, SparseArray), isinstance(b, SparseArray)
+    fmt = a.format if a_sparse and b_sparse else None
+    chunks = (a.chunks[0], b.chunks[1])
+    grid = numblocks(chunks)
+    nk = len(inner) if a.shape[1] else 0
+    da = a.density if a_sparse else 1.0
+    db = b.density if b_sparse else 1.0
+    # flops: 2 per pair of stored entries that meet (a dense operand has density 1)
+    work = (1.0 if da is None else da) * (1.0 if db is None else db)
+    token = tokenize("sparse-matmul", dtype, fmt, a, b)
+
+    def pairs_of(o: tuple[int, int]) -> list:
+        return [((o[0], k), (k, o[1])) for k in range(nk)]
+
+    def cost(lc: tuple[int, int], rc: tuple[int, int]) -> float:
+        return 2.0 * a.chunks[0][lc[0]] * a.chunks[1][lc[1]] * b.chunks[1][rc[1]] * work
+
+    if fmt is None:
+        zero_task = lambda o: (_zeros_block, (block_shape(chunks, o), dtype))
+        nbytes = _dense_nbytes(chunks, dtype)
+        density = None
+    else:
+        zero_task = lambda o: (_empty_block, (block_shape(chunks, o), dtype, fmt))
+        density = _product_density(da, db, a.shape[1])
+        nbytes = _expected_nbytes(chunks, density, dtype, fmt)
+    blocks = group_by_join(
+        f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, sparse_semiring(dtype, fmt),
+        chains=_chains_for(math.prod(grid), nk), zero_task=zero_task, cost=cost,
+        nbytes=nbytes,
+    )
+    shape = (a.shape[0], b.shape[1])
+    if fmt is None:
+        return Array(blocks, shape, chunks, dtype)
+    return SparseArray(blocks, shape, chunks, dtype, fmt, density)
+
+
+def _no_sparse(op: str, *operands: Any) -> None:
+    if any(isinstance(o, SparseArray) for o in operands):
+        shapes = ", ".join(str(o.shape if hasattr(o, "shape") else np.shape(o))
+                           for o in operands)
+        raise TypeError(f"{op}: sparse operands are not supported (shapes {shapes}); use "
+                        "matmul/@ or dot for sparse products, or convert with x.todense()")
+
+
+def _sparse_dot(a: Any, b: Any) -> Array:
+    """``dot`` with a sparse operand: a product with a scalar, or a matmul."""
+    if not isinstance(a, Array) and np.ndim(a) == 0:
+        return b * a
+    if not isinstance(b, Array) and np.ndim(b) == 0:
+        return a * b
+    a, b = asarray(a), asarray(b)
+    if a.ndim not in (1, 2) or b.ndim not in (1, 2):
+        raise ValueError(f"dot: a sparse operand takes a 1-D or 2-D operand, got shapes "
+                         f"{a.shape} and {b.shape}")
+    return matmul(a, b)
+
+
 def matmul(a: Any, b: Any) -> Array:
-    """``a @ b`` with NumPy's rules (1-D operands promoted, batch axes broadcast)."""
+    """``a @ b`` with NumPy's rules (1-D operands promoted, batch axes broadcast).
+
+    A sparse operand (:class:`~tilegraph.array.sparse.SparseArray`, 2-D) takes a 1-D or
+    2-D operand; the result is sparse when both operands are.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> a = tg.from_numpy(np.arange(6.0).reshape(2, 3), chunks=2)
+    >>> tg.matmul(a, np.ones(3)).compute()
+    array([ 3., 12.])
+    """
     a, b = asarray(a), asarray(b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must not be 0-d, got shapes {a.shape} and "
@@ -153,6 +257,10 @@ def matmul(a: Any, b: Any) -> Array:
     except ValueError:
         raise ValueError(f"matmul: the batch axes {a.shape[:-2]} and {b.shape[:-2]} of shapes "
                          f"{a.shape} and {b.shape} do not broadcast together") from None
+    if (isinstance(a, SparseArray) or isinstance(b, SparseArray)) and (a.ndim > 2 or
+                                                                        b.ndim > 2):
+        raise ValueError(f"matmul: sparse operands are 2-D and take no batch axes (shapes "
+                         f"{a.shape} and {b.shape}); multiply each 2-D slice separately")
     if a.ndim <= 2 and b.ndim <= 2:
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
@@ -356,6 +464,7 @@ def einsum(subscripts: str, *operands: Any, dtype: Any = None) -> Array:
     """
     if not isinstance(subscripts, str):
         raise TypeError("einsum: the first argument must be a subscripts string")
+    _no_sparse("einsum", *operands)
     ops = [asarray(o) for o in operands]
     if not ops:
         raise ValueError("einsum: needs at least one operand")
@@ -388,6 +497,7 @@ def einsum(subscripts: str, *operands: Any, dtype: Any = None) -> Array:
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
     """Sum products over the given axes, like ``numpy.tensordot``."""
+    _no_sparse("tensordot", a, b)
     a, b = asarray(a), asarray(b)
     if isinstance(axes, (int, np.integer)):
         n = int(axes)
@@ -428,7 +538,15 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
 
 def dot(a: Any, b: Any) -> Array:
     """``numpy.dot``: products for scalars, inner product of vectors, matmul of matrices,
-    and a sum over the last axis of ``a`` and the second-to-last of ``b`` otherwise."""
+    and a sum over the last axis of ``a`` and the second-to-last of ``b`` otherwise.
+    With a sparse operand: a product with a scalar, or the matmul of 1-D and 2-D operands.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> tg.dot(tg.from_numpy(np.arange(3.0)), np.arange(3.0)).compute()
+    np.float64(5.0)
+    """
+    if isinstance(a, SparseArray) or isinstance(b, SparseArray):
+        return _sparse_dot(a, b)
     a, b = asarray(a), asarray(b)
     if a.ndim == 0 or b.ndim == 0:
         return a * b
@@ -439,6 +557,7 @@ def dot(a: Any, b: Any) -> Array:
 
 def outer(a: Any, b: Any) -> Array:
     """The outer product of the flattened inputs."""
+    _no_sparse("outer", a, b)
     a, b = asarray(a).ravel(), asarray(b).ravel()
     return einsum("i,j->ij", a, b)
 

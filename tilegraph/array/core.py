@@ -146,6 +146,10 @@ class Array(NDArrayOperatorsMixin):
 
     # -- computing -----------------------------------------------------------------------
 
+    def _compute_target(self) -> Array:
+        """What :func:`compute` plans for this array (subclasses assemble differently)."""
+        return self
+
     def compute(self, **options: Any) -> Any:
         """Run the plan and return a NumPy array (a NumPy scalar for 0-d arrays).
 
@@ -375,8 +379,10 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     """Compute several arrays with one shared plan; returns a tuple of NumPy results.
 
     Common subexpressions of the arrays are computed once. Non-Array arguments are returned
-    as they are. With ``backend="mpi"`` every rank must call it; rank 0 gets the results and
-    the other ranks get ``None`` for each array.
+    as they are. Sparse arrays (:class:`~tilegraph.array.sparse.SparseArray`) give one
+    ``scipy.sparse.csr_array`` each, put together by one task of the plan. With
+    ``backend="mpi"`` every rank must call it; rank 0 gets the results and the other ranks
+    get ``None`` for each array.
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
@@ -388,7 +394,7 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     from tilegraph.runtime.api import run
 
     opts = config.resolve(options, "compute()")
-    targets = [a for a in arrays if isinstance(a, Array)]
+    targets = [a._compute_target() for a in arrays if isinstance(a, Array)]
     plan = plan_arrays(targets, place=placement_for(opts))
     values = run(plan.graph, plan.outputs, **options) if plan.outputs else []
     if values is None:  # an MPI rank other than 0: the results were gathered on rank 0

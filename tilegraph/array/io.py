@@ -3,6 +3,10 @@
 Reads happen in the tasks that need each block; writes happen in one task per block, as
 soon as the block is made, into a temporary file or directory that is renamed into place
 only when every block is written. A failed or interrupted write leaves nothing at the path.
+
+A :class:`~tilegraph.array.sparse.SparseArray` is stored as a zarr group holding the CSR (or
+CSC) arrays of every block (the layout is described in :mod:`tilegraph.io.zarr_store`);
+:func:`from_zarr` recognises such a group and gives back a SparseArray with the same blocks.
 """
 
 from __future__ import annotations
@@ -14,10 +18,21 @@ from typing import Any
 import numpy as np
 
 from tilegraph.algebra.blocks import Blocks, source
-from tilegraph.array.chunks import all_block_slices, normalize_chunks, numblocks
+from tilegraph.array.chunks import all_block_slices, block_shape, normalize_chunks, numblocks
 from tilegraph.array.core import Array, tokenize
+from tilegraph.array.sparse import SparseArray, sparse_block_nbytes
 from tilegraph.graph.taskgraph import Dep, Lit
-from tilegraph.io import NpyWriter, ZarrWriter, npy_info, read_npy_block, read_zarr_block, zarr_info
+from tilegraph.io import (
+    NpyWriter,
+    SparseZarrWriter,
+    ZarrWriter,
+    npy_info,
+    read_npy_block,
+    read_sparse_zarr_block,
+    read_zarr_block,
+    sparse_zarr_info,
+    zarr_info,
+)
 
 
 def _reader_array(op: str, reader: Any, path: str, shape: tuple[int, ...], dtype: np.dtype,
@@ -40,9 +55,44 @@ def from_npy(path: str | os.PathLike, chunks: Any = "auto") -> Array:
     return _reader_array("from_npy", read_npy_block, path, shape, np.dtype(dtype), chunks)
 
 
+def _sparse_from_zarr(path: str, info: dict[str, Any], chunks: Any) -> SparseArray:
+    shape, stored, dtype, fmt, nnz = (info[k] for k in ("shape", "chunks", "dtype", "format",
+                                                        "nnz"))
+    token = tokenize("from_zarr-sparse", os.path.abspath(path), stored,
+                     os.stat(path).st_mtime_ns)
+    name = f"from_zarr-{token}"
+
+    def nbytes(c: tuple[int, ...]) -> int | None:
+        if nnz is None:
+            return None
+        return sparse_block_nbytes(block_shape(stored, c), int(nnz[c]), dtype, fmt)
+
+    blocks = source(name, numblocks(stored),
+                    lambda c: (read_sparse_zarr_block, (path, Lit(c))), kind="load",
+                    name="from_zarr", nbytes=nbytes)
+    size = math.prod(shape)
+    density = None if nnz is None else (min(1.0, int(nnz.sum()) / size) if size else 0.0)
+    x = SparseArray(blocks, shape, stored, dtype, fmt, density)
+    return x if chunks is None else x.rechunk(chunks)
+
+
 def from_zarr(path: str | os.PathLike, chunks: Any = None) -> Array:
-    """The zarr array at ``path``; blocks default to the zarr chunks."""
+    """The zarr array at ``path``; blocks default to the zarr chunks. A sparse zarr group
+    (written by :func:`to_zarr` from a SparseArray) gives a SparseArray with the stored
+    blocks (rechunked when ``chunks`` is given).
+
+    >>> import os, shutil, tempfile, numpy as np, scipy.sparse as sps, tilegraph as tg
+    >>> d = tempfile.mkdtemp()
+    >>> tg.from_scipy(sps.csr_array(np.eye(3)), chunks=2).to_zarr(os.path.join(d, "s.zarr"))
+    >>> y = tg.from_zarr(os.path.join(d, "s.zarr"))
+    >>> type(y).__name__, y.chunks, y.to_scipy().nnz
+    ('SparseArray', ((2, 1), (2, 1)), 3)
+    >>> shutil.rmtree(d)
+    """
     path = os.fspath(path)
+    info = sparse_zarr_info(path)
+    if info is not None:
+        return _sparse_from_zarr(path, info, chunks)
     shape, dtype, zchunks = zarr_info(path)
     return _reader_array("from_zarr", read_zarr_block, path, shape, np.dtype(dtype),
                          zchunks if chunks is None else chunks)
@@ -52,16 +102,25 @@ def _write_block(writer: Any, slices: tuple, block: np.ndarray) -> None:
     writer.write(slices, block)
 
 
+def _write_sparse_block(writer: Any, coord: tuple, block: Any) -> None:
+    writer.write_block(coord, block)
+
+
 def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
     from tilegraph.plan.lower import run_blocks
 
     slices = all_block_slices(x.chunks)
     name = f"write-{tokenize('write', x, id(writer))}"
+    sparse = isinstance(writer, SparseZarrWriter)
 
     def emit(builder: Any) -> None:
         for coord, slc in slices.items():
-            builder.add((name, *coord), _write_block, deps=[x.blocks.key(coord)],
-                        args=(writer, Lit(slc), Dep(0)), kind="store", name="write",
+            if sparse:
+                func, where = _write_sparse_block, Lit(coord)
+            else:
+                func, where = _write_block, Lit(slc)
+            builder.add((name, *coord), func, deps=[x.blocks.key(coord)],
+                        args=(writer, where, Dep(0)), kind="store", name="write",
                         coords=coord)
 
     blocks = Blocks(name, x.numblocks, (x.blocks,), emit)
@@ -82,6 +141,9 @@ def to_npy(x: Array, path: str | os.PathLike, overwrite: bool = False, **options
     from tilegraph import config
 
     config.resolve(options, "to_npy()")
+    if isinstance(x, SparseArray):
+        raise TypeError(f"to_npy: a sparse array (shape {x.shape}) is written with to_zarr, "
+                        "or made dense first: x.todense().to_npy(path)")
     writer = NpyWriter(os.fspath(path), x.shape, x.dtype, overwrite=overwrite)
     _store(x, writer, options)
 
@@ -89,10 +151,26 @@ def to_npy(x: Array, path: str | os.PathLike, overwrite: bool = False, **options
 def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **options: Any
             ) -> None:
     """Write ``x`` to a zarr v3 array whose chunks are ``x``'s block shape (blocks are first
-    made regular if they are not); the array appears at ``path`` only when complete."""
+    made regular if they are not); the array appears at ``path`` only when complete.
+
+    A SparseArray is written as a zarr v3 group holding the CSR (CSC) arrays of each of its
+    blocks, as they are (see :mod:`tilegraph.io.zarr_store`), also atomically.
+
+    >>> import os, shutil, tempfile, numpy as np, tilegraph as tg
+    >>> d = tempfile.mkdtemp()
+    >>> tg.from_numpy(np.arange(6.0), chunks=4).to_zarr(os.path.join(d, "a.zarr"))
+    >>> tg.from_zarr(os.path.join(d, "a.zarr")).compute()
+    array([0., 1., 2., 3., 4., 5.])
+    >>> shutil.rmtree(d)
+    """
     from tilegraph import config
 
     config.resolve(options, "to_zarr()")
+    if isinstance(x, SparseArray):
+        writer = SparseZarrWriter(os.fspath(path), x.shape, x.dtype, x.chunks, x.format,
+                                  overwrite=overwrite)
+        _store(x, writer, options)
+        return
     zchunks = tuple(max(1, c) for c in x.chunksize)
     regular = normalize_chunks(zchunks, x.shape, x.dtype)
     if regular != x.chunks:

@@ -1,4 +1,5 @@
-"""Block readers and writers for array storage: ``.npy`` files and zarr arrays.
+"""Block readers and writers for array storage: ``.npy`` files, zarr arrays, and sparse arrays
+as zarr groups.
 
 Readers return one block (a copy) per call and keep nothing open between calls. Writers
 build their output under a hidden temporary name next to the destination and move it into
@@ -6,13 +7,23 @@ place in one rename on ``commit()``, so a reader never sees a partially written 
 """
 
 from tilegraph.io.npy import NpyWriter, npy_info, read_npy_block
-from tilegraph.io.zarr_store import ZarrWriter, read_zarr_block, zarr_info
+from tilegraph.io.zarr_store import (
+    SparseZarrWriter,
+    ZarrWriter,
+    read_sparse_zarr_block,
+    read_zarr_block,
+    sparse_zarr_info,
+    zarr_info,
+)
 
 __all__ = [
     "NpyWriter",
+    "SparseZarrWriter",
     "ZarrWriter",
     "npy_info",
     "read_npy_block",
+    "read_sparse_zarr_block",
     "read_zarr_block",
+    "sparse_zarr_info",
     "zarr_info",
 ]
