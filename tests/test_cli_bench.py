@@ -1,0 +1,101 @@
+"""``tilegraph bench``: the table, the CSV and PNG outputs, the checks and argument errors,
+run in-process at tiny sizes."""
+
+import csv
+
+import pytest
+
+from tilegraph.cli import CSV_COLUMNS, main
+
+
+def test_bench_table_csv_and_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    csv_path, png_path = tmp_path / "rows.csv", tmp_path / "ratios.png"
+    code = main(["bench", "matmul", "--sizes", "200", "--against", "numpy", "--repeat", "2",
+                 "--csv", str(csv_path), "--png", str(png_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("workload"))
+    for column in ("size", "system", "seconds", "GFLOP/s", "peak MiB", "speed-up"):
+        assert column in header
+    lines = [line.split() for line in out.splitlines() if line.startswith("matmul")]
+    assert [line[3] for line in lines] == ["tilegraph", "numpy"]
+    assert lines[1][-1].endswith("x")
+
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    assert [(r["workload"], r["size"], r["system"], r["status"]) for r in rows] == [
+        ("matmul", "200", "tilegraph", "ok"), ("matmul", "200", "numpy", "ok")]
+    tg_seconds, np_seconds = float(rows[0]["seconds"]), float(rows[1]["seconds"])
+    assert rows[0]["ratio"] == ""
+    assert float(rows[1]["ratio"]) == pytest.approx(np_seconds / tg_seconds, rel=1e-3)
+    assert float(rows[0]["gflops"]) == pytest.approx(2 * 200**3 / tg_seconds / 1e9, rel=1e-3)
+    assert float(rows[0]["peak_mib"]) >= 0
+
+    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_with_dask_and_several_workloads(tmp_path, capsys):
+    pytest.importorskip("dask")
+    csv_path = tmp_path / "rows.csv"
+    assert main(["bench", "sparse_matmul", "qr", "--sizes", "150", "--csv", str(csv_path),
+                 "--backend", "sync"]) == 0
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["workload"], r["system"]) for r in rows] == [
+        (w, s) for w in ("sparse_matmul", "qr") for s in ("tilegraph", "numpy", "dask")]
+    assert all(r["status"] == "ok" for r in rows)
+
+
+def test_check(capsys):
+    assert main(["bench", "--check", "matmul", "pagerank", "qr"]) == 0
+    out = capsys.readouterr().out
+    assert "3 passed, 0 failed" in out
+    assert out.count(" ok") == 3
+
+
+def test_check_reports_a_mismatch(monkeypatch, capsys):
+    import dataclasses
+
+    from tilegraph import workloads
+
+    wl = workloads.WORKLOADS["matmul"]
+    monkeypatch.setitem(workloads.WORKLOADS, "matmul", dataclasses.replace(wl, tolerance=-1.0))
+    assert main(["bench", "--check", "matmul"]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_list(capsys):
+    assert main(["bench", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("matmul", "pagerank", "funk_svd", "svd"):
+        assert name in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "no_such_workload"], "unknown workload 'no_such_workload'"),
+    (["bench", "matmul", "--sizes", "0"], "must be a positive integer"),
+    (["bench", "matmul", "--sizes", "ten"], "invalid"),
+    (["bench", "funk_svd", "--sizes", "1"], "at least 2"),
+    (["bench", "sparse_matmul", "--sizes", "60000"], "GiB, more than this machine's"),
+    (["bench", "matmul", "--against", "numpy,cupy"], "unknown competitor 'cupy'"),
+    (["bench", "matmul", "--repeat", "0"], "must be a positive integer"),
+    (["bench", "matmul", "--csv", "/no/such/folder/rows.csv"], "no such directory"),
+])
+def test_argument_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_png_without_matplotlib(monkeypatch, tmp_path, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "matmul", "--sizes", "50", "--png", str(tmp_path / "x.png")])
+    assert info.value.code == 2
+    assert "matplotlib" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
