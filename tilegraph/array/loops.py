@@ -26,6 +26,7 @@ from tilegraph.array.core import Array, asarray, unique_name
 from tilegraph.graph.dask_spec import gc_paused
 from tilegraph.graph.taskgraph import MODE_DATA, GraphBuilder, TaskGraph
 from tilegraph.plan.fuse import fuse_chains
+from tilegraph.util import unique
 
 
 def _signature(arrays: Sequence[Array]) -> tuple:
@@ -105,7 +106,7 @@ class _Plan:
         g = self.graph
         variant = self._variant()
         dep_src = np.repeat(np.arange(len(g)), np.diff(g.dep_ptr))
-        frontier = np.unique(g.dep_idx[variant[dep_src] & ~variant[g.dep_idx]])
+        frontier = unique(g.dep_idx[variant[dep_src] & ~variant[g.dep_idx]])
         self.frontier = [int(i) for i in frontier if g.modes[int(i)] != MODE_DATA]
         front_keys = [g.keys[i] for i in self.frontier]
         values = run(self._filled(g, state), self.keys + front_keys, **options)

@@ -45,6 +45,7 @@ import numpy as np
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.explain import _human
 from tilegraph.plan.order import order
+from tilegraph.util import unique
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +114,7 @@ def _as_outputs(graph: Any, outputs: Sequence[int] | np.ndarray | None) -> np.nd
     if len(out) and (out.min() < 0 or out.max() >= n):
         bad = int(out[(out < 0) | (out >= n)][0])
         raise ValueError(f"output task index {bad} is out of range for a graph of {n} tasks")
-    return np.unique(out)
+    return unique(out)
 
 
 def _as_placement(graph: Any, placement: Any, workers: int | None) -> np.ndarray:
@@ -173,7 +174,7 @@ def transfers(
         out = _as_outputs(graph, outputs)
         out = out[pl[out] != gather_to]
         codes.append(out * nworkers + gather_to)
-    uniq = np.unique(np.concatenate(codes))
+    uniq = unique(np.concatenate(codes))
     return uniq // nworkers, uniq % nworkers
 
 
@@ -242,7 +243,7 @@ def simulate(
     else:
         gathered = np.zeros(0, dtype=np.int64)
     gather_codes = gathered * nw + gather_to if gather_to is not None else gathered
-    uniq, inverse = np.unique(
+    uniq, inverse = unique(
         np.concatenate([edge_codes, home_codes, gather_codes]), return_inverse=True
     )
     inverse = inverse.reshape(-1)

@@ -49,6 +49,7 @@ from tilegraph.runtime.backends import Backend, _join_all
 from tilegraph.runtime.blas import blas_threads, cores
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, Transfer
+from tilegraph.util import unique
 
 TAG_HEADER = 101
 TAG_DATA = 102
@@ -256,7 +257,7 @@ class _LocalPlan:
         # where each local result goes: every other rank consuming it, once (+ rank 0 for
         # outputs made here)
         remote = mine[dep] & ~mine[src] & ~is_data[dep]
-        pairs = np.unique(dep[remote] * size + placement[src[remote]]).tolist()
+        pairs = unique(dep[remote] * size + placement[src[remote]]).tolist()
         dests: dict[int, list[int]] = {}
         for code in pairs:
             dests.setdefault(int(new_of_old[code // size]), []).append(int(code % size))
