@@ -924,9 +924,19 @@ def _distinct(rng: np.random.Generator, size: int, k: int) -> np.ndarray:
         keep = np.ones(size, dtype=bool)
         keep[_distinct(rng, size, size - k)] = False
         return np.flatnonzero(keep).astype(np.int64, copy=False)
-    have = np.zeros(0, np.int64)
-    while have.size < k:
-        have = np.union1d(have, rng.integers(0, size, size=k - have.size, dtype=np.int64))
+    # draw with replacement a few more than k, keep the distinct ones (one sort), then keep
+    # k of those uniformly: every k-subset stays equally likely
+    extra = k + k * k // size + 4 * int(np.sqrt(k)) + 16
+    while True:
+        have = np.sort(rng.integers(0, size, size=extra, dtype=np.int64))
+        have = have[np.concatenate(([True], have[1:] != have[:-1]))]  # sorted, distinct
+        if have.size >= k:
+            break
+        extra *= 2
+    if have.size > k:
+        keep = np.zeros(have.size, dtype=bool)
+        keep[rng.choice(have.size, size=k, replace=False)] = True
+        have = have[keep]
     return have
 
 
@@ -949,6 +959,10 @@ def _random_block(seed: int, coord: tuple[int, ...], shape: tuple[int, int], den
         values = rng.integers(1, 10, size=k).astype(dtype)
     else:
         values = np.ones(k, dtype=dtype)
+    if fmt == "csr":  # the positions are sorted: row pointers by counting, no sort
+        indptr = np.zeros(m + 1, dtype=index)
+        np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
+        return sps.csr_array((values, cols, indptr), shape=(m, n))
     return _finish(sps.coo_array((values, (rows, cols)), shape=(m, n)), dtype, fmt)
 
 
