@@ -942,6 +942,7 @@ def bench(names: Sequence[str] | None = None, sizes: Sequence[int] | None = None
             size = wl.validate(size)
             flops = wl.flops(size)
             _warm_up(wl, competitors, backend, workers)
+            touch_memory(2 * wl.memory(size))
             if barrier is not None:
                 barrier()
             _warm_up(wl, ["tilegraph"], backend, workers)
@@ -957,6 +958,22 @@ def bench(names: Sequence[str] | None = None, sizes: Sequence[int] | None = None
     if barrier is not None:
         barrier()
     return rows
+
+
+def touch_memory(nbytes: float) -> None:
+    """Write ``nbytes`` (at most half the available memory) once and free it again.
+
+    On virtual machines the first write to memory the process has never used can be many
+    times slower than any later one (the host backs the guest's pages on first touch), and
+    it would be charged to whichever system runs first; touching it beforehand makes the
+    timed runs equal. Freed pages return to the OS and are reused at full speed."""
+    import psutil
+
+    limit = 0.5 * psutil.virtual_memory().available
+    count = int(min(max(nbytes, 0.0), limit) // 8)
+    if count:
+        block = np.ones(count)
+        del block
 
 
 def _warm_up(wl: Workload, systems: Sequence[str], backend: str | None,
