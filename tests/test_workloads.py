@@ -164,3 +164,12 @@ def test_example_script_runs(monkeypatch, capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "matmul n=150 block=40" in out and "GFLOP/s" in out and ": ok" in out
+
+
+def test_pagerank_to_a_tolerance_example_matches_the_numpy_loop(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["pagerank_tolerance.py", "--n", "600", "--block",
+                                      "150", "--tol", "1e-9"])
+    code = runpy.run_path(str(EXAMPLES / "pagerank_tolerance.py"))["main"]()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "check against NumPy/SciPy: ok" in out and "iterations to tolerance" in out
