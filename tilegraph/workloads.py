@@ -206,7 +206,8 @@ class _DaskLinalg:
         import dask.array as da
 
         if full_matrices:
-            raise NotImplementedError("dask.array.linalg.svd gives the thin SVD only")
+            raise ValueError("dask.array.linalg.svd gives the thin SVD only: use "
+                             "full_matrices=False")
         return da.linalg.svd(a)
 
 
