@@ -724,3 +724,21 @@ def test_failing_block_task_names_the_error():
     x = SparseArray(blocks, (4, 4), chunks, np.float64)
     with pytest.raises(RuntimeError, match="block failed"):
         (x + x).compute()
+
+
+def test_top_level_functions_use_the_sparse_methods_or_reject_sparse_input():
+    m = sps.random_array((30, 20), density=0.2, rng=0, format="csr")
+    x = tg.from_scipy(m, chunks=7)
+    dense = m.toarray()
+    np.testing.assert_allclose(tg.sum(x, axis=0).compute(), dense.sum(axis=0))
+    np.testing.assert_allclose(tg.mean(x).compute(), dense.mean())
+    np.testing.assert_allclose(tg.max(x, axis=1).compute(), dense.max(axis=1))
+    np.testing.assert_allclose(tg.transpose(x).compute().toarray(), dense.T)
+    np.testing.assert_allclose(tg.transpose(x, (1, 0)).compute().toarray(), dense.T)
+    np.testing.assert_allclose(tg.swapaxes(x, 0, 1).compute().toarray(), dense.T)
+    for call in (lambda: tg.concatenate([x, x]), lambda: tg.stack([x, x]),
+                 lambda: tg.where(x, 1.0, 0.0)):
+        with pytest.raises(TypeError, match="sparse arrays are not supported here"):
+            call()
+    with pytest.raises(TypeError, match="reshape"):
+        tg.reshape(x, (600,))

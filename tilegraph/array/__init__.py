@@ -1,6 +1,12 @@
 """The lazy blocked Array and the NumPy-like functions over it (and the sparse arrays of
 :mod:`tilegraph.array.sparse`)."""
 
+import functools as _functools
+from collections.abc import Callable as _Callable
+from typing import Any as _Any
+
+from tilegraph.array import manipulation as _manipulation
+from tilegraph.array import reductions as _reductions
 from tilegraph.array.contraction import (
     dot,
     einsum,
@@ -14,28 +20,39 @@ from tilegraph.array.creation import arange, eye, full, linspace, ones, zeros
 from tilegraph.array.elementwise import astype, elemwise, map_blocks, where
 from tilegraph.array.io import from_npy, from_zarr, to_npy, to_zarr
 from tilegraph.array.loops import while_loop
-from tilegraph.array.manipulation import (
-    concatenate,
-    rechunk,
-    reshape,
-    stack,
-    swapaxes,
-    transpose,
-)
-from tilegraph.array.reductions import (
-    all,
-    any,
-    argmax,
-    argmin,
-    max,
-    mean,
-    min,
-    prod,
-    std,
-    sum,
-    var,
-)
+from tilegraph.array.manipulation import concatenate, stack
 from tilegraph.array.sparse import SparseArray, from_scipy
+
+
+def _via_method(name: str, impl: _Callable) -> _Callable:
+    """The top-level ``tilegraph.<name>(x, ...)``: the implementation for dense arrays, the
+    array's own method for arrays that define it differently (sparse arrays)."""
+
+    def function(x: _Any, *args: _Any, **kwargs: _Any) -> _Any:
+        x = asarray(x)
+        if x.is_sparse:
+            return getattr(x, name)(*args, **kwargs)
+        return impl(x, *args, **kwargs)
+
+    _functools.update_wrapper(function, impl)
+    return function
+
+
+sum = _via_method("sum", _reductions.sum)
+prod = _via_method("prod", _reductions.prod)
+mean = _via_method("mean", _reductions.mean)
+var = _via_method("var", _reductions.var)
+std = _via_method("std", _reductions.std)
+min = _via_method("min", _reductions.min)
+max = _via_method("max", _reductions.max)
+argmin = _via_method("argmin", _reductions.argmin)
+argmax = _via_method("argmax", _reductions.argmax)
+any = _via_method("any", _reductions.any)
+all = _via_method("all", _reductions.all)
+transpose = _via_method("transpose", _manipulation.transpose)
+swapaxes = _via_method("swapaxes", _manipulation.swapaxes)
+reshape = _via_method("reshape", _manipulation.reshape)
+rechunk = _via_method("rechunk", _manipulation.rechunk)
 
 __all__ = [
     "Array", "SparseArray", "all", "any", "arange", "argmax", "argmin", "asarray", "astype",

@@ -69,6 +69,7 @@ class Array(NDArrayOperatorsMixin):
 
     __slots__ = ("blocks", "chunks", "dtype", "shape")
     __array_priority__ = 20
+    is_sparse = False  # blocks are NumPy arrays (SparseArray: scipy.sparse blocks)
 
     def __init__(self, blocks: Blocks, shape: Sequence[int], chunks: Chunks, dtype: Any):
         self.blocks = blocks
@@ -361,6 +362,15 @@ def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None) -> Array:
                         coords=coord)
 
     return Array(Blocks(name, grid, (), emit), x.shape, chunks, x.dtype)
+
+
+def dense_only(op: str, *arrays: Any) -> None:
+    """Reject sparse arrays in an operation that works on dense blocks only, before anything
+    is planned."""
+    for a in arrays:
+        if getattr(a, "is_sparse", False):
+            raise TypeError(f"{op}: sparse arrays are not supported here (shape {a.shape}); "
+                            "make it dense first with x.todense()")
 
 
 def asarray(x: Any, chunks: Any = "auto", dtype: Any = None) -> Array:

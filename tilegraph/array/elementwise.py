@@ -17,7 +17,7 @@ import numpy as np
 
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import common_refinement, numblocks
-from tilegraph.array.core import Array, from_numpy, tokenize
+from tilegraph.array.core import Array, dense_only, from_numpy, tokenize
 from tilegraph.graph.taskgraph import Dep, funcname
 
 
@@ -165,6 +165,7 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
     if x is None or y is None:
         raise TypeError("where: only the three-argument form where(condition, x, y) is "
                         "supported (the one-argument form gives data-dependent shapes)")
+    dense_only("where", condition, x, y)
     return elemwise(np.where, condition, x, y, name="where")
 
 

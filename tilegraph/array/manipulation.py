@@ -23,7 +23,7 @@ from tilegraph.array.chunks import (
     numblocks,
     offsets,
 )
-from tilegraph.array.core import Array, asarray, tokenize
+from tilegraph.array.core import Array, asarray, dense_only, tokenize
 from tilegraph.graph.taskgraph import Dep, Lit
 
 
@@ -232,6 +232,7 @@ def reshape(x: Array, shape: Any, order: str = "C") -> Array:
 def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Array:
     """Join arrays along an existing axis (``axis=None``: flatten them first); the result's
     blocks are the inputs' blocks."""
+    dense_only("concatenate", *arrays)
     arrays = [asarray(a) for a in arrays]
     if not arrays:
         raise ValueError("concatenate: need at least one array")
@@ -272,6 +273,7 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Array:
 
 def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
     """Join arrays of one shape along a new axis."""
+    dense_only("stack", *arrays)
     arrays = [asarray(a) for a in arrays]
     if not arrays:
         raise ValueError("stack: need at least one array")

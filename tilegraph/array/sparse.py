@@ -368,6 +368,7 @@ class SparseArray(Array):
     """
 
     __slots__ = ("_density", "format")
+    is_sparse = True
 
     def __init__(self, blocks: Blocks, shape: Sequence[int], chunks: Chunks, dtype: Any,
                  format: str = "csr", density: float | None = None):
