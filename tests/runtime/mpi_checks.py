@@ -72,6 +72,20 @@ def _values() -> dict:
     check("random-matmul", (r @ r).compute(**opts),
           (r.compute(backend="threads") @ r.compute(backend="threads")))
 
+    # linear algebra and sparse blocks across ranks (sparse blocks travel pickled)
+    spd_np = x_np.T @ x_np + 40 * np.eye(40)
+    spd = tg.from_numpy(spd_np, chunks=(11, 11))
+    check("cholesky", tg.linalg.cholesky(spd).compute(**opts), np.linalg.cholesky(spd_np))
+    check("solve", tg.linalg.solve(spd, np.ones(40)).compute(**opts),
+          np.linalg.solve(spd_np, np.ones(40)))
+    q, r_ = tg.compute(*tg.linalg.qr(x), **opts)
+    check("qr", None if q is None else q @ r_, x_np)
+    import scipy.sparse as sps
+
+    s_np = sps.random_array((45, 30), density=0.2, rng=4, format="csr")
+    s = tg.from_scipy(s_np, chunks=(12, 9))
+    check("sparse-matmul", (s @ x_np[:30, :7]).compute(**opts), s_np @ x_np[:30, :7])
+
     # each rank keeps its own memory budget and spills beyond it
     big_np = rng.random((96, 96))
     big = tg.from_numpy(big_np, chunks=16) + 0.5  # not a load: spilled, not dropped
