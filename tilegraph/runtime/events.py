@@ -14,6 +14,7 @@ run in a block with :func:`subscribe`::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -166,13 +167,13 @@ def nbytes_of(value: object) -> int:
     nb = getattr(value, "nbytes", None)
     if isinstance(nb, int):
         return nb
-    if type(value) in (tuple, list):
+    tp = type(value)
+    if tp is tuple or tp is list:
         return sum(nbytes_of(v) for v in value)
-    parts = [getattr(value, name, None) for name in ("data", "indices", "indptr")]
-    if all(isinstance(getattr(p, "nbytes", None), int) for p in parts):
-        return sum(p.nbytes for p in parts)
-    import sys
-
+    if tp.__module__.startswith("scipy.sparse"):  # no failing attribute lookups per task
+        parts = [getattr(value, name, None) for name in ("data", "indices", "indptr")]
+        if all(isinstance(getattr(p, "nbytes", None), int) for p in parts):
+            return sum(p.nbytes for p in parts)
     try:
         return sys.getsizeof(value)
     except TypeError:
