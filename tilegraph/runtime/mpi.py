@@ -170,11 +170,12 @@ class MPIBackend(Backend):
         self.check_same_plan(graph, placement)
         self.placement = placement
         local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
+        sendq: deque[tuple[int, Any]] = deque()  # results to send, filled by the executor
         execution = Execution(local.graph, local.outputs, local.priority(priority),
                               retries=retries, subscribers=subscribers,
                               memory_limit=memory_limit, spill=spill,
                               external=local.external, exported=local.exported_tasks,
-                              on_export=None)
+                              on_export=lambda i, value: sendq.append((i, value)))
         try:
             check_fits(local.graph, execution.estimates, memory_limit)
             too_big: BaseException | None = None
@@ -185,8 +186,7 @@ class MPIBackend(Backend):
             raise too_big or MemoryLimitError(
                 f"a task placed on MPI rank {fits.index(False)} cannot fit under the memory "
                 f"limit of {memory_limit} bytes")
-        exchange = _Exchange(self.comm, execution, local, self)
-        execution._on_export = exchange.export
+        exchange = _Exchange(self.comm, execution, local, sendq)
         self.comm.Barrier()
         start = RunStart(len(local.graph), self.workers, self.name, self.rank,
                          time.perf_counter())
@@ -281,7 +281,8 @@ class _Exchange:
     """The communication thread of one rank (the only thread making MPI calls during a
     run)."""
 
-    def __init__(self, comm: Any, execution: Execution, local: _LocalPlan, backend: Any):
+    def __init__(self, comm: Any, execution: Execution, local: _LocalPlan,
+                 sendq: deque[tuple[int, Any]]):
         self.MPI = _mpi()
         self.comm = comm
         self.rank = comm.Get_rank()
@@ -289,7 +290,7 @@ class _Exchange:
         self.execution = execution
         self.local = local
         self.keys = local.graph.keys
-        self.sendq: deque[tuple[int, Any]] = deque()
+        self.sendq = sendq  # (local task, result) for every exported result, in order
         self.pending: list[tuple[Any, Any]] = []  # (request, object kept alive until done)
         self.local_done = threading.Event()
         self.aborted = False
@@ -298,10 +299,6 @@ class _Exchange:
         self.bytes_sent = 0
         self.sent: list[tuple[Any, int]] = []
         self.old_of_new = local.keep
-
-    # called by the executor, with its lock held: must be quick
-    def export(self, i: int, value: Any) -> None:
-        self.sendq.append((i, value))
 
     def loop(self) -> None:
         try:
