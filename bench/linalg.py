@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 import tilegraph as tg
+from tilegraph.workloads import touch_memory
 
 
 def best(fn, repeat: int) -> float:
@@ -45,8 +46,7 @@ def main() -> int:
     except ImportError:
         da = None
     n = args.n
-    warm = np.ones((n, 3 * n))  # touch the memory the runs will use
-    del warm
+    touch_memory(3 * 8 * n * n)  # the memory the runs will use (see the module docstring)
     rng = np.random.default_rng(0)
     a = rng.random((n, n))
     spd = a @ a.T + n * np.eye(n)

@@ -40,19 +40,26 @@ class _Cblas:
               np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 
     def __init__(self) -> None:
+        self.lib = self._numpy_blas()
         self.funcs: dict[np.dtype, tuple[Callable, type]] = {}
-        lib = self._numpy_blas()
-        if lib is None:
-            return
         for dtype, code in self._CODES.items():
-            for name, int_t in ((f"scipy_cblas_{code}gemm64_", ctypes.c_int64),
-                                (f"cblas_{code}gemm64_", ctypes.c_int64),
-                                (f"cblas_{code}gemm", ctypes.c_int)):
-                func = getattr(lib, name, None)
-                if func is not None:
-                    func.restype = None
-                    self.funcs[dtype] = (func, int_t)
-                    break
+            entry = self.symbol(f"cblas_{code}gemm")
+            if entry is not None:
+                entry[0].restype = None
+                self.funcs[dtype] = entry
+
+    def symbol(self, base: str) -> tuple[Callable, type] | None:
+        """``(function, integer type)`` of the routine ``base`` (e.g. ``"cblas_dtrsm"``,
+        ``"LAPACKE_dpotrf"``) in NumPy's BLAS library, under its 64-bit-integer or plain
+        name, or None."""
+        if self.lib is None:
+            return None
+        for name, int_t in ((f"scipy_{base}64_", ctypes.c_int64),
+                            (f"{base}64_", ctypes.c_int64), (base, ctypes.c_int)):
+            func = getattr(self.lib, name, None)
+            if func is not None:
+                return func, int_t
+        return None
 
     @staticmethod
     def _numpy_blas() -> ctypes.CDLL | None:

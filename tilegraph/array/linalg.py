@@ -45,7 +45,7 @@ from tilegraph.array.linalg_kernels import (
     potrf,
     trsm,
 )
-from tilegraph.graph.taskgraph import GraphBuilder
+from tilegraph.graph.taskgraph import Dep, GraphBuilder
 
 __all__ = [
     "LinAlgError", "cholesky", "det", "inv", "lstsq", "lu", "norm", "qr", "slogdet", "solve",
@@ -301,8 +301,9 @@ def _qr_stacked(*rs: np.ndarray, normalize: bool) -> tuple[np.ndarray, np.ndarra
     return q, r
 
 
-def _rows(q: np.ndarray, start: int, stop: int) -> np.ndarray:
-    return q[start:stop]
+def _rows(x: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` of a block (a view)."""
+    return x[start:stop]
 
 
 def _times(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -349,13 +350,13 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
                 coords=(i, 0), nbytes=_nbytes(dtype, rows[i] + n, n),
                 cost=4.0 * rows[i] * n * n)
             rk = (f"{name}-leafR", i)
-            add(rk, _pick, deps=[pair], args=(_dep0(), 1), kind="getitem", name="R",
+            add(rk, _pick, deps=[pair], args=(Dep(0), 1), kind="getitem", name="R",
                 coords=(i, 0), nbytes=_nbytes(dtype, min(rows[i], n), n))
             items.append((rk, min(rows[i], n), pair))
         factors = _combine(builder, items, top=True)
         for i in range(nb):
             qi = (f"{name}-leafQ", i)
-            add(qi, _pick, deps=[items[i][2]], args=(_dep0(), 0), kind="getitem", name="Q",
+            add(qi, _pick, deps=[items[i][2]], args=(Dep(0), 0), kind="getitem", name="Q",
                 coords=(i, 0), nbytes=_nbytes(dtype, rows[i], min(rows[i], n)))
             add(qkeys[i, 0], _times, deps=[qi, factors[i]], kind="gemm", name="Q",
                 coords=(i, 0), nbytes=_nbytes(dtype, rows[i], k),
@@ -377,13 +378,13 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
                 kwargs={"normalize": last and top}, kind="qr", name="geqrf",
                 coords=(g, 0), nbytes=_nbytes(dtype, total + n, n), cost=4.0 * total * n * n)
             rk = rkey[0, 0] if last else (f"{name}-nodeR", level, g)
-            add(rk, _pick, deps=[pair], args=(_dep0(), 1), kind="getitem", name="R",
+            add(rk, _pick, deps=[pair], args=(Dep(0), 1), kind="getitem", name="R",
                 coords=(g, 0), nbytes=_nbytes(dtype, min(total, n), n))
             parents.append((rk, min(total, n), pair))
         if last:
             tops = [parents[0][2]]
             qtop = (f"{name}-nodeQ", level, 0)
-            add(qtop, _pick, deps=[tops[0]], args=(_dep0(), 0), kind="getitem", name="Q",
+            add(qtop, _pick, deps=[tops[0]], args=(Dep(0), 0), kind="getitem", name="Q",
                 coords=(0, 0), nbytes=_nbytes(dtype, parents[0][1], n))
             above = [qtop]
         else:
@@ -391,7 +392,7 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
             node_factors = _combine(builder, parents, top)
             for g, (_, _, pair) in enumerate(parents):
                 qg = (f"{name}-nodeQ", level, g)
-                add(qg, _pick, deps=[pair], args=(_dep0(), 0), kind="getitem", name="Q",
+                add(qg, _pick, deps=[pair], args=(Dep(0), 0), kind="getitem", name="Q",
                     coords=(g, 0), nbytes=_nbytes(dtype, sum(r for _, r, _ in groups[g]), n))
                 fg = (f"{name}-nodeF", level, g)
                 add(fg, _times, deps=[qg, node_factors[g]], kind="gemm", name="Q",
@@ -401,7 +402,7 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
             start = 0
             for j, (_, r, _) in enumerate(group):
                 fk = (f"{name}-slice", level, g, j)
-                add(fk, _rows, deps=[above[g]], args=(_dep0(), start, start + r),
+                add(fk, _rows, deps=[above[g]], args=(Dep(0), start, start + r),
                     kind="getitem", name="rows", coords=(g, j))
                 out.append(fk)
                 start += r
@@ -412,12 +413,6 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
     q = Array(internal, (m, k), (rows, (k,)), dtype)
     r = Array(_view(f"{name}-r", (1, 1), internal, rkey), (k, n), ((k,), (n,)), dtype)
     return q, r
-
-
-def _dep0() -> Any:
-    from tilegraph.graph.taskgraph import Dep
-
-    return Dep(0)
 
 
 def qr(a: Any, mode: str = "reduced") -> Any:
@@ -518,7 +513,7 @@ def _small_factors(r: Array, name: str) -> tuple[Array, Array, Array]:
                     coords=(0, 0), nbytes=_nbytes(dtype, k + n + 1, kk), cost=14.0 * k * n * kk)
         for j, part in enumerate(("u", "s", "vt")):
             builder.add((f"{name}-{part}",), _pick, deps=[(f"{name}-svd",)],
-                        args=(_dep0(), j), kind="getitem", name=part, coords=(0, 0))
+                        args=(Dep(0), j), kind="getitem", name=part, coords=(0, 0))
 
     inner = Blocks(f"{name}-svd", (1,), [r.blocks], emit, keys=keys["s"], ntasks=4)
     u = Array(_view(f"{name}-U", (1, 1), inner, keys["u"]), (k, kk), ((k,), (kk,)), dtype)
@@ -677,10 +672,10 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Arr
     def emit(builder: GraphBuilder) -> None:
         solved = (f"{name}-solve",)
         builder.add(solved, _lstsq_small, deps=[r.blocks.key((0, 0)), qtb.blocks.key((0, 0))],
-                    args=(_dep0(), _dep1(), rcond, (m, n)), kind="svd", name="lstsq",
+                    args=(Dep(0), Dep(1), rcond, (m, n)), kind="svd", name="lstsq",
                     coords=(0, 0))
         for j, key in enumerate((keys[0, 0], rank_key[()], s_key[0])):
-            builder.add(key, _pick, deps=[solved], args=(_dep0(), j), kind="getitem",
+            builder.add(key, _pick, deps=[solved], args=(Dep(0), j), kind="getitem",
                         name="lstsq", coords=(0, 0))
 
     inner = Blocks(name, (1, 1), [r.blocks, qtb.blocks], emit, keys=keys, ntasks=4)
@@ -702,12 +697,6 @@ def _where_full_rank(resid: Array, full_rank: Array) -> Array:
     from tilegraph.array.elementwise import where
 
     return where(full_rank, resid, np.nan)
-
-
-def _dep1() -> Any:
-    from tilegraph.graph.taskgraph import Dep
-
-    return Dep(1)
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Array:
@@ -842,10 +831,6 @@ def _permuted(pair: tuple, *blocks: np.ndarray) -> np.ndarray:
     return np.concatenate(blocks, axis=0)[pair[1]]
 
 
-def _rows_copy(x: np.ndarray, start: int, stop: int) -> np.ndarray:
-    return x[start:stop]
-
-
 def _next_order(rows: np.ndarray, pair: tuple, offset: int) -> np.ndarray:
     out = rows.copy()
     out[offset:] = rows[offset:][pair[1]]
@@ -907,14 +892,14 @@ class _LU:
             for i in below:
                 key = (f"{name}-L", i, k)
                 add(key, _panel_l, deps=[panel],
-                    args=(_dep0(), offs[i] - offs[k], offs[i + 1] - offs[k], i == k),
+                    args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k], i == k),
                     kind="getitem", name="L", coords=(i, k),
                     nbytes=_nbytes(dtype, chunks[i], bk))
                 lcur[i, k] = key
-            add(self.ukeys[k, k], _panel_u, deps=[panel], args=(_dep0(), bk), kind="getitem",
+            add(self.ukeys[k, k], _panel_u, deps=[panel], args=(Dep(0), bk), kind="getitem",
                 name="U", coords=(k, k), nbytes=_nbytes(dtype, bk, bk))
             nxt = (f"{name}-order", k + 1)
-            add(nxt, _next_order, deps=[order, panel], args=(_dep0(), _dep1(), offs[k]),
+            add(nxt, _next_order, deps=[order, panel], args=(Dep(0), Dep(1), offs[k]),
                 kind="lu", name="pivots", coords=(0,))
             order = nxt
             for j in range(nb):
@@ -927,8 +912,8 @@ class _LU:
                     nbytes=_nbytes(dtype, height, chunks[j]))
                 for i in below:
                     rows = (f"{name}-rows", k, i, j)
-                    add(rows, _rows_copy, deps=[seg],
-                        args=(_dep0(), offs[i] - offs[k], offs[i + 1] - offs[k]),
+                    add(rows, _rows, deps=[seg],
+                        args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k]),
                         kind="getitem", name="rows", coords=(i, j))
                     if j < k:
                         lcur[i, j] = rows
@@ -1027,7 +1012,7 @@ def _perm_matrix(pi: Array, chunks: tuple[int, ...], dtype: np.dtype) -> Array:
         for i in range(nb):
             for j in range(nb):
                 builder.add((name, i, j), _perm_matrix_block, deps=[pk],
-                            args=(_dep0(), offs[i], offs[i + 1], offs[j], offs[j + 1], dtype),
+                            args=(Dep(0), offs[i], offs[i + 1], offs[j], offs[j + 1], dtype),
                             kind="creation", name="perm", coords=(i, j),
                             nbytes=_nbytes(dtype, chunks[i], chunks[j]))
 
@@ -1058,8 +1043,8 @@ def _take_rows(b: Array, order: Array) -> Array:
                         kind="lu", name="laswp", coords=(0, j),
                         nbytes=_nbytes(b.dtype, offs[-1], cols[j]))
             for i in range(nb):
-                builder.add(keys[i, j], _rows_copy, deps=[col],
-                            args=(_dep0(), offs[i], offs[i + 1]), kind="getitem",
+                builder.add(keys[i, j], _rows, deps=[col],
+                            args=(Dep(0), offs[i], offs[i + 1]), kind="getitem",
                             name="rows", coords=(i, j))
 
     blocks = Blocks(name, (nb, nc), [b.blocks, order.blocks], emit, keys=keys,
@@ -1181,9 +1166,9 @@ def slogdet(a: Any) -> tuple[Array, Array]:
         both = (f"{name}-both",)
         builder.add(both, _combine_logdet, deps=[order.blocks.key((0,)), *parts],
                     kind="aggregate", name="slogdet", coords=(0, 0))
-        builder.add(keys["sign"][()], _sign_of, deps=[both], args=(_dep0(), a.dtype),
+        builder.add(keys["sign"][()], _sign_of, deps=[both], args=(Dep(0), a.dtype),
                     kind="getitem", name="sign", coords=(0, 0))
-        builder.add(keys["log"][()], _log_of, deps=[both], args=(_dep0(), real),
+        builder.add(keys["log"][()], _log_of, deps=[both], args=(Dep(0), real),
                     kind="getitem", name="logabsdet", coords=(0, 0))
 
     inner = Blocks(name, (), [u.blocks, order.blocks], emit, keys=keys["log"],

@@ -35,27 +35,19 @@ class LinAlgError(np.linalg.LinAlgError):
 
 
 class _Lib:
-    """CBLAS/LAPACKE entry points of NumPy's BLAS library, found once."""
+    """CBLAS/LAPACKE entry points of NumPy's BLAS library (found by
+    :meth:`~tilegraph.algebra.semiring._Cblas.symbol`), looked up once each."""
 
     def __init__(self) -> None:
-        self.funcs: dict[str, tuple[Callable, type]] = {}
-        lib = cblas()._numpy_blas()
-        if lib is None:
-            return
-        for code in _CODES.values():
-            for base in (f"cblas_{code}trsm", f"cblas_{code}syrk", f"cblas_{code}herk",
-                         f"LAPACKE_{code}potrf"):
-                for name, int_t in ((f"scipy_{base}64_", ctypes.c_int64),
-                                    (f"{base}64_", ctypes.c_int64), (base, ctypes.c_int)):
-                    func = getattr(lib, name, None)
-                    if func is not None:
-                        self.funcs[base] = (func, int_t)
-                        break
-        for base, (func, int_t) in self.funcs.items():
-            func.restype = int_t if base.startswith("LAPACKE") else None  # lapack_int
+        self.funcs: dict[str, tuple[Callable, type] | None] = {}
 
     def get(self, base: str) -> tuple[Callable, type] | None:
-        return self.funcs.get(base)
+        if base not in self.funcs:
+            entry = cblas().symbol(base)
+            if entry is not None:  # LAPACKE returns lapack_int; CBLAS returns nothing
+                entry[0].restype = entry[1] if base.startswith("LAPACKE") else None
+            self.funcs[base] = entry
+        return self.funcs[base]
 
 
 _lib: _Lib | None = None

@@ -62,6 +62,7 @@ from tilegraph.array.chunks import (
 )
 from tilegraph.array.core import Array, asarray, compute, tokenize, unique_name
 from tilegraph.graph.taskgraph import Dep, Lit
+from tilegraph.util import unique
 
 __all__ = ["SparseArray", "compute", "from_scipy", "random", "sparse_semiring"]
 
@@ -929,8 +930,7 @@ def _distinct(rng: np.random.Generator, size: int, k: int) -> np.ndarray:
     # k of those uniformly: every k-subset stays equally likely
     extra = k + k * k // size + 4 * int(np.sqrt(k)) + 16
     while True:
-        have = np.sort(rng.integers(0, size, size=extra, dtype=np.int64))
-        have = have[np.concatenate(([True], have[1:] != have[:-1]))]  # sorted, distinct
+        have = unique(rng.integers(0, size, size=extra, dtype=np.int64))
         if have.size >= k:
             break
         extra *= 2

@@ -60,8 +60,11 @@ class ThreadsBackend(Backend):
 
     name = "threads"
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, share: int = 1):
+        """``share``: processes on this host that split its cores (MPI ranks), so that
+        processes x threads x BLAS threads = cores."""
         self.workers = workers or cores()
+        self.share = share
 
     def run(self, execution: Execution) -> None:
         threads = [
@@ -70,7 +73,7 @@ class ThreadsBackend(Backend):
             )
             for w in range(self.workers)
         ]
-        with blas_threads(max(1, cores() // self.workers)):
+        with blas_threads(max(1, cores() // (self.workers * self.share))):
             try:
                 for t in threads:
                     t.start()

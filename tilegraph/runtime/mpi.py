@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
-from tilegraph.runtime.backends import Backend, _join_all
-from tilegraph.runtime.blas import blas_threads, cores
+from tilegraph.runtime.backends import Backend, ThreadsBackend
+from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, Transfer
 from tilegraph.util import unique
@@ -103,24 +103,9 @@ class MPIBackend(Backend):
         self.sent: list[tuple[Any, int]] = []
 
     def run(self, execution: Execution) -> None:
-        """Drive one rank's local execution with its worker threads."""
-        threads = [
-            threading.Thread(target=_guarded_loop, args=(execution, w),
-                             name=f"tilegraph-worker-{w}", daemon=True)
-            for w in range(self.workers)
-        ]
-        with blas_threads(max(1, cores() // (self.workers * _comm_cache["local_size"]))):
-            try:
-                for t in threads:
-                    t.start()
-                while not execution.done_event.wait(0.5):
-                    pass
-            except BaseException as exc:
-                execution.cancel(exc)
-                raise
-            finally:
-                _join_all(threads, execution)
-                execution.finish_io()
+        """Drive one rank's local execution with its worker threads (the threads backend,
+        sharing this host's cores with the other ranks on it)."""
+        ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(execution)
 
     # -- the plan ---------------------------------------------------------------------------
 
@@ -220,13 +205,6 @@ class MPIBackend(Backend):
         finally:
             self.bytes_sent = exchange.bytes_sent
             self.sent = exchange.sent
-
-
-def _guarded_loop(execution: Execution, worker: int) -> None:
-    try:
-        execution.worker_loop(worker)
-    except BaseException as exc:
-        execution.cancel(exc)
 
 
 class _LocalPlan:
