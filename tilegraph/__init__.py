@@ -6,10 +6,10 @@
 42
 """
 
-from tilegraph import config, random
+from tilegraph import config
 from tilegraph.array import *  # noqa: F403 - the NumPy-like API lives at the top level
 from tilegraph.array import __all__ as _array_all
-from tilegraph.array import linalg, sparse
+from tilegraph.array import linalg, random, sparse
 from tilegraph.graph import CycleError, GraphBuilder, GraphError, TaskGraph
 from tilegraph.runtime import MemoryLimitError, get, last_run, run, subscribe
 

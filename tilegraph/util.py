@@ -1,10 +1,59 @@
-"""Small array helpers shared by the planner and the runtime."""
+"""Small helpers shared by every part of tilegraph: byte sizes in words and from words, and
+a fast ``unique`` for plans."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import numpy as np
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+}
+
+
+def parse_bytes(value: Any) -> int:
+    """Bytes from an int or a string such as ``"2GB"``, ``"512 MiB"`` or ``"1.5e9"``.
+
+    >>> parse_bytes("2GB"), parse_bytes("1.5 GiB"), parse_bytes(1024)
+    (2000000000, 1610612736, 1024)
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"memory size must be a number of bytes or a string, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        n = int(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"memory size must be finite, got {value!r}")
+        n = int(value)
+    elif isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", value)
+        if m is None or m.group(2).lower() not in _UNITS:
+            raise ValueError(
+                f"cannot read memory size {value!r}; use bytes or a number with a unit such as "
+                "'2GB', '512MiB'")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    else:
+        raise TypeError(f"memory size must be a number of bytes or a string, got {value!r}")
+    if n <= 0:
+        raise ValueError(f"memory size must be positive, got {value!r}")
+    return n
+
+
+def human(n: float) -> str:
+    """Bytes in a short readable form."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
 
 
 def unique(values: Any, return_inverse: bool = False) -> Any:

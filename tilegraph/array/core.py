@@ -20,6 +20,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from tilegraph.algebra.blocks import Blocks
 from tilegraph.array.chunks import Chunks, all_block_slices, normalize_chunks, numblocks
+from tilegraph.util import human
 
 _session = os.urandom(4).hex()
 _counter = itertools.count()
@@ -138,7 +139,7 @@ class Array(NDArrayOperatorsMixin):
         rows = [
             ("shape", self.shape), ("dtype", self.dtype), ("block shape", self.chunksize),
             ("blocks", f"{self.npartitions} ({' x '.join(map(str, self.numblocks)) or '1'})"),
-            ("bytes", f"{_human(self.nbytes)} (block: {_human(block_bytes)})"),
+            ("bytes", f"{human(self.nbytes)} (block: {human(block_bytes)})"),
             ("tasks", f"{summary['tasks']} ({summary['kinds_text']})"),
         ]
         body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
@@ -319,12 +320,6 @@ for _name in ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argm
     setattr(Array, _name, _reduction_method(_name))
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 # -- creation from NumPy ------------------------------------------------------------------------

@@ -575,7 +575,7 @@ def svd_compressed(a: Any, k: int, n_power_iter: int = 2, oversample: int = 10,
     >>> bool(np.allclose(s.compute(), np.linalg.svd(m, compute_uv=False)[:5]))
     True
     """
-    from tilegraph.random import normal
+    from tilegraph.array.random import normal
 
     a = _matrix(a, "svd_compressed")
     m, n = a.shape

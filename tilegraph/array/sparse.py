@@ -943,7 +943,7 @@ def _distinct(rng: np.random.Generator, size: int, k: int) -> np.ndarray:
 
 def _random_block(seed: int, coord: tuple[int, ...], shape: tuple[int, int], density: float,
                   fmt: str, dtype: np.dtype) -> Any:
-    from tilegraph.random import _generator
+    from tilegraph.array.random import _generator
 
     rng = _generator(seed, coord)
     m, n = shape
@@ -985,7 +985,7 @@ def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = 
     True
     """
     from tilegraph.array.creation import _shape
-    from tilegraph.random import _seed
+    from tilegraph.array.random import _seed
 
     shape = _shape(shape)
     if len(shape) != 2:

@@ -15,14 +15,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.plan.order import order
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+from tilegraph.util import human
 
 
 def sequential_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray) -> tuple[int, int]:
@@ -89,11 +82,11 @@ def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
         f"plan: {s['tasks']} tasks ({s['tasks_before_fusion']} before fusion)",
         "tasks per kind: " + (s["kinds_text"] or "none"),
         f"blocks read: {s['blocks_read']}; blocks written: {s['blocks_written']} "
-        f"({_human(s['bytes_written'])})",
+        f"({human(s['bytes_written'])})",
         f"flops: {s['flops']:.3g}",
-        f"estimated peak memory: {_human(s['peak_bytes'])} on one worker, up to "
-        f"{_human(s['peak_bytes'] + (threads - 1) * s['largest_task_bytes'])} with {threads} "
-        f"workers (largest task works on {_human(s['largest_task_bytes'])})",
+        f"estimated peak memory: {human(s['peak_bytes'])} on one worker, up to "
+        f"{human(s['peak_bytes'] + (threads - 1) * s['largest_task_bytes'])} with {threads} "
+        f"workers (largest task works on {human(s['largest_task_bytes'])})",
     ]
     if s["fused_chains"]:
         chains = ", ".join(f"{n} x {name}" for name, n in list(s["fused_chains"].items())[:5])
@@ -136,12 +129,12 @@ def explain(arrays: Sequence[Any], workers: int | None = None, *, initial: str =
     lines += [
         f"placed on {workers} workers (grid {d} x {c}, inputs {initial}): "
         f"{per.min()} to {per.max()} tasks per worker",
-        f"simulated (flop rate {model.flop_rate:.3g}/s, network {_human(model.bandwidth)}/s, "
+        f"simulated (flop rate {model.flop_rate:.3g}/s, network {human(model.bandwidth)}/s, "
         f"latency {model.latency:.3g} s): makespan {sim.makespan:.4g} s, "
         f"utilisation {sim.utilisation:.0%}",
-        f"moved between workers: {_human(sim.bytes_moved)} in {sim.messages} messages "
+        f"moved between workers: {human(sim.bytes_moved)} in {sim.messages} messages "
         f"(results gathered on worker 0 included)",
-        f"peak memory per worker: max {_human(int(sim.peak_memory.max()))}, "
-        f"mean {_human(float(sim.peak_memory.mean()))}",
+        f"peak memory per worker: max {human(int(sim.peak_memory.max()))}, "
+        f"mean {human(float(sim.peak_memory.mean()))}",
     ]
     return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""Random arrays, seeded per block: block ``(i, j)`` draws from a generator seeded with
+``(seed, i, j)``, so the values never depend on the number of workers or the order in which
+blocks are made. The same ``seed`` and ``chunks`` give the same array every time.
+
+>>> import tilegraph as tg
+>>> a = tg.random.random((4, 4), chunks=2, seed=7).compute()
+>>> b = tg.random.random((4, 4), chunks=2, seed=7).compute(backend="sync")
+>>> bool((a == b).all())
+True
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import numpy as np
+
+from tilegraph.array.core import Array
+from tilegraph.array.creation import from_block_function
+
+__all__ = ["integers", "normal", "random", "uniform"]
+
+
+def _seed(seed: Any) -> int:
+    if seed is None:
+        return secrets.randbits(63)
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    raise TypeError(f"seed must be a non-negative int or None, got {seed!r}")
+
+
+def _generator(seed: int, coord: tuple[int, ...]) -> np.random.Generator:
+    """The generator of block ``coord``: the block coordinate is the spawn key of the
+    user's seed. (Seeding with the list ``[seed, *coord]`` would not do: NumPy's
+    SeedSequence treats ``[s]`` and ``[s, 0]`` alike and splits seeds of 2**32 and more
+    into several words, so different seeds and blocks could share one stream.)"""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=coord))
+
+
+def _draw(method: str, seed: tuple[int, ...], shape: tuple[int, ...], params: tuple,
+          dtype: np.dtype) -> np.ndarray:
+    rng = _generator(seed[0], tuple(seed[1:]))
+    if method == "random":
+        return rng.random(shape, dtype=dtype)
+    if method == "normal":
+        out = rng.standard_normal(shape, dtype=dtype)
+        loc, scale = params
+        if scale != 1:
+            out *= scale
+        if loc != 0:
+            out += loc
+        return out
+    if method == "uniform":
+        low, high = params
+        return (low + (high - low) * rng.random(shape)).astype(dtype, copy=False)
+    low, high, endpoint = params
+    return rng.integers(low, high, size=shape, dtype=dtype, endpoint=endpoint)
+
+
+def _make(method: str, shape: Any, chunks: Any, seed: Any, params: tuple, dtype: Any
+          ) -> Array:
+    s = _seed(seed)
+    dtype = np.dtype(dtype)
+    return from_block_function(
+        f"random-{method}", _draw, shape, chunks, dtype,
+        lambda c, bs: (method, (s, *c), bs, params, dtype), kind="random",
+        params=(s, method, *params))
+
+
+def random(shape: Any, chunks: Any = "auto", seed: Any = None, dtype: Any = np.float64
+           ) -> Array:
+    """Uniform floats in [0, 1)."""
+    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"random: dtype must be float32 or float64, got {dtype}")
+    return _make("random", shape, chunks, seed, (), dtype)
+
+
+def normal(loc: float = 0.0, scale: float = 1.0, size: Any = None, chunks: Any = "auto",
+           seed: Any = None, dtype: Any = np.float64) -> Array:
+    """Normally distributed floats with mean ``loc`` and standard deviation ``scale``."""
+    if size is None:
+        raise TypeError("normal: give the array shape as size=")
+    if scale < 0:
+        raise ValueError(f"normal: scale must be non-negative, got {scale}")
+    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"normal: dtype must be float32 or float64, got {dtype}")
+    return _make("normal", size, chunks, seed, (loc, scale), dtype)
+
+
+def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, chunks: Any = "auto",
+            seed: Any = None) -> Array:
+    """Uniform floats in [low, high)."""
+    if size is None:
+        raise TypeError("uniform: give the array shape as size=")
+    return _make("uniform", size, chunks, seed, (low, high), np.float64)
+
+
+def integers(low: int, high: int | None = None, size: Any = None, chunks: Any = "auto",
+             seed: Any = None, dtype: Any = np.int64, endpoint: bool = False) -> Array:
+    """Random integers in [low, high) (or [0, low) with one bound), like
+    ``Generator.integers``."""
+    if size is None:
+        raise TypeError("integers: give the array shape as size=")
+    if high is None:
+        low, high = 0, low
+    if high < low or (high == low and not endpoint):
+        raise ValueError(f"integers: empty range [{low}, {high})")
+    if np.dtype(dtype).kind not in "iu":
+        raise TypeError(f"integers: dtype must be an integer type, got {dtype}")
+    info = np.iinfo(dtype)
+    top = high if endpoint else high - 1
+    if low < info.min or top > info.max:
+        raise ValueError(
+            f"integers: range [{low}, {high}{']' if endpoint else ')'} is out of bounds for "
+            f"{np.dtype(dtype)} (values {info.min} to {info.max})")
+    return _make("integers", size, chunks, seed, (low, high, endpoint), dtype)
