@@ -43,9 +43,8 @@ from typing import Any
 import numpy as np
 
 from tilegraph.plan.cost import CostModel
-from tilegraph.plan.explain import _human
 from tilegraph.plan.order import order
-from tilegraph.util import unique
+from tilegraph.util import human, unique
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,8 +80,8 @@ class SimResult:
         peak_mean = float(peak.mean()) if len(peak) else 0.0
         return "\n".join([
             f"simulated on {self.workers} workers: makespan {self.makespan:.6g} s",
-            f"moved {_human(self.bytes_moved)} in {self.messages} messages",
-            f"peak memory per worker: max {_human(peak_max)}, mean {_human(peak_mean)}",
+            f"moved {human(self.bytes_moved)} in {self.messages} messages",
+            f"peak memory per worker: max {human(peak_max)}, mean {human(peak_mean)}",
             f"utilisation: {self.utilisation:.1%}",
         ])
 
