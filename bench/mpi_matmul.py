@@ -32,7 +32,7 @@ def rank_main(n: int, block: int, repeat: int) -> None:
     import numpy as np
 
     import tilegraph as tg
-    from tilegraph.plan.lower import placement_for, plan_arrays
+    from tilegraph.array.lowering import plan_arrays
     from tilegraph.plan.simulate import communication_volume
     from tilegraph.runtime.mpi import world
 
@@ -50,8 +50,7 @@ def rank_main(n: int, block: int, repeat: int) -> None:
         if comm.Get_rank() == 0:
             checksum = float(np.asarray(c[:3, :3]).sum())
         del c
-    opts = tg.config.resolve({"backend": "mpi"}, "bench")
-    plan = plan_arrays([a @ b], place=placement_for(opts))
+    plan = plan_arrays([a @ b], processes=comm.Get_size())
     predicted, messages = communication_volume(
         plan.graph, plan.graph.meta["worker"], plan.graph.indices(plan.outputs))
     if comm.Get_rank() == 0:

@@ -12,9 +12,8 @@ import gc
 import time
 
 import tilegraph as tg
-from tilegraph.plan.lower import plan_arrays
+from tilegraph.array.lowering import plan_arrays
 from tilegraph.plan.order import order
-from tilegraph.plan.place import place
 
 
 def main() -> int:
@@ -25,15 +24,14 @@ def main() -> int:
     args = parser.parse_args()
     unscheduled = _plan_time(args.blocks, args.repeat, None)
     p = args.workers
-    scheduled = _plan_time(args.blocks, args.repeat,
-                           lambda g: place(g, p))
+    scheduled = _plan_time(args.blocks, args.repeat, p)
     ratio = scheduled / unscheduled
     print(f"placed on {p} workers: total {scheduled:.3f} s = {ratio:.2f}x the unscheduled "
           f"plan time; target (<= 2x):", "met" if ratio <= 2 else "NOT met")
     return 0
 
 
-def _plan_time(nb: int, repeat: int, placer) -> float:
+def _plan_time(nb: int, repeat: int, placer: int | None) -> float:
     bs = 100
     best = None
     for _ in range(repeat):
@@ -43,7 +41,7 @@ def _plan_time(nb: int, repeat: int, placer) -> float:
         b = tg.random.random((nb * bs, nb * bs), chunks=bs, seed=2)
         c = a @ b
         t1 = time.perf_counter()
-        plan = plan_arrays([c], place=placer)
+        plan = plan_arrays([c], processes=placer)
         t2 = time.perf_counter()
         order(plan.graph, plan.graph.indices(plan.outputs))
         t3 = time.perf_counter()

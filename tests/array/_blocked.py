@@ -13,7 +13,7 @@ from numpy.testing import assert_array_equal
 import tilegraph as tg
 from tilegraph.algebra.blocks import lower
 from tilegraph.array.chunks import block_slices
-from tilegraph.runtime.api import run
+from tilegraph.pipeline import run
 
 
 def make(shape: tuple[int, ...], dtype: str = "float64") -> np.ndarray:

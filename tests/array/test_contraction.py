@@ -17,7 +17,7 @@ import tilegraph as tg
 import tilegraph.runtime.blas
 from tilegraph.algebra import Semiring, lower, source
 from tilegraph.array.core import Array
-from tilegraph.plan.lower import plan_arrays
+from tilegraph.array.lowering import plan_arrays
 from tilegraph.runtime.events import Release, TaskEnd
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None)

@@ -313,11 +313,10 @@ def test_planning_is_lazy_and_tasks_are_counted(forbid_compute):
 
 
 def test_cholesky_and_solve_under_mpi_placement_rules():
-    from tilegraph.plan.lower import plan_arrays
-    from tilegraph.plan.place import place
+    from tilegraph.array.lowering import plan_arrays
 
     x = tg.from_numpy(_spd(40, np.float64), chunks=10)
-    plan = plan_arrays([tg.linalg.cholesky(x)], place=lambda g: place(g, 4))
+    plan = plan_arrays([tg.linalg.cholesky(x)], processes=4)
     g = plan.graph
     kinds, coords, where = g.meta["kind"], g.meta["coords"], g.meta["worker"]
     for i, kind in enumerate(kinds):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tilegraph as tg
-from tilegraph.plan.lower import plan_arrays
+from tilegraph.array.lowering import plan_arrays
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -41,7 +41,7 @@ def sample(shape, density, dtype=np.float64, fmt="csr", seed=0):
 
 
 def blocks_of(x) -> dict:
-    from tilegraph.runtime.api import run
+    from tilegraph.pipeline import run
 
     keys = {c: x.blocks.key(c) for c in np.ndindex(*x.numblocks)}
     graph = lower([x.blocks]).build()

@@ -8,9 +8,9 @@ import pytest
 
 import tilegraph as tg
 from tilegraph.algebra.blocks import lower
+from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
 from tilegraph.plan.cost import CostModel
-from tilegraph.plan.lower import plan_arrays
 from tilegraph.plan.place import grid_shape, grid_workers, place
 from tilegraph.plan.simulate import communication_volume
 
@@ -56,7 +56,7 @@ def test_group_by_join_tasks_follow_the_grid():
 
 def test_stores_gather_on_worker_0_and_fusion_keeps_workers_apart():
     a = tg.random.random((16, 16), chunks=4, seed=1)
-    plan = plan_arrays([a @ a], place=lambda g: place(g, 4))
+    plan = plan_arrays([a @ a], processes=4)
     g = plan.graph
     kinds, where = g.meta["kind"], g.meta["worker"]
     assert {where[i] for i, k in enumerate(kinds) if k == "store"} == {0}
@@ -151,7 +151,7 @@ def test_explain_with_workers_simulates_the_placed_plan():
 
 def test_reductions_send_only_partials():
     x = tg.random.random((400, 400), chunks=100, seed=3)
-    plan = plan_arrays([x.sum(axis=0)], place=lambda g: place(g, 4))
+    plan = plan_arrays([x.sum(axis=0)], processes=4)
     g = plan.graph
     moved, _ = communication_volume(g, g.meta["worker"], g.indices(plan.outputs))
     # each block is reduced where it is made; only partial sums (one row each) travel

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import tilegraph as tg
+from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.explain import sequential_peak
-from tilegraph.plan.lower import plan_arrays
 from tilegraph.plan.order import order
 from tilegraph.plan.simulate import SimResult, communication_volume, simulate, transfers
 

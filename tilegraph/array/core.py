@@ -132,7 +132,7 @@ class Array(NDArrayOperatorsMixin):
                 f"blocks={self.npartitions}, tasks={self.ntasks}>")
 
     def _repr_html_(self) -> str:
-        from tilegraph.plan.explain import plan_summary
+        from tilegraph.array.lowering import plan_summary
 
         summary = plan_summary([self])
         block_bytes = math.prod(self.chunksize) * self.itemsize
@@ -162,7 +162,7 @@ class Array(NDArrayOperatorsMixin):
     def explain(self, **options: Any) -> str:
         """The plan in words: tasks per kind, blocks read and written, flops, estimated
         peak memory, fused chains."""
-        from tilegraph.plan.explain import explain
+        from tilegraph.array.lowering import explain
 
         return explain([self], **options)
 
@@ -395,15 +395,12 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     (np.float64(15.0), np.float64(5.0))
     """
     from tilegraph import config
-    from tilegraph.plan.lower import placement_for, plan_arrays
-    from tilegraph.runtime.api import run
+    from tilegraph.array.lowering import compute_arrays
 
-    opts = config.resolve(options, "compute()")
+    config.resolve(options, "compute()")
     targets = [a._compute_target() for a in arrays if isinstance(a, Array)]
-    plan = plan_arrays(targets, place=placement_for(opts))
-    values = run(plan.graph, plan.outputs, **options) if plan.outputs else []
-    if values is None:  # an MPI rank other than 0: the results were gathered on rank 0
+    results = compute_arrays(targets, **options)
+    if results is None:  # an MPI rank other than 0: the results were gathered on rank 0
         return tuple(None if isinstance(a, Array) else a for a in arrays)
-    results = plan.assemble(values)
     it = iter(results)
     return tuple(next(it) if isinstance(a, Array) else a for a in arrays)

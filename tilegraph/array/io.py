@@ -107,7 +107,7 @@ def _write_sparse_block(writer: Any, coord: tuple, block: Any) -> None:
 
 
 def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
-    from tilegraph.plan.lower import run_blocks
+    from tilegraph.array.lowering import run_blocks
 
     slices = all_block_slices(x.chunks)
     name = f"write-{tokenize('write', x, id(writer))}"

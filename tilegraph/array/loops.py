@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph import pipeline
 from tilegraph.algebra.blocks import Blocks, lower
 from tilegraph.array.chunks import all_block_slices, numblocks
 from tilegraph.array.core import Array, asarray, unique_name
 from tilegraph.graph.dask_spec import gc_paused
 from tilegraph.graph.taskgraph import MODE_DATA, GraphBuilder, TaskGraph
-from tilegraph.plan.fuse import fuse_chains
 from tilegraph.util import unique
 
 
@@ -75,8 +75,7 @@ class _Plan:
                                             for co in np.ndindex(*a.numblocks)]
             self.cond_key = c.blocks.key(())
             keys = list(dict.fromkeys([*self.outputs, self.cond_key]))
-            graph = builder.build()
-            self.graph, _ = fuse_chains(graph, graph.indices(keys))
+            self.graph = pipeline.make_plan(builder.build(), keys).graph
         self.keys = keys
         self.slots = [[self.graph.index.get((p.blocks.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
@@ -101,15 +100,14 @@ class _Plan:
 
     def run_first(self, state: Sequence[dict], options: dict) -> tuple[list, dict]:
         """The first iteration; also keeps the invariant blocks the loop needs again."""
-        from tilegraph.runtime.api import run
-
         g = self.graph
         variant = self._variant()
         dep_src = np.repeat(np.arange(len(g)), np.diff(g.dep_ptr))
         frontier = unique(g.dep_idx[variant[dep_src] & ~variant[g.dep_idx]])
         self.frontier = [int(i) for i in frontier if g.modes[int(i)] != MODE_DATA]
         front_keys = [g.keys[i] for i in self.frontier]
-        values = run(self._filled(g, state), self.keys + front_keys, **options)
+        values = pipeline.run(self._filled(g, state), self.keys + front_keys, fuse=False,
+                              **options)
         if values is None:
             raise ValueError("while_loop: the MPI backend is not supported (the loop "
                              "condition is known on rank 0 only); use the threads backend")
@@ -124,17 +122,14 @@ class _Plan:
             j = sub.index[g.keys[i]]
             modes[j] = MODE_DATA
             args[j] = (value,)
-        self.invariant_graph = TaskGraph(sub.keys, sub.index, sub.funcs, args, sub.kwargs,
-                                         modes, sub.dep_ptr, sub.dep_idx, sub.meta)
-        self.invariant_graph = self.invariant_graph.cull(self.keys)
+        self.invariant_graph = sub.replace(args=args, modes=modes).cull(self.keys)
         self.slots = [[self.invariant_graph.index.get((p.blocks.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
         return self._unpack(values[:n])
 
     def run_next(self, state: Sequence[dict], options: dict) -> tuple[list, dict]:
-        from tilegraph.runtime.api import run
-
-        values = run(self._filled(self.invariant_graph, state), self.keys, **options)
+        values = pipeline.run(self._filled(self.invariant_graph, state), self.keys, fuse=False,
+                              **options)
         return self._unpack(values)
 
     def _filled(self, g: TaskGraph, state: Sequence[dict]) -> TaskGraph:
@@ -144,8 +139,7 @@ class _Plan:
             for co, slot in zip(np.ndindex(*p.numblocks), slots, strict=True):
                 if slot is not None:
                     args[slot] = (blocks[co],)
-        return TaskGraph(g.keys, g.index, g.funcs, args, g.kwargs, g.modes, g.dep_ptr,
-                         g.dep_idx, g.meta)
+        return g.replace(args=args)
 
     def _unpack(self, values: list) -> tuple[list, Any]:
         got = dict(zip(self.keys, values, strict=True))
@@ -156,14 +150,10 @@ class _Plan:
 
 def _blocks_of(a: Array, options: dict) -> dict:
     """The computed blocks of ``a`` (coordinate -> array)."""
-    from tilegraph.runtime.api import run
-
     with gc_paused():
-        builder = lower([a.blocks])
         keys = [a.blocks.key(co) for co in np.ndindex(*a.numblocks)]
-        graph = builder.build()
-        graph, _ = fuse_chains(graph, graph.indices(keys))
-    values = run(graph, keys, **options)
+        graph = lower([a.blocks]).build()
+    values = pipeline.run(graph, keys, **options)
     if values is None:
         raise ValueError("while_loop: the MPI backend is not supported (the loop condition "
                          "is known on rank 0 only); use the threads backend")

@@ -459,7 +459,7 @@ class SparseArray(Array):
         >>> print(tg.sparse.random((4, 4), chunks=2, seed=0).explain().splitlines()[1])
         tasks per kind: 4 random, 1 assemble
         """
-        from tilegraph.plan.explain import explain
+        from tilegraph.array.lowering import explain
 
         return explain([self._assembled()], **options)
 

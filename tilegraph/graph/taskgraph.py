@@ -295,9 +295,13 @@ class GraphBuilder:
                 col[i] = v
             meta[name] = col
         return TaskGraph(
-            self._keys, index, self._funcs, self._args, self._kwargs, self._modes,
-            dep_ptr, dep_idx, meta,
+            keys=self._keys, index=index, funcs=self._funcs, args=self._args,
+            kwargs=self._kwargs, modes=self._modes, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=meta,
         )
+
+
+_COLUMNS = frozenset(("keys", "index", "funcs", "args", "kwargs", "modes", "dep_ptr",
+                      "dep_idx", "meta"))
 
 
 class TaskGraph:
@@ -311,6 +315,7 @@ class TaskGraph:
 
     def __init__(
         self,
+        *,
         keys: list[Hashable],
         index: dict[Hashable, int],
         funcs: list[Callable | None],
@@ -332,6 +337,18 @@ class TaskGraph:
         self.meta = meta
         self._dependents: tuple[np.ndarray, np.ndarray] | None = None
 
+    def replace(self, **columns: Any) -> TaskGraph:
+        """The same graph with some of its columns (the constructor's arguments) replaced;
+        the others are shared, not copied. The caller keeps them consistent (e.g. ``args``
+        of the same length as ``keys``)."""
+        unknown = sorted(columns.keys() - _COLUMNS)
+        if unknown:
+            raise TypeError(f"TaskGraph.replace(): unknown column(s) {unknown}; "
+                            f"columns: {', '.join(sorted(_COLUMNS))}")
+        cols = {name: getattr(self, name) for name in _COLUMNS}
+        cols.update(columns)
+        return TaskGraph(**cols)
+
     def with_meta(self, **columns: list[Any]) -> TaskGraph:
         """The same graph with the metadata ``columns`` added or replaced (one value per
         task); everything else is shared, not copied."""
@@ -341,8 +358,7 @@ class TaskGraph:
                 raise GraphError(f"metadata column {name!r} has {len(col)} values for "
                                  f"{len(self.keys)} tasks")
             meta[name] = list(col)
-        g = TaskGraph(self.keys, self.index, self.funcs, self.args, self.kwargs, self.modes,
-                      self.dep_ptr, self.dep_idx, meta)
+        g = self.replace(meta=meta)
         g._dependents = self._dependents
         return g
 
@@ -492,7 +508,8 @@ class TaskGraph:
         new_list = new_of_old.tolist()
         kwargs = {new_list[i]: kw for i, kw in self.kwargs.items() if new_list[i] >= 0}
         meta = {name: [col[i] for i in kl] for name, col in self.meta.items()}
-        return TaskGraph(keys, index, funcs, args, kwargs, modes, dep_ptr, dep_idx, meta)
+        return TaskGraph(keys=keys, index=index, funcs=funcs, args=args, kwargs=kwargs,
+                         modes=modes, dep_ptr=dep_ptr, dep_idx=dep_idx, meta=meta)
 
     def topological_order(self) -> np.ndarray:
         """Task indices with every task after its dependencies (Kahn's algorithm).

@@ -9,7 +9,6 @@ to one more working block per extra worker).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -68,14 +67,6 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
     }
 
 
-def plan_summary(arrays: Sequence[Any]) -> dict[str, Any]:
-    """The numbers behind :func:`explain`, as a dict."""
-    from tilegraph.plan.lower import plan_arrays
-
-    plan = plan_arrays(arrays)
-    return graph_summary(plan.graph, plan.graph.indices(plan.outputs), plan.fuse_stats)
-
-
 def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
     """:func:`graph_summary` in words, with the memory estimate for ``threads`` threads."""
     lines = [
@@ -94,36 +85,30 @@ def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
     return lines
 
 
-def explain(arrays: Sequence[Any], workers: int | None = None, *, initial: str = "cyclic",
-            model: Any = None) -> str:
-    """The plan of computing ``arrays`` in words.
+def explain_plan(graph: Any, outputs: np.ndarray, fuse_stats: Any = None,
+                 workers: int | None = None, *, initial: str = "cyclic",
+                 model: Any = None) -> str:
+    """A planned graph (from :func:`tilegraph.pipeline.make_plan`) in words.
 
-    Without ``workers``: the plan for the threads of this machine. With ``workers=p``: the
-    plan placed on ``p`` worker processes (as the MPI backend places it, inputs placed by
-    ``initial``) and simulated with the cost ``model`` (a
+    Without ``workers``: the plan for the threads of this machine. With ``workers=p`` (the
+    graph placed on ``p`` worker processes, a ``worker`` column, inputs placed by
+    ``initial``): the placement simulated with the cost ``model`` (a
     :class:`~tilegraph.plan.cost.CostModel`; default: its defaults): makespan, bytes moved
     between workers, and peak memory per worker, computed without running anything.
     """
-    from tilegraph.plan.lower import plan_arrays
     from tilegraph.runtime.blas import cores
 
+    s = graph_summary(graph, outputs, fuse_stats)
     if workers is None:
-        s = plan_summary(arrays)
         return "\n".join(summary_lines(s, cores()))
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"explain(): workers must be a positive int, got {workers!r}")
     from tilegraph.plan.cost import CostModel
-    from tilegraph.plan.place import grid_shape, place
+    from tilegraph.plan.place import grid_shape
     from tilegraph.plan.simulate import simulate
 
     model = model or CostModel()
-    plan = plan_arrays(arrays, place=lambda g: place(g, workers, initial=initial, model=model))
-    g = plan.graph
-    outputs = g.indices(plan.outputs)
-    s = graph_summary(g, outputs, plan.fuse_stats)
     lines = [ln for ln in summary_lines(s, 1) if not ln.startswith("estimated peak memory")]
-    placement = np.asarray(g.meta["worker"], dtype=np.int64)
-    sim = simulate(g, placement, workers, outputs=outputs, model=model)
+    placement = np.asarray(graph.meta["worker"], dtype=np.int64)
+    sim = simulate(graph, placement, workers, outputs=outputs, model=model)
     d, c = grid_shape(workers)
     per = np.bincount(placement, minlength=workers)
     lines += [

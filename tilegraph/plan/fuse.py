@@ -226,7 +226,8 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         if cost:
             meta["cost"][k] = cost
     index = dict(zip(keys, range(len(keys)), strict=True))
-    fused = TaskGraph(keys, index, funcs, args_col, kwargs_col, new_modes, ptr, idx, meta)
+    fused = TaskGraph(keys=keys, index=index, funcs=funcs, args=args_col, kwargs=kwargs_col,
+                      modes=new_modes, dep_ptr=ptr, dep_idx=idx, meta=meta)
     stats.after = len(fused)
     return fused, stats
 

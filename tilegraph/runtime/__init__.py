@@ -1,7 +1,15 @@
-"""The executor core, its backends, and the event stream."""
+"""The executor core, its backends, and the event stream. Runs are started by
+:mod:`tilegraph.pipeline`, the only caller of the executor."""
 
-from tilegraph.runtime.api import RunSummary, get, last_run, run
-from tilegraph.runtime.backends import BACKENDS, Backend, SyncBackend, ThreadsBackend, make_backend
+from tilegraph.runtime.backends import (
+    BACKENDS,
+    Backend,
+    Partition,
+    SyncBackend,
+    ThreadsBackend,
+    Transport,
+    make_backend,
+)
 from tilegraph.runtime.core import Execution, SchedulerStalled
 from tilegraph.runtime.events import subscribe
 from tilegraph.runtime.memory import MemoryLimitError
@@ -11,13 +19,11 @@ __all__ = [
     "Backend",
     "Execution",
     "MemoryLimitError",
-    "RunSummary",
+    "Partition",
     "SchedulerStalled",
     "SyncBackend",
     "ThreadsBackend",
-    "get",
-    "last_run",
+    "Transport",
     "make_backend",
-    "run",
     "subscribe",
 ]

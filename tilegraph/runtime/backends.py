@@ -1,10 +1,25 @@
-"""Backends: where the workers of an :class:`~tilegraph.runtime.core.Execution` run.
+"""Backends: where the tasks of a planned graph run, behind one narrow seam.
 
-The seam is narrow: a backend has a ``name``, a number of ``workers``, and ``run(execution)``,
-which drives ``execution.worker_loop(w)`` for every worker ``w`` until the run is finished and
-returns only when no worker is left running and ``execution.finish_io()`` has returned (the
-read-ahead thread of the spill store is gone). Ordering, retries, release of results, errors
-and events all live in the core, once. A backend that runs task bodies somewhere else passes
+The pipeline (:mod:`tilegraph.pipeline`) plans every run the same way and then asks the
+backend two things:
+
+- ``partition(graph, outputs, priority)``: which tasks run in this process, which results
+  arrive from elsewhere (*external* tasks) and which results made here other processes
+  need (*exported* tasks), as a :class:`Partition`. One process (threads, sync) runs
+  everything: the trivial partition.
+- ``transport(partition)``: the :class:`Transport` that delivers external results to the
+  executor (``execution.deliver``) and sends exported ones (``export(i, value)``, called
+  by the executor when such a task finishes); ``None`` when nothing crosses processes.
+
+Besides, a backend with several processes answers three collective questions the pipeline
+asks before anything runs (trivial for one process): ``check_same_plan(graph)``,
+``decide(fn)`` (a value computed on one process and shared by all, e.g. the placement),
+``gather(value)`` and ``all_ready(error)`` (every process stops if one cannot run its part).
+
+``run(execution)`` drives ``execution.worker_loop(w)`` for every worker ``w`` until the run
+is finished and returns only when no worker is left running and ``execution.finish_io()``
+has returned. Ordering, retries, release of results, memory, errors and events all live in
+the executor core, once. A backend that runs task bodies somewhere else passes
 ``call(func, args, kwargs)`` to ``worker_loop``. Optional backends are created by
 :func:`make_backend`, which imports them only when they are asked for.
 """
@@ -13,10 +28,53 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import numpy as np
+
+from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.blas import blas_threads, cores
 from tilegraph.runtime.core import Execution
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """This process's part of a planned graph.
+
+    ``graph``: the tasks run here plus one external task per result that arrives from
+    another process; ``outputs``: indices (in ``graph``) of the outputs whose values this
+    process returns; ``priority``: a permutation of ``0..len(graph)-1``; ``external``: the
+    tasks whose results arrive; ``exported``: the tasks whose results other processes need;
+    ``returns``: whether this process returns the outputs' values (rank 0 of MPI does; the
+    others return ``None``)."""
+
+    graph: TaskGraph
+    outputs: Sequence[int]
+    priority: np.ndarray
+    external: Sequence[int] = ()
+    exported: Sequence[int] = ()
+    returns: bool = True
+
+
+class Transport(ABC):
+    """Moves results between processes during one run (see the module docstring)."""
+
+    bytes_sent = 0
+
+    @abstractmethod
+    def export(self, i: int, value: Any) -> None:
+        """Task ``i`` of the partition finished and other processes need its result. Called
+        by the executor with its lock held: queue the send, never block."""
+
+    @abstractmethod
+    def connect(self, execution: Execution) -> AbstractContextManager[None]:
+        """A context manager around the run: starts delivering and sending, and on leaving
+        finishes every exchange and raises a failure of another process."""
 
 
 class Backend(ABC):
@@ -25,11 +83,40 @@ class Backend(ABC):
     name = "base"
     workers = 1
     processes = 1  # processes a plan is placed on (MPI ranks); 1: all workers share memory
-    distributed = False  # True: runs a placed plan with ``execute`` (see runtime.mpi)
+    rank = 0  # this process among ``processes``
 
     @abstractmethod
     def run(self, execution: Execution) -> None:
         """Drive ``execution.worker_loop`` on every worker until the run is finished."""
+
+    def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
+                  ) -> Partition:
+        """This process's part of ``graph`` (one process: all of it)."""
+        return Partition(graph, [int(o) for o in outputs], priority)
+
+    def transport(self, part: Partition) -> Transport | None:
+        """How results cross processes for ``part`` (one process: nothing crosses)."""
+        return None
+
+    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None) -> None:
+        """Raise on every process if the processes do not hold the same plan (one process:
+        nothing to compare)."""
+        return None
+
+    def decide(self, fn: Callable[[], T]) -> T:
+        """``fn()`` computed once and known to every process."""
+        return fn()
+
+    def gather(self, value: T) -> list[T] | None:
+        """The ``value`` of every process, in rank order, on the first process; ``None`` on
+        the others."""
+        return [value]
+
+    def all_ready(self, error: BaseException | None) -> None:
+        """Raise ``error`` (or an error naming the process that failed) on every process if
+        any process cannot run its part."""
+        if error is not None:
+            raise error
 
 
 def _guarded(execution: Execution, worker: int) -> None:

@@ -39,16 +39,18 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import numpy as np
 
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
-from tilegraph.runtime.backends import Backend, ThreadsBackend
+from tilegraph.runtime.backends import Backend, Partition, ThreadsBackend, Transport
 from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import Execution
-from tilegraph.runtime.events import RunStart, Transfer
+from tilegraph.runtime.events import Transfer
+from tilegraph.runtime.memory import MemoryLimitError
 from tilegraph.util import unique
 
 TAG_HEADER = 101
@@ -58,6 +60,7 @@ _SLEEP_MIN = 50e-6
 _SLEEP_MAX = 2e-3
 
 _comm_cache: dict[str, Any] = {}
+T = TypeVar("T")
 
 
 def _mpi() -> Any:
@@ -92,7 +95,6 @@ class MPIBackend(Backend):
     docstring. ``workers``: threads per rank (default: cores / ranks on this host)."""
 
     name = "mpi"
-    distributed = True
 
     def __init__(self, workers: int | None = None):
         self.comm = world()
@@ -107,15 +109,11 @@ class MPIBackend(Backend):
         sharing this host's cores with the other ranks on it)."""
         ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(execution)
 
-    # -- the plan ---------------------------------------------------------------------------
+    # -- the collective questions of the pipeline ----------------------------------------------
 
-    def place(self, graph: TaskGraph, initial: str = "cyclic") -> np.ndarray:
-        """The placement of ``graph`` on the ranks, computed on rank 0 and broadcast."""
-        from tilegraph.plan.place import place
-
-        self.check_same_plan(graph)
-        placement = place(graph, self.processes, initial=initial) if self.rank == 0 else None
-        return np.asarray(self.comm.bcast(placement, root=0), dtype=np.int64)
+    def decide(self, fn: Callable[[], T]) -> T:
+        """``fn()`` computed on rank 0 and broadcast (e.g. the placement)."""
+        return self.comm.bcast(fn() if self.rank == 0 else None, root=0)
 
     def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None) -> None:
         """Raise on every rank if the ranks do not hold the same graph (and placement)."""
@@ -136,75 +134,42 @@ class MPIBackend(Backend):
                 "here): every rank must run the same program on the same shapes and blocks "
                 "(compute() is collective; do not call it on some ranks only)")
 
-    # -- one run ----------------------------------------------------------------------------
+    def gather(self, value: T) -> list[T] | None:
+        return self.comm.gather(value, root=0)
 
-    def execute(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray, *,
-                retries: int, subscribers: Sequence[Any], memory_limit: int,
-                spill: Any, initial: str = "cyclic") -> list[Any] | None:
-        """Run ``graph`` across the ranks; the outputs' values on rank 0, ``None`` elsewhere."""
-        from tilegraph.runtime.memory import MemoryLimitError, check_fits
+    def all_ready(self, error: BaseException | None) -> None:
+        """Every rank stops before anything runs if one rank cannot run its part."""
+        fits = self.comm.allgather(error is None)
+        if not all(fits):
+            raise error or MemoryLimitError(
+                f"a task placed on MPI rank {fits.index(False)} cannot fit under its "
+                "memory limit")
 
+    # -- the seam ----------------------------------------------------------------------------
+
+    def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
+                  ) -> Partition:
+        """This rank's tasks (by the graph's ``worker`` column) plus an external task for
+        every block it receives; the outputs' values are returned on rank 0."""
         col = graph.meta.get("worker")
-        if col is not None and all(w is not None for w in col):
-            placement = np.asarray(col, dtype=np.int64)
-            if len(placement) and placement.max() >= self.processes:
-                raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
-                                 f"but only {self.processes} MPI ranks run it")
-        else:
-            placement = self.place(graph, initial)
+        if col is None and self.processes == 1:
+            col = [0] * len(graph)
+        if col is None or any(w is None for w in col):
+            raise ValueError("the MPI backend runs a placed plan (a 'worker' column on "
+                             "every task)")
+        placement = np.asarray(col, dtype=np.int64)
+        if len(placement) and placement.max() >= self.processes:
+            raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
+                             f"but only {self.processes} MPI ranks run it")
         self.check_same_plan(graph, placement)
         self.placement = placement
         local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
-        sendq: deque[tuple[int, Any]] = deque()  # results to send, filled by the executor
-        execution = Execution(local.graph, local.outputs, local.priority(priority),
-                              retries=retries, subscribers=subscribers,
-                              memory_limit=memory_limit, spill=spill,
-                              external=local.external, exported=local.exported_tasks,
-                              on_export=lambda i, value: sendq.append((i, value)))
-        try:
-            check_fits(local.graph, execution.estimates, memory_limit)
-            too_big: BaseException | None = None
-        except MemoryLimitError as exc:
-            too_big = exc
-        fits = self.comm.allgather(too_big is None)
-        if not all(fits):  # every rank stops before anything runs
-            raise too_big or MemoryLimitError(
-                f"a task placed on MPI rank {fits.index(False)} cannot fit under the memory "
-                f"limit of {memory_limit} bytes")
-        exchange = _Exchange(self.comm, execution, local, sendq)
-        self.comm.Barrier()
-        start = RunStart(len(local.graph), self.workers, self.name, self.rank,
-                         time.perf_counter())
-        for fn in subscribers:
-            fn(start)
-        comm_thread = threading.Thread(target=exchange.loop, name="tilegraph-mpi", daemon=True)
-        comm_thread.start()
-        try:
-            try:
-                self.run(execution)
-            finally:
-                exchange.local_done.set()
-                while comm_thread.is_alive():
-                    try:
-                        comm_thread.join()
-                    except KeyboardInterrupt:
-                        execution.cancel(KeyboardInterrupt())
-            if exchange.failure is not None:
-                raise exchange.failure
-            error = execution.error
-            if error is not None and not isinstance(error, RemoteTaskError):
-                raise error  # this rank's own failure (or Ctrl-C)
-            if exchange.remote_error is not None:
-                raise exchange.remote_error_for(self.rank)
-            if error is not None:
-                raise error
-            self.execution = execution
-            if self.rank != 0:
-                return None
-            return execution.output_values()
-        finally:
-            self.bytes_sent = exchange.bytes_sent
-            self.sent = exchange.sent
+        self._local = local
+        return Partition(local.graph, local.outputs, local.priority(priority),
+                         local.external, local.exported_tasks, self.rank == 0)
+
+    def transport(self, part: Partition) -> Transport:
+        return _Exchange(self, self._local)
 
 
 class _LocalPlan:
@@ -255,20 +220,19 @@ class _LocalPlan:
         return ranks
 
 
-class _Exchange:
-    """The communication thread of one rank (the only thread making MPI calls during a
-    run)."""
+class _Exchange(Transport):
+    """The transport of one rank: a communication thread, the only thread making MPI calls
+    during a run."""
 
-    def __init__(self, comm: Any, execution: Execution, local: _LocalPlan,
-                 sendq: deque[tuple[int, Any]]):
+    def __init__(self, backend: MPIBackend, local: _LocalPlan):
         self.MPI = _mpi()
-        self.comm = comm
-        self.rank = comm.Get_rank()
-        self.size = comm.Get_size()
-        self.execution = execution
+        self.backend = backend
+        self.comm = backend.comm
+        self.rank = backend.rank
+        self.size = backend.processes
         self.local = local
         self.keys = local.graph.keys
-        self.sendq = sendq  # (local task, result) for every exported result, in order
+        self.sendq: deque[tuple[int, Any]] = deque()  # (local task, result) to send, in order
         self.pending: list[tuple[Any, Any]] = []  # (request, object kept alive until done)
         self.local_done = threading.Event()
         self.aborted = False
@@ -277,6 +241,36 @@ class _Exchange:
         self.bytes_sent = 0
         self.sent: list[tuple[Any, int]] = []
         self.old_of_new = local.keep
+
+    def export(self, i: int, value: Any) -> None:
+        self.sendq.append((i, value))
+
+    @contextmanager
+    def connect(self, execution: Execution) -> Iterator[None]:
+        """Meet the other ranks, exchange blocks while the run goes on, and on leaving
+        finish every send and raise another rank's failure (or this rank's MPI error)."""
+        self.execution = execution
+        self.comm.Barrier()
+        thread = threading.Thread(target=self.loop, name="tilegraph-mpi", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            self.local_done.set()
+            while thread.is_alive():
+                try:
+                    thread.join()
+                except KeyboardInterrupt:
+                    execution.cancel(KeyboardInterrupt())
+            self.backend.bytes_sent = self.bytes_sent
+            self.backend.sent = self.sent
+        if self.failure is not None:
+            raise self.failure
+        error = execution.error
+        if error is not None and not isinstance(error, RemoteTaskError):
+            raise error  # this rank's own failure (or Ctrl-C)
+        if self.remote_error is not None:
+            raise self.remote_error_for(self.rank)
 
     def loop(self) -> None:
         try:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import tilegraph as tg
+from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
 from tilegraph.plan.fuse import fuse_chains
-from tilegraph.plan.lower import plan_arrays
 
 
 def kinds(plan):
@@ -91,7 +91,7 @@ def test_matmul_plan_structure():
 def test_output_buffer_is_only_allocated_when_run():
     x = tg.ones((2000, 2000), chunks=500)
     plan = plan_arrays([x + 1])
-    assert all(buf is None or buf._array is None for buf in plan._buffers)
+    assert all(buf is None or buf._array is None for buf in plan.results.buffers)
 
 
 def test_explain_reports_the_plan():

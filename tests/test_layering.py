@@ -1,0 +1,161 @@
+"""The shape of the package: no import cycle between its parts, and one pipeline that is
+the only caller of the executor core."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import tempfile
+from operator import add
+
+import numpy as np
+import pytest
+
+import tilegraph as tg
+from tilegraph.runtime import core
+
+ROOT = pathlib.Path(tg.__file__).parent
+
+
+def _part(module: str) -> str | None:
+    """'tilegraph.array.core' -> 'array'; 'tilegraph.pipeline' -> 'pipeline'."""
+    bits = module.split(".")
+    return bits[1] if len(bits) > 1 and bits[0] == "tilegraph" else None
+
+
+def _module_of(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: pathlib.Path) -> list[tuple[str, int]]:
+    """Every module a file imports (function-level imports included), with its line."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, node.lineno))
+            out += [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
+    return out
+
+
+def _part_graph() -> dict[str, dict[str, str]]:
+    """part -> {imported part: 'file:line' of one import that makes the edge}."""
+    parts = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    edges: dict[str, dict[str, str]] = {}
+    for path in ROOT.rglob("*.py"):
+        src = _part(_module_of(path))
+        if src is None:  # tilegraph/__init__.py gathers the public API from every part
+            continue
+        for name, line in _imports(path):
+            dst = _part(name)
+            if dst and dst != src and dst in parts:
+                edges.setdefault(src, {}).setdefault(dst, f"{path.relative_to(ROOT)}:{line}")
+    return edges
+
+
+def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components with more than one part (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_between_parts():
+    edges = _part_graph()
+    cycles = _cycles(edges)
+    detail = [
+        " <-> ".join(c) + ": " + "; ".join(
+            f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
+        for c in cycles]
+    assert not cycles, "import cycles between tilegraph's parts:\n" + "\n".join(detail)
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b": ""}, "b": {"c": ""}, "c": {"a": ""}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b": ""}, "b": {}}) == []
+
+
+def test_only_the_pipeline_and_the_runtime_use_the_executor_and_backends():
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        module = _module_of(path)
+        if module == "tilegraph.pipeline" or module.startswith("tilegraph.runtime"):
+            continue
+        for name, line in _imports(path):
+            if name in ("tilegraph.runtime.core", "tilegraph.runtime.core.Execution",
+                        "tilegraph.runtime.backends.make_backend",
+                        "tilegraph.runtime.Execution", "tilegraph.runtime.make_backend"):
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.fixture
+def callers(monkeypatch):
+    """The modules that construct an Execution while the test runs."""
+    import inspect
+
+    seen: list[str] = []
+    original = core.Execution.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(inspect.currentframe().f_back.f_globals["__name__"])
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(core.Execution, "__init__", spy)
+    return seen
+
+
+def test_every_front_end_runs_through_the_pipeline(callers):
+    x = tg.from_numpy(np.arange(12.0).reshape(3, 4), chunks=2)
+    assert np.allclose(x.compute(), np.arange(12.0).reshape(3, 4))
+    tg.compute(x.sum(), x.max())
+    assert tg.get({"a": 1, "b": (add, "a", 1)}, "b") == 2
+    graph = tg.GraphBuilder()
+    graph.add("a", add, args=(1, 2))
+    assert tg.run(graph.build(), ["a"]) == [3]
+    (y,) = tg.while_loop(lambda v: v.max() > 1, lambda v: (v / 2,),
+                         [tg.from_numpy(np.array([8.0, 2.0]), chunks=1)])
+    assert np.allclose(y.compute(), [1.0, 0.25])
+    with tempfile.TemporaryDirectory() as d:
+        tg.to_npy(x, os.path.join(d, "x.npy"))
+        tg.to_zarr(x, os.path.join(d, "x.zarr"))
+        assert np.allclose(np.load(os.path.join(d, "x.npy")), x.compute())
+    s = tg.from_scipy(__import__("scipy.sparse").sparse.eye(4, format="csr"), chunks=2)
+    assert s.compute().nnz == 4
+    assert len(callers) >= 10
+    assert set(callers) == {"tilegraph.pipeline"}, callers

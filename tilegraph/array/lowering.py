@@ -1,0 +1,185 @@
+"""From arrays to the pipeline: lower the block collections to one TaskGraph, add the tasks
+that write the results into their output arrays, and hand the graph to
+:mod:`tilegraph.pipeline`, which plans and runs it."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilegraph import pipeline
+from tilegraph.algebra.blocks import lower
+from tilegraph.array.chunks import all_block_slices
+from tilegraph.graph.dask_spec import gc_paused
+from tilegraph.graph.taskgraph import Dep, Lit, TaskGraph
+from tilegraph.plan.cost import CostModel
+from tilegraph.plan.fuse import FuseStats
+
+
+class OutputBuffer:
+    """The NumPy array a multi-block result is written into, allocated by the first block
+    that arrives (so planning alone allocates nothing)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
+        self.shape = shape
+        self.dtype = dtype
+        self._array: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            with self._lock:
+                if self._array is None:
+                    self._array = np.empty(self.shape, dtype=self.dtype)
+        return self._array
+
+    def __repr__(self) -> str:
+        return f"OutputBuffer(shape={self.shape}, dtype={self.dtype})"
+
+
+def store_block(buffer: OutputBuffer, slices: tuple, block: np.ndarray) -> None:
+    """Copy one result block into its place in the output."""
+    buffer.array[slices] = block
+
+
+@dataclass(frozen=True)
+class ArrayOutputs:
+    """The output tasks of a computation of ``arrays`` (``keys``) and how their values
+    become the results: a multi-block result is written into its :class:`OutputBuffer` by
+    store tasks; a one-block result is that block's value."""
+
+    arrays: list[Any]
+    keys: list[Hashable]
+    buffers: list[OutputBuffer | None]
+    single: list[Hashable | None]
+
+    def assemble(self, values: Sequence[Any]) -> list[Any]:
+        """The results of the arrays from the values of ``keys``."""
+        got = dict(zip(self.keys, values, strict=True))
+        out = []
+        for arr, buf, key in zip(self.arrays, self.buffers, self.single, strict=True):
+            if buf is not None:
+                out.append(buf.array if arr.size else np.empty(arr.shape, arr.dtype))
+            else:
+                value = got[key]
+                if arr.ndim == 0:
+                    value = np.asarray(value, dtype=arr.dtype)[()]
+                out.append(value)
+        return out
+
+
+def lower_arrays(arrays: Sequence[Any]) -> tuple[TaskGraph, ArrayOutputs]:
+    """Lower ``arrays`` (sharing their common subexpressions) to one TaskGraph, with a store
+    task per block of every multi-block result."""
+    with gc_paused():
+        builder = lower([a.blocks for a in arrays])
+        keys: list[Hashable] = []
+        buffers: list[OutputBuffer | None] = []
+        single: list[Hashable | None] = []
+        stored: dict[str, OutputBuffer] = {}
+        for a in arrays:
+            if a.npartitions == 1:
+                key = a.blocks.key((0,) * a.ndim)
+                keys.append(key)
+                buffers.append(None)
+                single.append(key)
+                continue
+            buf = stored.get(a.name)
+            if buf is None:
+                buf = stored[a.name] = OutputBuffer(a.shape, a.dtype)
+                itemsize = a.dtype.itemsize
+                for coord, slc in all_block_slices(a.chunks).items():
+                    key = (f"store-{a.name}", *coord)
+                    nb = itemsize * math.prod(s.stop - s.start for s in slc)
+                    builder.add(key, store_block, deps=[a.blocks.key(coord)],
+                                args=(buf, Lit(slc), Dep(0)), kind="store", name="store",
+                                coords=coord, nbytes=nb)
+                    keys.append(key)
+            buffers.append(buf)
+            single.append(None)
+        graph = builder.build()
+    return graph, ArrayOutputs(list(arrays), list(dict.fromkeys(keys)), buffers, single)
+
+
+@dataclass(frozen=True)
+class ArrayPlan:
+    """The pipeline's plan of computing some arrays together, and their outputs."""
+
+    plan: pipeline.Plan
+    results: ArrayOutputs
+
+    @property
+    def graph(self) -> TaskGraph:
+        return self.plan.graph
+
+    @property
+    def outputs(self) -> list[Hashable]:
+        return self.plan.keys
+
+    @property
+    def fuse_stats(self) -> FuseStats:
+        return self.plan.fuse_stats
+
+
+def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | None = None,
+                initial: str = "cyclic", model: CostModel | None = None) -> ArrayPlan:
+    """The pipeline's plan (cull, place, fuse, order) of computing ``arrays`` together,
+    without running it. ``processes=p`` places the tasks on ``p`` worker processes
+    (see :func:`tilegraph.pipeline.make_plan`)."""
+    graph, results = lower_arrays(arrays)
+    plan = pipeline.make_plan(graph, results.keys, processes=processes, initial=initial,
+                              model=model, fuse=fuse)
+    return ArrayPlan(plan, results)
+
+
+def compute_arrays(arrays: Sequence[Any], **options: Any) -> list[Any] | None:
+    """The values of ``arrays`` computed with one shared plan by the pipeline (``None`` on
+    the MPI ranks other than 0)."""
+    graph, results = lower_arrays(arrays)
+    if not results.keys:
+        return []
+    values = pipeline.run(graph, results.keys, **options)
+    return None if values is None else results.assemble(values)
+
+
+def run_blocks(colls: Sequence[Any], **options: Any) -> bool:
+    """Run every task of the collections ``colls`` for their side effects (writes).
+    Returns whether the results were gathered in this process (False on MPI ranks but 0)."""
+    with gc_paused():
+        builder = lower(colls)
+        outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
+        graph = builder.build()
+    return pipeline.run(graph, outputs, **options) is not None
+
+
+def plan_summary(arrays: Sequence[Any]) -> dict[str, Any]:
+    """The numbers behind :func:`explain`, as a dict."""
+    from tilegraph.plan.explain import graph_summary
+
+    plan = plan_arrays(arrays)
+    return graph_summary(plan.graph, plan.plan.outputs, plan.fuse_stats)
+
+
+def explain(arrays: Sequence[Any], workers: int | None = None, *, initial: str = "cyclic",
+            model: CostModel | None = None) -> str:
+    """The plan of computing ``arrays`` in words (see
+    :func:`tilegraph.plan.explain.explain_plan`); ``workers=p`` places it on ``p`` worker
+    processes, as the MPI backend does, and simulates it."""
+    from tilegraph.plan.explain import explain_plan
+    from tilegraph.plan.place import INITIAL_PLACEMENTS
+
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ValueError(f"explain(): workers must be a positive int, got {workers!r}")
+    if initial not in INITIAL_PLACEMENTS:
+        raise ValueError(f"explain(): initial placement must be one of "
+                         f"{', '.join(INITIAL_PLACEMENTS)}, got {initial!r}")
+    plan = plan_arrays(arrays, processes=workers, initial=initial, model=model)
+    return explain_plan(plan.graph, plan.plan.outputs, plan.fuse_stats, workers, initial=initial,
+                        model=model)

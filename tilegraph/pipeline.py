@@ -1,0 +1,336 @@
+"""The one pipeline: every front end's TaskGraph is planned and run here.
+
+::
+
+    TaskGraph -> cull -> place -> fuse -> order -> backend.partition -> execute
+                         (several   (same-worker  (priority) (this process's  (executor core,
+                         processes) chains only)             part; transport) memory budget)
+
+Front ends (``Array.compute``/``tg.compute``, ``get``, ``run``, ``while_loop``,
+``to_npy``/``to_zarr``, and every later front end) lower their program to a TaskGraph and call
+:func:`run` (or :func:`make_plan` then :func:`execute`, to reuse one plan for several runs);
+none of them talks to a backend or to the executor. Backends implement the seam of
+:mod:`tilegraph.runtime.backends` (``partition`` and a transport); the pipeline drives it the
+same way for all of them. Diagnostics attach here: the progress bar, the HTML report (an
+event subscriber) and the run summary (:func:`last_run`).
+
+Stages:
+
+1. **cull**: only the tasks the outputs need.
+2. **place**: with several processes (MPI ranks), every task gets a worker by the op-kind
+   rules of :func:`tilegraph.plan.place.place`, computed on one process and shared
+   (``backend.decide``); a graph with a ``worker`` column keeps it.
+3. **fuse**: chains of single-consumer tasks fuse, only on one worker.
+4. **order**: the planner's ``priority`` column if every task has one, else
+   :func:`tilegraph.plan.order.order`.
+5. **execute**: the backend partitions the plan; the executor core runs this process's part
+   under the memory budget, the transport moving results between processes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilegraph import config
+from tilegraph.diagnostics.progress import ProgressBar, progress_wanted
+from tilegraph.graph.dask_spec import from_dask, gc_paused
+from tilegraph.graph.taskgraph import TaskGraph
+from tilegraph.plan.cost import CostModel
+from tilegraph.plan.fuse import FuseStats, fuse_chains
+from tilegraph.plan.order import order
+from tilegraph.plan.place import place
+from tilegraph.runtime.backends import Backend, make_backend
+from tilegraph.runtime.core import Execution
+from tilegraph.runtime.events import RunStart, global_subscribers
+from tilegraph.runtime.memory import (
+    SpillStore,
+    check_fits,
+    default_limit,
+    return_freed_blocks_to_os,
+)
+from tilegraph.util import human
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A planned graph: culled to what ``keys`` need, placed (a ``worker`` column) when it
+    runs on several processes, fused, and ordered. ``outputs`` are the indices of ``keys``
+    in ``graph``; ``priority`` is a permutation of ``0..len(graph)-1`` (lower runs first)."""
+
+    graph: TaskGraph
+    keys: list[Hashable]
+    outputs: np.ndarray
+    priority: np.ndarray
+    fuse_stats: FuseStats
+
+
+def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | None = None,
+              initial: str = "cyclic", model: CostModel | None = None, fuse: bool = True,
+              backend: Backend | None = None) -> Plan:
+    """Stages 1-4 of the pipeline (cull, place, fuse, order) without running anything.
+
+    ``processes=p`` places the tasks on ``p`` processes (inputs by ``initial``, costs by
+    ``model``) in a ``worker`` column, unless the graph has one; ``backend`` (of several
+    processes) makes the placement once and shares it with its other processes, after
+    checking that they all hold the same graph."""
+    if not isinstance(graph, TaskGraph):
+        raise TypeError(f"expected a TaskGraph, got {type(graph).__name__}")
+    keys = list(dict.fromkeys(keys))
+    with gc_paused():
+        graph = graph.cull(keys)
+        if processes is not None and graph.meta.get("worker") is None:
+            if backend is not None:
+                backend.check_same_plan(graph)
+            g = graph
+
+            def placed() -> list[int]:
+                return place(g, processes, initial=initial, model=model).tolist()
+
+            workers = backend.decide(placed) if backend is not None else placed()
+            graph = graph.with_meta(worker=workers)
+        outputs = graph.indices(keys)
+        stats = FuseStats(before=len(graph), after=len(graph))
+        if fuse:
+            graph, stats = fuse_chains(graph, outputs)
+            outputs = graph.indices(keys)
+        priority = _priority(graph, outputs)
+    return Plan(graph, keys, outputs, priority, stats)
+
+
+def _priority(graph: TaskGraph, outputs: np.ndarray) -> np.ndarray:
+    """The planner's priorities if every task has one (ranked), else the default order."""
+    col = graph.meta.get("priority")
+    if col is not None and all(p is not None for p in col):
+        ranks = np.empty(len(graph), dtype=np.int64)
+        ranks[np.argsort(np.asarray(col), kind="stable")] = np.arange(len(graph))
+        return ranks
+    return order(graph, outputs)
+
+
+def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
+        **options: Any) -> list[Any] | None:
+    """Plan and compute the tasks ``outputs`` (keys) of ``graph``; their values in order.
+
+    Options are those of :mod:`tilegraph.config` (``backend``, ``workers``, ``retries``,
+    ``progress``, ``callbacks``, ``memory_limit``, ``spill_dir``, ``placement``,
+    ``report``). A task that could never fit under the memory limit is an error before
+    anything runs. Only the tasks the outputs need are run; every other result is released
+    as soon as its last consumer has run. If a task fails, its exception is raised here,
+    with a note naming the task key and op, after the rest of the run was cancelled.
+    ``fuse=False`` runs the tasks as they are (no chain fusion).
+
+    With ``backend="mpi"`` every rank must call ``run`` with the same graph; the tasks are
+    placed on the ranks (unless the graph has a ``worker`` column already), the values are
+    returned on rank 0, and ``None`` is returned on the other ranks.
+
+    >>> from operator import add
+    >>> g = from_dask({"a": 1, "b": (add, "a", 2)})
+    >>> run(g, ["b"])
+    [3]
+    """
+    opts = config.resolve(options, "run()")
+    if not isinstance(graph, TaskGraph):
+        raise TypeError(f"run() needs a TaskGraph, got {type(graph).__name__}")
+    backend = make_backend(opts["backend"], opts["workers"])
+    plan = make_plan(graph, outputs, processes=_processes(backend),
+                     initial=opts["placement"], fuse=fuse, backend=backend)
+    return _execute(plan, backend, opts)
+
+
+def execute(plan: Plan, **options: Any) -> list[Any] | None:
+    """Stage 5 alone: run a plan made by :func:`make_plan` (which may be run many times,
+    e.g. once per iteration of a loop). Options and result as for :func:`run`."""
+    opts = config.resolve(options, "execute()")
+    backend = make_backend(opts["backend"], opts["workers"])
+    if _processes(backend) is not None and plan.graph.meta.get("worker") is None:
+        plan = make_plan(plan.graph, plan.keys, processes=backend.processes,
+                         initial=opts["placement"], fuse=False, backend=backend)
+    return _execute(plan, backend, opts)
+
+
+def _processes(backend: Backend) -> int | None:
+    """The processes to place a plan on: ``None`` when every worker shares one memory."""
+    return backend.processes if backend.processes > 1 else None
+
+
+def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | None:
+    """Partition ``plan`` on ``backend`` and run this process's part."""
+    subscribers = (*opts["callbacks"], *global_subscribers())
+    recorder = None
+    if opts["report"] is not None:
+        from tilegraph.diagnostics.report import Recorder
+
+        recorder = Recorder()
+        subscribers = (*subscribers, recorder)
+    limit = opts["memory_limit"] or default_limit()
+    if opts["memory_limit"]:
+        return_freed_blocks_to_os()
+    part = backend.partition(plan.graph, plan.outputs, plan.priority)
+    transport = backend.transport(part)
+    store = SpillStore(opts["spill_dir"])
+    execution = Execution(part.graph, part.outputs, part.priority, retries=opts["retries"],
+                          subscribers=subscribers, memory_limit=limit, spill=store,
+                          external=part.external, exported=part.exported,
+                          on_export=transport.export if transport is not None else None)
+    try:
+        try:
+            check_fits(part.graph, execution.estimates, limit)
+            problem: BaseException | None = None
+        except BaseException as exc:
+            problem = exc
+        backend.all_ready(problem)
+        if transport is None:
+            _drive(execution, backend, opts, subscribers)
+        else:
+            with transport.connect(execution):
+                _drive(execution, backend, opts, subscribers)
+        if execution.error is not None:
+            raise execution.error
+        values = execution.output_values() if part.returns else None
+        _remember(backend, execution, limit, len(part.graph), transport)
+        return values
+    finally:
+        execution.clear()  # frees results and removes every spill file, whatever happened
+        store.close()
+        if recorder is not None:
+            _report(opts["report"], recorder, plan, backend)
+
+
+def _drive(execution: Execution, backend: Backend, opts: dict[str, Any],
+           subscribers: Sequence[Any]) -> None:
+    """Run this process's part on the backend's workers, with the progress bar if wanted."""
+    for fn in subscribers:
+        fn(RunStart(execution.ntasks, backend.workers, backend.name, backend.rank,
+                    time.perf_counter()))
+    try:
+        if progress_wanted(opts["progress"]) and not execution.finished:
+            with ProgressBar(execution):
+                backend.run(execution)
+        else:
+            backend.run(execution)
+    except BaseException as exc:
+        execution.cancel(exc)
+        raise
+
+
+# -- diagnostics -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the last successful run did: tasks, backend, workers, seconds, the memory budget,
+    the most bytes of results held at once, and bytes spilled to and read back from disk.
+    With MPI these are this rank's figures (``ntasks``: tasks in its part of the plan), and
+    ``processes`` and ``bytes_sent`` give the ranks and the bytes this rank sent."""
+
+    ntasks: int
+    backend: str
+    workers: int
+    elapsed: float
+    memory_limit: int
+    peak_bytes: int
+    spilled_bytes: int
+    unspilled_bytes: int
+    processes: int = 1
+    bytes_sent: int = 0
+
+    def __str__(self) -> str:
+        where = f" x {self.processes} ranks" if self.processes > 1 else ""
+        sent = f"; sent {human(self.bytes_sent)} to other ranks" if self.processes > 1 else ""
+        return (f"{self.ntasks} tasks on {self.workers}{where} {self.backend} worker(s) in "
+                f"{self.elapsed:.3f} s; peak {human(self.peak_bytes)} of results held "
+                f"(limit {human(self.memory_limit)}); spilled {human(self.spilled_bytes)}, "
+                f"read back {human(self.unspilled_bytes)}{sent}")
+
+
+_last_summary: RunSummary | None = None
+
+
+def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
+              transport: Any) -> None:
+    global _last_summary
+    _last_summary = RunSummary(
+        ntasks, backend.name, backend.workers, time.perf_counter() - execution.started,
+        limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes,
+        backend.processes, transport.bytes_sent if transport is not None else 0)
+
+
+def last_run() -> RunSummary | None:
+    """The summary of the last successful run in this process (``None`` before any)."""
+    return _last_summary
+
+
+def _report(path: str, recorder: Any, plan: Plan, backend: Backend) -> None:
+    """The HTML report of a run (successful or not), with the plan summary in words; with
+    several processes the recordings are gathered and rank 0 writes it."""
+    from tilegraph.diagnostics.report import write_report
+    from tilegraph.plan.explain import graph_summary, summary_lines
+
+    recordings = backend.gather(recorder.data())
+    if recordings is None:  # another process writes the report
+        return
+    lines = summary_lines(graph_summary(plan.graph, plan.outputs, plan.fuse_stats),
+                          backend.workers)
+    if backend.processes > 1:
+        from tilegraph.plan.simulate import simulate
+
+        placement = np.asarray(plan.graph.meta["worker"], dtype=np.int64)
+        sim = simulate(plan.graph, placement, backend.processes, outputs=plan.outputs)
+        lines.append(f"placed on {backend.processes} MPI ranks; the placement implies "
+                     f"{human(sim.bytes_moved)} moved in {sim.messages} messages")
+    write_report(path, recordings, title=f"tilegraph run ({backend.name})",
+                 summary="\n".join(lines))
+
+
+# -- dask-style graphs -------------------------------------------------------------------------
+
+
+def _flatten(keys: Any) -> Iterator[Hashable]:
+    if isinstance(keys, list):
+        for k in keys:
+            yield from _flatten(k)
+    else:
+        yield keys
+
+
+def _pack(keys: Any, values: dict) -> Any:
+    if isinstance(keys, list):
+        return tuple([_pack(k, values) for k in keys])
+    return values[keys]
+
+
+def get(dsk: Any, keys: Any, **options: Any) -> Any:
+    """Compute ``keys`` of the dask-style graph ``dsk``, like ``dask.get``.
+
+    ``keys`` is one key, or a list (possibly nested) of keys; the result has the same shape,
+    with tuples for lists, as ``dask.get`` returns it.
+    Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``. With
+    ``backend="mpi"``, rank 0 gets the values and the other ranks get ``None``.
+
+    >>> from operator import add
+    >>> dsk = {"x": 1, "y": (add, "x", 1), "z": (add, "y", "x")}
+    >>> get(dsk, "z")
+    3
+    >>> get(dsk, [["x", "y"], "z"])
+    ((1, 2), 3)
+    """
+    config.resolve(options, "get()")
+    graph = from_dask(dsk)
+    flat = list(_flatten(keys))
+    for k in flat:
+        try:
+            present = k in graph.index
+        except TypeError:
+            raise TypeError(f"keys must be hashable, got {k!r} ({type(k).__name__})") from None
+        if not present:
+            raise KeyError(f"key {k!r} is not in the task graph")
+    unique = list(dict.fromkeys(flat))
+    values = run(graph, unique, **options)
+    if values is None:  # an MPI rank other than 0: the values were gathered on rank 0
+        return None
+    return _pack(keys, dict(zip(unique, values, strict=True)))
