@@ -44,8 +44,11 @@ field          meaning and invariant
 
 Memory: a ready task is admitted when ``live + reserved + prefetch_bytes`` plus its estimate
 (and the size of its inputs that are on disk) fits under ``limit``. When it does not, the
-worker first spills the coldest results that are not pinned (those whose next consumer comes last in
-priority order) and tries again; if nothing can be spilled it waits for running tasks; if
+worker first spills the coldest results that are not pinned (those whose next consumer comes
+last in priority order) and tries again. The priority order binds every worker: a result
+whose next consumer comes *before* the task being admitted is never evicted for it, so an
+idle worker cannot run ahead on later loads by pushing out the blocks the earlier chain is
+about to use; it waits instead. If nothing can be spilled it waits for running tasks; if
 nothing runs either, it runs the task anyway so that the run always progresses. Spills and
 reads happen outside the lock, so the other workers keep computing meanwhile; and while
 results are on disk, an I/O thread reads ahead the spilled inputs of the next ready tasks
@@ -487,6 +490,7 @@ class Execution:
         own = set(self._dep_idx[self._dep_ptr[task] : self._dep_ptr[task + 1]])
         own |= self._pinned()
         prio = self.priority
+        mine = prio[task]
         state = self.state
         cons_ptr, cons_idx = self._cons_ptr, self._cons_idx
         candidates = []
@@ -497,6 +501,8 @@ class Execution:
                 continue
             nxt = min((prio[c] for c in cons_idx[cons_ptr[v] : cons_ptr[v + 1]]
                        if state[c] in (WAITING, READY)), default=self.ntasks)
+            if nxt < mine:  # needed before ``task``: a later task never evicts it
+                continue
             candidates.append((nxt, v))
         candidates.sort(reverse=True)
         out, freed = [], 0
