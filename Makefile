@@ -34,7 +34,8 @@ bench: $(STAMP)
 	$(PY) bench/placement_volume.py
 	$(PY) bench/mpi_matmul.py
 	$(PY) bench/linalg.py
-	$(VENV)/bin/tilegraph bench --csv bench/results/suite.csv --png bench/results/suite.png
+	mkdir -p bench/results
+	$(PY) bench/suite.py --csv bench/results/suite.csv --png bench/results/suite.png
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -15,9 +15,9 @@ import gc
 import time
 
 import numpy as np
+from measure import touch_memory
 
 import tilegraph as tg
-from tilegraph.workloads import touch_memory
 
 
 def best(fn, repeat: int) -> float:

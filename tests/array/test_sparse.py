@@ -19,7 +19,8 @@ import tilegraph.runtime.blas
 from tilegraph.algebra import lower, source
 from tilegraph.array.chunks import block_shape, block_slices
 from tilegraph.array.core import Array, unique_name
-from tilegraph.array.sparse import SparseArray, sparse_block_nbytes, sparse_semiring
+from tilegraph.array.sparse import SparseArray, sparse_semiring
+from tilegraph.array.sparse_blocks import sparse_block_nbytes
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None)
 

@@ -28,14 +28,13 @@ from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
 from tilegraph.array.core import Array, asarray, tokenize
-from tilegraph.array.sparse import (
-    SparseArray,
-    _check_dtype,
-    _dense_nbytes,
-    _empty_block,
-    _expected_nbytes,
-    _product_density,
-    sparse_semiring,
+from tilegraph.array.sparse import SparseArray, sparse_semiring
+from tilegraph.array.sparse_blocks import (
+    check_dtype,
+    dense_nbytes,
+    empty_block,
+    expected_nbytes,
+    product_density,
 )
 
 _BLAS = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
@@ -166,7 +165,7 @@ def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
             f"the first) != {b.shape[0]} (axis 0 of the second)")
     with np.errstate(all="ignore"):
         dtype = np.matmul(np.ones((1, 1), a.dtype), np.ones((1, 1), b.dtype)).dtype
-    _check_dtype("matmul", dtype)
+    check_dtype("matmul", dtype)
     a = a.astype(dtype, copy=False)
     b = b.astype(dtype, copy=False)
     inner = common_refinement(a.chunks[1], b.chunks[0])
@@ -193,12 +192,12 @@ def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
 
     if fmt is None:
         zero_task = lambda o: (_zeros_block, (block_shape(chunks, o), dtype))
-        nbytes = _dense_nbytes(chunks, dtype)
+        nbytes = dense_nbytes(chunks, dtype)
         density = None
     else:
-        zero_task = lambda o: (_empty_block, (block_shape(chunks, o), dtype, fmt))
-        density = _product_density(da, db, a.shape[1])
-        nbytes = _expected_nbytes(chunks, density, dtype, fmt)
+        zero_task = lambda o: (empty_block, (block_shape(chunks, o), dtype, fmt))
+        density = product_density(da, db, a.shape[1])
+        nbytes = expected_nbytes(chunks, density, dtype, fmt)
     blocks = group_by_join(
         f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, sparse_semiring(dtype, fmt),
         chains=_chains_for(math.prod(grid), nk), zero_task=zero_task, cost=cost,

@@ -39,7 +39,6 @@ not listed above (``tilegraph.sum``, ``tilegraph.transpose``, ``tilegraph.concat
 
 from __future__ import annotations
 
-import math
 import numbers
 import operator
 from collections.abc import Callable, Sequence
@@ -61,91 +60,20 @@ from tilegraph.array.chunks import (
     offsets,
 )
 from tilegraph.array.core import Array, asarray, compute, tokenize, unique_name
+from tilegraph.array.sparse_blocks import (
+    BLOCK_CLASSES,
+    check_dtype,
+    check_format,
+    dense_nbytes,
+    expected_nbytes,
+    index_itemsize,
+    sparse_block_nbytes,
+    union_density,
+)
 from tilegraph.graph.taskgraph import Dep, Lit
 from tilegraph.util import unique
 
 __all__ = ["SparseArray", "compute", "from_scipy", "random", "sparse_semiring"]
-
-FORMATS = ("csr", "csc")
-_CLASSES = {"csr": sps.csr_array, "csc": sps.csc_array}
-
-
-# -- checks and estimates ---------------------------------------------------------------------
-
-
-def _check_format(op: str, fmt: Any) -> str:
-    if fmt not in FORMATS:
-        raise ValueError(f"{op}: format must be 'csr' or 'csc', got {fmt!r}")
-    return fmt
-
-
-def _check_dtype(op: str, dtype: Any) -> np.dtype:
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError as exc:
-        raise TypeError(f"{op}: {dtype!r} is not a dtype") from exc
-    if dtype.kind not in "biufc" or dtype == np.float16:
-        raise TypeError(
-            f"{op}: dtype {dtype} is not supported for sparse arrays (scipy.sparse holds "
-            "bool, integers, float32, float64 and complex values); use float32 or float64")
-    return dtype
-
-
-def _index_itemsize(*sizes: int) -> int:
-    """Bytes of one index of a SciPy sparse array with these dimensions and entries."""
-    return 4 if max(sizes, default=0) < 2**31 - 1 else 8
-
-
-def sparse_block_nbytes(shape: Sequence[int], nnz: int, dtype: Any, fmt: str) -> int:
-    """Bytes of a CSR (CSC) array of ``shape`` holding ``nnz`` stored entries: its ``data``,
-    ``indices`` and ``indptr`` arrays.
-
-    >>> sparse_block_nbytes((4, 5), 3, "float64", "csr")  # 3 * (8 + 4) + 5 * 4
-    56
-    """
-    if fmt not in FORMATS:
-        raise ValueError(f"sparse_block_nbytes: format must be 'csr' or 'csc', got {fmt!r}")
-    m, n = (int(s) for s in shape)
-    nnz = int(nnz)
-    if nnz < 0 or m < 0 or n < 0:
-        raise ValueError(f"sparse_block_nbytes: shape {tuple(shape)} and nnz {nnz} must not "
-                         "be negative")
-    idx = _index_itemsize(m, n, nnz)
-    major = m if fmt == "csr" else n
-    return nnz * (np.dtype(dtype).itemsize + idx) + (major + 1) * idx
-
-
-def _expected_nbytes(chunks: Chunks, density: float | None, dtype: np.dtype, fmt: str
-                     ) -> Callable[[tuple[int, ...]], int | None]:
-    """Per-block nbytes metadata: the sparse size at ``density`` (None when unknown)."""
-
-    def nbytes(coord: tuple[int, ...]) -> int | None:
-        if density is None:
-            return None
-        m, n = block_shape(chunks, coord)
-        return sparse_block_nbytes((m, n), round(density * m * n), dtype, fmt)
-
-    return nbytes
-
-
-def _dense_nbytes(chunks: Chunks, dtype: np.dtype) -> Callable[[tuple[int, ...]], int]:
-    itemsize = dtype.itemsize
-    return lambda c: itemsize * math.prod(block_shape(chunks, c))
-
-
-def _union_density(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
-        return None
-    return min(1.0, a + b - a * b)
-
-
-def _product_density(a: float | None, b: float | None, inner: int) -> float | None:
-    """Expected density of a product of independent random patterns with ``inner`` terms."""
-    if a is None or b is None:
-        return None
-    if inner == 0:
-        return 0.0
-    return float(-math.expm1(inner * math.log1p(-min(a * b, 1.0)))) if a * b < 1 else 1.0
 
 
 # -- block kernels (module level so that process backends can pickle them) ---------------------
@@ -158,9 +86,9 @@ def _finish(out: Any, dtype: np.dtype, fmt: str | None) -> Any:
         out = out.toarray() if sps.issparse(out) else np.asarray(out)
         return out if out.dtype == dtype else out.astype(dtype)
     if not sps.issparse(out):
-        out = _CLASSES[fmt](np.asarray(out))
+        out = BLOCK_CLASSES[fmt](np.asarray(out))
     elif out.format != fmt or not isinstance(out, sps.sparray):
-        out = _CLASSES[fmt](out)
+        out = BLOCK_CLASSES[fmt](out)
     return out if out.dtype == dtype else out.astype(dtype)
 
 
@@ -201,7 +129,7 @@ def _scalar(name: str, block: Any, value: Any, dtype: np.dtype, fmt: str) -> Any
     # the reciprocal, which rounds differently)
     func = np.multiply if name == "multiply" else np.true_divide
     data = func(block.data, value).astype(dtype, copy=False)
-    return _CLASSES[fmt]((data, block.indices, block.indptr), shape=block.shape)
+    return BLOCK_CLASSES[fmt]((data, block.indices, block.indptr), shape=block.shape)
 
 
 def _transpose_block(block: Any) -> Any:
@@ -230,7 +158,7 @@ def _assemble(shape: tuple[int, int], pieces: tuple, dtype: np.dtype, fmt: str,
         data.append(part.data)
         rows.append(part.coords[0].astype(np.int64) + r0)
         cols.append(part.coords[1].astype(np.int64) + c0)
-    index = np.int32 if _index_itemsize(*shape) == 4 else np.int64
+    index = np.int32 if index_itemsize(*shape) == 4 else np.int64
     if data:
         values = np.concatenate(data).astype(dtype, copy=False)
         coords = (np.concatenate(rows).astype(index), np.concatenate(cols).astype(index))
@@ -248,9 +176,6 @@ def _assemble_all(row_offsets: tuple[int, ...], col_offsets: tuple[int, ...],
                    for i in range(grid[0]) for j in range(grid[1]))
     return _assemble((row_offsets[-1], col_offsets[-1]), pieces, dtype, "csr", *blocks)
 
-
-def _empty_block(shape: tuple[int, int], dtype: np.dtype, fmt: str) -> Any:
-    return _CLASSES[fmt](shape, dtype=dtype)
 
 
 def _sum_block(dtype: np.dtype, block: Any, axes: tuple[int, ...]) -> np.ndarray:
@@ -314,8 +239,8 @@ def sparse_semiring(dtype: Any, fmt: str | None) -> Semiring:
            [3., 3.]])
     """
     if fmt is not None:
-        _check_format("sparse_semiring", fmt)
-    dtype = _check_dtype("sparse_semiring", dtype)
+        check_format("sparse_semiring", fmt)
+    dtype = check_dtype("sparse_semiring", dtype)
     return Semiring(f"sparse_plus_times[{fmt or 'dense'}]", partial(_add, dtype, fmt),
                     partial(_product, dtype, fmt), partial(_accumulate, dtype, fmt), 0)
 
@@ -376,8 +301,8 @@ class SparseArray(Array):
         shape = tuple(int(s) for s in shape)
         if len(shape) != 2:
             raise ValueError(f"SparseArray: sparse arrays are 2-D only, got shape {shape}")
-        super().__init__(blocks, shape, chunks, _check_dtype("SparseArray", dtype))
-        self.format = _check_format("SparseArray", format)
+        super().__init__(blocks, shape, chunks, check_dtype("SparseArray", dtype))
+        self.format = check_format("SparseArray", format)
         self._density = None if density is None else float(density)
 
     @property
@@ -482,7 +407,7 @@ class SparseArray(Array):
         """
         blocks = _map_blocks(f"todense-{tokenize('todense', self)}", _toarray, [self.blocks],
                              self.numblocks, kind="todense", name="todense",
-                             nbytes=_dense_nbytes(self.chunks, self.dtype))
+                             nbytes=dense_nbytes(self.chunks, self.dtype))
         return Array(blocks, self.shape, self.chunks, self.dtype)
 
     # -- blockwise building ----------------------------------------------------------------
@@ -499,7 +424,7 @@ class SparseArray(Array):
         blocks = _map_blocks(
             f"{op}-{token}", func, [a.blocks for a in unique], self.numblocks,
             args=template, kind="elementwise", name=op,
-            nbytes=_expected_nbytes(self.chunks, density, dtype, fmt))
+            nbytes=expected_nbytes(self.chunks, density, dtype, fmt))
         return SparseArray(blocks, self.shape, self.chunks, dtype, fmt, density)
 
     def rechunk(self, chunks: Any) -> SparseArray:
@@ -542,7 +467,7 @@ class SparseArray(Array):
         blocks = apply_blocks(f"rechunk-{tokenize('sparse-rechunk', self, new)}",
                               numblocks(new), [self.blocks], task_of, kind="rechunk",
                               name="rechunk",
-                              nbytes=_expected_nbytes(new, self._density, dtype, fmt))
+                              nbytes=expected_nbytes(new, self._density, dtype, fmt))
         return SparseArray(blocks, self.shape, new, dtype, fmt, self._density)
 
     def _aligned(self, op: str, other: Array) -> tuple[SparseArray, Array]:
@@ -559,7 +484,7 @@ class SparseArray(Array):
     # -- elementwise operations ------------------------------------------------------------
 
     def _unary(self, op: str, func: Callable) -> SparseArray:
-        dtype = _check_dtype(op, _probe(op, func, self))
+        dtype = check_dtype(op, _probe(op, func, self))
         if op == "positive":
             return self
         return self._map(op, _unary, [], (op,), dtype, self.format, self._density)
@@ -573,7 +498,7 @@ class SparseArray(Array):
         (dtype('int64'), array([[1, 0],
                [0, 1]]))
         """
-        dtype = _check_dtype("astype", dtype)
+        dtype = check_dtype("astype", dtype)
         if not np.can_cast(self.dtype, dtype, casting=casting):
             raise TypeError(f"astype: cannot cast {self.dtype} to {dtype} under "
                             f"casting={casting!r}")
@@ -625,10 +550,10 @@ class SparseArray(Array):
         other = self._wrap(other)
         if isinstance(other, SparseArray):
             a, b = (other, self) if reflected else (self, other)
-            dtype = _check_dtype(op, _probe(op, func, a, b))
+            dtype = check_dtype(op, _probe(op, func, a, b))
             a, b = a._aligned(op, b)
             return a._map(op, _binary, [b], (op,), dtype, a.format,
-                          _union_density(a._density, b._density))
+                          union_density(a._density, b._density))
         if _scalar_like(other):
             raise TypeError(
                 f"{op}: {'adding' if op == 'add' else 'subtracting'} a scalar to a sparse array "
@@ -647,17 +572,17 @@ class SparseArray(Array):
                 raise ValueError(
                     f"multiply: multiplying a sparse array by {value!r} would make its "
                     "implicit zeros NaN; convert first: x.todense() * s")
-            dtype = _check_dtype("multiply", _probe("multiply", np.multiply, self, value))
+            dtype = check_dtype("multiply", _probe("multiply", np.multiply, self, value))
             return self._map("multiply", _scalar, [], ("multiply", value), dtype,
                              self.format, self._density)
         if isinstance(other, SparseArray):
-            dtype = _check_dtype("multiply", _probe("multiply", np.multiply, self, other))
+            dtype = check_dtype("multiply", _probe("multiply", np.multiply, self, other))
             a, b = self._aligned("multiply", other)
             density = None if a._density is None or b._density is None else \
                 a._density * b._density
             return a._map("multiply", _binary, [b], ("multiply",), dtype, a.format, density)
         dense = asarray(other)
-        dtype = _check_dtype("multiply", _probe("multiply", np.multiply, self, dense))
+        dtype = check_dtype("multiply", _probe("multiply", np.multiply, self, dense))
         a, b = self._aligned("multiply", dense)
         return a._map("multiply", _binary, [b], ("multiply",), dtype, a.format, a._density)
 
@@ -673,7 +598,7 @@ class SparseArray(Array):
             raise ValueError(
                 f"true_divide: dividing a sparse array by {value!r} would make its implicit "
                 "zeros NaN; convert first: x.todense() / s")
-        dtype = _check_dtype("true_divide", _probe("true_divide", np.true_divide, self, value))
+        dtype = check_dtype("true_divide", _probe("true_divide", np.true_divide, self, value))
         return self._map("true_divide", _scalar, [], ("divide", value), dtype, self.format,
                          self._density)
 
@@ -765,7 +690,7 @@ class SparseArray(Array):
         blocks = _map_blocks(
             f"transpose-{tokenize('sparse-transpose', self)}", _transpose_block,
             [self.blocks], numblocks(chunks), [lambda c: (c[1], c[0])], kind="transpose",
-            name="transpose", nbytes=_expected_nbytes(chunks, self._density, self.dtype, fmt))
+            name="transpose", nbytes=expected_nbytes(chunks, self._density, self.dtype, fmt))
         return SparseArray(blocks, (self.shape[1], self.shape[0]), chunks, self.dtype, fmt,
                            self._density)
 
@@ -815,7 +740,7 @@ class SparseArray(Array):
         from tilegraph.array import reductions
 
         if dtype is not None:
-            _check_dtype("sum", dtype)
+            check_dtype("sum", dtype)
         out_dtype = reductions._reduce_dtype(lambda b: np.sum(b, dtype=dtype), self, dtype)
         chunk = partial(_sum_block, out_dtype)
         return reductions.reduction(self, "sum", chunk, np.add, _identity, axis, keepdims,
@@ -901,9 +826,9 @@ def from_scipy(matrix: Any, chunks: Any = "auto", format: str | None = None) -> 
                          f"{type(matrix).__name__} of shape {matrix.shape}")
     if format is None:
         format = "csc" if matrix.format == "csc" else "csr"
-    fmt = _check_format("from_scipy", format)
-    dtype = _check_dtype("from_scipy", matrix.dtype)
-    mat = _CLASSES[fmt](matrix)
+    fmt = check_format("from_scipy", format)
+    dtype = check_dtype("from_scipy", matrix.dtype)
+    mat = BLOCK_CLASSES[fmt](matrix)
     shape = tuple(int(s) for s in mat.shape)
     chunks = normalize_chunks(chunks, shape, dtype)
     size = shape[0] * shape[1]
@@ -913,7 +838,7 @@ def from_scipy(matrix: Any, chunks: Any = "auto", format: str | None = None) -> 
     blocks = source(
         name, numblocks(chunks),
         lambda c: (_load_block, (mat, roff[c[0]], roff[c[0] + 1], coff[c[1]], coff[c[1] + 1])),
-        kind="load", name="from_scipy", nbytes=_expected_nbytes(chunks, density, dtype, fmt))
+        kind="load", name="from_scipy", nbytes=expected_nbytes(chunks, density, dtype, fmt))
     return SparseArray(blocks, shape, chunks, dtype, fmt, density)
 
 
@@ -949,7 +874,7 @@ def _random_block(seed: int, coord: tuple[int, ...], shape: tuple[int, int], den
     m, n = shape
     k = round(density * m * n)
     flat = _distinct(rng, m * n, k)
-    index = np.int32 if _index_itemsize(m, n, k) == 4 else np.int64
+    index = np.int32 if index_itemsize(m, n, k) == 4 else np.int64
     rows, cols = (c.astype(index) for c in np.divmod(flat, max(n, 1)))
     if dtype.kind == "f":
         values = rng.random(k, dtype=dtype) if dtype in (np.float32, np.float64) else \
@@ -996,8 +921,8 @@ def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = 
     if not 0.0 <= density <= 1.0:
         raise ValueError(f"random: density must be in [0, 1] (the fraction of stored "
                          f"entries), got {density}")
-    fmt = _check_format("random", format)
-    dtype = _check_dtype("random", dtype)
+    fmt = check_format("random", format)
+    dtype = check_dtype("random", dtype)
     s = _seed(seed)
     chunks = normalize_chunks(chunks, shape, dtype)
     token = tokenize("sparse-random", s, shape, chunks, density, fmt, dtype)
@@ -1005,5 +930,5 @@ def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = 
         f"random-sparse-{token}", numblocks(chunks),
         lambda c: (_random_block, (s, Lit(c), Lit(block_shape(chunks, c)), density, fmt,
                                    dtype)),
-        kind="random", name="random", nbytes=_expected_nbytes(chunks, density, dtype, fmt))
+        kind="random", name="random", nbytes=expected_nbytes(chunks, density, dtype, fmt))
     return SparseArray(blocks, shape, chunks, dtype, fmt, density)

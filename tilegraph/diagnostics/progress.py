@@ -11,6 +11,8 @@ import sys
 import threading
 from typing import IO, Any
 
+from tilegraph.util import human
+
 
 def progress_wanted(option: bool | str, stream: IO[str] | None = None) -> bool:
     """Whether to show a bar: ``True``/``False`` as given; ``"auto"`` means "on a terminal"."""
@@ -75,8 +77,6 @@ class ProgressBar:
 def memory_text(execution: Any) -> str:
     """Memory in use as the bar shows it: bytes held (+ reserved by running tasks) of the
     limit, and bytes spilled so far."""
-    from tilegraph.runtime.memory import human
-
     live = getattr(execution, "live", 0) + getattr(execution, "reserved", 0)
     limit = getattr(execution, "limit", None)
     text = f"mem {human(live)}" + (f"/{human(limit)}" if limit else "")

@@ -1,9 +1,10 @@
-"""An HTML report of a run: the task stream, memory over time, and the plan.
+"""The HTML report of a run, rendered from recordings: the task stream, memory over time,
+the processes and the plan.
 
-A :class:`Recorder` subscribed to a run keeps what the report needs, as small tuples.
-:func:`write_report` turns the recordings of every process of the run (one on a single
-machine, one per rank under MPI) into one self-contained HTML file with inline SVG charts
-and no external resources::
+:func:`write_report` turns the recordings of every process of the run (the
+:meth:`~tilegraph.diagnostics.recorder.Recorder.data` of one recorder on a single machine, one
+per rank under MPI) into one self-contained HTML file with inline SVG charts and no external
+resources::
 
     rec = Recorder()
     x.compute(callbacks=[rec])
@@ -18,6 +19,9 @@ Under MPI every rank records its own events and rank 0 writes the report::
 Times are seconds since the earliest start of a run among the processes. Processes on one
 machine share its monotonic clock (``time.perf_counter``); when the recordings come from
 several machines, each process's clock is aligned on the wall-clock time of its start.
+
+:class:`~tilegraph.diagnostics.recorder.Recorder` is importable from here too, beside the
+function that reads what it records.
 """
 
 from __future__ import annotations
@@ -27,8 +31,6 @@ import math
 import os
 import pathlib
 import secrets
-import socket
-import time
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,11 +41,17 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.runtime.events import Event, RunEnd, RunStart, TaskEnd, TaskFailed, Transfer
-from tilegraph.runtime.memory import human
+from tilegraph.diagnostics.recorder import (
+    FORMAT,
+    VERSION,
+    Recorder,
+    TaskRecord,
+    TransferRecord,
+)
+from tilegraph.util import human
 
-FORMAT = "tilegraph-report-recording"
-VERSION = 1
+__all__ = ["Recorder", "kind_colour", "rank_colour", "write_report"]
+
 
 #: Above this many tasks in a report, tasks closer than a pixel on a worker's row are drawn
 #: as one rect, so that the file stays a few MB however long the run.
@@ -78,105 +86,6 @@ _GAP = 2
 _RANK_GAP = 8
 _AXIS = 28  # room below a chart for the time axis
 _MEMORY_HEIGHT = 180
-_KEY_CHARS = 200  # longest key text kept
-
-# (worker, start, stop, nbytes, kind, name, key)
-TaskRecord = tuple[int, float, float, int, str, str, str]
-# (key, source, dest, nbytes, start, stop)
-TransferRecord = tuple[str, int, int, int, float, float]
-
-
-def _key_text(key: object) -> str:
-    text = str(key)
-    return text if len(text) <= _KEY_CHARS else text[:_KEY_CHARS - 3] + "..."
-
-
-class Recorder:
-    """An event subscriber keeping what the report of a run needs, for one process.
-
-    Pass it as ``callbacks=[recorder]`` or subscribe it with ``tilegraph.subscribe``. It
-    records the run's start (rank and time), every finished task, every transfer, the bytes
-    of results held after each event that tells them (for memory over time) and the run's
-    end; task keys are kept as they are, and turned into text by :meth:`data`. A recorder
-    keeps one run: a new :class:`~tilegraph.runtime.events.RunStart` starts a fresh
-    recording. Events without a time of their own (releases, spills) are stamped with
-    ``time.perf_counter()`` when they arrive; events reach subscribers as they happen,
-    under the executor's lock.
-    """
-
-    def __init__(self) -> None:
-        self._host = socket.gethostname()
-        self._clear()
-
-    def _clear(self) -> None:
-        self._rank = 0
-        self._start: float | None = None
-        self._wall: float | None = None
-        self._backend = ""
-        self._ntasks = 0
-        self._nworkers = 0
-        self._tasks: list[tuple[Any, ...]] = []
-        self._transfers: list[tuple[Any, ...]] = []
-        self._memory: list[tuple[float, int]] = []
-        self._failures: list[tuple[str, str, int, str, bool]] = []
-        self._end: dict[str, Any] | None = None
-
-    def _held(self, t: float, held: int) -> None:
-        # Events arrive in the order they happened; keep their times in that order too.
-        if self._memory and t < self._memory[-1][0]:
-            t = self._memory[-1][0]
-        self._memory.append((t, int(held)))
-
-    def __call__(self, event: Event) -> None:
-        """Record ``event``."""
-        if isinstance(event, TaskEnd):
-            # Keys are turned into text by data(), not here, under the executor's lock.
-            self._tasks.append((event.worker, event.start, event.stop, event.nbytes,
-                                event.kind, event.name, event.key))
-            if event.held >= 0:
-                self._held(float(event.stop), event.held)
-        elif isinstance(event, Transfer):
-            self._transfers.append((event.key, event.source, event.dest, event.nbytes,
-                                    event.start, event.stop))
-            if event.held >= 0:
-                self._held(float(event.stop), event.held)
-        elif isinstance(event, RunStart):
-            now = time.perf_counter()
-            self._clear()
-            self._rank = int(event.rank)
-            self._start = float(event.time) if event.time > 0 else now
-            self._wall = time.time() - (now - self._start)
-            self._backend = str(event.backend)
-            self._ntasks = int(event.ntasks)
-            self._nworkers = int(event.nworkers)
-        elif isinstance(event, RunEnd):
-            self._end = {"status": str(event.status), "ndone": int(event.ndone),
-                         "elapsed": float(event.elapsed), "peak_bytes": int(event.peak_bytes),
-                         "spilled_bytes": int(event.spilled_bytes),
-                         "unspilled_bytes": int(event.unspilled_bytes)}
-        elif isinstance(event, TaskFailed):
-            self._failures.append((_key_text(event.key), str(event.name), int(event.worker),
-                                   type(event.error).__name__, bool(event.retry)))
-        else:
-            held = getattr(event, "held", -1)
-            if isinstance(held, int) and held >= 0:
-                self._held(time.perf_counter(), held)
-
-    def data(self) -> dict[str, Any]:
-        """What was recorded, as plain picklable data (dicts, lists, tuples, numbers,
-        strings): task keys as their ``str()``, failures as the name of the exception's
-        type. Send it to the process writing the report (under MPI, gather it on rank 0)."""
-        return {
-            "format": FORMAT, "version": VERSION, "rank": self._rank, "host": self._host,
-            "start": self._start, "wall": self._wall, "backend": self._backend,
-            "ntasks": self._ntasks, "nworkers": self._nworkers,
-            "tasks": [(int(w), float(s), float(e), int(nb), str(kind or ""), str(name),
-                       _key_text(key)) for w, s, e, nb, kind, name, key in self._tasks],
-            "transfers": [(_key_text(key), int(src), int(dst), int(nb), float(s), float(e))
-                          for key, src, dst, nb, s, e in self._transfers],
-            "memory": list(self._memory), "failures": list(self._failures),
-            "end": None if self._end is None else dict(self._end),
-        }
 
 
 # -- reading recordings ------------------------------------------------------------------------
