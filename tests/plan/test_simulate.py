@@ -229,3 +229,17 @@ def test_a_cycle_is_reported():
     g = build([("x", ["y"], 1, 1), ("y", ["x"], 1, 1)])
     with pytest.raises(ValueError, match="never became ready"):
         simulate(g, np.array([0, 1]), 2, priority=[0, 1], outputs=[0])
+
+
+def test_memory_counts_temporaries_as_the_executor_does():
+    # y is an elementwise task: one temporary as large as its output while it runs
+    b = GraphBuilder()
+    b.add("x", noop, cost=1, nbytes=10, kind="load")
+    b.add("y", noop, deps=["x"], cost=2, nbytes=20, kind="elementwise")
+    b.add("z", noop, deps=["y"], cost=3, nbytes=5, kind="load")
+    g = b.build()
+    r = simulate(g, np.zeros(3, dtype=np.int64), 1, model=MODEL)
+    # x (10), then x, y and its temporary (50); y's temporary goes when y ends
+    assert r.peak_memory.tolist() == [50]
+    out = np.array([2])
+    assert sequential_peak(g, out, order(g, out)) == (50, 50)
