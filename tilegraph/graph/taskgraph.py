@@ -30,10 +30,10 @@ literal container so it is passed as it is. The mode says how much work filling 
 - ``MODE_NESTED``: markers or calls anywhere; filled recursively by :func:`fill`.
 
 Metadata columns (all optional): ``name`` (op name shown in errors and plans), ``kind`` (op
-kind, e.g. ``"load"``, ``"gemm"``), ``coords`` (block coordinates), ``nbytes`` (estimated
-output bytes), ``cost`` (estimated flops), ``line`` (the user's source line, ``"file:line"``),
-``retries`` (extra attempts allowed), ``priority`` (lower runs first), ``worker`` (the
-worker a placement assigned, see :func:`tilegraph.plan.place`).
+kind, e.g. ``"load"``, ``"gemm"``: a row of :mod:`tilegraph.graph.kinds`), ``coords`` (block
+coordinates), ``nbytes`` (estimated output bytes), ``cost`` (estimated flops), ``line`` (the
+user's source line, ``"file:line"``), ``retries`` (extra attempts allowed), ``priority`` (lower
+runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.plan.place`).
 """
 
 from __future__ import annotations
