@@ -1,5 +1,6 @@
 """Placement: the grid rule on exact worker ids, the initial placements, the producers rule,
-and the communication volume of a blocked matmul against SUMMA's."""
+the communication volume of a blocked matmul against SUMMA's, and the vector rule of
+matrix @ vector and X.T @ X on exact worker ids."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.place import grid_shape, grid_workers, place
-from tilegraph.plan.simulate import communication_volume
+from tilegraph.plan.simulate import communication_volume, simulate, transfers
 
 
 def _matmul_graph(n: int, block: int = 4, seed: int = 0):
@@ -156,3 +157,104 @@ def test_reductions_send_only_partials():
     moved, _ = communication_volume(g, g.meta["worker"], g.indices(plan.outputs))
     # each block is reduced where it is made; only partial sums (one row each) travel
     assert 0 < moved <= 16 * 100 * 8
+
+
+# -- the vector rule: matrix @ vector and X.T @ X --------------------------------------------
+
+
+def _parts(g, kind="partial_product"):
+    """Task index -> the ``(i, j, k)`` of each product of ``kind``, from its key."""
+    return {t: g.keys[t][1:] for t, k in enumerate(g.meta["kind"]) if k == kind}
+
+
+def _sources_of(g, array):
+    return [g.index[array.blocks.key(c)] for c in np.ndindex(*array.numblocks)]
+
+
+@pytest.mark.parametrize("p", [2, 4, 16])
+def test_matrix_vector_products_run_where_the_matrix_blocks_live(p):
+    # 8 x 8 blocks of 100 x 100; the vector in 8 blocks of 100
+    a = tg.random.random((800, 800), chunks=100, seed=1)
+    v = tg.random.random((800,), chunks=100, seed=2)
+    plan = plan_arrays([a @ v], place=lambda g: place(g, p), fuse=False)
+    g = plan.graph
+    where = np.asarray(g.meta["worker"])
+    d, c = grid_shape(p)
+    # A: 2-D block-cyclic; v: 1-D cyclic
+    for (i, k), t in zip(np.ndindex(8, 8), _sources_of(g, a), strict=True):
+        assert where[t] == (i % d) * c + k % c
+    assert [where[t] for t in _sources_of(g, v)] == [k % p for k in range(8)]
+    parts = _parts(g)
+    assert len(parts) == 64
+    for t, (i, j, k) in parts.items():
+        assert j == 0 and where[t] == (i % d) * c + k % c, (p, g.keys[t])
+    # no block of A moves; only blocks of v, small partial sums and the result do
+    tasks, _ = transfers(g, where, g.indices(plan.outputs))
+    assert not set(tasks.tolist()) & set(_sources_of(g, a))
+    sim, _ = _simulated(a @ v, p)  # fused, as it runs
+    assert sim.bytes_moved <= 0.05 * a.nbytes
+    np.testing.assert_allclose((a @ v).compute(), a.compute() @ v.compute())
+
+
+@pytest.mark.parametrize("p", [2, 4, 16])
+def test_gram_matrix_of_row_blocks_is_computed_where_the_rows_live(p):
+    # X.T @ X for X in 16 row blocks of 1000 x 4
+    x = tg.random.random((16000, 4), chunks=(1000, 4), seed=3)
+    plan = plan_arrays([x.T @ x], place=lambda g: place(g, p))
+    g = plan.graph
+    where = np.asarray(g.meta["worker"])
+    rows = _sources_of(g, x)
+    assert [where[t] for t in rows] == [k % p for k in range(16)]  # c mod p
+    kinds = g.meta["kind"]
+    assert "transpose" not in kinds  # each transposed block is a view inside its product
+    parts = _parts(g)
+    assert sorted(k for _, _, k in parts.values()) == list(range(16))
+    for t, (_, _, k) in parts.items():
+        assert where[t] == k % p
+        assert g.dependencies(g.keys[t]) == [x.blocks.key((k, 0))]
+    # the partial sums meet in a tree on the workers of their inputs
+    for t, kind in enumerate(kinds):
+        if kind == "reduce":
+            deps = g.dep_idx[g.dep_ptr[t]:g.dep_ptr[t + 1]]
+            assert 1 < len(deps) <= 8 and where[t] in set(where[deps].tolist())
+    tasks, _ = transfers(g, where, g.indices(plan.outputs))
+    assert not set(tasks.tolist()) & set(rows)
+    moved, _ = communication_volume(g, where, g.indices(plan.outputs))
+    assert moved <= 0.02 * x.nbytes
+    xs = x.compute()
+    np.testing.assert_allclose((x.T @ x).compute(), xs.T @ xs)
+
+
+def test_placement_goals_of_matrix_vector_and_gram_matrix():
+    # planning only, at full size: the figures bench/placement_cases.py prints
+    a = tg.random.random((16000, 16000), chunks=1000, seed=1)
+    v = tg.random.random((16000,), chunks=1000, seed=2)
+    sim, _ = _simulated(a @ v, 4)
+    assert sim.bytes_moved <= 0.05 * a.nbytes
+    x = tg.random.random((2_000_000, 100), chunks=(125_000, 100), seed=3)
+    sim, _ = _simulated(x.T @ x, 16)
+    assert sim.bytes_moved <= 0.02 * x.nbytes
+    assert sim.utilisation >= 0.5
+
+
+def _simulated(result, p):
+    plan = plan_arrays([result], place=lambda g: place(g, p))
+    g = plan.graph
+    outputs = g.indices(plan.outputs)
+    return simulate(g, np.asarray(g.meta["worker"]), p, outputs=outputs), g
+
+
+def test_square_matmul_keeps_the_grid_rule():
+    a = tg.random.random((64, 64), chunks=16, seed=1)
+    g = plan_arrays([a @ a], place=lambda g: place(g, 4), fuse=False).graph
+    kinds = set(g.meta["kind"])
+    assert "partial_product" not in kinds and {"product", "accumulate"} <= kinds
+
+
+def test_vector_rule_follows_the_largest_input():
+    b = GraphBuilder()
+    b.add("small", lambda: 1, kind="load", coords=(0,), nbytes=8)
+    b.add("big", lambda: 1, kind="load", coords=(1,), nbytes=1000)
+    b.add("p", lambda u, v: u, deps=["small", "big"], kind="partial_product", nbytes=8)
+    b.add("q", lambda u, v: u, deps=["big", "small"], kind="partial_product", nbytes=8)
+    assert place(b.build(), 3).tolist() == [0, 1, 1, 1]

@@ -8,6 +8,7 @@ import pytest
 import tilegraph as tg
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
+from tilegraph.graph.kinds import OpKind, register_kind
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.explain import sequential_peak
 from tilegraph.plan.order import order
@@ -18,6 +19,10 @@ MODEL = CostModel(flop_rate=1.0, bandwidth=10.0, latency=1.0, mem_bandwidth=1.0,
                   task_overhead=0.0)
 
 
+# the hand-checked graphs: tasks without temporaries, so memory is their outputs alone
+register_kind(OpKind("test-op", temp_factor=0.0))
+
+
 def noop(*args):
     return None
 
@@ -26,7 +31,7 @@ def build(tasks):
     """A graph from ``(key, deps, cost, nbytes)`` rows; a cost of None leaves it unset."""
     b = GraphBuilder()
     for key, deps, cost, nbytes in tasks:
-        b.add(key, noop, deps=deps, cost=cost, nbytes=nbytes, kind="op")
+        b.add(key, noop, deps=deps, cost=cost, nbytes=nbytes, kind="test-op")
     return b.build()
 
 
@@ -224,3 +229,17 @@ def test_a_cycle_is_reported():
     g = build([("x", ["y"], 1, 1), ("y", ["x"], 1, 1)])
     with pytest.raises(ValueError, match="never became ready"):
         simulate(g, np.array([0, 1]), 2, priority=[0, 1], outputs=[0])
+
+
+def test_memory_counts_temporaries_as_the_executor_does():
+    # y is an elementwise task: one temporary as large as its output while it runs
+    b = GraphBuilder()
+    b.add("x", noop, cost=1, nbytes=10, kind="load")
+    b.add("y", noop, deps=["x"], cost=2, nbytes=20, kind="elementwise")
+    b.add("z", noop, deps=["y"], cost=3, nbytes=5, kind="load")
+    g = b.build()
+    r = simulate(g, np.zeros(3, dtype=np.int64), 1, model=MODEL)
+    # x (10), then x, y and its temporary (50); y's temporary goes when y ends
+    assert r.peak_memory.tolist() == [50]
+    out = np.array([2])
+    assert sequential_peak(g, out, order(g, out)) == (50, 50)

@@ -6,6 +6,14 @@ reduced into their output block as they are made. A 2-D floating-point matmul mu
 with BLAS gemm and accumulates in place (beta = 1). Operands with more than two arrays are
 contracted pairwise from the left.
 
+A 2-D matmul whose output has one block dimension (matrix @ vector, ``X.T @ X`` of a
+tall-skinny ``X``) and whose partial results are small (all of an output block's partials
+together take no more than one operand block) lowers instead to one ``"partial_product"``
+task per pair of blocks and a tree of partial sums per output block: placement puts each
+product where its large operand block lives (the vector rule of
+:mod:`tilegraph.plan.place`), and a transposed operand block is read as a view inside the
+product (fusion inlines the transpose), so the large operand never moves.
+
 A 2-D matmul with a :class:`~tilegraph.array.sparse.SparseArray` operand is the same
 group-by-join under :func:`~tilegraph.array.sparse.sparse_semiring`: sparse @ dense and
 dense @ sparse give dense Arrays, sparse @ sparse a SparseArray. einsum and tensordot take
@@ -23,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import group_by_join
+from tilegraph.algebra.blocks import Blocks, group_by_join
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
@@ -36,6 +44,8 @@ from tilegraph.array.sparse_blocks import (
     expected_nbytes,
     product_density,
 )
+from tilegraph.graph.kinds import kind_info
+from tilegraph.graph.taskgraph import Dep, GraphBuilder
 
 _BLAS = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
@@ -56,6 +66,81 @@ def _chains_for(nout: int, nk: int) -> int:
 
 def _fill_block(shape: tuple[int, ...], value: Any, dtype: np.dtype) -> np.ndarray:
     return np.full(shape, value, dtype=dtype)
+
+
+_FLOPS = kind_info("product").flops
+TREE_FAN_IN = 8  # partial results combined by one node of a tree of partial sums
+
+
+def _small_partials(grid: tuple[int, int], nk: int, out_bytes: int, block_bytes: int) -> bool:
+    """Whether a 2-D contraction goes by the vector rule: its output has one block
+    dimension, and the ``nk`` partial results of one output block together take no more
+    memory than the largest operand block (so holding them costs less than one more block).
+    """
+    return nk >= 1 and min(grid) == 1 and nk * out_bytes <= block_bytes
+
+
+def _combine(op: Any) -> Any:
+    def combine(*parts: Any) -> Any:
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = op(acc, p)
+        return acc
+
+    combine.__name__ = f"combine_{getattr(op, '__name__', 'op')}"
+    return combine
+
+
+def _tree_join(label: str, left: Blocks, right: Blocks, grid: tuple[int, int], nk: int,
+               semiring: Semiring, cost: Any, nbytes: Any) -> Blocks:
+    """The contraction ``C[i, j] = add_k product(L[i, k], R[k, j])`` as one
+    ``"partial_product"`` task per ``(i, j, k)`` and, per output block, a tree of partial sums
+    (``"reduce"`` tasks, fan-in :data:`TREE_FAN_IN`) whose root is the output block.
+    ``cost(lc, rc)`` gives a product's flops, ``nbytes(o)`` the bytes of output block ``o``
+    (and of each of its partials)."""
+    product, combine = semiring.product, _combine(semiring.add)
+    part_label, tree_label = label + "-part", label + "-tree"
+
+    def emit(builder: GraphBuilder) -> None:
+        add = builder.add
+        lkey, rkey = left.key, right.key
+        for out in np.ndindex(*grid):
+            i, j = out
+            nb = nbytes(out)
+            keys = []
+            for k in range(nk):
+                key = (label, i, j) if nk == 1 else (part_label, i, j, k)
+                lk, rk = lkey((i, k)), rkey((k, j))
+                flops = cost((i, k), (k, j))
+                if lk == rk:
+                    add(key, product, deps=[lk], args=(Dep(0), Dep(0)), kind="partial_product",
+                        cost=flops, nbytes=nb, coords=out)
+                else:
+                    add(key, product, deps=[lk, rk], kind="partial_product", cost=flops,
+                        nbytes=nb, coords=out)
+                keys.append(key)
+            level = 0
+            while len(keys) > 1:
+                groups = [keys[g:g + TREE_FAN_IN] for g in range(0, len(keys), TREE_FAN_IN)]
+                nxt = []
+                for g, part in enumerate(groups):
+                    if len(part) == 1:
+                        nxt.append(part[0])
+                        continue
+                    key = (label, i, j) if len(groups) == 1 else (tree_label, i, j, level, g)
+                    add(key, combine, deps=part, kind="reduce", nbytes=nb, coords=out)
+                    nxt.append(key)
+                keys, level = nxt, level + 1
+
+    def count() -> int:
+        n, total = nk, nk
+        while n > 1:
+            total += sum(1 for g in range(0, n, TREE_FAN_IN) if n - g > 1)
+            n = -(-n // TREE_FAN_IN)
+        return total * math.prod(grid)
+
+    return Blocks(label, grid, [left] if left.name == right.name else [left, right], emit,
+                  ntasks=count)
 
 
 def semiring_matmul(a: Any, b: Any, semiring: Semiring | str = PLUS_TIMES) -> Array:
@@ -140,13 +225,23 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         return [((o[0], k), (k, o[1])) for k in range(nk)]
 
     def cost(lc: tuple[int, int], rc: tuple[int, int]) -> float:
-        return 2.0 * a.chunks[0][lc[0]] * a.chunks[1][lc[1]] * b.chunks[1][rc[1]]
+        return _FLOPS(a.chunks[0][lc[0]], a.chunks[1][lc[1]], b.chunks[1][rc[1]])
 
+    def nbytes(o: tuple[int, int]) -> int:
+        return itemsize * math.prod(block_shape(chunks, o))
+
+    out_bytes = itemsize * max(chunks[0], default=0) * max(chunks[1], default=0)
+    block_bytes = operand_dtype.itemsize * max(inner, default=0) * max(
+        max(a.chunks[0], default=0), max(b.chunks[1], default=0))
+    if _small_partials(grid, nk, out_bytes, block_bytes):
+        blocks = _tree_join(f"matmul-{token}", a.blocks, b.blocks, grid, nk, semiring, cost,
+                            nbytes)
+        return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
     blocks = group_by_join(
         f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, semiring,
         chains=_chains_for(math.prod(grid), nk),
         zero_task=lambda o: (_fill_block, (block_shape(chunks, o), zero, dtype)),
-        cost=cost, nbytes=lambda o: itemsize * math.prod(block_shape(chunks, o)),
+        cost=cost, nbytes=nbytes,
     )
     return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
 
@@ -188,12 +283,22 @@ def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         return [((o[0], k), (k, o[1])) for k in range(nk)]
 
     def cost(lc: tuple[int, int], rc: tuple[int, int]) -> float:
-        return 2.0 * a.chunks[0][lc[0]] * a.chunks[1][lc[1]] * b.chunks[1][rc[1]] * work
+        return _FLOPS(a.chunks[0][lc[0]], a.chunks[1][lc[1]], b.chunks[1][rc[1]]) * work
 
     if fmt is None:
         zero_task = lambda o: (_zeros_block, (block_shape(chunks, o), dtype))
         nbytes = dense_nbytes(chunks, dtype)
         density = None
+        # a sparse operand's block counts at its density (a dense one at 1)
+        itemsize = dtype.itemsize
+        out_bytes = itemsize * max(chunks[0], default=0) * max(chunks[1], default=0)
+        big = max(max(a.chunks[0], default=0) * (1.0 if da is None else da),
+                  max(b.chunks[1], default=0) * (1.0 if db is None else db))
+        block_bytes = int(itemsize * max(inner, default=0) * big)
+        if _small_partials(grid, nk, out_bytes, block_bytes):
+            blocks = _tree_join(f"matmul-{token}", a.blocks, b.blocks, grid, nk,
+                                sparse_semiring(dtype, None), cost, nbytes)
+            return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
     else:
         zero_task = lambda o: (empty_block, (block_shape(chunks, o), dtype, fmt))
         density = product_density(da, db, a.shape[1])

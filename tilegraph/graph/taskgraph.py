@@ -30,10 +30,10 @@ literal container so it is passed as it is. The mode says how much work filling 
 - ``MODE_NESTED``: markers or calls anywhere; filled recursively by :func:`fill`.
 
 Metadata columns (all optional): ``name`` (op name shown in errors and plans), ``kind`` (op
-kind, e.g. ``"load"``, ``"gemm"``), ``coords`` (block coordinates), ``nbytes`` (estimated
-output bytes), ``cost`` (estimated flops), ``line`` (the user's source line, ``"file:line"``),
-``retries`` (extra attempts allowed), ``priority`` (lower runs first), ``worker`` (the
-worker a placement assigned, see :func:`tilegraph.plan.place`).
+kind, e.g. ``"load"``, ``"gemm"``: a row of :mod:`tilegraph.graph.kinds`), ``coords`` (block
+coordinates), ``nbytes`` (estimated output bytes), ``cost`` (estimated flops), ``line`` (the
+user's source line, ``"file:line"``), ``retries`` (extra attempts allowed), ``priority`` (lower
+runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.plan.place`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from tilegraph.graph.kinds import KINDS
 
 MODE_DATA = 0
 MODE_DIRECT = 1
@@ -170,7 +172,8 @@ class GraphBuilder:
     """Collects tasks, then :meth:`build` turns them into an immutable :class:`TaskGraph`.
 
     Dependencies are given by key and may be added in any order; they are resolved to indices
-    when the graph is built.
+    when the graph is built. A task's ``kind`` must be registered in
+    :mod:`tilegraph.graph.kinds` (or ``None``); an unknown kind is rejected when it is added.
 
     >>> from operator import add
     >>> b = GraphBuilder()
@@ -205,6 +208,14 @@ class GraphBuilder:
         self._keys.append(key)
         return i
 
+    @staticmethod
+    def _check_kind(key: Hashable, kind: Any) -> None:
+        if kind is not None and kind not in KINDS:
+            raise GraphError(
+                f"task {key!r}: unknown op kind {kind!r}; register it first with "
+                f"tilegraph.graph.kinds.register_kind (known kinds: {', '.join(sorted(KINDS))})"
+            )
+
     def _set_meta(self, i: int, meta: dict[str, Any]) -> None:
         cols = self._meta
         for name, value in meta.items():
@@ -218,6 +229,8 @@ class GraphBuilder:
 
     def add_data(self, key: Hashable, value: Any, **meta: Any) -> None:
         """Add a task whose result is ``value`` itself."""
+        if meta:
+            self._check_kind(key, meta.get("kind"))
         i = self._new(key)
         self._funcs.append(None)
         self._args.append((value,))
@@ -243,6 +256,8 @@ class GraphBuilder:
         """
         if not callable(func):
             raise GraphError(f"task {key!r}: operation {func!r} is not callable")
+        if meta:
+            self._check_kind(key, meta.get("kind"))
         i = self._new(key)
         if args is None:
             if len(set(deps)) != len(deps):

@@ -4,10 +4,12 @@ One model serves the placement (cost = cpu + alpha * communication) and the simu
 (makespan, bytes moved, peak memory per worker), so that both reason with the same numbers.
 
 A task's compute time is its flop count (the ``cost`` column, e.g. ``2mnk`` for a block
-product) divided by ``flop_rate``; a task without a flop count is memory-bound: it streams its
-result once in and once out, ``2 * nbytes / mem_bandwidth``. Every task also pays
-``task_overhead`` (the scheduler's own time). A message of ``b`` bytes takes
-``latency + b / bandwidth`` to arrive.
+product, from the ``flops`` formula of its op kind in :mod:`tilegraph.graph.kinds`) divided by
+``flop_rate``; a task without a flop count is memory-bound: it streams its result and its
+temporaries (the executor's estimate, :func:`tilegraph.runtime.memory.task_estimates`, from
+the ``temp_factor`` of its kind) once in and once out, ``2 * estimate / mem_bandwidth``.
+Every task also pays ``task_overhead`` (the scheduler's own time). A message of ``b`` bytes
+takes ``latency + b / bandwidth`` to arrive.
 
 >>> m = CostModel(flop_rate=1e9, bandwidth=1e8, latency=1e-3, mem_bandwidth=1e9,
 ...               task_overhead=0.0)
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from tilegraph.runtime.memory import task_estimates
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,9 @@ class CostModel:
         """Estimated compute seconds of every task of ``graph`` (float64 array)."""
         n = len(graph)
         flops = column(graph, "cost", n)
-        nbytes = column(graph, "nbytes", n)
+        streamed = np.asarray(task_estimates(graph), dtype=np.float64)
         seconds = np.where(flops > 0, flops / self.flop_rate,
-                           2.0 * nbytes / self.mem_bandwidth)
+                           2.0 * streamed / self.mem_bandwidth)
         return seconds + self.task_overhead
 
     def transfer_seconds(self, nbytes: Any) -> Any:

@@ -2,8 +2,9 @@
 
 It lowers and fuses the plan without running it, then reports tasks per kind, blocks read
 and written, flops, fused chains, and the peak memory of running the tasks one at a time in
-the executor's order, freeing each block after its last consumer (with several workers, up
-to one more working block per extra worker).
+the executor's order with the executor's memory model (outputs and temporaries), freeing each
+block after its last consumer (with several workers, up to one more working block per extra
+worker).
 """
 
 from __future__ import annotations
@@ -14,24 +15,31 @@ from typing import Any
 import numpy as np
 
 from tilegraph.plan.order import order
+from tilegraph.runtime.memory import task_estimates
 from tilegraph.util import human
 
 
 def sequential_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray) -> tuple[int, int]:
     """(peak bytes, largest task bytes) of running the graph in priority order on one worker,
-    releasing every block after its last consumer."""
+    releasing every block after its last consumer.
+
+    Memory is the executor's model (:func:`tilegraph.runtime.memory.task_estimates`): a
+    running task holds its output and its temporaries, the temporaries until it finishes.
+    A task's bytes are its inputs, its output and its temporaries."""
     nb = graph.meta.get("nbytes")
     size = [0 if nb is None or nb[i] is None else int(nb[i]) for i in range(len(graph))]
+    working = task_estimates(graph)
     refs = graph.out_degree().tolist()
     for o in np.asarray(outputs).tolist():
         refs[o] += 1
     ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
     live = peak = biggest = 0
-    for i in np.argsort(priority).tolist():
-        live += size[i]
-        working = size[i] + sum(size[d] for d in idx[ptr[i]:ptr[i + 1]])
-        biggest = max(biggest, working)
+    for i in np.argsort(priority, kind="stable").tolist():
+        need = working[i]
+        live += need
+        biggest = max(biggest, need + sum(size[d] for d in idx[ptr[i]:ptr[i + 1]]))
         peak = max(peak, live)
+        live -= need - size[i]
         for d in idx[ptr[i]:ptr[i + 1]]:
             refs[d] -= 1
             if refs[d] == 0:

@@ -1,9 +1,13 @@
 """Chain fusion: a task whose only consumer may absorb it is inlined into that consumer.
 
-The rule is a table keyed by op kind. A producer is inlined into its consumer when it has
-exactly one consumer, is not a requested output, and either
+The rule reads the op-kind registry (:mod:`tilegraph.graph.kinds`): a producer whose kind
+may be inlined (``fuse_producer``) is inlined into its consumer, whose kind may absorb it
+(``fuse_consumer``), when it has exactly one consumer, is not a requested output, and either
 
 - the consumer has no other input (fusing cannot make it wait for more blocks), or
+- the producer has inputs and every one of them is an input of the consumer too (fusing
+  cannot make it wait for more blocks either: a transposed view of a block that a product
+  also reads directly is taken inside the product), or
 - both kinds are *blockwise* (elementwise ops, views, per-block reductions, stores...):
   then the consumer's inputs are blocks of the same region, needed together anyway.
 
@@ -23,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import (
     MODE_DATA,
     MODE_DIRECT,
@@ -33,17 +38,6 @@ from tilegraph.graph.taskgraph import (
     TaskGraph,
     _is_plain_arg,
 )
-
-# kinds whose tasks work on one region of the array block by block
-BLOCKWISE_KINDS = {
-    "load", "creation", "random", "elementwise", "getitem", "transpose", "reshape", "astype",
-    "map", "partial", "store",
-}
-# kinds that may be inlined into a single-input consumer
-FUSIBLE_PRODUCERS = BLOCKWISE_KINDS | {"reduce", "aggregate", "product", "accumulate",
-                                       "rechunk"}
-# kinds that may absorb their producers
-FUSIBLE_CONSUMERS = BLOCKWISE_KINDS | {"aggregate"}
 
 
 @dataclass
@@ -94,17 +88,22 @@ def fuse_chains(graph: TaskGraph, outputs: np.ndarray) -> tuple[TaskGraph, FuseS
     fuse = np.zeros(n, dtype=bool)
     modes = graph.modes
     workers = graph.meta.get("worker")
+    rows = {k: kind_info(k) for k in set(kinds)}
+    dptr, didx = graph.dep_ptr, graph.dep_idx
     for i in single.tolist():
         c = int(consumer[i])
-        kp, kc = kinds[i], kinds[c]
-        if kp not in FUSIBLE_PRODUCERS or kc not in FUSIBLE_CONSUMERS:
+        kp, kc = rows[kinds[i]], rows[kinds[c]]
+        if not kp.fuse_producer or not kc.fuse_consumer:
             continue
         if workers is not None and workers[i] != workers[c]:
             continue
         if modes[i] == MODE_DATA:
             continue
-        if in_deg[c] == 1 or (kp in BLOCKWISE_KINDS and kc in BLOCKWISE_KINDS):
+        if in_deg[c] == 1 or (kp.blockwise and kc.blockwise):
             fuse[i] = True
+        elif in_deg[i] > 0:
+            own = set(didx[dptr[i]:dptr[i + 1]].tolist())
+            fuse[i] = own <= set(didx[dptr[c]:dptr[c + 1]].tolist())
     if not fuse.any():
         return graph, stats
 

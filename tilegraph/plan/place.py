@@ -1,7 +1,7 @@
 """Static placement: which worker runs each task (the bottom-up pattern scheduler).
 
-Given ``p`` workers, every task gets one worker, chosen by a rule looked up by its op kind
-(``PLACEMENT_RULES``):
+Given ``p`` workers, every task gets one worker, chosen by the placement rule of its op kind
+(the ``placement`` field of :mod:`tilegraph.graph.kinds`):
 
 - ``"grid"``: the tasks of a group-by-join (the products and accumulations of output block
   ``(i, j)``) go to worker ``(i mod D, j mod C)`` of an implicit ``D x C`` grid, with
@@ -11,13 +11,22 @@ Given ``p`` workers, every task gets one worker, chosen by a rule looked up by i
   leading (batch) coordinates are added to the row.
   The block kernels of the factorisations (potrf, trsm, syrk, gemm of block ``(i, j)``)
   follow the same grid: ScaLAPACK's 2-D block-cyclic layout.
+- ``"vector"``: a contraction whose output has one block dimension (matrix @ vector, a
+  reduction over the rows of a tall-skinny matrix such as ``X.T @ X``) is lowered to one
+  product per pair of blocks and a tree of small partial sums. Each product goes where its
+  largest input lives (the big operand's block, ``c mod p`` for a vector-shaped operand
+  placed cyclically), so the big operand never moves: the small operand is broadcast to
+  the workers that need it and only the small partials travel, to the tree nodes, which
+  follow the ``"producers"`` rule.
 - ``"gather"``: stores of results go to the worker that gathers them (``gather_to``).
 - inputs (tasks with no dependencies): the initial placement the user chooses:
   ``"cyclic"`` (the default) is the 2-D block-cyclic distribution on the same grid (1-D
-  cyclic for vectors, round-robin for blocks without coordinates); ``"locality"`` keeps
-  inputs that feed the same consumers together while giving every worker the same number,
-  in the spirit of Mars' initial assignment: the inputs are listed in the order of a
-  breadth-first walk through their shared consumers and cut into ``p`` equal runs.
+  cyclic, ``c mod p``, for vectors and for arrays with one block dimension, such as a
+  tall-skinny matrix cut into row blocks; round-robin for blocks without coordinates);
+  ``"locality"`` keeps inputs that feed the same consumers together while giving every
+  worker the same number, in the spirit of Mars' initial assignment: the inputs are listed
+  in the order of a breadth-first walk through their shared consumers and cut into ``p``
+  equal runs.
 - ``"producers"`` (every other kind): among the workers of the task's producers, the one of
   least cost, where cost = the worker's load + the task's compute time + ``alpha`` x the
   transfer time of the inputs that are not on that worker yet (a join without reduce thus
@@ -26,8 +35,9 @@ Given ``p`` workers, every task gets one worker, chosen by a rule looked up by i
   the others in dependency order, so every choice sees its inputs' places.
 
 Times come from the :class:`~tilegraph.plan.cost.CostModel`, so placement and the simulator
-agree. All rules but ``"producers"`` are computed with whole-array NumPy operations; the
-``"producers"`` rule visits its tasks one by one.
+agree. The ``"grid"`` and ``"gather"`` rules and the initial placements are computed with
+whole-array NumPy operations; the ``"vector"`` and ``"producers"`` rules visit their tasks
+one by one, in dependency order.
 
 >>> grid_shape(4), grid_shape(8), grid_shape(2)
 ((2, 2), (2, 4), (1, 2))
@@ -41,18 +51,9 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.kinds import kind_info
 from tilegraph.plan.cost import CostModel, column
 
-PLACEMENT_RULES: dict[str, str] = {
-    "product": "grid",
-    "accumulate": "grid",
-    # the block updates of the factorisations: 2-D block-cyclic, as in ScaLAPACK
-    "potrf": "grid",
-    "trsm": "grid",
-    "syrk": "grid",
-    "gemm": "grid",
-    "store": "gather",
-}
 INITIAL_PLACEMENTS = ("cyclic", "locality")
 
 
@@ -118,7 +119,8 @@ def place(
     kinds = graph.meta.get("kind") or [None] * n
     coords = graph.meta.get("coords") or [None] * n
     in_deg = graph.in_degree()
-    rules = [PLACEMENT_RULES.get(k, "producers") for k in kinds]
+    by_kind = {k: kind_info(k).placement for k in set(kinds)}
+    rules = [by_kind[k] for k in kinds]
 
     grid = [i for i in range(n) if rules[i] == "grid" and coords[i] is not None]
     placement[grid] = grid_workers([coords[i] for i in grid], workers)
@@ -129,7 +131,8 @@ def place(
     seconds = model.task_seconds(graph)
     placed = placement >= 0
     load = np.bincount(placement[placed], weights=seconds[placed], minlength=workers)
-    _place_by_producers(graph, placement, load, seconds, alpha, model)
+    vector = np.array([r == "vector" for r in rules], dtype=bool)
+    _place_by_producers(graph, placement, load, seconds, alpha, model, vector)
     return placement
 
 
@@ -151,7 +154,37 @@ def _initial(graph: Any, sources: np.ndarray, workers: int, initial: str,
     out = np.arange(len(src), dtype=np.int64) % workers
     if with_coords:
         out[with_coords] = grid_workers([coords[src[j]] for j in with_coords], workers)
+        axis = _vector_axes(graph, [src[j] for j in with_coords], coords)
+        for j, a in zip(with_coords, axis, strict=True):
+            if a >= 0:
+                out[j] = coords[src[j]][a] % workers
     return out
+
+
+def _vector_axes(graph: Any, tasks: list[int], coords: list) -> list[int]:
+    """For each input block (with coordinates of 2 or more axes), the one axis along which
+    its array has more than one block, or -1 (a square grid, a single block, or keys that do
+    not name their array). Blocks of one array share the first element of their keys."""
+    keys = graph.keys
+    label = [keys[i][0] if type(keys[i]) is tuple and keys[i] else None for i in tasks]
+    extent: dict[Any, list[int]] = {}
+    for i, name in zip(tasks, label, strict=True):
+        co = coords[i]
+        if name is None or len(co) < 2:
+            continue
+        top = extent.get(name)
+        if top is None:
+            extent[name] = list(co)
+        elif len(top) == len(co):
+            extent[name] = [max(t, c) for t, c in zip(top, co, strict=True)]
+        else:
+            extent[name] = []  # mixed coordinate lengths: not one array
+    axis_of: dict[Any, int] = {}
+    for name, top in extent.items():
+        long = [a for a, t in enumerate(top) if t > 0]
+        axis_of[name] = long[0] if len(long) == 1 else -1
+    return [axis_of.get(name, -1) if len(coords[i]) >= 2 else -1
+            for i, name in zip(tasks, label, strict=True)]
 
 
 def _locality_walk(graph: Any, sources: np.ndarray) -> np.ndarray:
@@ -181,8 +214,10 @@ def _locality_walk(graph: Any, sources: np.ndarray) -> np.ndarray:
 
 
 def _place_by_producers(graph: Any, placement: np.ndarray, load: np.ndarray,
-                        seconds: np.ndarray, alpha: float, model: CostModel) -> None:
-    """The "producers" rule, in dependency order, for every task not placed yet."""
+                        seconds: np.ndarray, alpha: float, model: CostModel,
+                        vector: np.ndarray) -> None:
+    """The "vector" rule for the tasks of ``vector`` (where their largest input lives) and
+    the "producers" rule for every other task not placed yet, in dependency order."""
     todo = placement < 0
     if not todo.any():
         return
@@ -194,12 +229,20 @@ def _place_by_producers(graph: Any, placement: np.ndarray, load: np.ndarray,
         order = graph.topological_order()
         visit = order[todo[order]].tolist()
     ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
-    move = (alpha * model.transfer_seconds(column(graph, "nbytes", n))).tolist()
+    size = column(graph, "nbytes", n)
+    move = (alpha * model.transfer_seconds(size)).tolist()
+    size_l = size.tolist()
+    near_big = vector.tolist()
     where = placement.tolist()
     work = load.tolist()
     sec = seconds.tolist()
     for i in visit:
         deps = idx[ptr[i]:ptr[i + 1]]
+        if near_big[i]:
+            big = max(deps, key=size_l.__getitem__)
+            where[i] = where[big]
+            work[where[i]] += sec[i]
+            continue
         cands = {where[d] for d in deps}
         best, best_cost = -1, 0.0
         for w in sorted(cands):

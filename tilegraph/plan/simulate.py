@@ -20,9 +20,11 @@ occupies the link for ``b / bandwidth`` seconds and arrives at
 ``link_start + b / bandwidth + latency``. The makespan is the time the last task finished or
 the last gathered output arrived, whichever is later.
 
-Memory. Following :func:`~tilegraph.plan.explain.sequential_peak`, a task's output counts
-against its worker from the moment the task starts, and a received block from the moment it
-arrives; the peak is taken after each such addition. A block held by a worker is released
+Memory. The executor's memory model (:func:`tilegraph.runtime.memory.task_estimates`), as in
+:func:`~tilegraph.plan.explain.sequential_peak`: a task's output and its temporaries count
+against its worker from the moment the task starts, the temporaries until it finishes, and a
+received block counts from the moment it arrives; the peak is taken after each such
+addition. A block held by a worker is released
 there once every consumer of it on that worker has finished and, on the worker that produced
 it, once every send of it has left the link. Outputs are kept to the end on the worker that
 computed them, and on ``gather_to`` once gathered. A block nothing needs is released when its
@@ -44,6 +46,7 @@ import numpy as np
 
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.order import order
+from tilegraph.runtime.memory import task_estimates
 from tilegraph.util import human, unique
 
 
@@ -269,6 +272,7 @@ def simulate(
     # Plain lists for the event loop.
     place = pl.tolist()
     size = sizes.tolist()
+    working = task_estimates(graph)  # output + temporaries, while the task runs
     rsize = row_size.tolist()
     seconds = task_seconds.tolist()
     rank_l = rank.tolist()
@@ -309,7 +313,7 @@ def simulate(
         for w in dirty:
             if not running[w] and ready[w]:
                 i = by_rank_l[pop(ready[w])]
-                h = held[w] + size[i]
+                h = held[w] + working[i]
                 held[w] = h
                 if h > peak[w]:
                     peak[w] = h
@@ -327,6 +331,8 @@ def simulate(
         finishing, link_free_rows, arriving = at[now]
         for i in finishing:
             w = place[i]
+            if working[i] > size[i]:
+                held[w] -= working[i] - size[i]  # its temporaries
             running[w] = False
             dirty.add(w)
             finished += 1

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.kinds import kind_info
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 
 DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
@@ -31,37 +32,28 @@ def default_limit() -> int:
     return int(psutil.virtual_memory().total * DEFAULT_FRACTION)
 
 
-# Temporary memory a task needs besides its inputs and output, as a multiple of its
-# output, by op kind. Views and in-place accumulations need none; a fused chain of
-# blockwise computations (elementwise, per-block reductions, user functions) makes about
-# one temporary block per step it fuses.
-TEMPORARY_FACTOR = {
-    "load": 0.0, "getitem": 0.0, "transpose": 0.0, "reshape": 0.0, "store": 0.0,
-    "accumulate": 0.0, "creation": 0.0, "random": 0.0,
-    "elementwise": 1.0, "partial": 1.0, "map": 1.0, "product": 0.0, "rechunk": 0.0,
-    "reduce": 1.0, "aggregate": 0.0, "astype": 0.0,
-    "potrf": 0.0, "trsm": 0.0, "syrk": 0.0, "gemm": 0.0, "qr": 1.0, "lu": 1.0, "svd": 1.0,
-}
-
-
 def task_estimates(graph: Any) -> list[int]:
-    """Estimated bytes each task adds while it runs: its output plus temporaries."""
+    """Estimated bytes each task adds while it runs: its output plus temporaries.
+
+    Temporaries are the output's bytes times the ``temp_factor`` of the task's op kind
+    (:mod:`tilegraph.graph.kinds`: views and in-place accumulations need none); a fused chain
+    of a kind with ``chain_temporaries`` (elementwise ops, per-block reductions, user
+    functions) makes one more temporary block per step it fuses (its name joins the steps
+    with ``+``)."""
     n = len(graph)
     nb = graph.meta.get("nbytes")
     if nb is None:
         return [0] * n
     kinds = graph.meta.get("kind") or [None] * n
     names = graph.meta.get("name") or [None] * n
+    rows = {k: kind_info(k) for k in set(kinds)}
     out = []
     for i in range(n):
         size = nb[i] or 0
-        factor = TEMPORARY_FACTOR.get(kinds[i], 1.0)
-        steps = names[i].count("+") if names[i] and kinds[i] in _CHAIN_KINDS else 0
-        out.append(int(size * (1 + factor + steps)))
+        row = rows[kinds[i]]
+        steps = names[i].count("+") if names[i] and row.chain_temporaries else 0
+        out.append(int(size * (1 + row.temp_factor + steps)))
     return out
-
-
-_CHAIN_KINDS = {"elementwise", "partial", "map"}
 
 
 _allocator_tuned = False

@@ -1,0 +1,181 @@
+"""The op-kind registry: everything the planner and the executor know about a kind of task.
+
+Every task of a :class:`~tilegraph.graph.TaskGraph` may carry a ``kind`` (metadata column).
+One :class:`OpKind` row per kind says how fusion, placement, memory admission, ``explain`` and
+the simulator treat its tasks, so that all of them reason with the same facts:
+
+==================  ===========================================================================
+field               meaning
+==================  ===========================================================================
+``blockwise``       works on one region of an array, block by block (elementwise ops, views,
+                    per-block reductions, loads and stores)
+``fuse_producer``   may be inlined into its single consumer (:mod:`tilegraph.plan.fuse`)
+``fuse_consumer``   may absorb its producers
+``placement``       the placement rule (:mod:`tilegraph.plan.place`): ``"grid"`` (2-D block
+                    cyclic grid of output coordinates), ``"vector"`` (where the largest
+                    input lives), ``"gather"`` (the worker gathering results) or
+                    ``"producers"`` (the cheapest of the producers' workers)
+``temp_factor``     temporary memory besides inputs and output, as a multiple of the output's
+                    bytes (:func:`tilegraph.runtime.memory.task_estimates`)
+``chain_temporaries``  a fused chain of this kind makes one more temporary per fused step
+``releases_gil``    the task body is a BLAS/LAPACK or NumPy-heavy call that releases the GIL:
+                    worth a second thread even when short
+``flops``           the flop count of one task from its block sizes, or None (see each row)
+==================  ===========================================================================
+
+Tasks without a kind (opaque tasks, e.g. of dask dict graphs) get the row ``"other"``. A
+front end that emits a new kind registers it first with :func:`register_kind`;
+:class:`~tilegraph.graph.GraphBuilder` rejects kinds that are not registered.
+
+>>> kind_info("product").placement, kind_info("product").flops(2, 3, 4)
+('grid', 48.0)
+>>> kind_info(None).name
+'other'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """One row of the registry; see the module docstring for the fields."""
+
+    name: str
+    blockwise: bool = False
+    fuse_producer: bool = False
+    fuse_consumer: bool = False
+    placement: str = "producers"
+    temp_factor: float = 1.0
+    chain_temporaries: bool = False
+    releases_gil: bool = False
+    flops: Callable[..., float] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"OpKind: name must be a non-empty str, got {self.name!r}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"OpKind {self.name!r}: placement must be one of "
+                             f"{', '.join(PLACEMENTS)}, got {self.placement!r}")
+        if not isinstance(self.temp_factor, (int, float)) or not self.temp_factor >= 0:
+            raise ValueError(f"OpKind {self.name!r}: temp_factor must be a number >= 0, "
+                             f"got {self.temp_factor!r}")
+        if self.flops is not None and not callable(self.flops):
+            raise ValueError(f"OpKind {self.name!r}: flops must be callable or None")
+
+
+PLACEMENTS = ("grid", "vector", "gather", "producers")
+OTHER = "other"
+
+
+def matmul_flops(m: float, k: float, n: float) -> float:
+    """Flops of ``(m x k) @ (k x n)``: one multiply and one add per term."""
+    return 2.0 * m * k * n
+
+
+def potrf_flops(n: float) -> float:
+    """Flops of the Cholesky factorisation of an ``n x n`` block."""
+    return n**3 / 3.0
+
+
+def trsm_flops(m: float, n: float) -> float:
+    """Flops of solving ``m`` rows against an ``n x n`` triangle."""
+    return float(m) * n * n
+
+
+def syrk_flops(n: float, k: float) -> float:
+    """Flops of the symmetric ``n x n`` update by an ``n x k`` block (one triangle)."""
+    return float(n) * n * k
+
+
+def qr_flops(m: float, n: float) -> float:
+    """Flops of the QR factorisation of an ``m x n`` block with its explicit Q."""
+    return 4.0 * m * n * n
+
+
+def lu_flops(m: float, n: float) -> float:
+    """Flops of the LU factorisation of an ``m x n`` panel (``m >= n``)."""
+    return float(m) * n * n - n**3 / 3.0
+
+
+def _blockwise(name: str, temp_factor: float, chain: bool = False,
+               placement: str = "producers") -> OpKind:
+    return OpKind(name, blockwise=True, fuse_producer=True, fuse_consumer=True,
+                  placement=placement, temp_factor=temp_factor, chain_temporaries=chain)
+
+
+_ROWS = (
+    # opaque tasks (no kind): never fused, placed with their producers
+    OpKind(OTHER),
+    # sources and views: no temporaries
+    _blockwise("load", 0.0),
+    _blockwise("creation", 0.0),
+    _blockwise("random", 0.0),
+    _blockwise("getitem", 0.0),
+    _blockwise("transpose", 0.0),
+    _blockwise("reshape", 0.0),
+    _blockwise("astype", 0.0),
+    _blockwise("store", 0.0, placement="gather"),
+    # blockwise computations: about one temporary block per step of a fused chain
+    _blockwise("elementwise", 1.0, chain=True),
+    _blockwise("map", 1.0, chain=True),
+    _blockwise("partial", 1.0, chain=True),
+    # reductions and block rearrangements
+    OpKind("reduce", fuse_producer=True, temp_factor=1.0),
+    OpKind("aggregate", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
+    OpKind("rechunk", fuse_producer=True, temp_factor=0.0),
+    # the group-by-join of a contraction: the tasks of output block (i, j) on the grid
+    OpKind("product", fuse_producer=True, placement="grid", temp_factor=0.0,
+           releases_gil=True, flops=matmul_flops),
+    OpKind("accumulate", fuse_producer=True, placement="grid", temp_factor=0.0,
+           releases_gil=True, flops=matmul_flops),
+    # a contraction with a one-block-dimension output: each product where its larger
+    # operand's block lives, a tree of small partial sums; views of its operands (a
+    # transposed block) fuse into it
+    OpKind("partial_product", fuse_consumer=True, placement="vector", temp_factor=0.0,
+           releases_gil=True, flops=matmul_flops),
+    # the block kernels of the factorisations: ScaLAPACK's 2-D block-cyclic layout
+    OpKind("potrf", placement="grid", temp_factor=0.0, releases_gil=True, flops=potrf_flops),
+    OpKind("trsm", placement="grid", temp_factor=0.0, releases_gil=True, flops=trsm_flops),
+    OpKind("syrk", placement="grid", temp_factor=0.0, releases_gil=True, flops=syrk_flops),
+    OpKind("gemm", placement="grid", temp_factor=0.0, releases_gil=True, flops=matmul_flops),
+    OpKind("qr", temp_factor=1.0, releases_gil=True, flops=qr_flops),
+    OpKind("lu", temp_factor=1.0, releases_gil=True, flops=lu_flops),
+    OpKind("svd", temp_factor=1.0, releases_gil=True),
+    # sparse arrays: blocks gathered into one, and sparse blocks made dense
+    OpKind("assemble", temp_factor=1.0),
+    OpKind("todense", temp_factor=1.0),
+)
+
+KINDS: dict[str, OpKind] = {row.name: row for row in _ROWS}
+
+
+def kind_info(kind: str | None) -> OpKind:
+    """The registry row of ``kind`` (``None``: the row ``"other"``).
+
+    >>> kind_info("nonesuch")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown op kind 'nonesuch'; known kinds: accumulate, aggregate, ...
+    """
+    if kind is None:
+        return KINDS[OTHER]
+    try:
+        return KINDS[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown op kind {kind!r}; known kinds: "
+                         f"{', '.join(sorted(KINDS))}") from None
+
+
+def register_kind(kind: OpKind) -> None:
+    """Add a row for a new kind (front ends with kernels of their own). Registering the same
+    row again is allowed; a different row under a registered name is rejected."""
+    if not isinstance(kind, OpKind):
+        raise TypeError(f"register_kind: needs an OpKind, got {type(kind).__name__}")
+    known = KINDS.get(kind.name)
+    if known is not None and known != kind:
+        raise ValueError(f"register_kind: op kind {kind.name!r} is already registered as "
+                         f"{known}; choose another name")
+    KINDS[kind.name] = kind
