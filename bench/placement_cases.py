@@ -27,7 +27,7 @@ import numpy as np
 
 import tilegraph as tg
 from tilegraph.algebra.blocks import lower
-from tilegraph.plan.lower import plan_arrays
+from tilegraph.array.lowering import plan_arrays
 from tilegraph.plan.place import place
 from tilegraph.plan.simulate import communication_volume, simulate
 
@@ -35,7 +35,7 @@ from tilegraph.plan.simulate import communication_volume, simulate
 def simulated(result, p: int):
     """(simulation, tasks, planning seconds) of ``result`` placed on ``p`` workers."""
     t0 = time.perf_counter()
-    plan = plan_arrays([result], place=lambda g: place(g, p))
+    plan = plan_arrays([result], processes=p)
     g = plan.graph
     where = np.asarray(g.meta["worker"], dtype=np.int64)
     planned = time.perf_counter() - t0

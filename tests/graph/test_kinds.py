@@ -8,9 +8,9 @@ import pytest
 import scipy.sparse as sps
 
 import tilegraph as tg
+from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder, GraphError
 from tilegraph.graph.kinds import KINDS, OpKind, kind_info, register_kind
-from tilegraph.plan.lower import plan_arrays
 from tilegraph.runtime.memory import task_estimates
 
 

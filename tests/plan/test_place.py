@@ -176,7 +176,7 @@ def test_matrix_vector_products_run_where_the_matrix_blocks_live(p):
     # 8 x 8 blocks of 100 x 100; the vector in 8 blocks of 100
     a = tg.random.random((800, 800), chunks=100, seed=1)
     v = tg.random.random((800,), chunks=100, seed=2)
-    plan = plan_arrays([a @ v], place=lambda g: place(g, p), fuse=False)
+    plan = plan_arrays([a @ v], processes=p, fuse=False)
     g = plan.graph
     where = np.asarray(g.meta["worker"])
     d, c = grid_shape(p)
@@ -200,7 +200,7 @@ def test_matrix_vector_products_run_where_the_matrix_blocks_live(p):
 def test_gram_matrix_of_row_blocks_is_computed_where_the_rows_live(p):
     # X.T @ X for X in 16 row blocks of 1000 x 4
     x = tg.random.random((16000, 4), chunks=(1000, 4), seed=3)
-    plan = plan_arrays([x.T @ x], place=lambda g: place(g, p))
+    plan = plan_arrays([x.T @ x], processes=p)
     g = plan.graph
     where = np.asarray(g.meta["worker"])
     rows = _sources_of(g, x)
@@ -238,7 +238,7 @@ def test_placement_goals_of_matrix_vector_and_gram_matrix():
 
 
 def _simulated(result, p):
-    plan = plan_arrays([result], place=lambda g: place(g, p))
+    plan = plan_arrays([result], processes=p)
     g = plan.graph
     outputs = g.indices(plan.outputs)
     return simulate(g, np.asarray(g.meta["worker"]), p, outputs=outputs), g
@@ -246,7 +246,7 @@ def _simulated(result, p):
 
 def test_square_matmul_keeps_the_grid_rule():
     a = tg.random.random((64, 64), chunks=16, seed=1)
-    g = plan_arrays([a @ a], place=lambda g: place(g, 4), fuse=False).graph
+    g = plan_arrays([a @ a], processes=4, fuse=False).graph
     kinds = set(g.meta["kind"])
     assert "partial_product" not in kinds and {"product", "accumulate"} <= kinds
 
