@@ -176,7 +176,8 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | 
     execution = Execution(part.graph, part.outputs, part.priority, retries=opts["retries"],
                           subscribers=subscribers, memory_limit=limit, spill=store,
                           external=part.external, exported=part.exported,
-                          on_export=transport.export if transport is not None else None)
+                          on_export=transport.export if transport is not None else None,
+                          parallel=_policy(backend, part.graph))
     try:
         try:
             check_fits(part.graph, execution.estimates, limit)
@@ -199,6 +200,13 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | 
         store.close()
         if recorder is not None:
             _report(opts["report"], recorder, plan, backend)
+
+
+def _policy(backend: Backend, graph: TaskGraph) -> bytearray | None:
+    """The backend's per-task tiny-task policy, from the planned seconds of the tasks."""
+    if backend.workers == 1:
+        return None
+    return backend.task_policy(graph, CostModel().task_seconds(graph))
 
 
 def _drive(execution: Execution, backend: Backend, opts: dict[str, Any],

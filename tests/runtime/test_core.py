@@ -338,3 +338,32 @@ def test_external_tasks_wait_for_delivery_and_exports_are_handed_over():
     assert exported == [("b", 43)]
     ex.deliver(ext[0], 0)  # a second delivery is ignored
     assert ex.output_values() == [44]
+
+
+def test_tiny_task_policy_lets_blas_tasks_run_on_both_threads():
+    # short BLAS products (tens of microseconds each): a moving average of task times would
+    # keep the second thread asleep; their kind releases the GIL, so both threads take them
+    from operator import matmul
+
+    from tilegraph.graph import GraphBuilder
+
+    rng = np.random.default_rng(0)
+    blocks = [rng.random((48, 48)) for _ in range(8)]
+    builder = GraphBuilder()
+    for j, b in enumerate(blocks):
+        builder.add_data(("b", j), b, kind="load", nbytes=b.nbytes)
+    keys = []
+    for i in range(400):
+        key = ("p", i)
+        builder.add(key, matmul, deps=[("b", i % 8), ("b", (i + 1) % 8)], kind="product",
+                    cost=2 * 48**3, nbytes=48 * 48 * 8)
+        keys.append(key)
+    graph = builder.build()
+    workers = []
+    values = tilegraph.run(graph, keys, workers=2,
+                    callbacks=[lambda e: workers.append(e.worker)
+                               if type(e).__name__ == "TaskStart" else None])
+    assert np.allclose(values[5], blocks[5] @ blocks[6])
+    counts = np.bincount(workers, minlength=2)
+    assert counts.sum() == 400
+    assert counts.min() >= 40, counts  # both threads took a share of the products

@@ -35,9 +35,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.blas import blas_threads, cores
-from tilegraph.runtime.core import Execution
+from tilegraph.runtime.core import PARALLEL, PARALLEL_TASK_TIME, TINY, UNKNOWN, Execution
 
 T = TypeVar("T")
 
@@ -89,6 +90,11 @@ class Backend(ABC):
     def run(self, execution: Execution) -> None:
         """Drive ``execution.worker_loop`` on every worker until the run is finished."""
 
+    def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
+        """Per task of ``graph`` (planned to take ``seconds``), whether it is worth a second
+        worker (the executor's ``parallel`` flags); ``None``: every task is."""
+        return None
+
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
                   ) -> Partition:
         """This process's part of ``graph`` (one process: all of it)."""
@@ -127,6 +133,37 @@ def _guarded(execution: Execution, worker: int) -> None:
         execution.cancel(exc)
 
 
+def threads_policy(graph: TaskGraph, seconds: np.ndarray) -> bytearray:
+    """The tiny-task policy of threads sharing one interpreter: a task whose kind releases
+    the GIL (BLAS/LAPACK kernels) or that is planned to take at least
+    ``PARALLEL_TASK_TIME`` is worth a second worker (``PARALLEL``); a shorter planned task
+    is not (``TINY``); a task with no kind and no planned cost is ``UNKNOWN`` (measured).
+
+    >>> from tilegraph.graph import GraphBuilder
+    >>> b = GraphBuilder()
+    >>> b.add("p", print, kind="product", cost=1.0)
+    >>> b.add("e", print, kind="elementwise", nbytes=8)
+    >>> b.add("o", print)
+    >>> list(threads_policy(b.build(), np.array([1e-6, 1e-6, 0.0])))
+    [1, 0, 2]
+    """
+    n = len(graph)
+    kinds = graph.meta.get("kind") or [None] * n
+    costs = graph.meta.get("cost") or [None] * n
+    sizes = graph.meta.get("nbytes") or [None] * n
+    long_enough = (np.asarray(seconds) >= PARALLEL_TASK_TIME).tolist()
+    gil_free = {k: kind_info(k).releases_gil for k in set(kinds) if k is not None}
+    out = bytearray(n)
+    for i, k in enumerate(kinds):
+        if (k is not None and gil_free[k]) or long_enough[i]:
+            out[i] = PARALLEL
+        elif k is None and not costs[i] and not sizes[i]:
+            out[i] = UNKNOWN
+        else:
+            out[i] = TINY
+    return out
+
+
 class SyncBackend(Backend):
     """Runs every task in the caller's thread, one at a time, in priority order (debugging)."""
 
@@ -152,6 +189,9 @@ class ThreadsBackend(Backend):
         processes x threads x BLAS threads = cores."""
         self.workers = workers or cores()
         self.share = share
+
+    def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
+        return threads_policy(graph, seconds) if self.workers > 1 else None
 
     def run(self, execution: Execution) -> None:
         threads = [

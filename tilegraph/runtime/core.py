@@ -24,6 +24,8 @@ field          meaning and invariant
 ``error``      the exception that ended the run, or ``None``
 ``busy_since`` dict, worker -> ``perf_counter()`` when its current task started
 ``task_time``  moving average of task durations, seconds
+``parallel``   bytearray[n] or ``None``: ``TINY``, ``PARALLEL`` or ``UNKNOWN`` per task (see
+               "Tiny tasks"); ``None``: every task is worth a second worker
 ``limit``      the memory budget in bytes (``None``: no budget)
 ``sizes``      dict, task index -> bytes of its result while the result is in memory
 ``live``       sum of ``sizes``: bytes of results held in memory
@@ -59,9 +61,15 @@ they stay under it.
 
 Tiny tasks are not worth a second worker: when tasks take microseconds, two threads spend
 their time handing the scheduling lock and the GIL back and forth, and one thread alone is
-three times faster. So while ``task_time`` is below ``PARALLEL_TASK_TIME`` and some worker
-is busy, the other workers stay asleep; they wake every ``POLL_INTERVAL`` and join in as soon
-as tasks grow longer or a busy worker has been inside one task for ``STUCK_TIME``. That time
+three times faster. The backend says per task which tasks are worth a second worker
+(``parallel``, from the planned cost and op kind: see
+:func:`tilegraph.runtime.backends.threads_policy`): ``PARALLEL`` tasks (BLAS kernels, which
+release the GIL, and tasks planned to take at least ``PARALLEL_TASK_TIME``) are always taken
+by a free worker; ``TINY`` ones only when no worker is busy; for ``UNKNOWN`` ones (opaque
+tasks with no planned cost, e.g. from dask-style dicts) the moving average ``task_time`` of
+the tasks run so far decides. A worker that may not take the next task stays asleep; it wakes
+every ``POLL_INTERVAL`` and joins in as soon as the next task is worth it or a busy worker
+has been inside one task for ``STUCK_TIME``. That time
 is well above CPython's 5 ms GIL switch interval: a poll that takes the GIL pauses the busy
 worker, and a shorter threshold would mistake that pause for a long task.
 
@@ -104,6 +112,7 @@ PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
 PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
 STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
 POLL_INTERVAL = 0.01  # seconds between checks of an idle worker
+TINY, PARALLEL, UNKNOWN = range(3)  # values of ``parallel``
 STATE_NAMES = ("waiting", "ready", "running", "done", "released", "failed", "cancelled")
 
 
@@ -131,6 +140,7 @@ class Execution:
         external: Sequence[int] = (),
         exported: Sequence[int] = (),
         on_export: Callable[[int, Any], None] | None = None,
+        parallel: bytearray | None = None,
     ):
         n = len(graph)
         self.graph = graph
@@ -173,6 +183,7 @@ class Execution:
         self.ndone = 0
         self.busy_since: dict[int, float] = {}
         self.task_time = PARALLEL_TASK_TIME
+        self.parallel = parallel
         self.limit = memory_limit
         self.spill = spill if spill is not None else SpillStore()
         self.estimates = task_estimates(graph) if memory_limit is not None else [0] * n
@@ -266,7 +277,7 @@ class Execution:
                 self.reserved += self.estimates[i]
                 deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
                 self.running.add(i)
-                if ready and self._nidle and self.task_time >= PARALLEL_TASK_TIME:
+                if ready and self._nidle and self._worth_second(task_of[ready[0]]):
                     self._cond.notify()
                 if self.disk and any(d not in results for d in deps):
                     self._read_back([d for d in deps if d not in results])
@@ -309,10 +320,18 @@ class Execution:
         """Whether a free worker should take a ready task now (see "Tiny tasks" above)."""
         if not self.ready:
             return False
-        if self.nrunning == 0 or self.task_time >= PARALLEL_TASK_TIME:
+        if self.nrunning == 0 or self._worth_second(self.task_of[self.ready[0]]):
             return True
         stuck = time.perf_counter() - STUCK_TIME
         return any(t < stuck for t in self.busy_since.values())
+
+    def _worth_second(self, i: int) -> bool:
+        """Whether task i is worth running beside a busy worker."""
+        flags = self.parallel
+        flag = UNKNOWN if flags is None else flags[i]
+        if flag == PARALLEL:
+            return True
+        return flag == UNKNOWN and self.task_time >= PARALLEL_TASK_TIME
 
     def _prepare(self, i: int, inputs: list) -> tuple[Callable, list, dict]:
         """The call of task i as ``(func, args, kwargs)`` with its inputs filled in."""

@@ -46,7 +46,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
-from tilegraph.runtime.backends import Backend, Partition, ThreadsBackend, Transport
+from tilegraph.runtime.backends import (
+    Backend,
+    Partition,
+    ThreadsBackend,
+    Transport,
+    threads_policy,
+)
 from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import Transfer
@@ -108,6 +114,9 @@ class MPIBackend(Backend):
         """Drive one rank's local execution with its worker threads (the threads backend,
         sharing this host's cores with the other ranks on it)."""
         ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(execution)
+
+    def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
+        return threads_policy(graph, seconds) if self.workers > 1 else None
 
     # -- the collective questions of the pipeline ----------------------------------------------
 
