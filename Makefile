@@ -32,6 +32,8 @@ bench: $(STAMP)
 	$(PY) bench/out_of_core_matmul.py
 	$(PY) bench/spill_chain.py
 	$(PY) bench/placement_volume.py
+	$(PY) bench/placement_cases.py
+	$(PY) bench/gram_spill.py
 	$(PY) bench/mpi_matmul.py
 	$(PY) bench/linalg.py
 	mkdir -p bench/results

@@ -211,3 +211,21 @@ def test_read_ahead_overlaps_reads_with_compute_on_one_worker(tmp_path):
     assert any(e.ahead for e in unspills)  # read by the I/O thread, not by the worker
     assert events[-1].peak_bytes <= 1_600_000
     assert not [t for t in threading.enumerate() if t.name == "tilegraph-io"]
+
+
+def test_gram_matrix_from_npy_under_a_budget_spills_nothing_with_two_workers(tmp_path):
+    # A.T @ A streamed from storage: the second worker must not run ahead on later loads and
+    # push out the blocks the earlier tasks need next (the priority order binds both threads)
+    rng = np.random.default_rng(3)
+    a = rng.random((24000, 50))
+    path = tmp_path / "a.npy"
+    np.save(path, a)
+    block = 1500 * 50 * 8
+    limit = 1_600_000
+    x = tg.from_npy(path, chunks=(1500, 50))
+    for _ in range(3):
+        got = (x.T @ x).compute(memory_limit=limit, workers=2)
+        summary = tg.last_run()
+        assert np.allclose(got, a.T @ a)
+        assert summary.spilled_bytes == 0, summary
+        assert summary.peak_bytes <= limit + block, summary
