@@ -185,11 +185,15 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | 
         except BaseException as exc:
             problem = exc
         backend.all_ready(problem)
+        start = RunStart(execution.ntasks, backend.workers, backend.name, backend.rank,
+                         time.perf_counter())
+        for fn in subscribers:  # before any result can arrive from another process
+            fn(start)
         if transport is None:
-            _drive(execution, backend, opts, subscribers)
+            _drive(execution, backend, opts)
         else:
             with transport.connect(execution):
-                _drive(execution, backend, opts, subscribers)
+                _drive(execution, backend, opts)
         if execution.error is not None:
             raise execution.error
         values = execution.output_values() if part.returns else None
@@ -209,12 +213,8 @@ def _policy(backend: Backend, graph: TaskGraph) -> bytearray | None:
     return backend.task_policy(graph, CostModel().task_seconds(graph))
 
 
-def _drive(execution: Execution, backend: Backend, opts: dict[str, Any],
-           subscribers: Sequence[Any]) -> None:
+def _drive(execution: Execution, backend: Backend, opts: dict[str, Any]) -> None:
     """Run this process's part on the backend's workers, with the progress bar if wanted."""
-    for fn in subscribers:
-        fn(RunStart(execution.ntasks, backend.workers, backend.name, backend.rank,
-                    time.perf_counter()))
     try:
         if progress_wanted(opts["progress"]) and not execution.finished:
             with ProgressBar(execution):
