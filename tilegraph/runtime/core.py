@@ -26,25 +26,17 @@ field          meaning and invariant
 ``task_time``  moving average of task durations, seconds
 ``parallel``   bytearray[n] or ``None``: ``TINY``, ``PARALLEL`` or ``UNKNOWN`` per task (see
                "Tiny tasks"); ``None``: every task is worth a second worker
-``limit``      the memory budget in bytes (``None``: no budget)
-``sizes``      dict, task index -> bytes of its result while the result is in memory
-``live``       sum of ``sizes``: bytes of results held in memory
-``reserved``   sum of the estimates (output + temporaries) of the RUNNING tasks
-``disk``       dict, task index -> SpillRecord of a result that has a copy on disk; a result
-               is in memory iff it is in ``results`` (it may be in both: a clean copy)
-``io_busy``    set of results being written to or read from disk right now (pinned)
-``reloadable`` bytearray[n]: 1 for loads (kind "load", no inputs); under pressure their
-               results are dropped without writing, and made again by running the load
-``running``    set of RUNNING tasks; their inputs are pinned (see :meth:`_pinned`)
+``running``    set of RUNNING tasks; their inputs are pinned (see :meth:`pinned`)
 ``awaiting``   external tasks (results made elsewhere, e.g. by another MPI rank) not yet
                delivered; each waits on one virtual dependency until :meth:`deliver`
 ``exported``   bytearray[n]: 1 for tasks whose result is also needed elsewhere; when one
                finishes, ``on_export(i, value)`` is called (with the lock held)
-``prefetch``   deque of results queued for read-ahead; ``prefetching`` the set of them plus
-               the one being read (all also in ``io_busy``); ``prefetch_bytes`` their sizes
+``memory``     the :class:`~tilegraph.runtime.memory.MemoryManager`: bytes held and reserved,
+               the budget, admission, spill, read-back and read-ahead (its own state table)
 =============  ===================================================================================
 
-Memory: a ready task is admitted when ``live + reserved + prefetch_bytes`` plus its estimate
+Memory (kept by ``memory``, asked before a task starts): a ready task is admitted when
+``live + reserved + prefetch_bytes`` plus its estimate
 (and the size of its inputs that are on disk) fits under ``limit``. When it does not, the
 worker first spills the coldest results that are not pinned (those whose next consumer comes
 last in priority order) and tries again. The priority order binds every worker: a result
@@ -73,7 +65,7 @@ has been inside one task for ``STUCK_TIME``. That time
 is well above CPython's 5 ms GIL switch interval: a poll that takes the GIL pauses the busy
 worker, and a shorter threshold would mistake that pause for a long task.
 
-Transitions are small methods: :meth:`_start` (READY -> RUNNING), :meth:`_task_done`
+Transitions are small methods: READY -> RUNNING in :meth:`worker_loop`, :meth:`_task_done`
 (RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver`
 (an external task WAITING -> DONE when its result arrives),
 :meth:`_release` (DONE -> RELEASED), :meth:`_task_failed` (RUNNING -> READY on retry, else
@@ -84,7 +76,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from heapq import heapify, heappop, heappush, nsmallest
@@ -96,22 +87,18 @@ from tilegraph.graph.taskgraph import MODE_DATA, MODE_DIRECT, MODE_FLAT, Dep, Ta
 from tilegraph.runtime.events import (
     Release,
     RunEnd,
-    Spill,
     Subscriber,
     TaskEnd,
     TaskFailed,
     TaskStart,
-    Unspill,
     nbytes_of,
 )
-from tilegraph.runtime.memory import SpillRecord, SpillStore, spillable, task_estimates
+from tilegraph.runtime.memory import POLL_INTERVAL, MemoryManager, SpillStore
 
 WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
 _NO_KWARGS: dict = {}
-PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
 PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
 STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
-POLL_INTERVAL = 0.01  # seconds between checks of an idle worker
 TINY, PARALLEL, UNKNOWN = range(3)  # values of ``parallel``
 STATE_NAMES = ("waiting", "ready", "running", "done", "released", "failed", "cancelled")
 
@@ -184,31 +171,17 @@ class Execution:
         self.busy_since: dict[int, float] = {}
         self.task_time = PARALLEL_TASK_TIME
         self.parallel = parallel
-        self.limit = memory_limit
-        self.spill = spill if spill is not None else SpillStore()
-        self.estimates = task_estimates(graph) if memory_limit is not None else [0] * n
-        self.sizes: dict[int, int] = {}
-        self.live = 0
-        self.reserved = 0
-        self.peak_live = 0
-        self.disk: dict[int, SpillRecord] = {}
-        self.io_busy: set[int] = set()
         self.running: set[int] = set()
-        self.spilled_bytes = 0
-        self.unspilled_bytes = 0
-        self.prefetch: deque[int] = deque()
-        self.prefetching: set[int] = set()
-        self.prefetch_bytes = 0
-        self._io_thread: threading.Thread | None = None
         kinds = graph.meta.get("kind")
         in_deg = graph.in_degree()
-        self.reloadable = bytearray(
+        reloadable = bytearray(
             1 if kinds is not None and kinds[i] == "load" and in_deg[i] == 0
             and graph.modes[i] != MODE_DATA else 0 for i in range(n))
         self.awaiting = len(external)
         for i in external:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
-            self.reloadable[i] = 0
+            reloadable[i] = 0
+        self.memory = MemoryManager(self, memory_limit, spill, reloadable)
         self.exported = bytearray(n)
         for i in exported:
             self.exported[i] = 1
@@ -225,7 +198,7 @@ class Execution:
         for i in data:
             self.state[i] = DONE
             self.results[i] = self._args[i][0]
-            self._hold(i, self.results[i])
+            self.memory.hold(i, self.results[i])
         self.ndone = len(data)
         for i in data:
             for c in self._cons_idx[self._cons_ptr[i] : self._cons_ptr[i + 1]]:
@@ -254,6 +227,7 @@ class Execution:
         task_of = self.task_of
         emit = self._emit
         busy_since = self.busy_since
+        memory = self.memory
         clock = time.perf_counter
         lock.acquire()
         try:
@@ -269,30 +243,30 @@ class Execution:
                     self._nidle -= 1
                 if self.finished:
                     return
-                if self.limit is not None and not self._admit(task_of[ready[0]]):
+                if memory.limit is not None and not memory.admit(task_of[ready[0]]):
                     continue
                 i = task_of[heappop(ready)]
                 self.state[i] = RUNNING
                 self.nrunning += 1
-                self.reserved += self.estimates[i]
+                memory.start(i)
                 deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
                 self.running.add(i)
                 if ready and self._nidle and self._worth_second(task_of[ready[0]]):
                     self._cond.notify()
-                if self.disk and any(d not in results for d in deps):
-                    self._read_back([d for d in deps if d not in results])
+                if memory.disk and any(d not in results for d in deps):
+                    memory.read_back([d for d in deps if d not in results])
                     if self.finished:
-                        self._unpin(i)
+                        self.running.discard(i)
                         self.nrunning -= 1
-                        self.reserved -= self.estimates[i]
+                        memory.stop(i)
                         self.state[i] = CANCELLED
                         return
-                if self.disk:
-                    self._plan_prefetch()
+                if memory.disk:
+                    memory.plan_prefetch()
                 inputs = [results[d] for d in deps]
                 t0 = busy_since[worker] = clock()
                 if emit:
-                    self._send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0,
+                    self.send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0,
                                          self._kind(i)))
                 lock.release()
                 try:
@@ -309,9 +283,9 @@ class Execution:
                 self.task_time = 0.9 * self.task_time + 0.1 * (t1 - t0)
                 if emit:
                     nb = nbytes_of(value)
-                    self._send(TaskEnd(self.graph.keys[i], self.graph.opname(i), worker, t0, t1,
+                    self.send(TaskEnd(self.graph.keys[i], self.graph.opname(i), worker, t0, t1,
                                        nb, self._kind(i),
-                                       self.live + nb if self.refs[i] else self.live))
+                                       memory.live + nb if self.refs[i] else memory.live))
                 self._task_done(i, value)
         finally:
             lock.release()
@@ -349,8 +323,8 @@ class Execution:
 
     def _task_done(self, i: int, value: Any) -> None:
         self.nrunning -= 1
-        self.reserved -= self.estimates[i]
-        self._unpin(i)
+        self.memory.stop(i)
+        self.running.discard(i)
         if self.finished:  # the run was cancelled while this task ran
             self.state[i] = CANCELLED
             self._notify_if_idle()
@@ -369,7 +343,7 @@ class Execution:
             self.awaiting -= 1
             self._settle(i, value)
             if self._emit and event is not None:
-                self._send(replace(event, held=self.live) if hasattr(event, "held") else event)
+                self.send(replace(event, held=self.live) if hasattr(event, "held") else event)
             if self.ready or self.finished:
                 self._cond.notify_all()
 
@@ -379,7 +353,7 @@ class Execution:
         if self.refs[i]:
             self.state[i] = DONE
             self.results[i] = value
-            self._hold(i, value)
+            self.memory.hold(i, value)
         else:
             self.state[i] = RELEASED
         refs = self.refs
@@ -400,19 +374,15 @@ class Execution:
     def _release(self, i: int) -> None:
         self.state[i] = RELEASED
         value = self.results.pop(i, None)
-        size = self.sizes.pop(i, 0)
-        self.live -= size
-        record = self.disk.pop(i, None)
-        if record is not None and record.path and i not in self.io_busy:
-            self.spill.delete(record)
+        size = self.memory.drop(i)
         if self._emit:
-            self._send(Release(self.graph.keys[i],
-                               size if value is None else nbytes_of(value), self.live))
+            self.send(Release(self.graph.keys[i],
+                              size if value is None else nbytes_of(value), self.memory.live))
 
     def _task_failed(self, i: int, worker: int, exc: BaseException) -> None:
         self.nrunning -= 1
-        self.reserved -= self.estimates[i]
-        self._unpin(i)
+        self.memory.stop(i)
+        self.running.discard(i)
         if self.finished:
             self.state[i] = CANCELLED
             self._notify_if_idle()
@@ -423,7 +393,7 @@ class Execution:
             allowed = self._task_retries[i]
         retry = isinstance(exc, Exception) and self.attempts[i] <= allowed
         if self._emit:
-            self._send(TaskFailed(self.graph.keys[i], self.graph.opname(i), worker, exc, retry))
+            self.send(TaskFailed(self.graph.keys[i], self.graph.opname(i), worker, exc, retry))
         if retry:
             self.state[i] = READY
             heappush(self.ready, self.priority[i])
@@ -447,8 +417,7 @@ class Execution:
             if state[i] in (WAITING, READY):
                 state[i] = CANCELLED
         self.results.clear()
-        self.sizes.clear()
-        self.live = 0
+        self.memory.forget_all()
         self._cond.notify_all()
         self._end()
 
@@ -460,215 +429,94 @@ class Execution:
 
     def _end(self) -> None:
         if self._emit:
-            self._send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
-                              self.peak_live, self.spilled_bytes, self.unspilled_bytes))
+            self.send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
+                             self.peak_live, self.spilled_bytes, self.unspilled_bytes))
         self.done_event.set()
 
-    # -- memory (called with the lock held) ----------------------------------------------------
+    # -- what the memory manager asks (called with the lock held) -----------------------------
 
-    def _hold(self, i: int, value: Any) -> None:
-        size = nbytes_of(value)
-        self.sizes[i] = size
-        self.live += size
-        if self.live > self.peak_live:
-            self.peak_live = self.live
+    def deps(self, i: int) -> list[int]:
+        """The tasks whose results task i reads."""
+        return self._dep_idx[self._dep_ptr[i] : self._dep_ptr[i + 1]]
 
-    def _unpin(self, i: int) -> None:
-        self.running.discard(i)
-
-    def _pinned(self) -> set[int]:
+    def pinned(self) -> set[int]:
         """Inputs of the running tasks: never spilled (computed only when spilling)."""
         dep_ptr, dep_idx = self._dep_ptr, self._dep_idx
         return {d for t in self.running for d in dep_idx[dep_ptr[t] : dep_ptr[t + 1]]}
 
-    def _need(self, i: int) -> int:
-        need = self.estimates[i]
-        for d in self._dep_idx[self._dep_ptr[i] : self._dep_ptr[i + 1]]:
-            if d not in self.results and d in self.disk:
-                need += self.disk[d].nbytes
-        return need
+    def next_use(self, v: int) -> int:
+        """The priority of the next consumer of v still to run (``ntasks``: none)."""
+        prio, state = self.priority, self.state
+        cons = self._cons_idx[self._cons_ptr[v] : self._cons_ptr[v + 1]]
+        return min((prio[c] for c in cons if state[c] in (WAITING, READY)),
+                   default=self.ntasks)
 
-    def _admit(self, i: int) -> bool:
-        """Make room for task i if it does not fit; True when it may start now."""
-        deficit = self.live + self.reserved + self.prefetch_bytes + self._need(i) - self.limit
-        if deficit <= 0:
-            return True
-        victims = self._victims(deficit, i)
-        if victims:
-            self._write_out(victims)
-            return False  # state changed: look again
-        if self.nrunning or self.prefetching:
-            self._nidle += 1
-            self._cond.wait(POLL_INTERVAL)
-            self._nidle -= 1
-            return False
-        return True  # nothing to free and nothing running: run it anyway
+    def next_ready(self, k: int) -> list[int]:
+        """The ``k`` ready tasks that run next."""
+        return [self.task_of[p] for p in nsmallest(k, self.ready)]
 
-    def _victims(self, deficit: int, task: int) -> list[int]:
-        """The coldest results that may go to disk, enough to cover ``deficit`` bytes."""
-        own = set(self._dep_idx[self._dep_ptr[task] : self._dep_ptr[task + 1]])
-        own |= self._pinned()
-        prio = self.priority
-        mine = prio[task]
-        state = self.state
-        cons_ptr, cons_idx = self._cons_ptr, self._cons_idx
-        candidates = []
-        for v, value in self.results.items():
-            if v in own or v in self.io_busy:
-                continue
-            if not (self.reloadable[v] or spillable(value)):
-                continue
-            nxt = min((prio[c] for c in cons_idx[cons_ptr[v] : cons_ptr[v + 1]]
-                       if state[c] in (WAITING, READY)), default=self.ntasks)
-            if nxt < mine:  # needed before ``task``: a later task never evicts it
-                continue
-            candidates.append((nxt, v))
-        candidates.sort(reverse=True)
-        out, freed = [], 0
-        for _, v in candidates:
-            out.append(v)
-            freed += self.sizes.get(v, 0)
-            if freed >= deficit:
-                break
-        return out
+    def is_held(self, v: int, in_memory: bool = True) -> bool:
+        """Whether v's result is still wanted (DONE, not released), and in memory."""
+        return self.state[v] == DONE and (not in_memory or v in self.results)
 
-    def _write_out(self, victims: list[int]) -> None:
-        """Move ``victims`` to disk; the lock is released while writing."""
-        todo = [(v, self.results[v]) for v in victims
-                if v not in self.disk and not self.reloadable[v]]
-        self.io_busy.update(victims)
-        records: dict[int, SpillRecord] = {}
-        self.lock.release()
-        try:
-            for v, value in todo:
-                records[v] = self.spill.write(value)
-        finally:
-            self.lock.acquire()
-            self.io_busy.difference_update(victims)
-        pinned = self._pinned()
-        for v in victims:
-            record = records.get(v) or self.disk.get(v)
-            if record is None:  # a load: its source is the copy, made again when needed
-                value = self.results.get(v)
-                record = SpillRecord("", getattr(value, "shape", ()),
-                                     getattr(value, "dtype", None), self.sizes.get(v, 0))
-            if self.state[v] != DONE or v not in self.results:
-                if v in records:  # released while being written
-                    self.spill.delete(records[v])
-                continue
-            self.disk[v] = record
-            if v in pinned:  # a task took it meanwhile: keep it, the file is a clean copy
-                continue
-            del self.results[v]
-            size = self.sizes.pop(v, 0)
-            self.live -= size
-            if v in records:
-                self.spilled_bytes += record.nbytes
-            if self._emit:
-                self._send(Spill(self.graph.keys[v], record.nbytes or size, v not in records,
-                                 self.live))
+    def idle_wait(self) -> None:
+        """Wait a moment for another worker's progress (counted as idle)."""
+        self._nidle += 1
+        self._cond.wait(POLL_INTERVAL)
+        self._nidle -= 1
 
-    def _read_back(self, ids: list[int]) -> None:
-        """Bring results back from disk for a task about to run; the lock is released while
-        reading. Results the I/O thread is already reading are waited for, not read twice.
-        Their files stay as clean copies until the results are released."""
-        while not self.finished and any(d in self.prefetching for d in ids):
-            self._cond.wait(POLL_INTERVAL)
-        ids = [d for d in ids if d not in self.results]
-        if not ids or self.finished:
-            return
-        records = [(d, self.disk[d]) for d in ids]
-        self.io_busy.update(ids)
-        values: dict[int, Any] = {}
-        self.lock.release()
-        try:
-            for d, record in records:
-                values[d] = self._reload(d, record)
-        finally:
-            self.lock.acquire()
-            self.io_busy.difference_update(ids)
-        for d, value in values.items():
-            self._put_back(d, value)
+    def wait(self, timeout: float | None) -> None:
+        self._cond.wait(timeout)
 
-    def _put_back(self, d: int, value: Any, ahead: bool = False) -> None:
-        """A result read from disk is held in memory again (``ahead``: by the read-ahead)."""
-        if d in self.results or self.state[d] != DONE:
-            return
-        self.results[d] = value
-        self._hold(d, value)
-        nbytes = nbytes_of(value)
-        if self.disk[d].path:
-            self.unspilled_bytes += nbytes
-        else:
-            del self.disk[d]  # a load made again: nothing on disk to keep
-        if self._emit:
-            self._send(Unspill(self.graph.keys[d], nbytes, ahead, self.live))
+    def wake_all(self) -> None:
+        self._cond.notify_all()
 
-    def _plan_prefetch(self) -> None:
-        """Queue for read-ahead the spilled inputs of the next ready tasks that fit in the
-        budget's headroom, and start the I/O thread if it is not running."""
-        self._queue_prefetch()
-        if self.prefetch and self._io_thread is None:
-            self._io_thread = threading.Thread(target=self._io_loop, name="tilegraph-io",
-                                               daemon=True)
-            self._io_thread.start()
-        elif self.prefetch:
-            self._cond.notify_all()
+    @property
+    def emitting(self) -> bool:
+        return bool(self._emit)
 
-    def _queue_prefetch(self) -> None:
-        headroom = self.limit - self.live - self.reserved - self.prefetch_bytes
-        dep_ptr, dep_idx = self._dep_ptr, self._dep_idx
-        for p in nsmallest(PREFETCH_TASKS, self.ready):
-            t = self.task_of[p]
-            for d in dep_idx[dep_ptr[t] : dep_ptr[t + 1]]:
-                if d in self.results or d in self.io_busy or d not in self.disk:
-                    continue
-                size = self.disk[d].nbytes
-                if size > headroom:
-                    return
-                headroom -= size
-                self.prefetch_bytes += size
-                self.prefetch.append(d)
-                self.prefetching.add(d)
-                self.io_busy.add(d)
+    def send(self, event: Any) -> None:
+        for fn in self._emit:
+            fn(event)
 
-    def _io_loop(self) -> None:
-        """The read-ahead thread: reads queued results until the run is finished."""
-        with self.lock:
-            try:
-                while True:
-                    while not self.prefetch and not self.finished:
-                        self._cond.wait()
-                    if self.finished:
-                        return
-                    d = self.prefetch.popleft()
-                    record = self.disk.get(d)
-                    if record is None or d in self.results or self.state[d] != DONE:
-                        self._done_prefetch(d, record)
-                        continue
-                    self.lock.release()
-                    try:
-                        value = self._reload(d, record)
-                    except BaseException as exc:
-                        self.lock.acquire()
-                        self._done_prefetch(d, record)
-                        self._cancel(exc, status="failed")
-                        return
-                    self.lock.acquire()
-                    self._done_prefetch(d, record)
-                    if self.live + self.reserved + nbytes_of(value) <= self.limit:
-                        self._put_back(d, value, ahead=True)  # else: leave it on disk
-                    self._cond.notify_all()
-            finally:
-                for d in self.prefetch:
-                    self._done_prefetch(d, self.disk.get(d))
-                self.prefetch.clear()
+    def fail(self, exc: BaseException) -> None:
+        """End the run with ``exc`` (an I/O error of the memory manager)."""
+        self._cancel(exc, status="failed")
 
-    def _done_prefetch(self, d: int, record: SpillRecord | None) -> None:
-        self.prefetching.discard(d)
-        self.io_busy.discard(d)
-        if record is not None:
-            self.prefetch_bytes -= record.nbytes
+    def run_again(self, i: int) -> Any:
+        """Run task i (a load, no inputs) again to make its result."""
+        func, args, kwargs = self._prepare(i, [])
+        return func(*args, **kwargs)
+
+    # -- the memory manager's figures ----------------------------------------------------------
+
+    @property
+    def limit(self) -> int | None:
+        return self.memory.limit
+
+    @property
+    def estimates(self) -> list[int]:
+        return self.memory.estimates
+
+    @property
+    def live(self) -> int:
+        return self.memory.live
+
+    @property
+    def reserved(self) -> int:
+        return self.memory.reserved
+
+    @property
+    def peak_live(self) -> int:
+        return self.memory.peak_live
+
+    @property
+    def spilled_bytes(self) -> int:
+        return self.memory.spilled_bytes
+
+    @property
+    def unspilled_bytes(self) -> int:
+        return self.memory.unspilled_bytes
 
     def finish_io(self) -> None:
         """Wait for the read-ahead thread to end (it ends once the run is finished)."""
@@ -676,16 +524,7 @@ class Execution:
             if not self.finished:
                 self._cancel(RuntimeError("run stopped before it finished"), "cancelled")
             self._cond.notify_all()
-        thread = self._io_thread
-        if thread is not None:
-            thread.join()
-
-    def _reload(self, i: int, record: SpillRecord) -> Any:
-        """A result from its spill file, or, for a load, by running the load again."""
-        if record.path:
-            return self.spill.read(record)
-        func, args, kwargs = self._prepare(i, [])
-        return func(*args, **kwargs)
+        self.memory.join_io()
 
     def _notify_if_idle(self) -> None:
         if self._nidle:
@@ -695,9 +534,6 @@ class Execution:
         kinds = self.graph.meta.get("kind")
         return (kinds[i] or "") if kinds is not None else ""
 
-    def _send(self, event: Any) -> None:
-        for fn in self._emit:
-            fn(event)
 
     # -- outside API ------------------------------------------------------------------------
 
@@ -720,17 +556,15 @@ class Execution:
         spilled are read back)."""
         if self.error is not None:
             raise self.error
-        return [self.results[o] if o in self.results else self._reload(o, self.disk[o])
-                for o in self.outputs]
+        return [self.results[o] if o in self.results
+                else self.memory.reload(o, self.memory.disk[o]) for o in self.outputs]
 
     def clear(self) -> None:
         """Drop every result held (after the outputs were read) and remove spill files."""
         with self.lock:
             self.results.clear()
-            self.sizes.clear()
-            self.live = 0
-            self.disk.clear()
-        self.spill.close()
+            self.memory.close()
+        self.memory.spill.close()
 
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data (keys instead of indices), for tests and debugging."""
@@ -746,10 +580,10 @@ class Execution:
                 "ndone": self.ndone,
                 "finished": self.finished,
                 "error": self.error,
-                "sizes": {keys[i]: b for i, b in self.sizes.items()},
-                "live": self.live,
-                "reserved": self.reserved,
-                "disk": sorted((keys[i] for i in self.disk), key=repr),
+                "sizes": {keys[i]: b for i, b in self.memory.sizes.items()},
+                "live": self.memory.live,
+                "reserved": self.memory.reserved,
+                "disk": sorted((keys[i] for i in self.memory.disk), key=repr),
                 "running": sorted((keys[i] for i in self.running), key=repr),
             }
 

@@ -1,4 +1,5 @@
-"""Memory budgets, task working-memory estimates, and the spill store.
+"""Memory budgets, task working-memory estimates, the spill store, and the memory manager of
+each run (:class:`MemoryManager`: admission, spill, read-back and read-ahead).
 
 The budget (``memory_limit=``) is the bytes of task results a worker process may hold at
 once. The executor admits a ready task only when the results it holds, the estimates of the
@@ -13,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +22,11 @@ from typing import Any
 import numpy as np
 
 from tilegraph.graph.kinds import kind_info
+from tilegraph.runtime.events import Spill, Unspill, nbytes_of
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
+
+PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
+POLL_INTERVAL = 0.01  # seconds between checks of a waiting worker
 
 DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
 
@@ -171,3 +177,302 @@ class SpillStore:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
+
+
+class MemoryManager:
+    """The memory budget of one :class:`~tilegraph.runtime.core.Execution`: admission,
+    spill to a :class:`SpillStore`, read-back and read-ahead of spilled results.
+
+    The execution owns the results and the task states; the manager owns what is known
+    about their bytes. Every method is called with the execution's lock held (the I/O
+    happens with it released). State:
+
+    ==================  ==========================================================================
+    field               meaning and invariant
+    ==================  ==========================================================================
+    ``limit``           the budget in bytes (``None``: no budget, nothing is admitted or spilled)
+    ``estimates``       list[n]: bytes task i adds while it runs (output + temporaries)
+    ``sizes``           dict, task -> bytes of its result while the result is in memory
+    ``live``            sum of ``sizes``: bytes of results held in memory
+    ``peak_live``       the largest ``live`` so far
+    ``reserved``        sum of the estimates of the running tasks
+    ``disk``            dict, task -> SpillRecord of a result with a copy on disk (a result is in
+                        memory iff it is in the execution's ``results``; it may be in both)
+    ``io_busy``         results being written or read right now (pinned)
+    ``reloadable``      bytearray[n]: 1 for loads (kind "load", no inputs); under pressure their
+                        results are dropped without writing and made again by running the load
+    ``prefetch``        deque of results queued for read-ahead; ``prefetching`` the set of them
+                        plus the one being read (all also in ``io_busy``); ``prefetch_bytes``
+                        their sizes
+    ``spilled_bytes``,  bytes written to disk and read back so far
+    ``unspilled_bytes``
+    ==================  ==========================================================================
+    """
+
+    def __init__(self, ex: Any, limit: int | None, spill: SpillStore | None,
+                 reloadable: bytearray):
+        self.ex = ex
+        self.limit = limit
+        self.spill = spill if spill is not None else SpillStore()
+        n = ex.ntasks
+        self.estimates = task_estimates(ex.graph) if limit is not None else [0] * n
+        self.sizes: dict[int, int] = {}
+        self.live = 0
+        self.peak_live = 0
+        self.reserved = 0
+        self.disk: dict[int, SpillRecord] = {}
+        self.io_busy: set[int] = set()
+        self.reloadable = reloadable
+        self.prefetch: deque[int] = deque()
+        self.prefetching: set[int] = set()
+        self.prefetch_bytes = 0
+        self.spilled_bytes = 0
+        self.unspilled_bytes = 0
+        self._io_thread: threading.Thread | None = None
+
+    # -- accounting ---------------------------------------------------------------------------
+
+    def hold(self, i: int, value: Any) -> None:
+        """The result of task i is held in memory."""
+        size = nbytes_of(value)
+        self.sizes[i] = size
+        self.live += size
+        if self.live > self.peak_live:
+            self.peak_live = self.live
+
+    def drop(self, i: int) -> int:
+        """The result of task i is released: forget its bytes and remove its spill file.
+        Returns the bytes it held in memory."""
+        size = self.sizes.pop(i, 0)
+        self.live -= size
+        record = self.disk.pop(i, None)
+        if record is not None and record.path and i not in self.io_busy:
+            self.spill.delete(record)
+        return size
+
+    def start(self, i: int) -> None:
+        """Task i starts: reserve its estimate."""
+        self.reserved += self.estimates[i]
+
+    def stop(self, i: int) -> None:
+        """Task i stopped (finished, failed or cancelled): release its reservation."""
+        self.reserved -= self.estimates[i]
+
+    def forget_all(self) -> None:
+        """Every result was dropped at once (cancel): nothing is held in memory."""
+        self.sizes.clear()
+        self.live = 0
+
+    # -- admission and spill ------------------------------------------------------------------
+
+    def _need(self, i: int) -> int:
+        ex = self.ex
+        need = self.estimates[i]
+        for d in ex.deps(i):
+            if d not in ex.results and d in self.disk:
+                need += self.disk[d].nbytes
+        return need
+
+    def admit(self, i: int) -> bool:
+        """Make room for task i if it does not fit; True when it may start now."""
+        ex = self.ex
+        deficit = self.live + self.reserved + self.prefetch_bytes + self._need(i) - self.limit
+        if deficit <= 0:
+            return True
+        victims = self._victims(deficit, i)
+        if victims:
+            self._write_out(victims)
+            return False  # state changed: look again
+        if ex.nrunning or self.prefetching:
+            ex.idle_wait()
+            return False
+        return True  # nothing to free and nothing running: run it anyway
+
+    def _victims(self, deficit: int, task: int) -> list[int]:
+        """The coldest results that may go to disk, enough to cover ``deficit`` bytes. A
+        result whose next consumer comes before ``task`` in priority order is never one:
+        the priority order binds every worker."""
+        ex = self.ex
+        own = set(ex.deps(task)) | ex.pinned()
+        prio = ex.priority
+        mine = prio[task]
+        candidates = []
+        for v, value in ex.results.items():
+            if v in own or v in self.io_busy:
+                continue
+            if not (self.reloadable[v] or spillable(value)):
+                continue
+            nxt = ex.next_use(v)
+            if nxt < mine:  # needed before ``task``: a later task never evicts it
+                continue
+            candidates.append((nxt, v))
+        candidates.sort(reverse=True)
+        out, freed = [], 0
+        for _, v in candidates:
+            out.append(v)
+            freed += self.sizes.get(v, 0)
+            if freed >= deficit:
+                break
+        return out
+
+    def _write_out(self, victims: list[int]) -> None:
+        """Move ``victims`` to disk; the lock is released while writing."""
+        ex = self.ex
+        todo = [(v, ex.results[v]) for v in victims
+                if v not in self.disk and not self.reloadable[v]]
+        self.io_busy.update(victims)
+        records: dict[int, SpillRecord] = {}
+        ex.lock.release()
+        try:
+            for v, value in todo:
+                records[v] = self.spill.write(value)
+        finally:
+            ex.lock.acquire()
+            self.io_busy.difference_update(victims)
+        pinned = ex.pinned()
+        for v in victims:
+            record = records.get(v) or self.disk.get(v)
+            if record is None:  # a load: its source is the copy, made again when needed
+                value = ex.results.get(v)
+                record = SpillRecord("", getattr(value, "shape", ()),
+                                     getattr(value, "dtype", None), self.sizes.get(v, 0))
+            if not ex.is_held(v):
+                if v in records:  # released while being written
+                    self.spill.delete(records[v])
+                continue
+            self.disk[v] = record
+            if v in pinned:  # a task took it meanwhile: keep it, the file is a clean copy
+                continue
+            del ex.results[v]
+            size = self.sizes.pop(v, 0)
+            self.live -= size
+            if v in records:
+                self.spilled_bytes += record.nbytes
+            if ex.emitting:
+                ex.send(Spill(ex.graph.keys[v], record.nbytes or size, v not in records,
+                              self.live))
+
+    # -- read-back and read-ahead -------------------------------------------------------------
+
+    def read_back(self, ids: list[int]) -> None:
+        """Bring results back from disk for a task about to run; the lock is released while
+        reading. Results the I/O thread is already reading are waited for, not read twice.
+        Their files stay as clean copies until the results are released."""
+        ex = self.ex
+        while not ex.finished and any(d in self.prefetching for d in ids):
+            ex.wait(POLL_INTERVAL)
+        ids = [d for d in ids if d not in ex.results]
+        if not ids or ex.finished:
+            return
+        records = [(d, self.disk[d]) for d in ids]
+        self.io_busy.update(ids)
+        values: dict[int, Any] = {}
+        ex.lock.release()
+        try:
+            for d, record in records:
+                values[d] = self.reload(d, record)
+        finally:
+            ex.lock.acquire()
+            self.io_busy.difference_update(ids)
+        for d, value in values.items():
+            self._put_back(d, value)
+
+    def _put_back(self, d: int, value: Any, ahead: bool = False) -> None:
+        """A result read from disk is held in memory again (``ahead``: by the read-ahead)."""
+        ex = self.ex
+        if d in ex.results or not ex.is_held(d, in_memory=False):
+            return
+        ex.results[d] = value
+        self.hold(d, value)
+        nbytes = nbytes_of(value)
+        if self.disk[d].path:
+            self.unspilled_bytes += nbytes
+        else:
+            del self.disk[d]  # a load made again: nothing on disk to keep
+        if ex.emitting:
+            ex.send(Unspill(ex.graph.keys[d], nbytes, ahead, self.live))
+
+    def plan_prefetch(self) -> None:
+        """Queue for read-ahead the spilled inputs of the next ready tasks that fit in the
+        budget's headroom, and start the I/O thread if it is not running."""
+        self._queue_prefetch()
+        if self.prefetch and self._io_thread is None:
+            self._io_thread = threading.Thread(target=self._io_loop, name="tilegraph-io",
+                                               daemon=True)
+            self._io_thread.start()
+        elif self.prefetch:
+            self.ex.wake_all()
+
+    def _queue_prefetch(self) -> None:
+        ex = self.ex
+        headroom = self.limit - self.live - self.reserved - self.prefetch_bytes
+        for t in ex.next_ready(PREFETCH_TASKS):
+            for d in ex.deps(t):
+                if d in ex.results or d in self.io_busy or d not in self.disk:
+                    continue
+                size = self.disk[d].nbytes
+                if size > headroom:
+                    return
+                headroom -= size
+                self.prefetch_bytes += size
+                self.prefetch.append(d)
+                self.prefetching.add(d)
+                self.io_busy.add(d)
+
+    def _io_loop(self) -> None:
+        """The read-ahead thread: reads queued results until the run is finished."""
+        ex = self.ex
+        with ex.lock:
+            try:
+                while True:
+                    while not self.prefetch and not ex.finished:
+                        ex.wait(None)
+                    if ex.finished:
+                        return
+                    d = self.prefetch.popleft()
+                    record = self.disk.get(d)
+                    if record is None or d in ex.results or not ex.is_held(d, in_memory=False):
+                        self._done_prefetch(d, record)
+                        continue
+                    ex.lock.release()
+                    try:
+                        value = self.reload(d, record)
+                    except BaseException as exc:
+                        ex.lock.acquire()
+                        self._done_prefetch(d, record)
+                        ex.fail(exc)
+                        return
+                    ex.lock.acquire()
+                    self._done_prefetch(d, record)
+                    if self.live + self.reserved + nbytes_of(value) <= self.limit:
+                        self._put_back(d, value, ahead=True)  # else: leave it on disk
+                    ex.wake_all()
+            finally:
+                for d in self.prefetch:
+                    self._done_prefetch(d, self.disk.get(d))
+                self.prefetch.clear()
+
+    def _done_prefetch(self, d: int, record: SpillRecord | None) -> None:
+        self.prefetching.discard(d)
+        self.io_busy.discard(d)
+        if record is not None:
+            self.prefetch_bytes -= record.nbytes
+
+    def join_io(self) -> None:
+        """Wait for the read-ahead thread to end (call without the lock, once the run is
+        finished)."""
+        thread = self._io_thread
+        if thread is not None:
+            thread.join()
+
+    def reload(self, i: int, record: SpillRecord) -> Any:
+        """A result from its spill file, or, for a load, by running the load again."""
+        if record.path:
+            return self.spill.read(record)
+        return self.ex.run_again(i)
+
+    def close(self) -> None:
+        """Forget every result and remove every spill file (with the lock held)."""
+        self.sizes.clear()
+        self.live = 0
+        self.disk.clear()
