@@ -1,14 +1,17 @@
 """The MPI backend: one plan, many processes, blocks sent once.
 
 Every rank runs the same script (``tilegraph run -n 4 script.py``, or ``mpiexec`` directly,
-with ``backend="mpi"``), so every rank lowers the same program to the same TaskGraph. The
-placement is computed once, on rank 0, and broadcast; before running, the ranks check that
-they hold the same graph and placement (a fingerprint of its structure), so that a script
-that branches on its rank fails with a clear error instead of a hang.
+with ``backend="mpi"``), so every rank lowers the same program to the same TaskGraph and
+plans it with the one pipeline (:mod:`tilegraph.pipeline`). This module answers the
+pipeline's questions through the backend seam: the placement is computed once, on rank 0,
+and broadcast (``decide``); before running, the ranks check that they hold the same graph
+and placement (``check_same_plan``, a fingerprint of its structure), so that a script that
+branches on its rank fails with a clear error instead of a hang.
 
-Each rank then runs the tasks placed on it with the executor core (its own worker threads,
-BLAS threads, memory budget and spill): its local graph holds its own tasks plus one
-*external* task for every block it receives. A communication thread does all MPI calls:
+``partition`` gives each rank the tasks placed on it, run with the executor core (its own
+worker threads, BLAS threads, memory budget and spill): its local graph holds its own tasks
+plus one *external* task for every block it receives. The transport (``_Exchange``) is a
+communication thread that does all MPI calls:
 
 - when a local task finishes whose result is consumed on other ranks, the result is sent
   once to each of those ranks (non-blocking; NumPy arrays as raw bytes after a small
