@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,7 @@ class _Plan:
         self.keys = keys
         self.slots = [[self.graph.index.get((p.blocks.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
+        self.invariant: pipeline.Plan | None = None  # the plan of later iterations
         self.invariant_graph: TaskGraph | None = None
         self.frontier: list[int] = []
 
@@ -122,15 +124,17 @@ class _Plan:
             j = sub.index[g.keys[i]]
             modes[j] = MODE_DATA
             args[j] = (value,)
-        self.invariant_graph = sub.replace(args=args, modes=modes).cull(self.keys)
+        # planned (culled and ordered) once, run with new placeholder blocks each iteration
+        self.invariant = pipeline.make_plan(sub.replace(args=args, modes=modes), self.keys,
+                                            fuse=False)
+        self.invariant_graph = self.invariant.graph
         self.slots = [[self.invariant_graph.index.get((p.blocks.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
         return self._unpack(values[:n])
 
     def run_next(self, state: Sequence[dict], options: dict) -> tuple[list, dict]:
-        values = pipeline.run(self._filled(self.invariant_graph, state), self.keys, fuse=False,
-                              **options)
-        return self._unpack(values)
+        plan = replace(self.invariant, graph=self._filled(self.invariant_graph, state))
+        return self._unpack(pipeline.execute(plan, **options))
 
     def _filled(self, g: TaskGraph, state: Sequence[dict]) -> TaskGraph:
         """The graph with the placeholders' blocks set to ``state``."""
