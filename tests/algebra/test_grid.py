@@ -107,6 +107,8 @@ def test_in_place_only_for_the_sole_reader_of_a_grid_version():
     builder = GraphBuilder()
 
     def program(g):
+        g.call(make, ("w", 0), args=(np.ones(2), 2.0))
+        g.call(touch, ("w", 0), [("w", 0)])  # made before reads were tracked: copies
         g.call(make, ("x", 0), args=(np.ones(2), 2.0))
         g.call(touch, ("x", 0), [("x", 0)])  # sole reader: in place
         g.call(make, ("y", 0), [("x", 0)], args=(Dep(0), 3.0))  # a second reader of x
@@ -118,8 +120,8 @@ def test_in_place_only_for_the_sole_reader_of_a_grid_version():
     run_program("t", program, [("o", (1,)), ("p", (1,))], builder=builder)
     graph = builder.build()
     assert [graph.kwargs.get(graph.index[k], {}).get("copy") for k in
-            [("t-x", 0, 1), ("t-x", 0, 2), ("t-x", 0, 3), ("t-z", 0, 1), ("t-o", 0),
-             ("t-p", 0)]] == [None, False, True, False, False, True]
+            [("t-w", 0, 2), ("t-x", 0, 1), ("t-x", 0, 2), ("t-x", 0, 3), ("t-z", 0, 1),
+             ("t-o", 0), ("t-p", 0)]] == [True, None, False, True, False, False, True]
 
     def reads_consumed(g):
         program(g)

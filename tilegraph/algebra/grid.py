@@ -38,10 +38,12 @@ written once, and that one version is block ``coord`` of the output collection, 
 In place. A kernel may write over one of the tiles it reads (``Kernel.overwrites``, its
 position among the reads) and then takes a ``copy`` keyword. The task *consumes* that tile:
 afterwards the tile holds the task's output if the task writes it, and nothing otherwise
-(reading it again is an error). The task gets ``copy=False`` exactly when the version it
+(reading it again is an error). The task gets ``copy=False`` only when the version it
 consumes was made by this grid, is not an output, and no other task has read it; otherwise
-``copy=True``. So a tile updated step after step keeps one version alive, and blocks the
-grid does not own are never written.
+``copy=True``. (Reads are tracked from the grid's first call of a kernel that overwrites,
+so programs without one pay nothing for it; a version made before that call is copied.)
+So a tile updated step after step keeps one version alive, and blocks the grid does not own
+are never written.
 """
 
 from __future__ import annotations
@@ -103,7 +105,9 @@ class TaskGrid:
     version (a consumed tile moves to ``gone``, with the key it had); the key of a work
     tile's version made here starts with the label's prefix (the very string in
     ``labels``) and ends with the version number; ``unread`` holds the keys of work-tile
-    versions no task has read yet (the ones a task may overwrite in place); ``labels`` maps
+    versions no task has read yet, the ones a task may overwrite in place (``None`` until
+    the first call of a kernel that overwrites: versions made before it are never
+    overwritten in place, so programs without such kernels track nothing); ``labels`` maps
     a label to its key prefix and whether it is an output. With ``keep_records``,
     ``records`` lists every task as a :class:`TaskRecord` and ``tile_of`` maps keys back
     to ``(tile, version)``.
@@ -123,7 +127,7 @@ class TaskGrid:
             label: (f"{name}-{label}", True) for label, _ in self.outputs}
         self.current: dict[Tile, Hashable] = {}
         self.gone: dict[Tile, Hashable] = {}
-        self.unread: set[Hashable] = set()
+        self.unread: set[Hashable] | None = None
         self.records: list[TaskRecord] | None = [] if keep_records else None
         self.tile_of: dict[Hashable, tuple[Tile, int]] = {}
 
@@ -159,6 +163,8 @@ class TaskGrid:
         kw = kernel.kwargs
         slot = kernel.overwrites
         if slot is not None:
+            if unread is None:  # the first kernel that overwrites: track reads from now on
+                unread = self.unread = set()
             w = deps[slot]
             kw = kernel.by_privacy[w in unread and deps.count(w) == 1]
             consumed = reads[slot]
@@ -166,7 +172,8 @@ class TaskGrid:
                 self.gone[consumed] = current.pop(consumed)
         if kwargs:
             kw = {**kw, **kwargs} if kw else kwargs
-        unread.difference_update(deps)
+        if unread is not None:
+            unread.difference_update(deps)
         coord = out[1:]
         prefix, output = self.labels.get(out[0]) or self._label(out[0])
         if output:  # written once, under the output collection's key
@@ -179,7 +186,8 @@ class TaskGrid:
             prev = current.get(out) or self.gone.get(out)
             version = prev[-1] + 1 if type(prev) is tuple and prev[0] is prefix else 1
             key = (prefix, *coord, version)
-            unread.add(key)
+            if unread is not None:
+                unread.add(key)
         current[out] = key
         if args is not None and len(deps) > 1 and len(set(deps)) != len(deps):
             unique = list(dict.fromkeys(deps))
