@@ -48,11 +48,10 @@ are never written.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-
-import numpy as np
 
 from tilegraph.algebra.blocks import Blocks, _unique_colls
 from tilegraph.graph.taskgraph import Dep, GraphBuilder
@@ -223,7 +222,7 @@ class TaskGrid:
         """Check that every tile of every output was written."""
         current, gone = self.current, self.gone
         for label, grid in self.outputs:
-            for coord in np.ndindex(*grid):
+            for coord in itertools.product(*map(range, grid)):
                 tile = (label, *coord)
                 if tile not in current and tile not in gone:
                     raise ValueError(f"task grid {self.name!r}: output tile {tile} is never "
