@@ -90,11 +90,11 @@ def _offsets(sizes: tuple[int, ...]) -> list[int]:
     return np.cumsum([0, *sizes]).tolist()
 
 
+ZEROS = Kernel(kern.zeros, "creation", "zeros")
+
+
 def _zero_tile(g: TaskGrid, tile: tuple, rows: int, cols: int, dtype: np.dtype) -> None:
     g.call(ZEROS, tile, args=((rows, cols), dtype), nbytes=dtype.itemsize * rows * cols)
-
-
-ZEROS = Kernel(kern.zeros, "creation", "zeros")
 
 
 # -- Cholesky -------------------------------------------------------------------------------
