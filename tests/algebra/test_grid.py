@@ -188,6 +188,21 @@ def test_views_share_the_tasks_of_the_first_output():
     np.testing.assert_array_equal(Array(b, (4,), ((4,),), np.int64).compute(), -np.arange(4))
 
 
+def test_the_program_runs_only_when_lowered_or_counted():
+    runs = []
+
+    def program(g):
+        runs.append(1)
+        g.call(Kernel(np.zeros, "creation", "zeros"), ("x", 0), args=(1,))
+
+    (x,) = task_grid("lazy", program, [("x", (1,))], ntasks=1)
+    assert x.ntasks == 1 and x.key((0,)) == ("lazy-x", 0) and runs == []
+    lower([x])
+    assert runs == [1]
+    (y,) = task_grid("lazy2", program, [("x", (1,))])
+    assert y.ntasks == 1 and runs == [1, 1]
+
+
 # -- values ------------------------------------------------------------------------------------
 
 
