@@ -323,3 +323,22 @@ def test_cholesky_and_solve_under_mpi_placement_rules():
         if kind in ("potrf", "trsm", "syrk", "gemm"):
             r, c = coords[i]
             assert where[i] == (r % 2) * 2 + c % 2  # 2-D block-cyclic
+
+
+def test_factorisations_keep_their_kinds_and_output_coords(forbid_compute):
+    from collections import Counter
+
+    from tilegraph.algebra import lower
+
+    x = tg.ones((30, 30), chunks=10)
+    kinds = Counter(lower([tg.linalg.lu(x)[2].blocks]).build().meta["kind"])
+    assert kinds["lu"] == 3 + 3 + 6  # getrf and pivots per step, laswp per other column
+    assert kinds["trsm"] == 3 and kinds["gemm"] == 5
+    q, _r = tg.linalg.qr(tg.ones((40, 4), chunks=(10, 4)))
+    assert Counter(lower([q.blocks]).build().meta["kind"])["qr"] == 4 + 1
+    s = tg.linalg.svd(tg.ones((40, 4), chunks=(10, 4)), compute_uv=False)
+    assert "svd" in lower([s.blocks]).build().meta["kind"]
+    g = lower([tg.linalg.cholesky(x).blocks]).build()
+    for key, kind, coords in zip(g.keys, g.meta["kind"], g.meta["coords"], strict=True):
+        if kind in ("potrf", "trsm", "syrk", "gemm"):
+            assert key[1:3] == coords  # the output tile's block (i, j), then its version

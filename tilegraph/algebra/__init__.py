@@ -1,4 +1,5 @@
-"""The tensor algebra: block-keyed collections and their operators (see ``blocks``)."""
+"""The tensor algebra: block-keyed collections and their operators (see ``blocks``), and
+task grids, tiled algorithms as loop programs over block coordinates (see ``grid``)."""
 
 from tilegraph.algebra.blocks import (
     Blocks,
@@ -12,6 +13,7 @@ from tilegraph.algebra.blocks import (
     remap,
     source,
 )
+from tilegraph.algebra.grid import Kernel, TaskGrid, TaskRecord, task_grid
 from tilegraph.algebra.semiring import (
     MAX_PLUS,
     MAX_TIMES,
@@ -30,7 +32,10 @@ __all__ = [
     "PLUS_TIMES",
     "SEMIRINGS",
     "Blocks",
+    "Kernel",
     "Semiring",
+    "TaskGrid",
+    "TaskRecord",
     "apply_blocks",
     "flat_map",
     "group_by_join",
@@ -40,4 +45,5 @@ __all__ = [
     "reduce_by_key",
     "remap",
     "source",
+    "task_grid",
 ]

@@ -2,7 +2,10 @@
 
 Every function plans block tasks from shapes alone, like the rest of the array API; the
 block kernels are LAPACK and BLAS calls that release the GIL
-(:mod:`tilegraph.array.linalg_kernels`).
+(:mod:`tilegraph.array.linalg_kernels`). The tiled algorithms are loop programs over block
+coordinates recorded by a task grid (:mod:`tilegraph.algebra.grid`): each statement writes
+one tile from others, tiles updated in place keep one version alive at a time, and the grid
+lowers them like every other block collection.
 
 - :func:`cholesky`: right-looking tiled Cholesky. Step k factors the diagonal block (potrf),
   solves the blocks below it (trsm), and updates the trailing lower triangle (syrk on the
@@ -30,22 +33,15 @@ computed in float64, as NumPy does.
 from __future__ import annotations
 
 import itertools
-import math
-from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks
+from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
+from tilegraph.array import linalg_kernels as kern
 from tilegraph.array.core import Array, asarray, tokenize
-from tilegraph.array.linalg_kernels import (
-    LinAlgError,
-    gemm_update,
-    herk_update,
-    potrf,
-    trsm,
-)
-from tilegraph.graph.taskgraph import Dep, GraphBuilder
+from tilegraph.array.linalg_kernels import LinAlgError
+from tilegraph.graph.taskgraph import Dep
 
 __all__ = [
     "LinAlgError", "cholesky", "det", "inv", "lstsq", "lu", "norm", "qr", "slogdet", "solve",
@@ -86,32 +82,28 @@ def _square(a: Any, op: str) -> Array:
     return a
 
 
-def _nbytes(dtype: np.dtype, *shape: int) -> int:
-    return dtype.itemsize * math.prod(shape)
+def _real(dtype: np.dtype) -> np.dtype:
+    return np.dtype(dtype.char.lower()) if dtype.kind == "c" else dtype
 
 
-def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    return np.zeros(shape, dtype=dtype)
+def _offsets(sizes: tuple[int, ...]) -> list[int]:
+    return np.cumsum([0, *sizes]).tolist()
 
 
-def _result(name: str, grid: tuple[int, ...], deps: list[Blocks], emit: Callable,
-            keys: np.ndarray, ntasks: int) -> Blocks:
-    return Blocks(name, grid, deps, emit, keys=keys, ntasks=ntasks)
+ZEROS = Kernel(kern.zeros, "creation", "zeros")
 
 
-def _count(emit: Callable[[GraphBuilder], None]) -> int:
-    """Tasks ``emit`` adds (by emitting into a scratch builder)."""
-    builder = GraphBuilder()
-    emit(builder)
-    return len(builder)
-
-
-def _view(name: str, grid: tuple[int, ...], inner: Blocks, keys: np.ndarray) -> Blocks:
-    """A collection whose blocks are tasks of ``inner`` (no tasks of its own)."""
-    return Blocks(name, grid, [inner], None, keys=keys, ntasks=0)
+def _zero_tile(g: TaskGrid, tile: tuple, rows: int, cols: int, dtype: np.dtype) -> None:
+    g.call(ZEROS, tile, args=((rows, cols), dtype), nbytes=dtype.itemsize * rows * cols)
 
 
 # -- Cholesky -------------------------------------------------------------------------------
+
+POTRF = Kernel(kern.potrf, "potrf", "potrf")
+TRSM_RIGHT = Kernel(kern.trsm, "trsm", "trsm", {"side": "R", "lower": True, "trans": "C"},
+                    overwrites=1)
+SYRK = Kernel(kern.herk_update, "syrk", "syrk", overwrites=0)
+GEMM_NC = Kernel(kern.gemm_update, "gemm", "gemm", {"trans_b": "C"}, overwrites=0)
 
 
 def cholesky(a: Any, upper: bool = False) -> Array:
@@ -132,57 +124,44 @@ def cholesky(a: Any, upper: bool = False) -> Array:
     return out.conj().T if upper else out
 
 
+def cholesky_program(chunks: tuple[int, ...], dtype: np.dtype):
+    """The loop program of right-looking tiled Cholesky: work tiles ``("A", i, j)`` start
+    as the blocks of the matrix and are updated in place; output tiles ``("L", i, j)`` are
+    the factor (zeros above the diagonal)."""
+    nb = len(chunks)
+    isz = dtype.itemsize
+
+    def program(g: TaskGrid) -> None:
+        call = g.call
+        for k in range(nb):
+            bk = chunks[k]
+            call(POTRF, ("L", k, k), [("A", k, k)], kwargs={"where": (k, k)},
+                 flops=bk**3 / 3, nbytes=isz * bk * bk)
+            for i in range(k + 1, nb):
+                call(TRSM_RIGHT, ("L", i, k), [("L", k, k), ("A", i, k)],
+                     flops=chunks[i] * bk * bk, nbytes=isz * chunks[i] * bk)
+            for j in range(k + 1, nb):
+                cj = chunks[j]
+                call(SYRK, ("A", j, j), [("A", j, j), ("L", j, k)], flops=cj * cj * bk,
+                     nbytes=isz * cj * cj)
+                for i in range(j + 1, nb):
+                    call(GEMM_NC, ("A", i, j), [("A", i, j), ("L", i, k), ("L", j, k)],
+                         flops=2 * chunks[i] * cj * bk, nbytes=isz * chunks[i] * cj)
+        for i in range(nb):
+            for j in range(i + 1, nb):
+                _zero_tile(g, ("L", i, j), chunks[i], chunks[j], dtype)
+
+    return program
+
+
 def _cholesky(a: Array) -> Array:
     chunks = a.chunks[0]
     nb = len(chunks)
-    dtype = a.dtype
-    name = f"cholesky-{tokenize('cholesky', a)}"
-    keys = np.empty((nb, nb), dtype=object)
-    for i in range(nb):
-        for j in range(nb):
-            keys[i, j] = (f"{name}-L", i, j) if j <= i else (f"{name}-zero", i, j)
-    akey = a.blocks.key
-
-    def emit(builder: GraphBuilder) -> None:
-        add = builder.add
-        cur = {(i, j): akey((i, j)) for i in range(nb) for j in range(i + 1)}
-        private = set()  # blocks whose current version is ours to write in place
-        for k in range(nb):
-            bk = chunks[k]
-            lkk = keys[k, k]
-            add(lkk, potrf, deps=[cur[k, k]], kwargs={"where": (k, k)}, kind="potrf",
-                name="potrf", coords=(k, k), nbytes=_nbytes(dtype, bk, bk), cost=bk**3 / 3)
-            for i in range(k + 1, nb):
-                add(keys[i, k], trsm, deps=[lkk, cur[i, k]], kind="trsm", name="trsm",
-                    kwargs={"side": "R", "lower": True, "trans": "C",
-                            "copy": (i, k) not in private},
-                    coords=(i, k), nbytes=_nbytes(dtype, chunks[i], bk),
-                    cost=chunks[i] * bk * bk)
-            for j in range(k + 1, nb):
-                for i in range(j, nb):
-                    key = (f"{name}-update", i, j, k)
-                    copy = (i, j) not in private
-                    if i == j:
-                        add(key, herk_update, deps=[cur[i, i], keys[i, k]],
-                            kwargs={"copy": copy}, kind="syrk", name="syrk", coords=(i, i),
-                            nbytes=_nbytes(dtype, chunks[i], chunks[i]),
-                            cost=chunks[i] ** 2 * bk)
-                    else:
-                        add(key, gemm_update, deps=[cur[i, j], keys[i, k], keys[j, k]],
-                            kwargs={"trans_b": "C", "copy": copy}, kind="gemm",
-                            name="gemm", coords=(i, j),
-                            nbytes=_nbytes(dtype, chunks[i], chunks[j]),
-                            cost=2 * chunks[i] * chunks[j] * bk)
-                    cur[i, j] = key
-                    private.add((i, j))
-        for i in range(nb):
-            for j in range(i + 1, nb):
-                add(keys[i, j], _zeros, args=((chunks[i], chunks[j]), dtype), kind="creation",
-                    name="zeros", coords=(i, j), nbytes=_nbytes(dtype, chunks[i], chunks[j]))
-
     ntasks = nb * nb + sum((nb - k - 1) * (nb - k) // 2 for k in range(nb))
-    blocks = _result(name, (nb, nb), [a.blocks], emit, keys, ntasks)
-    return Array(blocks, a.shape, (chunks, chunks), dtype)
+    (low,) = task_grid(f"cholesky-{tokenize('cholesky', a)}",
+                       cholesky_program(chunks, a.dtype), [("L", (nb, nb))],
+                       sources={"A": a.blocks}, ntasks=ntasks)
+    return Array(low, a.shape, (chunks, chunks), a.dtype)
 
 
 # -- triangular solves ----------------------------------------------------------------------
@@ -195,13 +174,6 @@ def _trans_code(trans: Any) -> str:
     except (KeyError, TypeError):
         raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', "
                          f"got {trans!r}") from None
-
-
-def _gemm_op_a(c: np.ndarray, a: np.ndarray, x: np.ndarray, trans: str,
-               copy: bool) -> np.ndarray:
-    """``c - op(a) @ x`` (in place unless ``copy``)."""
-    opa = a if trans == "N" else (a.T if trans == "T" else a.conj().T)
-    return gemm_update(c, opa, x, copy=copy)
 
 
 def solve_triangular(a: Any, b: Any, lower: bool = False, trans: Any = 0,
@@ -235,79 +207,112 @@ def solve_triangular(a: Any, b: Any, lower: bool = False, trans: Any = 0,
 
 
 def _solve_triangular(a: Array, b: Array, lower: bool, trans: str, unit: bool) -> Array:
+    """Blocked substitution: work tiles ``("B", i, j)`` start as the blocks of ``b`` and are
+    updated by the solved blocks before them (gemm, in place); each is then solved (trsm)
+    into output tile ``("X", i, j)``."""
     rows, cols = b.chunks
     nb, nc = len(rows), len(cols)
-    dtype = b.dtype
-    name = f"trsolve-{tokenize('solve_triangular', a, b, lower, trans, unit)}"
+    isz = b.dtype.itemsize
     forward = lower == (trans == "N")  # the effective matrix is lower triangular
     order = list(range(nb)) if forward else list(range(nb - 1, -1, -1))
-    keys = np.empty((nb, nc), dtype=object)
-    for i in range(nb):
-        for j in range(nc):
-            keys[i, j] = (name, i, j)
-    akey, bkey = a.blocks.key, b.blocks.key
+    update = Kernel(kern.gemm_op_a, "gemm", "gemm", {"trans": trans}, overwrites=0)
+    solve = Kernel(kern.trsm, "trsm", "trsm",
+                   {"side": "L", "lower": lower, "trans": trans, "unit": unit}, overwrites=1)
 
-    def block_of_op(i: int, k: int) -> Hashable:
-        """The stored block holding op(a)[i, k]."""
-        return akey((i, k)) if trans == "N" else akey((k, i))
-
-    def emit(builder: GraphBuilder) -> None:
-        add = builder.add
+    def program(g: TaskGrid) -> None:
+        call = g.call
         for j in range(nc):
+            cj = cols[j]
             done: list[int] = []
             for i in order:
-                acc = bkey((i, j))
-                for step, k in enumerate(done):
-                    key = (f"{name}-update", i, j, k)
-                    add(key, _gemm_op_a, deps=[acc, block_of_op(i, k), keys[k, j]],
-                        args=None, kwargs={"trans": trans, "copy": step == 0},
-                        kind="gemm", name="gemm", coords=(i, j),
-                        nbytes=_nbytes(dtype, rows[i], cols[j]),
-                        cost=2 * rows[i] * rows[k] * cols[j])
-                    acc = key
-                add(keys[i, j], trsm, deps=[akey((i, i)), acc],
-                    kwargs={"side": "L", "lower": lower, "trans": trans, "unit": unit,
-                            "copy": not done},
-                    kind="trsm", name="trsm", coords=(i, j),
-                    nbytes=_nbytes(dtype, rows[i], cols[j]), cost=rows[i] ** 2 * cols[j])
+                nbytes = isz * rows[i] * cj
+                for k in done:  # the stored block holding op(a)[i, k]
+                    opa = ("A", i, k) if trans == "N" else ("A", k, i)
+                    call(update, ("B", i, j), [("B", i, j), opa, ("X", k, j)],
+                         flops=2 * rows[i] * rows[k] * cj, nbytes=nbytes)
+                call(solve, ("X", i, j), [("A", i, i), ("B", i, j)],
+                     flops=rows[i] ** 2 * cj, nbytes=nbytes)
                 done.append(i)
 
-    ntasks = nc * (nb + nb * (nb - 1) // 2)
-    blocks = _result(name, (nb, nc), [a.blocks, b.blocks], emit, keys, ntasks)
-    return Array(blocks, b.shape, b.chunks, dtype)
+    name = f"trsolve-{tokenize('solve_triangular', a, b, lower, trans, unit)}"
+    (x,) = task_grid(name, program, [("X", (nb, nc))], sources={"A": a.blocks, "B": b.blocks},
+                     ntasks=nc * (nb + nb * (nb - 1) // 2))
+    return Array(x, b.shape, b.chunks, b.dtype)
 
 
 # -- QR -------------------------------------------------------------------------------------
 
-
-def _qr_block(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reduced QR of one block (LAPACK geqrf + orgqr; NumPy releases the GIL)."""
-    return np.linalg.qr(a, mode="reduced")
-
-
-def _pick(pair: tuple, i: int) -> Any:
-    return pair[i]
+GEQRF = Kernel(kern.qr_block, "qr", "geqrf")
+GEQRF_STACKED = Kernel(kern.qr_stacked, "qr", "geqrf")
+PICK_R = Kernel(kern.second, "getitem", "R")
+PICK_Q = Kernel(kern.first, "getitem", "Q")
+Q_TIMES = Kernel(kern.times, "gemm", "Q")
+ROWS = Kernel(kern.rows, "getitem", "rows")
 
 
-def _qr_stacked(*rs: np.ndarray, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
-    """QR of the R factors stacked; with ``normalize``, R's diagonal is made >= 0 (and Q's
-    columns flipped to match)."""
-    q, r = np.linalg.qr(np.concatenate(rs, axis=0), mode="reduced")
-    if normalize:
-        d = np.diagonal(r)
-        sign = np.where(d == 0, 1, d / np.where(d == 0, 1, np.abs(d))).astype(r.dtype)
-        r = sign.conj()[:, None] * r
-        q = q * sign[None, :]
-    return q, r
+def tsqr_program(rows: tuple[int, ...], n: int, dtype: np.dtype, split_every: int):
+    """The loop program of TSQR over the row blocks ``("A", i, 0)``: every block is factored
+    (tiles ``("leaf", i)``), the R factors are combined in a tree ``split_every`` at a time
+    (``("node", level, g)``, the top one's R is ``("R", 0, 0)``), and each block of Q
+    (``("Q", i, 0)``) is the leaf's Q times the rows of the factors above it."""
+    nb = len(rows)
+    isz = dtype.itemsize
+    k = min(sum(rows), n)
 
+    def combine(g: TaskGrid, items: list[tuple[tuple, int]], level: int) -> list[tuple]:
+        """Combine the R factors of ``items`` (tile of the R, its rows); returns, per item,
+        the tile its Q block is multiplied by."""
+        call = g.call
+        groups = [items[s:s + split_every] for s in range(0, len(items), split_every)]
+        last = len(groups) == 1
+        parents = []
+        for gi, group in enumerate(groups):
+            total = sum(r for _, r in group)
+            node = ("node", level, gi)
+            call(GEQRF_STACKED, node, [tile for tile, _ in group], coords=(gi, 0),
+                 kwargs={"normalize": last}, flops=4.0 * total * n * n,
+                 nbytes=isz * (total + n) * n)
+            r_tile = ("R", 0, 0) if last else ("nodeR", level, gi)
+            call(PICK_R, r_tile, [node], coords=(gi, 0), nbytes=isz * min(total, n) * n)
+            parents.append((r_tile, min(total, n)))
+        if last:
+            call(PICK_Q, ("nodeQ", level, 0), [("node", level, 0)], coords=(0, 0),
+                 nbytes=isz * parents[0][1] * n)
+            above = [("nodeQ", level, 0)]
+        else:
+            factors = combine(g, parents, level + 1)
+            above = []
+            for gi, group in enumerate(groups):
+                call(PICK_Q, ("nodeQ", level, gi), [("node", level, gi)], coords=(gi, 0),
+                     nbytes=isz * sum(r for _, r in group) * n)
+                call(Q_TIMES, ("nodeF", level, gi), [("nodeQ", level, gi), factors[gi]],
+                     coords=(gi, 0))
+                above.append(("nodeF", level, gi))
+        out = []
+        for gi, group in enumerate(groups):
+            start = 0
+            for j, (_, r) in enumerate(group):
+                call(ROWS, ("slice", level, gi, j), [above[gi]],
+                     args=(Dep(0), start, start + r), coords=(gi, j))
+                out.append(("slice", level, gi, j))
+                start += r
+        return out
 
-def _rows(x: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """Rows ``start:stop`` of a block (a view)."""
-    return x[start:stop]
+    def program(g: TaskGrid) -> None:
+        call = g.call
+        for i in range(nb):
+            call(GEQRF, ("leaf", i), [("A", i, 0)], coords=(i, 0),
+                 flops=4.0 * rows[i] * n * n, nbytes=isz * (rows[i] + n) * n)
+            call(PICK_R, ("leafR", i), [("leaf", i)], coords=(i, 0),
+                 nbytes=isz * min(rows[i], n) * n)
+        factors = combine(g, [(("leafR", i), min(rows[i], n)) for i in range(nb)], 1)
+        for i in range(nb):
+            call(PICK_Q, ("leafQ", i), [("leaf", i)], coords=(i, 0),
+                 nbytes=isz * rows[i] * min(rows[i], n))
+            call(Q_TIMES, ("Q", i, 0), [("leafQ", i), factors[i]],
+                 flops=2.0 * rows[i] * min(rows[i], n) * k, nbytes=isz * rows[i] * k)
 
-
-def _times(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a @ b
+    return program
 
 
 def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
@@ -328,91 +333,12 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
     if not isinstance(split_every, int) or split_every < 2:
         raise ValueError(f"tsqr: split_every must be an int >= 2, got {split_every!r}")
     rows = a.chunks[0]
-    nb = len(rows)
-    dtype = a.dtype
     k = min(m, n)
-    name = f"tsqr-{tokenize('tsqr', a, split_every)}"
-    akey = a.blocks.key
-    qkeys = np.empty((nb, 1), dtype=object)
-    for i in range(nb):
-        qkeys[i, 0] = (f"{name}-Q", i)
-    rkey = np.empty((1, 1), dtype=object)
-    rkey[0, 0] = (f"{name}-R",)
-    counter = [0]
-
-    def emit(builder: GraphBuilder) -> None:
-        add = builder.add
-        # leaves: (key of the QR pair, rows of its R, rows of its Q block)
-        items = []
-        for i in range(nb):
-            pair = (f"{name}-leaf", i)
-            add(pair, _qr_block, deps=[akey((i, 0))], kind="qr", name="geqrf",
-                coords=(i, 0), nbytes=_nbytes(dtype, rows[i] + n, n),
-                cost=4.0 * rows[i] * n * n)
-            rk = (f"{name}-leafR", i)
-            add(rk, _pick, deps=[pair], args=(Dep(0), 1), kind="getitem", name="R",
-                coords=(i, 0), nbytes=_nbytes(dtype, min(rows[i], n), n))
-            items.append((rk, min(rows[i], n), pair))
-        factors = _combine(builder, items, top=True)
-        for i in range(nb):
-            qi = (f"{name}-leafQ", i)
-            add(qi, _pick, deps=[items[i][2]], args=(Dep(0), 0), kind="getitem", name="Q",
-                coords=(i, 0), nbytes=_nbytes(dtype, rows[i], min(rows[i], n)))
-            add(qkeys[i, 0], _times, deps=[qi, factors[i]], kind="gemm", name="Q",
-                coords=(i, 0), nbytes=_nbytes(dtype, rows[i], k),
-                cost=2.0 * rows[i] * min(rows[i], n) * k)
-
-    def _combine(builder: GraphBuilder, items: list, top: bool) -> list[Hashable]:
-        """Combine the R factors of ``items``; returns, per item, the key of the factor its
-        Q block must be multiplied by."""
-        add = builder.add
-        level = counter[0] = counter[0] + 1
-        groups = [items[g:g + split_every] for g in range(0, len(items), split_every)]
-        last = len(groups) == 1
-        out: list[Hashable] = []
-        parents = []
-        for g, group in enumerate(groups):
-            pair = (f"{name}-node", level, g)
-            total = sum(r for _, r, _ in group)
-            add(pair, _qr_stacked, deps=[key for key, _, _ in group],
-                kwargs={"normalize": last and top}, kind="qr", name="geqrf",
-                coords=(g, 0), nbytes=_nbytes(dtype, total + n, n), cost=4.0 * total * n * n)
-            rk = rkey[0, 0] if last else (f"{name}-nodeR", level, g)
-            add(rk, _pick, deps=[pair], args=(Dep(0), 1), kind="getitem", name="R",
-                coords=(g, 0), nbytes=_nbytes(dtype, min(total, n), n))
-            parents.append((rk, min(total, n), pair))
-        if last:
-            tops = [parents[0][2]]
-            qtop = (f"{name}-nodeQ", level, 0)
-            add(qtop, _pick, deps=[tops[0]], args=(Dep(0), 0), kind="getitem", name="Q",
-                coords=(0, 0), nbytes=_nbytes(dtype, parents[0][1], n))
-            above = [qtop]
-        else:
-            above = []
-            node_factors = _combine(builder, parents, top)
-            for g, (_, _, pair) in enumerate(parents):
-                qg = (f"{name}-nodeQ", level, g)
-                add(qg, _pick, deps=[pair], args=(Dep(0), 0), kind="getitem", name="Q",
-                    coords=(g, 0), nbytes=_nbytes(dtype, sum(r for _, r, _ in groups[g]), n))
-                fg = (f"{name}-nodeF", level, g)
-                add(fg, _times, deps=[qg, node_factors[g]], kind="gemm", name="Q",
-                    coords=(g, 0))
-                above.append(fg)
-        for g, group in enumerate(groups):
-            start = 0
-            for j, (_, r, _) in enumerate(group):
-                fk = (f"{name}-slice", level, g, j)
-                add(fk, _rows, deps=[above[g]], args=(Dep(0), start, start + r),
-                    kind="getitem", name="rows", coords=(g, j))
-                out.append(fk)
-                start += r
-        return out
-
-    internal = Blocks(name, (nb, 1), [a.blocks], emit, keys=qkeys,
-                      ntasks=lambda: _count(emit))
-    q = Array(internal, (m, k), (rows, (k,)), dtype)
-    r = Array(_view(f"{name}-r", (1, 1), internal, rkey), (k, n), ((k,), (n,)), dtype)
-    return q, r
+    q, r = task_grid(f"tsqr-{tokenize('tsqr', a, split_every)}",
+                     tsqr_program(rows, n, a.dtype, split_every),
+                     [("Q", (len(rows), 1)), ("R", (1, 1))], sources={"A": a.blocks})
+    return (Array(q, (m, k), (rows, (k,)), a.dtype),
+            Array(r, (k, n), ((k,), (n,)), a.dtype))
 
 
 def qr(a: Any, mode: str = "reduced") -> Any:
@@ -492,34 +418,27 @@ def _panel_qr(a: Array) -> tuple[Array, Array]:
 # -- SVD ------------------------------------------------------------------------------------
 
 
-def _svd_small(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return np.linalg.svd(r, full_matrices=False)
+GESDD = Kernel(kern.svd_small, "svd", "gesdd")
 
 
 def _small_factors(r: Array, name: str) -> tuple[Array, Array, Array]:
     """The SVD of a matrix held in one block, as three one-block Arrays."""
-    rk = r.blocks.key((0, 0))
     k, n = r.shape
     kk = min(k, n)
     dtype = r.dtype
-    real = np.dtype(dtype.char.lower()) if dtype.kind == "c" else dtype
-    keys = {part: np.empty((1, 1) if part != "s" else (1,), dtype=object)
-            for part in ("u", "s", "vt")}
-    for part, arr in keys.items():
-        arr[(0,) * arr.ndim] = (f"{name}-{part}",)
 
-    def emit(builder: GraphBuilder) -> None:
-        builder.add((f"{name}-svd",), _svd_small, deps=[rk], kind="svd", name="gesdd",
-                    coords=(0, 0), nbytes=_nbytes(dtype, k + n + 1, kk), cost=14.0 * k * n * kk)
+    def program(g: TaskGrid) -> None:
+        g.call(GESDD, ("svd", 0, 0), [("R", 0, 0)], flops=14.0 * k * n * kk,
+               nbytes=dtype.itemsize * (k + n + 1) * kk)
         for j, part in enumerate(("u", "s", "vt")):
-            builder.add((f"{name}-{part}",), _pick, deps=[(f"{name}-svd",)],
-                        args=(Dep(0), j), kind="getitem", name=part, coords=(0, 0))
+            tile = ("s", 0) if part == "s" else (part, 0, 0)
+            g.call(Kernel(kern.PARTS[j], "getitem", part), tile, [("svd", 0, 0)],
+                   coords=(0, 0))
 
-    inner = Blocks(f"{name}-svd", (1,), [r.blocks], emit, keys=keys["s"], ntasks=4)
-    u = Array(_view(f"{name}-U", (1, 1), inner, keys["u"]), (k, kk), ((k,), (kk,)), dtype)
-    s = Array(inner, (kk,), ((kk,),), real)
-    vt = Array(_view(f"{name}-Vt", (1, 1), inner, keys["vt"]), (kk, n), ((kk,), (n,)), dtype)
-    return u, s, vt
+    s, u, vt = task_grid(name, program, [("s", (1,)), ("u", (1, 1)), ("vt", (1, 1))],
+                         sources={"R": r.blocks}, ntasks=4)
+    return (Array(u, (k, kk), ((k,), (kk,)), dtype), Array(s, (kk,), ((kk,),), _real(dtype)),
+            Array(vt, (kk, n), ((kk,), (n,)), dtype))
 
 
 def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
@@ -606,18 +525,7 @@ def svd_compressed(a: Any, k: int, n_power_iter: int = 2, oversample: int = 10,
 # -- least squares and norms ------------------------------------------------------------------
 
 
-def _lstsq_small(r: np.ndarray, qtb: np.ndarray, rcond: float | None,
-                 shape: tuple[int, int]) -> tuple[np.ndarray, int, np.ndarray]:
-    """Minimum-norm solution of ``r @ x = qtb`` by the SVD of ``r``: (x, rank, s)."""
-    u, s, vt = np.linalg.svd(r, full_matrices=False)
-    if rcond is None:
-        rcond = np.finfo(s.dtype if s.size else np.float64).eps * max(shape)
-    cutoff = rcond * (s[0] if s.size else 0.0)
-    keep = s > cutoff
-    rank = int(keep.sum())
-    inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
-    x = vt.conj().T @ (inv[:, None] * (u.conj().T @ qtb))
-    return x, rank, s
+# -- least squares and norms ------------------------------------------------------------------
 
 
 def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Array, Array]:
@@ -659,29 +567,22 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Arr
     if bb.chunks[0] != q.chunks[0]:
         bb = bb.rechunk((q.chunks[0], bb.chunks[1]))
     qtb = (q.conj().T @ bb).rechunk((n, bb.shape[1]))
-    name = f"lstsq-{tokenize('lstsq', a, bb, rcond)}"
     nrhs = bb.shape[1]
-    real = np.dtype(dtype.char.lower()) if dtype.kind == "c" else dtype
-    keys = np.empty((1, 1), dtype=object)
-    keys[0, 0] = (f"{name}-x",)
-    rank_key = np.empty((), dtype=object)
-    rank_key[()] = (f"{name}-rank",)
-    s_key = np.empty((1,), dtype=object)
-    s_key[0] = (f"{name}-s",)
+    real = _real(dtype)
 
-    def emit(builder: GraphBuilder) -> None:
-        solved = (f"{name}-solve",)
-        builder.add(solved, _lstsq_small, deps=[r.blocks.key((0, 0)), qtb.blocks.key((0, 0))],
-                    args=(Dep(0), Dep(1), rcond, (m, n)), kind="svd", name="lstsq",
-                    coords=(0, 0))
-        for j, key in enumerate((keys[0, 0], rank_key[()], s_key[0])):
-            builder.add(key, _pick, deps=[solved], args=(Dep(0), j), kind="getitem",
-                        name="lstsq", coords=(0, 0))
+    def program(g: TaskGrid) -> None:
+        g.call(Kernel(kern.lstsq_small, "svd", "lstsq"), ("solve", 0, 0),
+               [("R", 0, 0), ("QtB", 0, 0)], args=(Dep(0), Dep(1), rcond, (m, n)))
+        for j, tile in enumerate((("x", 0, 0), ("rank",), ("s", 0))):
+            g.call(Kernel(kern.PARTS[j], "getitem", "lstsq"), tile, [("solve", 0, 0)],
+                   coords=(0, 0))
 
-    inner = Blocks(name, (1, 1), [r.blocks, qtb.blocks], emit, keys=keys, ntasks=4)
-    x = Array(inner, (n, nrhs), ((n,), (nrhs,)), dtype)
-    rank = Array(_view(f"{name}-rk", (), inner, rank_key), (), (), np.int64)
-    s = Array(_view(f"{name}-sv", (1,), inner, s_key), (n,), ((n,),), real)
+    xb, rank_b, s_b = task_grid(f"lstsq-{tokenize('lstsq', a, bb, rcond)}", program,
+                                [("x", (1, 1)), ("rank", ()), ("s", (1,))],
+                                sources={"R": r.blocks, "QtB": qtb.blocks}, ntasks=4)
+    x = Array(xb, (n, nrhs), ((n,), (nrhs,)), dtype)
+    rank = Array(rank_b, (), (), np.int64)
+    s = Array(s_b, (n,), ((n,),), real)
     if m > n:
         resid = (abs(bb - a @ x) ** 2).sum(axis=0)
         full_rank = (rank == n)
@@ -786,192 +687,87 @@ def _matrix_norm(x: Array, ord: Any, axes: tuple[int, int], keepdims: bool) -> A
 
 
 # -- LU with partial pivoting -----------------------------------------------------------------
+GETRF = Kernel(kern.panel_lu, "lu", "getrf")
+PANEL_L = Kernel(kern.panel_l, "getitem", "L")
+PANEL_U = Kernel(kern.panel_u, "getitem", "U")
+PIVOTS = Kernel(kern.next_order, "lu", "pivots")
+LASWP = Kernel(kern.permuted, "lu", "laswp")
+TRSM_UNIT = Kernel(kern.trsm, "trsm", "trsm",
+                   {"side": "L", "lower": True, "unit": True, "copy": True})
+GEMM_COPY = Kernel(kern.gemm_update, "gemm", "gemm", {"copy": True})
 
 
-def _panel_lu(*blocks: np.ndarray, where: Any, check: bool) -> tuple[np.ndarray, np.ndarray]:
-    """LU with partial pivoting of a column panel (its blocks stacked): the packed factors
-    and the permutation ``perm`` of the panel's rows (``panel[perm] = L @ U``)."""
-    import warnings
+def lu_program(chunks: tuple[int, ...], dtype: np.dtype, check: bool):
+    """The loop program of blocked LU with partial pivoting. Work tiles: ``("A", i, j)``
+    (start as the matrix's blocks), ``("Lw", i, j)`` (blocks of L whose rows later panels
+    still swap) and the row order ``("ord", 0)``; output tiles ``("L", i, j)``,
+    ``("U", i, j)`` and ``("order", 0)``. At step k the column panel below the diagonal is
+    factored at once (getrf), its row swaps are applied to the other columns (laswp), the
+    blocks of U right of the diagonal are solved (trsm) and the trailing blocks updated
+    (gemm). Row block k of L is final after step k."""
+    nb = len(chunks)
+    isz = dtype.itemsize
+    offs = _offsets(chunks)
 
-    import scipy.linalg
+    def order_tile(k: int) -> tuple:
+        return ("order", 0) if k == nb - 1 else ("ord", 0)
 
-    panel = np.concatenate(blocks, axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
-        lu_, piv = scipy.linalg.lu_factor(panel, check_finite=False)
-    width = panel.shape[1]
-    if check:
-        diag = np.diagonal(lu_)[:width]
-        zero = np.flatnonzero(diag == 0)
-        if zero.size:
-            raise LinAlgError(f"singular matrix: zero pivot in diagonal block {where} "
-                              f"(column {int(zero[0])} of the block)")
-    perm = np.arange(panel.shape[0])
-    for j, p in enumerate(piv.tolist()):
-        perm[j], perm[p] = perm[p], perm[j]
-    return lu_, perm
-
-
-def _panel_l(pair: tuple, start: int, stop: int, diagonal: bool) -> np.ndarray:
-    """Rows ``start:stop`` of the panel's L (unit lower triangular on the diagonal block)."""
-    lu_ = pair[0][start:stop]
-    if not diagonal:
-        return lu_.copy()
-    out = np.tril(lu_, -1)
-    np.fill_diagonal(out, 1)
-    return out
-
-
-def _panel_u(pair: tuple, width: int) -> np.ndarray:
-    return np.triu(pair[0][:width])
-
-
-def _permuted(pair: tuple, *blocks: np.ndarray) -> np.ndarray:
-    """The column segment (blocks stacked) with the panel's row permutation applied."""
-    return np.concatenate(blocks, axis=0)[pair[1]]
-
-
-def _next_order(rows: np.ndarray, pair: tuple, offset: int) -> np.ndarray:
-    out = rows.copy()
-    out[offset:] = rows[offset:][pair[1]]
-    return out
-
-
-def _inverse_perm(rows: np.ndarray) -> np.ndarray:
-    inv = np.empty_like(rows)
-    inv[rows] = np.arange(len(rows))
-    return inv
-
-
-def _perm_matrix_block(pi: np.ndarray, r0: int, r1: int, c0: int, c1: int,
-                       dtype: np.dtype) -> np.ndarray:
-    out = np.zeros((r1 - r0, c1 - c0), dtype=dtype)
-    sel = pi[r0:r1]
-    hit = (sel >= c0) & (sel < c1)
-    out[np.flatnonzero(hit), sel[hit] - c0] = 1
-    return out
-
-
-class _LU:
-    """The tasks of one blocked LU: keys of L, U, the row order, and of the panels."""
-
-    def __init__(self, a: Array, check: bool):
-        self.a = a
-        self.check = check
-        self.chunks = a.chunks[0]
-        self.nb = len(self.chunks)
-        self.dtype = a.dtype
-        self.name = f"lu-{tokenize('lu', a, check)}"
-        nb, name = self.nb, self.name
-        self.lkeys = np.empty((nb, nb), dtype=object)
-        self.ukeys = np.empty((nb, nb), dtype=object)
-        for i in range(nb):
-            for j in range(nb):
-                self.lkeys[i, j] = (f"{name}-Lz", i, j) if j > i else (f"{name}-Lf", i, j)
-                self.ukeys[i, j] = (f"{name}-Uz", i, j) if j < i else (f"{name}-U", i, j)
-        self.order_key = (f"{name}-rows",)
-
-    def emit(self, builder: GraphBuilder) -> None:
-        add = builder.add
-        nb, name, chunks, dtype = self.nb, self.name, self.chunks, self.dtype
-        offs = np.cumsum([0, *chunks]).tolist()
-        akey = self.a.blocks.key
-        cur = {(i, j): akey((i, j)) for i in range(nb) for j in range(nb)}
-        lcur: dict[tuple[int, int], Hashable] = {}
-        order = (f"{name}-order", 0)
-        add(order, np.arange, args=(offs[-1],), kind="creation", name="arange", coords=(0,))
+    def program(g: TaskGrid) -> None:
+        call = g.call
+        call(Kernel(np.arange, "creation", "arange"), order_tile(-1), args=(offs[-1],))
         for k in range(nb):
             bk = chunks[k]
             below = range(k, nb)
             height = offs[-1] - offs[k]
-            panel = (f"{name}-panel", k)
-            add(panel, _panel_lu, deps=[cur[i, k] for i in below],
-                kwargs={"where": (k, k), "check": self.check}, kind="lu", name="getrf",
-                coords=(k, k), nbytes=_nbytes(dtype, height, bk),
-                cost=height * bk * bk - bk**3 / 3)
+            panel = ("panel", k, k)
+            call(GETRF, panel, [("A", i, k) for i in below],
+                 kwargs={"where": (k, k), "check": check},
+                 flops=height * bk * bk - bk**3 / 3, nbytes=isz * height * bk)
             for i in below:
-                key = (f"{name}-L", i, k)
-                add(key, _panel_l, deps=[panel],
-                    args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k], i == k),
-                    kind="getitem", name="L", coords=(i, k),
-                    nbytes=_nbytes(dtype, chunks[i], bk))
-                lcur[i, k] = key
-            add(self.ukeys[k, k], _panel_u, deps=[panel], args=(Dep(0), bk), kind="getitem",
-                name="U", coords=(k, k), nbytes=_nbytes(dtype, bk, bk))
-            nxt = (f"{name}-order", k + 1)
-            add(nxt, _next_order, deps=[order, panel], args=(Dep(0), Dep(1), offs[k]),
-                kind="lu", name="pivots", coords=(0,))
-            order = nxt
+                call(PANEL_L, ("L" if i == k else "Lw", i, k), [panel],
+                     args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k], i == k),
+                     nbytes=isz * chunks[i] * bk)
+            call(PANEL_U, ("U", k, k), [panel], args=(Dep(0), bk), nbytes=isz * bk * bk)
+            call(PIVOTS, order_tile(k), [("ord", 0), panel], args=(Dep(0), Dep(1), offs[k]))
             for j in range(nb):
                 if j == k:
                     continue
-                seg = (f"{name}-swap", k, j)
-                deps = [panel] + ([cur[i, j] for i in below] if j > k
-                                  else [lcur[i, j] for i in below])
-                add(seg, _permuted, deps=deps, kind="lu", name="laswp", coords=(k, j),
-                    nbytes=_nbytes(dtype, height, chunks[j]))
+                work = "A" if j > k else "Lw"  # right of the panel: A; left of it: L
+                seg = ("swap", k, j)
+                call(LASWP, seg, [panel, *[(work, i, j) for i in below]],
+                     nbytes=isz * height * chunks[j])
                 for i in below:
-                    rows = (f"{name}-rows", k, i, j)
-                    add(rows, _rows, deps=[seg],
-                        args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k]),
-                        kind="getitem", name="rows", coords=(i, j))
-                    if j < k:
-                        lcur[i, j] = rows
-                    else:
-                        cur[i, j] = rows
+                    out = ("L", i, j) if j < k and i == k else (work, i, j)
+                    call(ROWS, out, [seg],
+                         args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k]))
                 if j > k:
-                    ukj = self.ukeys[k, j]
-                    add(ukj, trsm, deps=[lcur[k, k], cur[k, j]],
-                        kwargs={"side": "L", "lower": True, "unit": True, "copy": True},
-                        kind="trsm", name="trsm", coords=(k, j),
-                        nbytes=_nbytes(dtype, bk, chunks[j]), cost=bk * bk * chunks[j])
+                    call(TRSM_UNIT, ("U", k, j), [("L", k, k), ("A", k, j)],
+                         flops=bk * bk * chunks[j], nbytes=isz * bk * chunks[j])
                     for i in range(k + 1, nb):
-                        key = (f"{name}-update", i, j, k)
-                        add(key, gemm_update, deps=[cur[i, j], lcur[i, k], ukj],
-                            kwargs={"copy": True}, kind="gemm", name="gemm", coords=(i, j),
-                            nbytes=_nbytes(dtype, chunks[i], chunks[j]),
-                            cost=2 * chunks[i] * chunks[j] * bk)
-                        cur[i, j] = key
-        add(self.order_key, _identity, deps=[order], kind="getitem", name="order",
-            coords=(0,))
+                        call(GEMM_COPY, ("A", i, j), [("A", i, j), ("Lw", i, k), ("U", k, j)],
+                             flops=2 * chunks[i] * chunks[j] * bk,
+                             nbytes=isz * chunks[i] * chunks[j])
         for i in range(nb):
             for j in range(nb):
-                if j > i:
-                    add(self.lkeys[i, j], _zeros, args=((chunks[i], chunks[j]), dtype),
-                        kind="creation", name="zeros", coords=(i, j))
-                else:
-                    add(self.lkeys[i, j], _identity, deps=[lcur[i, j]], kind="getitem",
-                        name="L", coords=(i, j))
-                if j < i:
-                    add(self.ukeys[i, j], _zeros, args=((chunks[i], chunks[j]), dtype),
-                        kind="creation", name="zeros", coords=(i, j))
+                if j != i:
+                    _zero_tile(g, ("L", i, j) if j > i else ("U", i, j), chunks[i],
+                               chunks[j], dtype)
 
-    def blocks(self) -> tuple[Blocks, Blocks, Blocks]:
-        nb = self.nb
-        lkeys = self.lkeys
-        okeys = np.empty((1,), dtype=object)
-        okeys[0] = self.order_key
-        inner = Blocks(self.name, (nb, nb), [self.a.blocks], self.emit, keys=self.ukeys,
-                       ntasks=lambda: _count(self.emit))
-        lview = _view(f"{self.name}-Lv", (nb, nb), inner, lkeys)
-        order = _view(f"{self.name}-ord", (1,), inner, okeys)
-        return inner, lview, order
-
-
-def _identity(x: Any) -> Any:
-    return x
+    return program
 
 
 def _lu_arrays(a: Array, check: bool) -> tuple[Array, Array, Array]:
     """(order, L, U): ``a[order] = L @ U``."""
-    plan = _LU(a, check)
-    ublocks, lblocks, oblocks = plan.blocks()
-    chunks = (a.chunks[0], a.chunks[0])
+    chunks = a.chunks[0]
+    nb = len(chunks)
+    u, low, order = task_grid(f"lu-{tokenize('lu', a, check)}",
+                              lu_program(chunks, a.dtype, check),
+                              [("U", (nb, nb)), ("L", (nb, nb)), ("order", (1,))],
+                              sources={"A": a.blocks})
     n = a.shape[0]
-    u = Array(ublocks, a.shape, chunks, a.dtype)
-    l_ = Array(lblocks, a.shape, chunks, a.dtype)
-    order = Array(oblocks, (n,), ((n,),), np.int64)
-    return order, l_, u
+    return (Array(order, (n,), ((n,),), np.int64),
+            Array(low, a.shape, (chunks, chunks), a.dtype),
+            Array(u, a.shape, (chunks, chunks), a.dtype))
 
 
 def lu(a: Any, permute_l: bool = False, p_indices: bool = False) -> Any:
@@ -992,7 +788,7 @@ def lu(a: Any, permute_l: bool = False, p_indices: bool = False) -> Any:
 
     a = _square(a, "lu")
     order, l_, u = _lu_arrays(a, check=False)
-    pi = map_blocks(_inverse_perm, order, dtype=np.int64)
+    pi = map_blocks(kern.inverse_perm, order, dtype=np.int64)
     if p_indices and not permute_l:
         return pi, l_, u
     p = _perm_matrix(pi, a.chunks[0], a.dtype)
@@ -1004,52 +800,38 @@ def lu(a: Any, permute_l: bool = False, p_indices: bool = False) -> Any:
 def _perm_matrix(pi: Array, chunks: tuple[int, ...], dtype: np.dtype) -> Array:
     """The permutation matrix with ones at ``(i, pi[i])``, block by block."""
     nb = len(chunks)
-    offs = np.cumsum([0, *chunks]).tolist()
-    name = f"perm-{tokenize('perm', pi, chunks, dtype)}"
-    pk = pi.blocks.key((0,))
+    offs = _offsets(chunks)
+    perm = Kernel(kern.perm_matrix_block, "creation", "perm")
 
-    def emit(builder: GraphBuilder) -> None:
+    def program(g: TaskGrid) -> None:
         for i in range(nb):
             for j in range(nb):
-                builder.add((name, i, j), _perm_matrix_block, deps=[pk],
-                            args=(Dep(0), offs[i], offs[i + 1], offs[j], offs[j + 1], dtype),
-                            kind="creation", name="perm", coords=(i, j),
-                            nbytes=_nbytes(dtype, chunks[i], chunks[j]))
+                g.call(perm, ("P", i, j), [("pi", 0)],
+                       args=(Dep(0), offs[i], offs[i + 1], offs[j], offs[j + 1], dtype),
+                       nbytes=dtype.itemsize * chunks[i] * chunks[j])
 
-    blocks = Blocks(name, (nb, nb), [pi.blocks], emit, ntasks=nb * nb)
-    return Array(blocks, (offs[-1], offs[-1]), (chunks, chunks), dtype)
-
-
-def _gather_rows(order: np.ndarray, *blocks: np.ndarray) -> np.ndarray:
-    return np.concatenate(blocks, axis=0)[order]
+    (p,) = task_grid(f"perm-{tokenize('perm', pi, chunks, dtype)}", program,
+                     [("P", (nb, nb))], sources={"pi": pi.blocks}, ntasks=nb * nb)
+    return Array(p, (offs[-1], offs[-1]), (chunks, chunks), dtype)
 
 
 def _take_rows(b: Array, order: Array) -> Array:
     """``b[order]`` for a data-dependent row order (one task per column of blocks)."""
     rows, cols = b.chunks
     nb, nc = len(rows), len(cols)
-    offs = np.cumsum([0, *rows]).tolist()
-    name = f"take-{tokenize('take_rows', b, order)}"
-    ok = order.blocks.key((0,))
-    keys = np.empty((nb, nc), dtype=object)
-    for i in range(nb):
-        for j in range(nc):
-            keys[i, j] = (f"{name}-rows", i, j)
+    offs = _offsets(rows)
+    gather = Kernel(kern.gather_rows, "lu", "laswp")
 
-    def emit(builder: GraphBuilder) -> None:
+    def program(g: TaskGrid) -> None:
         for j in range(nc):
-            col = (name, j)
-            builder.add(col, _gather_rows, deps=[ok] + [b.blocks.key((i, j)) for i in range(nb)],
-                        kind="lu", name="laswp", coords=(0, j),
-                        nbytes=_nbytes(b.dtype, offs[-1], cols[j]))
+            g.call(gather, ("col", 0, j), [("order", 0), *(("B", i, j) for i in range(nb))],
+                   nbytes=b.dtype.itemsize * offs[-1] * cols[j])
             for i in range(nb):
-                builder.add(keys[i, j], _rows, deps=[col],
-                            args=(Dep(0), offs[i], offs[i + 1]), kind="getitem",
-                            name="rows", coords=(i, j))
+                g.call(ROWS, ("X", i, j), [("col", 0, j)], args=(Dep(0), offs[i], offs[i + 1]))
 
-    blocks = Blocks(name, (nb, nc), [b.blocks, order.blocks], emit, keys=keys,
-                    ntasks=nc * (nb + 1))
-    return Array(blocks, b.shape, b.chunks, b.dtype)
+    (x,) = task_grid(f"take-{tokenize('take_rows', b, order)}", program, [("X", (nb, nc))],
+                     sources={"B": b.blocks, "order": order.blocks}, ntasks=nc * (nb + 1))
+    return Array(x, b.shape, b.chunks, b.dtype)
 
 
 def solve(a: Any, b: Any, assume_a: str = "gen") -> Array:
@@ -1106,37 +888,6 @@ def inv(a: Any) -> Array:
     return solve(a, eye(a.shape[0], dtype=a.dtype, chunks=a.chunks))
 
 
-def _diag_logdet(u: np.ndarray) -> np.ndarray:
-    d = np.diagonal(u)
-    absd = np.abs(d)
-    with np.errstate(divide="ignore"):
-        logabs = np.log(absd).sum()
-    phase = np.prod(np.where(absd == 0, 0, d / np.where(absd == 0, 1, absd)))
-    return np.array([phase, logabs], dtype=np.result_type(u.dtype, np.float64))
-
-
-def _combine_logdet(order: np.ndarray, *parts: np.ndarray) -> np.ndarray:
-    phase = np.prod([p[0] for p in parts]) if parts else 1.0
-    logabs = float(np.sum([p[1].real for p in parts]))
-    # the parity of the row order
-    seen = np.zeros(len(order), dtype=bool)
-    swaps = 0
-    for start in range(len(order)):
-        if seen[start]:
-            continue
-        length = 0
-        j = start
-        while not seen[j]:
-            seen[j] = True
-            j = order[j]
-            length += 1
-        swaps += length - 1
-    sign = phase * (-1 if swaps % 2 else 1)
-    if logabs == -np.inf:
-        sign = sign * 0
-    return np.array([sign, logabs])
-
-
 def slogdet(a: Any) -> tuple[Array, Array]:
     """``(sign, logabsdet)`` of a square matrix, as ``numpy.linalg.slogdet``, from the blocked
     LU (a singular matrix gives sign 0 and logabsdet -inf, as NumPy does).
@@ -1150,41 +901,23 @@ def slogdet(a: Any) -> tuple[Array, Array]:
     a = _square(a, "slogdet")
     order, _, u = _lu_arrays(a, check=False)
     nb = u.numblocks[0]
-    name = f"slogdet-{tokenize('slogdet', a)}"
-    real = np.dtype(a.dtype.char.lower()) if a.dtype.kind == "c" else a.dtype
-    keys = {part: np.empty((), dtype=object) for part in ("sign", "log")}
-    keys["sign"][()] = (f"{name}-sign",)
-    keys["log"][()] = (f"{name}-log",)
+    real = _real(a.dtype)
 
-    def emit(builder: GraphBuilder) -> None:
-        parts = []
+    def program(g: TaskGrid) -> None:
+        diag = Kernel(kern.diag_logdet, "partial", "logdet")
         for k in range(nb):
-            key = (f"{name}-diag", k)
-            builder.add(key, _diag_logdet, deps=[u.blocks.key((k, k))], kind="partial",
-                        name="logdet", coords=(k, k))
-            parts.append(key)
-        both = (f"{name}-both",)
-        builder.add(both, _combine_logdet, deps=[order.blocks.key((0,)), *parts],
-                    kind="aggregate", name="slogdet", coords=(0, 0))
-        builder.add(keys["sign"][()], _sign_of, deps=[both], args=(Dep(0), a.dtype),
-                    kind="getitem", name="sign", coords=(0, 0))
-        builder.add(keys["log"][()], _log_of, deps=[both], args=(Dep(0), real),
-                    kind="getitem", name="logabsdet", coords=(0, 0))
+            g.call(diag, ("diag", k, k), [("U", k, k)])
+        g.call(Kernel(kern.combine_logdet, "aggregate", "slogdet"), ("both", 0, 0),
+               [("order", 0), *(("diag", k, k) for k in range(nb))])
+        g.call(Kernel(kern.sign_of, "getitem", "sign"), ("sign",), [("both", 0, 0)],
+               args=(Dep(0), a.dtype), coords=(0, 0))
+        g.call(Kernel(kern.log_of, "getitem", "logabsdet"), ("log",), [("both", 0, 0)],
+               args=(Dep(0), real), coords=(0, 0))
 
-    inner = Blocks(name, (), [u.blocks, order.blocks], emit, keys=keys["log"],
-                   ntasks=nb + 3)
-    sign = Array(_view(f"{name}-s", (), inner, keys["sign"]), (), (), a.dtype)
-    logdet = Array(inner, (), (), real)
-    return sign, logdet
-
-
-def _sign_of(pair: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    value = pair[0]
-    return np.asarray(value if dtype.kind == "c" else value.real, dtype=dtype)
-
-
-def _log_of(pair: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    return np.asarray(pair[1].real, dtype=dtype)
+    logdet, sign = task_grid(f"slogdet-{tokenize('slogdet', a)}", program,
+                             [("log", ()), ("sign", ())],
+                             sources={"U": u.blocks, "order": order.blocks}, ntasks=nb + 3)
+    return Array(sign, (), (), a.dtype), Array(logdet, (), (), real)
 
 
 def det(a: Any) -> Array:

@@ -6,7 +6,12 @@ own OpenBLAS exports them, they are called through ctypes (CBLAS ``?trsm``, ``?s
 and update blocks in parallel, and CBLAS takes row-major operands with any leading
 dimension, so views need no copy. SciPy's wrappers of the same routines hold the GIL, which
 would serialise the workers; they are the fallback when the symbols are not found. Kernels
-that write in place say so; the planner gives them private copies.
+that write in place say so and take ``copy=``; the task grid that plans them passes
+``copy=False`` only for a block no other task reads (:mod:`tilegraph.algebra.grid`).
+
+The second half holds the kernels of QR, SVD, LU and determinants, NumPy and SciPy calls on
+a few blocks, and the small pieces (pick one part of a kernel's result, slice rows) that
+the plans put between them.
 """
 
 from __future__ import annotations
@@ -208,3 +213,189 @@ def herk_update(c: np.ndarray, a: np.ndarray, *, alpha: float = -1.0,
     func(ctypes.c_int(_ROW_MAJOR), ctypes.c_int(_LOWER), ctypes.c_int(_NO_TRANS), int_t(n),
          int_t(k), alpha_arg, _ptr(a), int_t(_ld(a)), beta_arg, _ptr(out), int_t(_ld(out)))
     return out
+
+
+def gemm_op_a(c: np.ndarray, a: np.ndarray, x: np.ndarray, *, trans: str,
+              copy: bool) -> np.ndarray:
+    """``c - op(a) @ x`` (op: N, T or C), written over ``c`` unless ``copy``."""
+    opa = a if trans == "N" else (a.T if trans == "T" else a.conj().T)
+    return gemm_update(c, opa, x, copy=copy)
+
+
+# -- QR, SVD, LU and the small pieces between kernels ------------------------------------------
+
+
+def zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.zeros(shape, dtype=dtype)
+
+
+def first(parts: tuple) -> Any:
+    """The first part of a kernel's tuple result (one function per part, so the task needs
+    no argument template)."""
+    return parts[0]
+
+
+def second(parts: tuple) -> Any:
+    return parts[1]
+
+
+def third(parts: tuple) -> Any:
+    return parts[2]
+
+
+PARTS = (first, second, third)
+
+
+def rows(x: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` of a block (a view)."""
+    return x[start:stop]
+
+
+def times(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a @ b
+
+
+def qr_block(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reduced QR of one block (LAPACK geqrf + orgqr; NumPy releases the GIL)."""
+    return np.linalg.qr(a, mode="reduced")
+
+
+def qr_stacked(*rs: np.ndarray, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
+    """QR of the R factors stacked; with ``normalize``, R's diagonal is made >= 0 (and Q's
+    columns flipped to match)."""
+    q, r = np.linalg.qr(np.concatenate(rs, axis=0), mode="reduced")
+    if normalize:
+        d = np.diagonal(r)
+        sign = np.where(d == 0, 1, d / np.where(d == 0, 1, np.abs(d))).astype(r.dtype)
+        r = sign.conj()[:, None] * r
+        q = q * sign[None, :]
+    return q, r
+
+
+def svd_small(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.linalg.svd(r, full_matrices=False)
+
+
+def lstsq_small(r: np.ndarray, qtb: np.ndarray, rcond: float | None,
+                shape: tuple[int, int]) -> tuple[np.ndarray, int, np.ndarray]:
+    """Minimum-norm solution of ``r @ x = qtb`` by the SVD of ``r``: (x, rank, s)."""
+    u, s, vt = np.linalg.svd(r, full_matrices=False)
+    if rcond is None:
+        rcond = np.finfo(s.dtype if s.size else np.float64).eps * max(shape)
+    cutoff = rcond * (s[0] if s.size else 0.0)
+    keep = s > cutoff
+    rank = int(keep.sum())
+    inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
+    x = vt.conj().T @ (inv[:, None] * (u.conj().T @ qtb))
+    return x, rank, s
+
+
+def panel_lu(*blocks: np.ndarray, where: Any, check: bool) -> tuple[np.ndarray, np.ndarray]:
+    """LU with partial pivoting of a column panel (its blocks stacked): the packed factors
+    and the permutation ``perm`` of the panel's rows (``panel[perm] = L @ U``). With
+    ``check``, a zero pivot raises :class:`LinAlgError` naming ``where``."""
+    import warnings
+
+    panel = np.concatenate(blocks, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+        lu_, piv = scipy.linalg.lu_factor(panel, check_finite=False)
+    width = panel.shape[1]
+    if check:
+        diag = np.diagonal(lu_)[:width]
+        zero = np.flatnonzero(diag == 0)
+        if zero.size:
+            raise LinAlgError(f"singular matrix: zero pivot in diagonal block {where} "
+                              f"(column {int(zero[0])} of the block)")
+    perm = np.arange(panel.shape[0])
+    for j, p in enumerate(piv.tolist()):
+        perm[j], perm[p] = perm[p], perm[j]
+    return lu_, perm
+
+
+def panel_l(pair: tuple, start: int, stop: int, diagonal: bool) -> np.ndarray:
+    """Rows ``start:stop`` of the panel's L (unit lower triangular on the diagonal block)."""
+    lu_ = pair[0][start:stop]
+    if not diagonal:
+        return lu_.copy()
+    out = np.tril(lu_, -1)
+    np.fill_diagonal(out, 1)
+    return out
+
+
+def panel_u(pair: tuple, width: int) -> np.ndarray:
+    return np.triu(pair[0][:width])
+
+
+def permuted(pair: tuple, *blocks: np.ndarray) -> np.ndarray:
+    """The column segment (blocks stacked) with the panel's row permutation applied."""
+    return np.concatenate(blocks, axis=0)[pair[1]]
+
+
+def next_order(order: np.ndarray, pair: tuple, offset: int) -> np.ndarray:
+    """The row order after a panel's permutation of rows ``offset:``."""
+    out = order.copy()
+    out[offset:] = order[offset:][pair[1]]
+    return out
+
+
+def inverse_perm(order: np.ndarray) -> np.ndarray:
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    return inv
+
+
+def perm_matrix_block(pi: np.ndarray, r0: int, r1: int, c0: int, c1: int,
+                      dtype: np.dtype) -> np.ndarray:
+    """Block ``[r0:r1, c0:c1]`` of the permutation matrix with ones at ``(i, pi[i])``."""
+    out = np.zeros((r1 - r0, c1 - c0), dtype=dtype)
+    sel = pi[r0:r1]
+    hit = (sel >= c0) & (sel < c1)
+    out[np.flatnonzero(hit), sel[hit] - c0] = 1
+    return out
+
+
+def gather_rows(order: np.ndarray, *blocks: np.ndarray) -> np.ndarray:
+    return np.concatenate(blocks, axis=0)[order]
+
+
+def diag_logdet(u: np.ndarray) -> np.ndarray:
+    """``[phase, log|det|]`` of the diagonal of a triangular block."""
+    d = np.diagonal(u)
+    absd = np.abs(d)
+    with np.errstate(divide="ignore"):
+        logabs = np.log(absd).sum()
+    phase = np.prod(np.where(absd == 0, 0, d / np.where(absd == 0, 1, absd)))
+    return np.array([phase, logabs], dtype=np.result_type(u.dtype, np.float64))
+
+
+def combine_logdet(order: np.ndarray, *parts: np.ndarray) -> np.ndarray:
+    """``[sign, log|det|]`` from the diagonal blocks' parts and the parity of the row
+    order."""
+    phase = np.prod([p[0] for p in parts]) if parts else 1.0
+    logabs = float(np.sum([p[1].real for p in parts]))
+    seen = np.zeros(len(order), dtype=bool)
+    swaps = 0
+    for start in range(len(order)):
+        if seen[start]:
+            continue
+        length = 0
+        j = start
+        while not seen[j]:
+            seen[j] = True
+            j = order[j]
+            length += 1
+        swaps += length - 1
+    sign = phase * (-1 if swaps % 2 else 1)
+    if logabs == -np.inf:
+        sign = sign * 0
+    return np.array([sign, logabs])
+
+
+def sign_of(pair: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    value = pair[0]
+    return np.asarray(value if dtype.kind == "c" else value.real, dtype=dtype)
+
+
+def log_of(pair: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return np.asarray(pair[1].real, dtype=dtype)
