@@ -41,6 +41,13 @@ from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
 from tilegraph.array import linalg_kernels as kern
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.array.linalg_kernels import LinAlgError
+from tilegraph.graph.kinds import (
+    lu_flops,
+    matmul_flops,
+    potrf_flops,
+    syrk_flops,
+    trsm_flops,
+)
 from tilegraph.graph.taskgraph import Dep
 
 __all__ = [
@@ -136,17 +143,17 @@ def cholesky_program(chunks: tuple[int, ...], dtype: np.dtype):
         for k in range(nb):
             bk = chunks[k]
             call(POTRF, ("L", k, k), [("A", k, k)], kwargs={"where": (k, k)},
-                 flops=bk**3 / 3, nbytes=isz * bk * bk)
+                 flops=potrf_flops(bk), nbytes=isz * bk * bk)
             for i in range(k + 1, nb):
                 call(TRSM_RIGHT, ("L", i, k), [("L", k, k), ("A", i, k)],
-                     flops=chunks[i] * bk * bk, nbytes=isz * chunks[i] * bk)
+                     flops=trsm_flops(chunks[i], bk), nbytes=isz * chunks[i] * bk)
             for j in range(k + 1, nb):
                 cj = chunks[j]
-                call(SYRK, ("A", j, j), [("A", j, j), ("L", j, k)], flops=cj * cj * bk,
+                call(SYRK, ("A", j, j), [("A", j, j), ("L", j, k)], flops=syrk_flops(cj, bk),
                      nbytes=isz * cj * cj)
                 for i in range(j + 1, nb):
                     call(GEMM_NC, ("A", i, j), [("A", i, j), ("L", i, k), ("L", j, k)],
-                         flops=2 * chunks[i] * cj * bk, nbytes=isz * chunks[i] * cj)
+                         flops=matmul_flops(chunks[i], bk, cj), nbytes=isz * chunks[i] * cj)
         for i in range(nb):
             for j in range(i + 1, nb):
                 _zero_tile(g, ("L", i, j), chunks[i], chunks[j], dtype)
@@ -722,7 +729,7 @@ def lu_program(chunks: tuple[int, ...], dtype: np.dtype, check: bool):
             panel = ("panel", k, k)
             call(GETRF, panel, [("A", i, k) for i in below],
                  kwargs={"where": (k, k), "check": check},
-                 flops=height * bk * bk - bk**3 / 3, nbytes=isz * height * bk)
+                 flops=lu_flops(height, bk), nbytes=isz * height * bk)
             for i in below:
                 call(PANEL_L, ("L" if i == k else "Lw", i, k), [panel],
                      args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k], i == k),
@@ -742,10 +749,10 @@ def lu_program(chunks: tuple[int, ...], dtype: np.dtype, check: bool):
                          args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k]))
                 if j > k:
                     call(TRSM_UNIT, ("U", k, j), [("L", k, k), ("A", k, j)],
-                         flops=bk * bk * chunks[j], nbytes=isz * bk * chunks[j])
+                         flops=trsm_flops(chunks[j], bk), nbytes=isz * bk * chunks[j])
                     for i in range(k + 1, nb):
                         call(GEMM_COPY, ("A", i, j), [("A", i, j), ("Lw", i, k), ("U", k, j)],
-                             flops=2 * chunks[i] * chunks[j] * bk,
+                             flops=matmul_flops(chunks[i], bk, chunks[j]),
                              nbytes=isz * chunks[i] * chunks[j])
         for i in range(nb):
             for j in range(nb):
