@@ -320,7 +320,8 @@ def join(
                   ntasks=len(pairs)), pairs
 
 
-def _combine_all(op: Callable) -> Callable:
+def combine_all(op: Callable) -> Callable:
+    """A task body folding its inputs with the binary ``op`` (a reduction step)."""
     def combine(*parts: Any) -> Any:
         acc = parts[0]
         for p in parts[1:]:
@@ -354,7 +355,7 @@ def reduce_by_key(
     empty = [c for c, g in groups.items() if not g]
     if empty:
         raise ValueError(f"reduce_by_key: no block reduces into output {empty[0]}")
-    combine = _combine_all(op)
+    combine = combine_all(op)
 
     def emit(builder: GraphBuilder) -> None:
         for out, keys in groups.items():
@@ -464,7 +465,7 @@ def group_by_join(
                     prev = key
                 ends.append(prev)
             if nchains > 1:
-                badd((label, *out), _combine_all(add), deps=ends, kind="reduce", nbytes=nb,
+                badd((label, *out), combine_all(add), deps=ends, kind="reduce", nbytes=nb,
                      coords=out, **extra)
 
     def count() -> int:

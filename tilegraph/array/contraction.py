@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks, group_by_join
+from tilegraph.algebra.blocks import Blocks, combine_all, group_by_join
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
@@ -80,17 +80,6 @@ def _small_partials(grid: tuple[int, int], nk: int, out_bytes: int, block_bytes:
     return nk >= 1 and min(grid) == 1 and nk * out_bytes <= block_bytes
 
 
-def _combine(op: Any) -> Any:
-    def combine(*parts: Any) -> Any:
-        acc = parts[0]
-        for p in parts[1:]:
-            acc = op(acc, p)
-        return acc
-
-    combine.__name__ = f"combine_{getattr(op, '__name__', 'op')}"
-    return combine
-
-
 def _tree_join(label: str, left: Blocks, right: Blocks, grid: tuple[int, int], nk: int,
                semiring: Semiring, cost: Any, nbytes: Any) -> Blocks:
     """The contraction ``C[i, j] = add_k product(L[i, k], R[k, j])`` as one
@@ -98,7 +87,7 @@ def _tree_join(label: str, left: Blocks, right: Blocks, grid: tuple[int, int], n
     (``"reduce"`` tasks, fan-in :data:`TREE_FAN_IN`) whose root is the output block.
     ``cost(lc, rc)`` gives a product's flops, ``nbytes(o)`` the bytes of output block ``o``
     (and of each of its partials)."""
-    product, combine = semiring.product, _combine(semiring.add)
+    product, combine = semiring.product, combine_all(semiring.add)
     part_label, tree_label = label + "-part", label + "-tree"
 
     def emit(builder: GraphBuilder) -> None:
