@@ -348,7 +348,7 @@ def test_tiny_task_policy_lets_blas_tasks_run_on_both_threads():
     from tilegraph.graph import GraphBuilder
 
     rng = np.random.default_rng(0)
-    blocks = [rng.random((48, 48)) for _ in range(8)]
+    blocks = [rng.random((96, 96)) for _ in range(8)]
     builder = GraphBuilder()
     for j, b in enumerate(blocks):
         builder.add_data(("b", j), b, kind="load", nbytes=b.nbytes)
@@ -356,7 +356,7 @@ def test_tiny_task_policy_lets_blas_tasks_run_on_both_threads():
     for i in range(400):
         key = ("p", i)
         builder.add(key, matmul, deps=[("b", i % 8), ("b", (i + 1) % 8)], kind="product",
-                    cost=2 * 48**3, nbytes=48 * 48 * 8)
+                    cost=2 * 96**3, nbytes=96 * 96 * 8)
         keys.append(key)
     graph = builder.build()
     workers = []
@@ -366,4 +366,4 @@ def test_tiny_task_policy_lets_blas_tasks_run_on_both_threads():
     assert np.allclose(values[5], blocks[5] @ blocks[6])
     counts = np.bincount(workers, minlength=2)
     assert counts.sum() == 400
-    assert counts.min() >= 20, counts  # both threads took a share (old rule: none)
+    assert counts.min() >= 40, counts  # both threads took a share (old rule: none)
