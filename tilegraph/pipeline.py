@@ -52,6 +52,7 @@ from tilegraph.runtime.memory import (
     check_fits,
     default_limit,
     return_freed_blocks_to_os,
+    task_estimates,
 )
 from tilegraph.util import human
 
@@ -173,11 +174,12 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | 
     part = backend.partition(plan.graph, plan.outputs, plan.priority)
     transport = backend.transport(part)
     store = SpillStore(opts["spill_dir"])
+    estimates = task_estimates(part.graph)  # one memory model for admission and policy
     execution = Execution(part.graph, part.outputs, part.priority, retries=opts["retries"],
                           subscribers=subscribers, memory_limit=limit, spill=store,
                           external=part.external, exported=part.exported,
                           on_export=transport.export if transport is not None else None,
-                          parallel=_policy(backend, part.graph))
+                          estimates=estimates, parallel=_policy(backend, part.graph, estimates))
     try:
         try:
             check_fits(part.graph, execution.estimates, limit)
@@ -206,11 +208,11 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | 
             _report(opts["report"], recorder, plan, backend)
 
 
-def _policy(backend: Backend, graph: TaskGraph) -> bytearray | None:
+def _policy(backend: Backend, graph: TaskGraph, estimates: list[int]) -> bytearray | None:
     """The backend's per-task tiny-task policy, from the planned seconds of the tasks."""
     if backend.workers == 1:
         return None
-    return backend.task_policy(graph, CostModel().task_seconds(graph))
+    return backend.task_policy(graph, CostModel().task_seconds(graph, estimates))
 
 
 def _drive(execution: Execution, backend: Backend, opts: dict[str, Any]) -> None:

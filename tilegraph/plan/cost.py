@@ -50,11 +50,14 @@ class CostModel:
             if not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"CostModel: {name} must be a number >= 0, got {value!r}")
 
-    def task_seconds(self, graph: Any) -> np.ndarray:
-        """Estimated compute seconds of every task of ``graph`` (float64 array)."""
+    def task_seconds(self, graph: Any, estimates: Any = None) -> np.ndarray:
+        """Estimated compute seconds of every task of ``graph`` (float64 array);
+        ``estimates``: its :func:`~tilegraph.runtime.memory.task_estimates` if already known."""
         n = len(graph)
         flops = column(graph, "cost", n)
-        streamed = np.asarray(task_estimates(graph), dtype=np.float64)
+        if estimates is None:
+            estimates = task_estimates(graph)
+        streamed = np.asarray(estimates, dtype=np.float64)
         seconds = np.where(flops > 0, flops / self.flop_rate,
                            2.0 * streamed / self.mem_bandwidth)
         return seconds + self.task_overhead

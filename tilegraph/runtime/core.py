@@ -112,6 +112,8 @@ class Execution:
 
     ``graph`` must already be culled to what ``outputs`` (task indices) need; ``priority`` is
     a permutation of ``0..n-1`` (lower runs first), e.g. from :func:`tilegraph.plan.order`.
+    ``estimates``: the tasks' :func:`~tilegraph.runtime.memory.task_estimates`, if the caller
+    already has them (computed here otherwise); ``parallel``: see "Tiny tasks" above.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class Execution:
         exported: Sequence[int] = (),
         on_export: Callable[[int, Any], None] | None = None,
         parallel: bytearray | None = None,
+        estimates: list[int] | None = None,
     ):
         n = len(graph)
         self.graph = graph
@@ -181,7 +184,7 @@ class Execution:
         for i in external:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
             reloadable[i] = 0
-        self.memory = MemoryManager(self, memory_limit, spill, reloadable)
+        self.memory = MemoryManager(self, memory_limit, spill, reloadable, estimates)
         self.exported = bytearray(n)
         for i in exported:
             self.exported[i] = 1

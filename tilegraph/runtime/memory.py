@@ -210,12 +210,16 @@ class MemoryManager:
     """
 
     def __init__(self, ex: Any, limit: int | None, spill: SpillStore | None,
-                 reloadable: bytearray):
+                 reloadable: bytearray, estimates: list[int] | None = None):
         self.ex = ex
         self.limit = limit
         self.spill = spill if spill is not None else SpillStore()
         n = ex.ntasks
-        self.estimates = task_estimates(ex.graph) if limit is not None else [0] * n
+        if limit is None:
+            estimates = [0] * n
+        elif estimates is None:
+            estimates = task_estimates(ex.graph)
+        self.estimates = estimates
         self.sizes: dict[int, int] = {}
         self.live = 0
         self.peak_live = 0
