@@ -104,6 +104,12 @@ def blocked(x: np.ndarray, chunks) -> Array:
     return arr
 
 
+def computed(x: np.ndarray, chunks) -> Array:
+    """An Array over ``x`` whose blocks are computed (copies), not views of ``x``: a matmul
+    of such operands is always the group-by-join."""
+    return blocked(x, chunks).map_blocks(np.copy)
+
+
 # -- 2-D matmul in all spellings -------------------------------------------------------------
 
 SPELLINGS = {
@@ -554,8 +560,8 @@ def _kinds(graph) -> Counter:
 
 def _matmul_3x3x4():
     # contracted blocks differ: (2, 2, 4) and (4, 2, 2) refine to four blocks of 2
-    a = tg.from_numpy(np.ones((6, 8)), chunks=((2, 2, 2), (2, 2, 4)))
-    b = tg.from_numpy(np.ones((8, 6)), chunks=((4, 2, 2), (2, 2, 2)))
+    a = computed(np.ones((6, 8)), ((2, 2, 2), (2, 2, 4)))
+    b = computed(np.ones((8, 6)), ((4, 2, 2), (2, 2, 2)))
     return a @ b
 
 
@@ -609,7 +615,7 @@ def test_matmul_plan_with_two_chains(forbid_compute, monkeypatch):
 
 def test_matmul_plan_never_materialises_all_products(forbid_compute, monkeypatch):
     monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 1)
-    a = tg.from_numpy(np.ones((8, 8)), chunks=2)
+    a = computed(np.ones((8, 8)), ((2,) * 4,) * 2)
     c = a @ a
     graph = lower([c.blocks]).build()
     kinds = _kinds(graph)
@@ -669,8 +675,8 @@ def test_matmul_holds_few_partial_results(ncores, monkeypatch, backend_options):
     monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: ncores)
     rng = np.random.default_rng(13)
     x, y = rng.standard_normal((4, 60)), rng.standard_normal((60, 3))
-    a = blocked(x, ((4,), (3,) * 20))
-    b = blocked(y, ((3,) * 20, (3,)))
+    a = computed(x, ((4,), (3,) * 20))
+    b = computed(y, ((3,) * 20, (3,)))
     c = a @ b
     assert c.numblocks == (1, 1)
     prefix = c.name  # partial results: (name + "-acc", ...) and the output (name, 0, 0)
@@ -745,3 +751,72 @@ ERRORS = [
 def test_bad_input_fails_at_build_time_naming_the_shapes(build, message, forbid_compute):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+# -- matmul of in-memory operands: one gemm per output tile over whole panels ------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape,chunks", [
+    ((10, 7, 9), (3, 2, 4)),       # uneven last blocks on every axis
+    ((64, 40, 48), (16, 10, 12)),  # tiles of several blocks
+    ((5, 6, 3), (5, 2, 1)),        # one block row: tiles along the columns only
+])
+def test_panel_matmul_of_in_memory_operands_matches_numpy(dtype, shape, chunks, monkeypatch):
+    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 2)
+    m, k, n = shape
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    y = rng.standard_normal((k, n)).astype(dtype)
+    if np.iscomplexobj(x):
+        x = x + 1j * rng.standard_normal((m, k)).astype(dtype)
+        y = y - 1j * rng.standard_normal((k, n)).astype(dtype)
+    a, b = tg.from_numpy(x, chunks=(chunks[0], chunks[1])), tg.from_numpy(y, chunks=chunks[1:])
+    c = a @ b
+    kinds = _kinds(lower([c.blocks]).build())
+    assert "accumulate" not in kinds  # no chain over the inner blocks
+    assert c.chunks == (a.chunks[0], b.chunks[1])
+    check(c, x @ y)
+
+
+def test_panel_matmul_groups_blocks_into_tiles(monkeypatch, forbid_compute):
+    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 2)
+    monkeypatch.setattr(tilegraph.array.contraction, "PANEL_TILE", 8)
+    x = np.ones((16, 16))
+    a = tg.from_numpy(x, chunks=2)
+    c = a @ a
+    graph = lower([c.blocks]).build()
+    kinds = _kinds(graph)
+    # 8 x 8 output blocks of 2, grouped 4 x 4 into tiles of 8: 2 x 2 tiles, one gemm each,
+    # and every output block a view of its tile
+    assert kinds["product"] == 4
+    assert kinds["getitem"] == 64
+    assert c.blocks.ntasks == 4 + 64
+    # a tile is never so large that a core is left without two of them
+    monkeypatch.setattr(tilegraph.array.contraction, "PANEL_TILE", 64)
+    assert _kinds(lower([(a @ a).blocks]).build())["product"] == 4
+
+
+@pytest.mark.parametrize("case", ["integers", "mixed dtypes", "strided source", "one output block",
+                                  "one inner block", "computed operand"])
+def test_panel_matmul_is_only_taken_where_it_applies(case, monkeypatch):
+    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 2)
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((12, 12)), rng.standard_normal((12, 12))
+    ca = cb = 4
+    if case == "integers":
+        x, y = (x * 10).astype(np.int64), (y * 10).astype(np.int64)
+    elif case == "mixed dtypes":
+        y = y.astype(np.float32)
+    elif case == "strided source":
+        x = rng.standard_normal((24, 12))[::2]
+    elif case == "one output block":
+        ca, cb = (12, 4), (4, 12)
+    elif case == "one inner block":
+        ca, cb = (4, 12), (12, 4)
+    a, b = tg.from_numpy(x, chunks=ca), tg.from_numpy(y, chunks=cb)
+    if case == "computed operand":
+        a = a + 0
+    c = a @ b
+    assert "accumulate" in _kinds(lower([c.blocks]).build()) or case == "one inner block"
+    check(c, x @ y)

@@ -186,6 +186,10 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         sample = np.ones((1, 1), operand_dtype)
         with np.errstate(all="ignore"):
             dtype = np.asarray(semiring.product(sample, sample)).dtype
+    if semiring is PLUS_TIMES and dtype in _BLAS:
+        panels = _panel_matmul(a, b, dtype)
+        if panels is not None:
+            return panels
     a = a.astype(operand_dtype, copy=False)
     b = b.astype(operand_dtype, copy=False)
     inner = common_refinement(a.chunks[1], b.chunks[0])
@@ -233,6 +237,89 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         cost=cost, nbytes=nbytes,
     )
     return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
+
+
+PANEL_TILE = 4096  # side of the output tile one panel task computes (in elements, at most)
+
+
+def _panel_block(a: np.ndarray, rows: slice, b: np.ndarray, cols: slice) -> np.ndarray:
+    """One output tile of ``a @ b``: the row panel ``a[rows]`` times the column panel
+    ``b[:, cols]`` (both views), the whole inner dimension in one BLAS call."""
+    return np.matmul(a[rows], b[:, cols])
+
+
+def _group(chunks: tuple[int, ...], tiles_wanted: int) -> list[list[int]]:
+    """Consecutive blocks grouped into tiles of at most :data:`PANEL_TILE` elements, the
+    tiles as large as that allows while there are at least ``tiles_wanted`` of them."""
+    size = 1
+    while (size * 2 * max(chunks) <= PANEL_TILE
+           and math.ceil(len(chunks) / (size * 2)) >= tiles_wanted):
+        size *= 2
+    return [list(range(s, min(s + size, len(chunks)))) for s in range(0, len(chunks), size)]
+
+
+def _panel_matmul(a: Array, b: Array, dtype: np.dtype) -> Array | None:
+    """``a @ b`` over whole panels, when both operands are in-memory NumPy arrays
+    (:func:`~tilegraph.array.core.from_numpy`) of the result's dtype, laid out for BLAS, and
+    there are at least as many output blocks as cores; else None.
+
+    Their panels are views, so nothing is copied. One task computes an output tile of up to
+    :data:`PANEL_TILE` squared (a group of output blocks, as long as every core still gets two
+    tiles) with one gemm over the full inner dimension, and each output block is a view of
+    its tile: larger gemms run closer to the BLAS peak than a chain of one gemm per inner
+    block, each of which reads and writes its output block again. Operands that are
+    computed, read from files or sparse take the group-by-join.
+    """
+    from tilegraph.array.core import ViewBlocks, _view
+    from tilegraph.runtime.blas import cores
+
+    if not (isinstance(a.blocks, ViewBlocks) and isinstance(b.blocks, ViewBlocks)):
+        return None
+    x, y = a.blocks.array, b.blocks.array
+    if x.dtype != dtype or y.dtype != dtype or not a.shape[1]:
+        return None
+    if not all(v.flags.c_contiguous or v.flags.f_contiguous for v in (x, y)):
+        return None
+    chunks = (a.chunks[0], b.chunks[1])
+    grid = numblocks(chunks)
+    if max(len(a.chunks[1]), len(b.chunks[0])) < 2 or math.prod(grid) < cores():
+        return None
+    name = f"matmul-{tokenize('matmul-panels', a, b)}"
+    starts = [np.cumsum((0, *c)).tolist() for c in chunks]
+    # two tiles per core, split between the two axes
+    want = math.ceil(math.sqrt(2 * cores()))
+    groups = [_group(chunks[0], want), _group(chunks[1], want)]
+    inner, itemsize = a.shape[1], dtype.itemsize
+
+    def emit(builder: GraphBuilder) -> None:
+        for rg in groups[0]:
+            r0, r1 = starts[0][rg[0]], starts[0][rg[-1] + 1]
+            for cg in groups[1]:
+                c0, c1 = starts[1][cg[0]], starts[1][cg[-1] + 1]
+                nb = itemsize * (r1 - r0) * (c1 - c0)
+                cost = _FLOPS(r1 - r0, inner, c1 - c0)
+                args = (x, slice(r0, r1), y, slice(c0, c1))
+                if len(rg) == 1 and len(cg) == 1:
+                    builder.add((name, rg[0], cg[0]), _panel_block, args=args, kind="product",
+                                cost=cost, nbytes=nb, coords=(rg[0], cg[0]))
+                    continue
+                tile = (f"{name}-tile", rg[0], cg[0])
+                builder.add(tile, _panel_block, args=args, kind="product", cost=cost,
+                            nbytes=nb, coords=(rg[0], cg[0]))
+                for i in rg:
+                    for j in cg:
+                        local = (slice(starts[0][i] - r0, starts[0][i + 1] - r0),
+                                 slice(starts[1][j] - c0, starts[1][j + 1] - c0))
+                        builder.add((name, i, j), _view, deps=[tile], args=(Dep(0), local),
+                                    kind="getitem", coords=(i, j),
+                                    nbytes=itemsize * math.prod(block_shape(chunks, (i, j))))
+
+    def count() -> int:
+        tiles = len(groups[0]) * len(groups[1])
+        return math.prod(grid) + (0 if tiles == math.prod(grid) else tiles)
+
+    return Array(Blocks(name, grid, (), emit, ntasks=count), (a.shape[0], b.shape[1]),
+                 chunks, dtype)
 
 
 def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:

@@ -329,6 +329,21 @@ def _view(x: np.ndarray, slices: tuple) -> np.ndarray:
     return x[slices]
 
 
+class ViewBlocks(Blocks):
+    """The blocks of :func:`from_numpy`: views of one in-memory NumPy array, ``array``.
+
+    Any region of ``array``, not only a block, can be read as a view without a copy, so an
+    operation may choose a coarser granularity than the blocks (a matmul reads whole row
+    and column panels and multiplies over the full inner dimension in one BLAS call).
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, name: str, grid: Sequence[int], emit: Callable, array: np.ndarray):
+        super().__init__(name, grid, (), emit)
+        self.array = array
+
+
 def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None) -> Array:
     """A blocked array over the NumPy array ``x``. Blocks are views: nothing is copied until
     a task needs it.
@@ -356,7 +371,7 @@ def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None) -> Array:
             builder.add((name, *coord), _view, args=(x, slc), kind="load", nbytes=nb,
                         coords=coord)
 
-    return Array(Blocks(name, grid, (), emit), x.shape, chunks, x.dtype)
+    return Array(ViewBlocks(name, grid, emit, x), x.shape, chunks, x.dtype)
 
 
 def dense_only(op: str, *arrays: Any) -> None:
