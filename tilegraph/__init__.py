@@ -6,7 +6,7 @@
 42
 """
 
-from tilegraph import config
+from tilegraph import config, lambdapack
 from tilegraph.array import *  # noqa: F403 - the NumPy-like API lives at the top level
 from tilegraph.array import __all__ as _array_all
 from tilegraph.array import linalg, random, sparse
@@ -26,6 +26,7 @@ __all__ = [
     "config",
     "MemoryLimitError",
     "get",
+    "lambdapack",
     "last_run",
     "linalg",
     "random",

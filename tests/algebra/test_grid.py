@@ -12,10 +12,49 @@ import scipy.linalg
 
 from tilegraph import from_numpy
 from tilegraph.algebra import Kernel, lower, task_grid
+from tilegraph.algebra import linalg_kernels as kern
 from tilegraph.algebra.grid import TaskGrid, run_program
 from tilegraph.array.core import Array
-from tilegraph.array.linalg import cholesky_program, lu_program, tsqr_program
+from tilegraph.array.linalg import lu_program, tsqr_program
 from tilegraph.graph import Dep, GraphBuilder
+from tilegraph.graph.kinds import matmul_flops, potrf_flops, syrk_flops, trsm_flops
+
+POTRF = Kernel(kern.potrf, "potrf", "potrf")
+TRSM_RIGHT = Kernel(kern.trsm, "trsm", "trsm", {"side": "R", "lower": True, "trans": "C"},
+                    overwrites=1)
+SYRK = Kernel(kern.herk_update, "syrk", "syrk", overwrites=0)
+GEMM_NC = Kernel(kern.gemm_update, "gemm", "gemm", {"trans_b": "C"}, overwrites=0)
+ZEROS = Kernel(kern.zeros, "creation", "zeros")
+
+
+def cholesky_program(chunks: tuple[int, ...], dtype: np.dtype):
+    """Right-looking tiled Cholesky as a task-grid program: work tiles ``("A", i, j)`` start
+    as the matrix's blocks and are updated in place; output tiles ``("L", i, j)``."""
+    nb = len(chunks)
+    isz = dtype.itemsize
+
+    def program(g: TaskGrid) -> None:
+        call = g.call
+        for k in range(nb):
+            bk = chunks[k]
+            call(POTRF, ("L", k, k), [("A", k, k)], kwargs={"where": (k, k)},
+                 flops=potrf_flops(bk), nbytes=isz * bk * bk)
+            for i in range(k + 1, nb):
+                call(TRSM_RIGHT, ("L", i, k), [("L", k, k), ("A", i, k)],
+                     flops=trsm_flops(chunks[i], bk), nbytes=isz * chunks[i] * bk)
+            for j in range(k + 1, nb):
+                cj = chunks[j]
+                call(SYRK, ("A", j, j), [("A", j, j), ("L", j, k)], flops=syrk_flops(cj, bk),
+                     nbytes=isz * cj * cj)
+                for i in range(j + 1, nb):
+                    call(GEMM_NC, ("A", i, j), [("A", i, j), ("L", i, k), ("L", j, k)],
+                         flops=matmul_flops(chunks[i], bk, cj), nbytes=isz * chunks[i] * cj)
+        for i in range(nb):
+            for j in range(i + 1, nb):
+                g.call(ZEROS, ("L", i, j), args=((chunks[i], chunks[j]), dtype),
+                       nbytes=isz * chunks[i] * chunks[j])
+
+    return program
 
 
 def _record(program, sources=None, outputs=()) -> TaskGrid:

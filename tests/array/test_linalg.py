@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilegraph as tg
-from tilegraph.array.linalg_kernels import LinAlgError
+from tilegraph.algebra.linalg_kernels import LinAlgError
 
 DTYPES = [np.float64, np.float32, np.complex128]
 SQUARE_CHUNKS = [(1, 1), (5, 2), (12, ((5, 4, 3), (6, 6))), (30, 7), (20, 20)]
@@ -339,6 +339,12 @@ def test_factorisations_keep_their_kinds_and_output_coords(forbid_compute):
     s = tg.linalg.svd(tg.ones((40, 4), chunks=(10, 4)), compute_uv=False)
     assert "svd" in lower([s.blocks]).build().meta["kind"]
     g = lower([tg.linalg.cholesky(x).blocks]).build()
+    dag = tg.lambdapack.library.cholesky.bind(N=3)
+    seen = Counter()
     for key, kind, coords in zip(g.keys, g.meta["kind"], g.meta["coords"], strict=True):
         if kind in ("potrf", "trsm", "syrk", "gemm"):
-            assert key[1:3] == coords  # the output tile's block (i, j), then its version
+            # keys are (name, statement, *loop index); coords the written tile's block (i, j)
+            array, tile = dag.writes((key[1], tuple(key[2:])))
+            assert coords == (tile[1:] if array == "S" else tile)
+            seen[kind] += 1
+    assert seen == {"potrf": 3, "trsm": 3, "syrk": 3, "gemm": 1}

@@ -5,6 +5,7 @@ import functools as _functools
 from collections.abc import Callable as _Callable
 from typing import Any as _Any
 
+from tilegraph.array import lp_arrays as _lp_arrays  # noqa: F401  (LambdaPACK front ends)
 from tilegraph.array import manipulation as _manipulation
 from tilegraph.array import reductions as _reductions
 from tilegraph.array.contraction import (

@@ -2,14 +2,15 @@
 
 Every function plans block tasks from shapes alone, like the rest of the array API; the
 block kernels are LAPACK and BLAS calls that release the GIL
-(:mod:`tilegraph.array.linalg_kernels`). The tiled algorithms are loop programs over block
+(:mod:`tilegraph.algebra.linalg_kernels`). The tiled algorithms are loop programs over block
 coordinates recorded by a task grid (:mod:`tilegraph.algebra.grid`): each statement writes
 one tile from others, tiles updated in place keep one version alive at a time, and the grid
 lowers them like every other block collection.
 
-- :func:`cholesky`: right-looking tiled Cholesky. Step k factors the diagonal block (potrf),
-  solves the blocks below it (trsm), and updates the trailing lower triangle (syrk on the
-  diagonal, gemm below it) in place, so each block keeps one version alive at a time.
+- :func:`cholesky`: right-looking tiled Cholesky, the LambdaPACK program
+  ``lambdapack.library.cholesky`` (:mod:`tilegraph.lambdapack`). Step k factors the diagonal
+  block (potrf), solves the blocks below it (trsm), and updates the trailing lower triangle
+  (syrk on the diagonal, gemm below it) in place where no other task reads the block.
 - :func:`solve_triangular`: blocked substitution; :func:`solve` by Cholesky
   (``assume_a="pos"``) or by LU with partial pivoting; :func:`lu`, :func:`inv`,
   :func:`det`, :func:`slogdet` from the same LU.
@@ -37,15 +38,14 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.algebra import linalg_kernels as kern
 from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
-from tilegraph.array import linalg_kernels as kern
+from tilegraph.algebra.linalg_kernels import LinAlgError
 from tilegraph.array.core import Array, asarray, tokenize
-from tilegraph.array.linalg_kernels import LinAlgError
+from tilegraph.array.lp_arrays import cholesky as lp_cholesky
 from tilegraph.graph.kinds import (
     lu_flops,
     matmul_flops,
-    potrf_flops,
-    syrk_flops,
     trsm_flops,
 )
 from tilegraph.graph.taskgraph import Dep
@@ -106,13 +106,6 @@ def _zero_tile(g: TaskGrid, tile: tuple, rows: int, cols: int, dtype: np.dtype) 
 
 # -- Cholesky -------------------------------------------------------------------------------
 
-POTRF = Kernel(kern.potrf, "potrf", "potrf")
-TRSM_RIGHT = Kernel(kern.trsm, "trsm", "trsm", {"side": "R", "lower": True, "trans": "C"},
-                    overwrites=1)
-SYRK = Kernel(kern.herk_update, "syrk", "syrk", overwrites=0)
-GEMM_NC = Kernel(kern.gemm_update, "gemm", "gemm", {"trans_b": "C"}, overwrites=0)
-
-
 def cholesky(a: Any, upper: bool = False) -> Array:
     """The Cholesky factor of a Hermitian positive definite matrix: lower ``L`` with
     ``a = L @ L^H`` (or upper ``L^H`` with ``upper=True``), as ``numpy.linalg.cholesky``.
@@ -127,48 +120,8 @@ def cholesky(a: Any, upper: bool = False) -> Array:
     True
     """
     a = _square(a, "cholesky")
-    out = _cholesky(a)
+    out = lp_cholesky(a)
     return out.conj().T if upper else out
-
-
-def cholesky_program(chunks: tuple[int, ...], dtype: np.dtype):
-    """The loop program of right-looking tiled Cholesky: work tiles ``("A", i, j)`` start
-    as the blocks of the matrix and are updated in place; output tiles ``("L", i, j)`` are
-    the factor (zeros above the diagonal)."""
-    nb = len(chunks)
-    isz = dtype.itemsize
-
-    def program(g: TaskGrid) -> None:
-        call = g.call
-        for k in range(nb):
-            bk = chunks[k]
-            call(POTRF, ("L", k, k), [("A", k, k)], kwargs={"where": (k, k)},
-                 flops=potrf_flops(bk), nbytes=isz * bk * bk)
-            for i in range(k + 1, nb):
-                call(TRSM_RIGHT, ("L", i, k), [("L", k, k), ("A", i, k)],
-                     flops=trsm_flops(chunks[i], bk), nbytes=isz * chunks[i] * bk)
-            for j in range(k + 1, nb):
-                cj = chunks[j]
-                call(SYRK, ("A", j, j), [("A", j, j), ("L", j, k)], flops=syrk_flops(cj, bk),
-                     nbytes=isz * cj * cj)
-                for i in range(j + 1, nb):
-                    call(GEMM_NC, ("A", i, j), [("A", i, j), ("L", i, k), ("L", j, k)],
-                         flops=matmul_flops(chunks[i], bk, cj), nbytes=isz * chunks[i] * cj)
-        for i in range(nb):
-            for j in range(i + 1, nb):
-                _zero_tile(g, ("L", i, j), chunks[i], chunks[j], dtype)
-
-    return program
-
-
-def _cholesky(a: Array) -> Array:
-    chunks = a.chunks[0]
-    nb = len(chunks)
-    ntasks = nb * nb + sum((nb - k - 1) * (nb - k) // 2 for k in range(nb))
-    (low,) = task_grid(f"cholesky-{tokenize('cholesky', a)}",
-                       cholesky_program(chunks, a.dtype), [("L", (nb, nb))],
-                       sources={"A": a.blocks}, ntasks=ntasks)
-    return Array(low, a.shape, (chunks, chunks), a.dtype)
 
 
 # -- triangular solves ----------------------------------------------------------------------
@@ -870,7 +823,7 @@ def solve(a: Any, b: Any, assume_a: str = "gen") -> Array:
     if bb.chunks[0] != a.chunks[0]:
         bb = bb.rechunk((a.chunks[0], bb.chunks[1]))
     if assume_a == "pos":
-        low = _cholesky(a)
+        low = lp_cholesky(a)
         y = _solve_triangular(low, bb, True, "N", False)
         x = _solve_triangular(low, y, True, "C", False)
     else:

@@ -1,0 +1,236 @@
+"""The Array front ends of the LambdaPACK library (:mod:`tilegraph.lambdapack.library`).
+
+Each front end binds its program to the block counts of its Array operands and returns lazy
+Arrays whose blocks are the tiles the program writes: the first output collection lowers
+the whole DAG into the one task graph (:meth:`~tilegraph.lambdapack.DAG.emit`), the others
+are views of it, like every other block collection. ``tg.linalg.cholesky`` is
+``library.cholesky``'s front end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra.blocks import Blocks, _unique_colls
+from tilegraph.algebra.linalg_kernels import zeros
+from tilegraph.array.core import Array, asarray, dense_only, tokenize
+from tilegraph.graph.taskgraph import GraphBuilder
+from tilegraph.lambdapack import library
+from tilegraph.lambdapack.program import DAG
+
+TileOf = Callable[[tuple[int, ...]], tuple[str, tuple[int, ...]] | None]
+
+
+def program_blocks(dag: DAG, name: str, inputs: Mapping[str, tuple[Blocks, Callable]],
+                   outputs: Sequence[tuple[tuple[int, ...], TileOf]],
+                   shape_of: Callable[[str, tuple[int, ...]], tuple[int, ...] | None],
+                   dtype: np.dtype) -> list[Blocks]:
+    """Collections of the tiles ``dag`` writes.
+
+    ``inputs`` maps an input tile array to ``(collection, coord_of)``: tile ``t`` of it is
+    block ``coord_of(t)`` of the collection. Each output is ``(grid, tile_of)``: block
+    ``coord`` is tile ``tile_of(coord)`` (an ``(array, tile)`` the program writes), or, where
+    ``tile_of`` gives None, a block of zeros (``shape_of`` its shape under the array ``""``).
+    """
+    keys_per_output = []
+    zero_tiles: list[tuple[Hashable, tuple[int, ...]]] = []
+    for n, (grid, tile_of) in enumerate(outputs):
+        keys = np.empty(grid, dtype=object)
+        for coord in np.ndindex(*grid):
+            tile = tile_of(coord)
+            if tile is None:
+                keys[coord] = (f"{name}-zero{n}", *coord)
+                zero_tiles.append((keys[coord], coord))
+                continue
+            writer = dag.writer(*tile)
+            if writer is None:
+                raise ValueError(f"{dag!r}: output tile {tile} is never written")
+            keys[coord] = dag.node_key(name, writer)
+        keys_per_output.append(keys)
+
+    def input_key(array: str, tile: tuple[int, ...]) -> Hashable:
+        entry = inputs.get(array)
+        if entry is None:
+            raise ValueError(f"{dag!r}: it reads tile {array}{list(tile)}, which no statement "
+                             "writes and no input provides")
+        coll, coord_of = entry
+        return coll.key(coord_of(tile))
+
+    def emit(builder: GraphBuilder) -> None:
+        dag.emit(builder, name, input_key, shape_of, dtype.itemsize)
+        for key, coord in zero_tiles:
+            shape = shape_of("", coord)
+            builder.add(key, zeros, args=(shape, dtype), kind="creation", coords=coord,
+                        nbytes=dtype.itemsize * math.prod(shape))
+
+    sources = _unique_colls(c for c, _ in inputs.values())
+    ntasks = dag.count() + len(zero_tiles)
+    (grid0, _), *rest = outputs
+    first = Blocks(f"{name}-out0", grid0, sources, emit, keys=keys_per_output[0],
+                   ntasks=ntasks)
+    return [first, *(Blocks(f"{name}-out{n}", grid, [first], None, keys=keys, ntasks=0)
+                     for n, ((grid, _), keys) in enumerate(zip(rest, keys_per_output[1:],
+                                                               strict=True), start=1))]
+
+
+def _square_blocks(a: Array, op: str) -> Array:
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"{op}: expected a square matrix, got shape {a.shape}")
+    if a.chunks[1] != a.chunks[0]:
+        a = a.rechunk((a.chunks[0], a.chunks[0]))
+    return a
+
+
+def _float(a: Array, op: str) -> Array:
+    if a.dtype.kind in "biu":
+        return a.astype(np.float64)
+    if a.dtype.kind not in "fc":
+        raise TypeError(f"{op}: expected a numeric matrix, got dtype {a.dtype}")
+    if a.dtype == np.float16:
+        return a.astype(np.float32)
+    return a
+
+
+@library.cholesky.implement
+def cholesky(a: Any) -> Array:
+    """The lower Cholesky factor of a Hermitian positive definite matrix (only its lower
+    triangle is read), by the program ``library.cholesky``; zeros above the diagonal."""
+    a = asarray(a)
+    dense_only("cholesky", a)
+    a = _square_blocks(_float(a, "cholesky"), "cholesky")
+    chunks = a.chunks[0]
+    nb = len(chunks)
+    dag = library.cholesky.bind(N=nb)
+    name = f"cholesky-{tokenize('lp-cholesky', a)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
+        i, j = tile[-2:]
+        return chunks[i], chunks[j]
+
+    (low,) = program_blocks(
+        dag, name, {"S": (a.blocks, lambda t: t[1:])},
+        [((nb, nb), lambda c: ("L", c) if c[0] >= c[1] else None)], shape_of, a.dtype)
+    return Array(low, a.shape, (chunks, chunks), a.dtype)
+
+
+@library.gemm.implement
+def gemm(a: Any, b: Any) -> Array:
+    """``a @ b`` for 2-D Arrays by the program ``library.gemm`` (a chain of block products
+    per output block; ``tg.matmul`` plans the same product with more choices)."""
+    a, b = asarray(a), asarray(b)
+    dense_only("gemm", a, b)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm: shapes {a.shape} and {b.shape} are not aligned 2-D matrices")
+    dtype = np.result_type(a.dtype, b.dtype)
+    if dtype.kind not in "fc":
+        dtype = np.dtype(np.float64)
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+    if b.chunks[0] != a.chunks[1]:
+        b = b.rechunk((a.chunks[1], b.chunks[1]))
+    if not a.shape[1]:
+        raise ValueError("gemm: the inner dimension is empty")
+    rows, inner, cols = a.chunks[0], a.chunks[1], b.chunks[1]
+    m, n, k = len(rows), len(cols), len(inner)
+    dag = library.gemm.bind(M=m, N=n, K=k)
+    name = f"gemm-{tokenize('lp-gemm', a, b)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
+        i, j = tile[:2]
+        return {"A": (rows[i], inner[j]), "B": (inner[i], cols[j])}.get(array,
+                                                                       (rows[i], cols[j]))
+
+    (c,) = program_blocks(dag, name, {"A": (a.blocks, tuple), "B": (b.blocks, tuple)},
+                          [((m, n), lambda x: ("C", (*x, k)))], shape_of, dtype)
+    return Array(c, (a.shape[0], b.shape[1]), (rows, cols), dtype)
+
+
+@library.syrk.implement
+def syrk(a: Any) -> Array:
+    """The lower triangle of ``a @ a^H`` (zeros above the diagonal) by the program
+    ``library.syrk``."""
+    a = _float(asarray(a), "syrk")
+    dense_only("syrk", a)
+    if a.ndim != 2 or not a.shape[1]:
+        raise ValueError(f"syrk: expected a 2-D matrix with columns, got shape {a.shape}")
+    rows, inner = a.chunks
+    n, k = len(rows), len(inner)
+    dag = library.syrk.bind(N=n, K=k)
+    name = f"syrk-{tokenize('lp-syrk', a)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
+        i, j = tile[:2]
+        return (rows[i], inner[j]) if array == "A" else (rows[i], rows[j])
+
+    (c,) = program_blocks(dag, name, {"A": (a.blocks, tuple)},
+                          [((n, n), lambda x: ("C", (*x, k)) if x[0] >= x[1] else None)],
+                          shape_of, a.dtype)
+    return Array(c, (a.shape[0], a.shape[0]), (rows, rows), a.dtype)
+
+
+@library.trsm.implement
+def trsm(low: Any, b: Any) -> Array:
+    """``x`` with ``low @ x = b`` for a lower triangular ``low`` (only its lower triangle
+    is read) by the program ``library.trsm``; ``b`` a vector or a matrix."""
+    low, b = asarray(low), asarray(b)
+    dense_only("trsm", low, b)
+    if low.ndim != 2 or low.shape[0] != low.shape[1]:
+        raise ValueError(f"trsm: expected a square triangular matrix, got shape {low.shape}")
+    if b.ndim not in (1, 2) or b.shape[0] != low.shape[0]:
+        raise ValueError(f"trsm: b of shape {b.shape} does not match the matrix of shape "
+                         f"{low.shape}")
+    vector = b.ndim == 1
+    if vector:
+        b = b[:, None]
+    dtype = np.result_type(_float(low, "trsm").dtype, _float(b, "trsm").dtype)
+    low = _square_blocks(low.astype(dtype, copy=False), "trsm")
+    b = b.astype(dtype, copy=False)
+    if b.chunks[0] != low.chunks[0]:
+        b = b.rechunk((low.chunks[0], b.chunks[1]))
+    rows, cols = b.chunks
+    n, m = len(rows), len(cols)
+    dag = library.trsm.bind(N=n, M=m)
+    name = f"trsm-{tokenize('lp-trsm', low, b)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
+        i, j = tile[:2]
+        return (rows[i], rows[j]) if array == "L" else (rows[i], cols[j])
+
+    (x,) = program_blocks(dag, name, {"L": (low.blocks, tuple),
+                                      "B": (b.blocks, lambda t: t[:2])},
+                          [((n, m), lambda c: ("X", c))], shape_of, dtype)
+    out = Array(x, b.shape, b.chunks, dtype)
+    return out[:, 0] if vector else out
+
+
+@library.tsqr.implement
+def tsqr_r(a: Any, branch: int = 2) -> Array:
+    """The ``n x n`` R factor (one block) of a tall-skinny ``m x n`` matrix, every row block
+    having at least ``n`` rows, by the program ``library.tsqr``: the row blocks are factored
+    and the R factors combined ``branch`` at a time. Row signs are LAPACK's (not
+    normalised): ``R^H R = A^H A``."""
+    a = _float(asarray(a), "tsqr")
+    dense_only("tsqr", a)
+    if a.ndim != 2:
+        raise ValueError(f"tsqr: expected a 2-D matrix, got shape {a.shape}")
+    if isinstance(branch, bool) or not isinstance(branch, int) or branch < 2:
+        raise ValueError(f"tsqr: branch must be an integer >= 2, got {branch!r}")
+    if len(a.chunks[1]) != 1:
+        a = a.rechunk((a.chunks[0], (a.shape[1],)))
+    rows, n = a.chunks[0], a.shape[1]
+    if any(r < n for r in rows):
+        raise ValueError(f"tsqr: every row block needs at least {n} rows (the columns); "
+                         f"got row blocks {rows}")
+    nb = len(rows)
+    dag = library.tsqr.bind(N=nb, B=branch)
+    name = f"tsqr-{tokenize('lp-tsqr', a, branch)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
+        return (rows[tile[0]], n) if array == "A" else (n, n)
+
+    (r,) = program_blocks(dag, name, {"A": (a.blocks, tuple)},
+                          [((1, 1), lambda c: ("R", (0, 0)))], shape_of, a.dtype)
+    return Array(r, (n, n), ((n,), (n,)), a.dtype)

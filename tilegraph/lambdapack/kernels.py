@@ -1,0 +1,154 @@
+"""The kernels LambdaPACK programs call, by name.
+
+A kernel is a block function plus what the planner needs to know of it: its op ``kind`` (a
+row of :mod:`tilegraph.graph.kinds`: placement, fusion and memory rules), its flops from the
+shapes of the tiles it reads, and, if it may write over one of the tiles it reads, which one
+(``overwrites``: its position among the reads; the function then takes ``copy=``, and the
+lowering passes ``copy=False`` only when no other task reads that tile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra import linalg_kernels as kern
+from tilegraph.graph.kinds import (
+    kind_info,
+    matmul_flops,
+    potrf_flops,
+    qr_flops,
+    syrk_flops,
+    trsm_flops,
+)
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LPKernel:
+    """A kernel: ``func(*tiles, **kwargs)``; ``flops(*shapes)`` of the tiles read (or None);
+    ``overwrites``: see the module docstring."""
+
+    name: str
+    func: Callable
+    kind: str
+    flops: Callable[..., float] | None = None
+    overwrites: int | None = None
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not callable(self.func):
+            raise TypeError(f"kernel {self.name!r}: {self.func!r} is not callable")
+        kind_info(self.kind)  # an unknown kind is an error here, not when planning
+
+
+KERNELS: dict[str, LPKernel] = {}
+
+
+def register_kernel(kernel: LPKernel) -> LPKernel:
+    """Make ``kernel`` callable by name from every program."""
+    if not isinstance(kernel, LPKernel):
+        raise TypeError(f"register_kernel takes an LPKernel, got {type(kernel).__name__}")
+    KERNELS[kernel.name] = kernel
+    return kernel
+
+
+# -- the block kernels of the library ---------------------------------------------------------
+
+
+def _trsm_right(l_kk: np.ndarray, s: np.ndarray, copy: bool = True) -> np.ndarray:
+    """``s @ inv(l_kk)^H``: a block of Cholesky's factor below the diagonal."""
+    return kern.trsm(l_kk, s, side="R", lower=True, trans="C", copy=copy)
+
+
+def _trsm_left(l_ii: np.ndarray, b: np.ndarray, copy: bool = True) -> np.ndarray:
+    """``inv(l_ii) @ b``: forward substitution on one block."""
+    return kern.trsm(l_ii, b, side="L", lower=True, trans="N", copy=copy)
+
+
+def _syrk_update(c: np.ndarray, a: np.ndarray, copy: bool = True) -> np.ndarray:
+    """The lower triangle of ``c - a @ a^H``."""
+    return kern.herk_update(c, a, copy=copy)
+
+
+def _gemm_update(c: np.ndarray, a: np.ndarray, b: np.ndarray, copy: bool = True
+                 ) -> np.ndarray:
+    """``c - a @ b^H``."""
+    return kern.gemm_update(c, a, b, trans_b="C", copy=copy)
+
+
+def _gemm_sub(c: np.ndarray, a: np.ndarray, b: np.ndarray, copy: bool = True) -> np.ndarray:
+    """``c - a @ b``."""
+    return kern.gemm_update(c, a, b, copy=copy)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.matmul(a, b)
+
+
+def _matmul_acc(c: np.ndarray, a: np.ndarray, b: np.ndarray, copy: bool = True
+                ) -> np.ndarray:
+    """``c + a @ b``."""
+    return kern.gemm_update(c, a, b, alpha=1.0, copy=copy)
+
+
+def _gram(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b^H``."""
+    return np.matmul(a, b.conj().T)
+
+
+def _gram_acc(c: np.ndarray, a: np.ndarray, b: np.ndarray, copy: bool = True) -> np.ndarray:
+    """``c + a @ b^H``."""
+    return kern.gemm_update(c, a, b, trans_b="C", alpha=1.0, copy=copy)
+
+
+def _herk(a: np.ndarray) -> np.ndarray:
+    """The lower triangle of ``a @ a^H`` (zeros above)."""
+    return np.tril(np.matmul(a, a.conj().T))
+
+
+def _herk_acc(c: np.ndarray, a: np.ndarray, copy: bool = True) -> np.ndarray:
+    """The lower triangle of ``c + a @ a^H`` (the strict upper triangle left as it was)."""
+    return kern.herk_update(c, a, alpha=1.0, copy=copy)
+
+
+def _qr_r(*blocks: np.ndarray) -> np.ndarray:
+    """The R factor of the blocks stacked on top of each other (R's rows: at most the
+    columns)."""
+    stacked = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=0)
+    r = np.linalg.qr(stacked, mode="r")
+    return np.ascontiguousarray(r)
+
+
+def _gemm_flops(c: Shape, a: Shape, b: Shape) -> float:
+    return matmul_flops(a[0], a[1], b[0] if len(b) > 1 else 1)
+
+
+for _k in (
+    LPKernel("potrf", kern.potrf, "potrf", lambda s: potrf_flops(s[0])),
+    LPKernel("trsm_right", _trsm_right, "trsm", lambda t, s: trsm_flops(s[0], s[1]),
+             overwrites=1),
+    LPKernel("trsm_left", _trsm_left, "trsm", lambda t, b: trsm_flops(b[1], b[0]),
+             overwrites=1),
+    LPKernel("syrk_update", _syrk_update, "syrk", lambda c, a: syrk_flops(a[0], a[1]),
+             overwrites=0),
+    LPKernel("gemm_update", _gemm_update, "gemm", _gemm_flops, overwrites=0),
+    LPKernel("gemm_sub", _gemm_sub, "gemm",
+             lambda c, a, b: matmul_flops(a[0], a[1], b[1]), overwrites=0),
+    LPKernel("matmul", _matmul, "product", lambda a, b: matmul_flops(a[0], a[1], b[1])),
+    LPKernel("matmul_acc", _matmul_acc, "accumulate",
+             lambda c, a, b: matmul_flops(a[0], a[1], b[1]), overwrites=0),
+    LPKernel("gram", _gram, "product", lambda a, b: matmul_flops(a[0], a[1], b[0])),
+    LPKernel("gram_acc", _gram_acc, "accumulate",
+             lambda c, a, b: matmul_flops(a[0], a[1], b[0]), overwrites=0),
+    LPKernel("herk", _herk, "syrk", lambda a: syrk_flops(a[0], a[1])),
+    LPKernel("herk_acc", _herk_acc, "syrk", lambda c, a: syrk_flops(a[0], a[1]),
+             overwrites=0),
+    LPKernel("qr_r", _qr_r, "qr",
+             lambda *s: qr_flops(sum(x[0] for x in s), s[0][1])),
+):
+    register_kernel(_k)

@@ -1,0 +1,498 @@
+"""The LambdaPACK language: a tiled algorithm as a short loop program, analysed, never run.
+
+A program is a Python function decorated with :func:`tilegraph.lambdapack.program`. Its
+source is parsed with :mod:`ast` and turned into a list of :class:`Statement` rows; the
+function itself is never called. Its parameters annotated ``int`` are the program's integer
+parameters (bound later, ``program.bind(N=32)``); every other parameter names a tile array.
+The body may contain, and nothing else:
+
+- ``for v in range(a)``, ``range(a, b)`` or ``range(a, b, step)``: bounds affine in the
+  enclosing loop variables and the parameters, ``step`` a positive integer literal;
+- ``if`` on affine comparisons (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``, chained or
+  joined by ``and``); an ``else`` only after a single comparison;
+- scalar assignments ``m = <affine expression>`` (substituted where ``m`` is used);
+- kernel calls ``OUT[i, j, ...] = kernel(IN[...], ..., name=<affine or literal>)`` whose
+  indices are affine; the positional arguments are tile reads or affine integers;
+- tree reductions ``OUT[...] = reduce(kernel, (IN[..., v, ...] for v in range(a, b)),
+  branch=B)``: the tiles of the generator are combined ``B`` at a time, in a tree whose
+  top node writes ``OUT[...]`` (numpywren's reducer; ``B`` a literal >= 2 or a parameter).
+
+A tile is written once (single static assignment): work arrays carry a version index, as the
+trailing update of Cholesky writes ``S[k + 1, i, j]``. A statement whose write is not
+one-to-one in its loop variables writes a tile twice and is rejected; so are non-affine
+indices, ``while``, conditions on data, and anything else not listed, with the line and the
+reason. A tile that no statement writes is an input of the program.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+
+class ProgramError(SyntaxError):
+    """A LambdaPACK program uses a construct the analysis cannot handle (the message names
+    the line and the reason)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Affine:
+    """``const + sum(coef * name)`` over loop variables and parameters (integer coefs)."""
+
+    terms: tuple[tuple[str, int], ...]
+    const: int = 0
+
+    @staticmethod
+    def of(const: int = 0, **terms: int) -> Affine:
+        return Affine(tuple(sorted((k, v) for k, v in terms.items() if v)), int(const))
+
+    def coef(self, name: str) -> int:
+        for n, c in self.terms:
+            if n == name:
+                return c
+        return 0
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(n for n, _ in self.terms)
+
+    def __add__(self, other: Affine) -> Affine:
+        d = dict(self.terms)
+        for n, c in other.terms:
+            d[n] = d.get(n, 0) + c
+        return Affine.of(self.const + other.const, **d)
+
+    def scale(self, k: int) -> Affine:
+        return Affine.of(self.const * k, **{n: c * k for n, c in self.terms})
+
+    def __sub__(self, other: Affine) -> Affine:
+        return self + other.scale(-1)
+
+    def eval(self, env: dict[str, int]) -> int:
+        return self.const + sum(c * env[n] for n, c in self.terms)
+
+    def source(self) -> str:
+        """The expression as Python source."""
+        parts = []
+        for n, c in self.terms:
+            parts.append(n if c == 1 else f"{c}*{n}")
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return "(" + " + ".join(parts) + ")"
+
+    def __str__(self) -> str:
+        text = " + ".join((n if c == 1 else f"{c}*{n}") for n, c in self.terms)
+        if self.const or not text:
+            text = f"{text} + {self.const}" if text else str(self.const)
+        return text.replace("+ -", "- ")
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """``for var in range(lo, hi, step)``."""
+
+    var: str
+    lo: Affine
+    hi: Affine
+    step: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Cond:
+    """``expr <op> 0`` with op one of ``>=``, ``==``, ``!=``."""
+
+    expr: Affine
+    op: str
+
+    def source(self) -> str:
+        return f"{self.expr.source()} {self.op} 0"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """A tile: ``array[index...]``."""
+
+    array: str
+    index: tuple[Affine, ...]
+
+    def __str__(self) -> str:
+        return f"{self.array}[{', '.join(map(str, self.index))}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """The tree of a ``reduce``: generator variable ``var`` over ``range(lo, hi)``, combined
+    ``branch`` at a time (an int, or the name of a parameter)."""
+
+    var: str
+    lo: Affine
+    hi: Affine
+    branch: int | str
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One kernel call of the program, under its enclosing loops and conditions. ``args``
+    are tile reads (:class:`Access`) or affine integers; with ``reduce``, ``args`` is the
+    one generator read (its index may use the reduction variable)."""
+
+    id: int
+    line: int
+    text: str
+    loops: tuple[Loop, ...]
+    conds: tuple[Cond, ...]
+    target: Access
+    kernel: str
+    args: tuple[Access | Affine, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    reduce: Reduction | None = None
+
+    @property
+    def vars(self) -> tuple[str, ...]:
+        return tuple(lp.var for lp in self.loops)
+
+    @property
+    def reads(self) -> tuple[Access, ...]:
+        return tuple(a for a in self.args if isinstance(a, Access))
+
+
+@dataclass(frozen=True)
+class ProgramIR:
+    """What the analysis keeps of a program: its name, parameters, tile arrays (with their
+    number of indices), statements and kernel names."""
+
+    name: str
+    params: tuple[str, ...]
+    arrays: tuple[tuple[str, int], ...]
+    statements: tuple[Statement, ...]
+    source: str
+
+
+_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+class _Parser:
+    def __init__(self, fn_name: str, params: tuple[str, ...], arrays: set[str], lines: list[str],
+                 first_line: int):
+        self.fn_name = fn_name
+        self.params = params
+        self.arrays = arrays
+        self.lines = lines
+        self.first_line = first_line
+        self.statements: list[Statement] = []
+        self.dims: dict[str, int] = {}
+
+    def error(self, node: ast.AST, reason: str) -> ProgramError:
+        line = self.first_line + getattr(node, "lineno", 1) - 1
+        text = self.lines[getattr(node, "lineno", 1) - 1].strip() if self.lines else ""
+        return ProgramError(f"lambdapack program {self.fn_name!r}, line {line}: {reason}: "
+                            f"{text!r}")
+
+    # -- expressions ----------------------------------------------------------------------
+
+    def affine(self, node: ast.AST, scope: dict[str, Affine]) -> Affine:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return Affine.of(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in scope:
+                return scope[node.id]
+            if node.id in self.params:
+                return Affine.of(**{node.id: 1})
+            if node.id in self.arrays:
+                raise self.error(node, f"tile array {node.id!r} used as an integer (a "
+                                       "condition or index on data is not allowed)")
+            raise self.error(node, f"unknown name {node.id!r} (not a loop variable, "
+                                   "parameter or scalar assigned above)")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = self.affine(node.operand, scope)
+            return inner.scale(-1) if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, (ast.Add, ast.Sub)):
+                left, right = self.affine(node.left, scope), self.affine(node.right, scope)
+                return left + right if isinstance(node.op, ast.Add) else left - right
+            if isinstance(node.op, ast.Mult):
+                left, right = self.affine(node.left, scope), self.affine(node.right, scope)
+                if not left.terms:
+                    return right.scale(left.const)
+                if not right.terms:
+                    return left.scale(right.const)
+                raise self.error(node, "non-affine index (a product of two variables)")
+            raise self.error(node, f"non-affine expression (operator "
+                                   f"{type(node.op).__name__}; only +, - and * by a "
+                                   "constant are allowed)")
+        if isinstance(node, ast.Subscript):
+            raise self.error(node, "an index or bound that reads a tile (data-dependent) is "
+                                   "not allowed")
+        raise self.error(node, f"non-affine expression ({type(node).__name__})")
+
+    def conds(self, node: ast.AST, scope: dict[str, Affine]) -> list[Cond]:
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            out: list[Cond] = []
+            for v in node.values:
+                out += self.conds(v, scope)
+            return out
+        if isinstance(node, ast.Compare):
+            out = []
+            left = self.affine(node.left, scope)
+            for op, comp in zip(node.ops, node.comparators, strict=True):
+                if type(op) not in _CMP:
+                    raise self.error(node, f"unsupported comparison {type(op).__name__}")
+                right = self.affine(comp, scope)
+                out.append(_cond(left, _CMP[type(op)], right))
+                left = right
+            return out
+        raise self.error(node, "a condition must be affine comparisons joined by 'and' "
+                               "(no 'or', 'not' or data)")
+
+    def access(self, node: ast.AST, scope: dict[str, Affine]) -> Access:
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+            raise self.error(node, "expected a tile, ARRAY[i, j, ...]")
+        name = node.value.id
+        if name not in self.arrays:
+            raise self.error(node, f"{name!r} is not a tile array of the program (its "
+                                   "parameters not annotated int)")
+        sl = node.slice
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if any(isinstance(i, ast.Slice) for i in items):
+            raise self.error(node, "slices are not allowed in a tile index")
+        index = tuple(self.affine(i, scope) for i in items)
+        dims = self.dims.setdefault(name, len(index))
+        if dims != len(index):
+            raise self.error(node, f"tile array {name!r} is indexed with {len(index)} indices "
+                                   f"here and {dims} elsewhere")
+        return Access(name, index)
+
+    # -- statements -----------------------------------------------------------------------
+
+    def block(self, body: list[ast.stmt], loops: tuple[Loop, ...], conds: tuple[Cond, ...],
+              scope: dict[str, Affine]) -> None:
+        scope = dict(scope)
+        for node in body:
+            if isinstance(node, ast.For):
+                self.loop(node, loops, conds, scope)
+            elif isinstance(node, ast.If):
+                new = tuple(self.conds(node.test, scope))
+                self.block(node.body, loops, conds + new, scope)
+                if node.orelse:
+                    if len(new) != 1:
+                        raise self.error(node, "'else' is allowed only after a single "
+                                               "comparison")
+                    self.block(node.orelse, loops, (*conds, _negate(new[0])), scope)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                    node.targets[0], ast.Name):
+                name = node.targets[0].id
+                if name in self.arrays or name in self.params:
+                    raise self.error(node, f"{name!r} is a parameter and cannot be assigned")
+                if isinstance(node.value, ast.Call):
+                    raise self.error(node, "a kernel call must write a tile, ARRAY[...] = "
+                                           "kernel(...)")
+                scope[name] = self.affine(node.value, scope)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                    node.targets[0], ast.Subscript):
+                self.call(node, loops, conds, scope)
+            elif isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and isinstance(
+                    node.value, ast.Constant) and isinstance(node.value.value, str)):
+                continue
+            elif isinstance(node, ast.While):
+                raise self.error(node, "'while' loops are not allowed (the loop bounds must "
+                                       "be known from the parameters: use range())")
+            elif isinstance(node, ast.Assign):
+                raise self.error(node, "one tile per statement: a tuple or chained "
+                                       "assignment is not allowed")
+            else:
+                raise self.error(node, f"{type(node).__name__} is not allowed in a "
+                                       "LambdaPACK program")
+
+    def loop(self, node: ast.For, loops: tuple[Loop, ...], conds: tuple[Cond, ...],
+             scope: dict[str, Affine]) -> None:
+        if node.orelse:
+            raise self.error(node, "'for ... else' is not allowed")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node, "the loop variable must be one name")
+        var = node.target.id
+        if var in self.params or var in self.arrays or any(lp.var == var for lp in loops):
+            raise self.error(node, f"loop variable {var!r} shadows a parameter or an "
+                                   "enclosing loop variable")
+        lo, hi, step = self.range_of(node.iter, scope)
+        inner = dict(scope)
+        inner[var] = Affine.of(**{var: 1})
+        self.block(node.body, (*loops, Loop(var, lo, hi, step)), conds, inner)
+
+    def range_of(self, node: ast.AST, scope: dict[str, Affine]) -> tuple[Affine, Affine, int]:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "range" and not node.keywords and 1 <= len(node.args) <= 3):
+            raise self.error(node, "loops must be over range(a), range(a, b) or "
+                                   "range(a, b, step)")
+        args = node.args
+        if len(args) == 1:
+            lo, hi = Affine.of(0), self.affine(args[0], scope)
+        else:
+            lo, hi = self.affine(args[0], scope), self.affine(args[1], scope)
+        step = 1
+        if len(args) == 3:
+            if not (isinstance(args[2], ast.Constant) and type(args[2].value) is int
+                    and args[2].value > 0):
+                raise self.error(node, "the step of a range must be a positive integer "
+                                       "literal")
+            step = args[2].value
+        return lo, hi, step
+
+    def call(self, node: ast.Assign, loops: tuple[Loop, ...], conds: tuple[Cond, ...],
+             scope: dict[str, Affine]) -> None:
+        target = self.access(node.targets[0], scope)
+        value = node.value
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            raise self.error(node, "the right-hand side must be a kernel call, kernel(...)")
+        reduction = None
+        if value.func.id == "reduce":
+            kernel, args, reduction = self.reduction(value, scope)
+            kwargs: tuple = ()
+        else:
+            kernel = value.func.id
+            args = tuple(self.access(a, scope) if isinstance(a, ast.Subscript)
+                         else self.affine(a, scope) for a in value.args)
+            kwargs = tuple((k.arg, self.keyword(k, scope)) for k in value.keywords)
+            if any(k is None for k, _ in kwargs):
+                raise self.error(node, "**kwargs is not allowed in a kernel call")
+        text = self.lines[node.lineno - 1].strip() if self.lines else ""
+        self.statements.append(Statement(
+            len(self.statements), self.first_line + node.lineno - 1, text, loops, conds,
+            target, kernel, args, kwargs, reduction))
+
+    def keyword(self, k: ast.keyword, scope: dict[str, Affine]) -> Any:
+        if isinstance(k.value, ast.Constant) and not isinstance(k.value.value, (bytes,)):
+            return k.value.value
+        if isinstance(k.value, ast.Tuple):
+            return tuple(self.affine(e, scope) for e in k.value.elts)
+        return self.affine(k.value, scope)
+
+    def reduction(self, value: ast.Call, scope: dict[str, Affine]
+                  ) -> tuple[str, tuple[Access], Reduction]:
+        if len(value.args) != 2 or not isinstance(value.args[0], ast.Name) or not isinstance(
+                value.args[1], ast.GeneratorExp):
+            raise self.error(value, "reduce takes a kernel and a generator: reduce(kernel, "
+                                    "(T[..., v] for v in range(a, b)), branch=B)")
+        gen = value.args[1]
+        if len(gen.generators) != 1 or gen.generators[0].ifs or gen.generators[0].is_async:
+            raise self.error(value, "reduce: one 'for v in range(a, b)' and no 'if'")
+        comp = gen.generators[0]
+        if not isinstance(comp.target, ast.Name):
+            raise self.error(value, "reduce: the generator variable must be one name")
+        var = comp.target.id
+        lo, hi, step = self.range_of(comp.iter, scope)
+        if step != 1:
+            raise self.error(value, "reduce: the generator's range must have step 1")
+        inner = dict(scope)
+        inner[var] = Affine.of(**{var: 1})
+        read = self.access(gen.elt, inner)
+        branch: int | str = 2
+        for k in value.keywords:
+            if k.arg != "branch":
+                raise self.error(value, f"reduce: unknown keyword {k.arg!r} (only branch=)")
+            if isinstance(k.value, ast.Constant) and type(k.value.value) is int:
+                branch = k.value.value
+                if branch < 2:
+                    raise self.error(value, "reduce: branch must be at least 2")
+            elif isinstance(k.value, ast.Name) and k.value.id in self.params:
+                branch = k.value.id
+            else:
+                raise self.error(value, "reduce: branch must be an integer literal or a "
+                                        "parameter")
+        if any(var in a.names for a in read.index) is False:
+            raise self.error(value, f"reduce: the generator's tile does not use {var!r}")
+        return value.args[0].id, (read,), Reduction(var, lo, hi, branch)
+
+
+def _cond(left: Affine, op: str, right: Affine) -> Cond:
+    d = left - right
+    if op == ">=":
+        return Cond(d, ">=")
+    if op == ">":
+        return Cond(d - Affine.of(1), ">=")
+    if op == "<=":
+        return Cond(d.scale(-1), ">=")
+    if op == "<":
+        return Cond(d.scale(-1) - Affine.of(1), ">=")
+    return Cond(d, op)
+
+
+def _negate(c: Cond) -> Cond:
+    if c.op == ">=":
+        return Cond(c.expr.scale(-1) - Affine.of(1), ">=")
+    return Cond(c.expr, "!=" if c.op == "==" else "==")
+
+
+def parse(fn: Any) -> ProgramIR:
+    """The :class:`ProgramIR` of the function ``fn`` (see the module docstring), or a
+    :class:`ProgramError`."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        first_line = inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError) as e:
+        raise ProgramError(f"lambdapack: the source of {fn!r} cannot be read ({e}); "
+                           "define programs in a file") from None
+    tree = ast.parse(source)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise ProgramError("lambdapack.program decorates a function (def ...)")
+    # the decorator lines come first in the source; line numbers count from them
+    lines = source.splitlines()
+    a = fdef.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+        raise ProgramError(f"lambdapack program {fdef.name!r}: only plain parameters "
+                           "(no *args, **kwargs, keyword-only or defaults)")
+    params, arrays = [], []
+    for arg in a.args:
+        ann = arg.annotation
+        if isinstance(ann, ast.Name) and ann.id == "int":
+            params.append(arg.arg)
+        else:
+            arrays.append(arg.arg)
+    parser = _Parser(fdef.name, tuple(params), set(arrays), lines, first_line)
+    parser.block(fdef.body, (), (), {})
+    if not parser.statements:
+        raise ProgramError(f"lambdapack program {fdef.name!r} has no kernel calls")
+    ir = ProgramIR(fdef.name, tuple(params),
+                   tuple((n, parser.dims.get(n, 0)) for n in arrays if n in parser.dims),
+                   tuple(parser.statements), source)
+    _check_writes(ir, parser)
+    return ir
+
+
+def _rank(rows: list[list[Fraction]]) -> int:
+    m = [r[:] for r in rows]
+    rank, ncols = 0, len(m[0]) if m else 0
+    for c in range(ncols):
+        piv = next((r for r in range(rank, len(m)) if m[r][c] != 0), None)
+        if piv is None:
+            continue
+        m[rank], m[piv] = m[piv], m[rank]
+        for r in range(len(m)):
+            if r != rank and m[r][c] != 0:
+                f = m[r][c] / m[rank][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[rank], strict=True)]
+        rank += 1
+    return rank
+
+
+def _check_writes(ir: ProgramIR, parser: _Parser) -> None:
+    """Reject a statement whose write is not one-to-one in its loop variables (it would
+    write one tile twice), and writes of a tile array that is also a parameter's input only
+    through... (inputs are the tiles no statement writes)."""
+    for s in ir.statements:
+        variables = s.vars
+        if not variables:
+            continue
+        rows = [[Fraction(e.coef(v)) for v in variables] for e in s.target.index]
+        if _rank(rows) < len(variables):
+            missing = [v for v in variables if all(e.coef(v) == 0 for e in s.target.index)]
+            why = (f"its index does not use loop variable(s) {', '.join(missing)}" if missing
+                   else "its index is not one-to-one in the loop variables")
+            raise ProgramError(
+                f"lambdapack program {ir.name!r}, line {s.line}: writes one tile more than "
+                f"once ({why}; a tile is written once, give work tiles a version index): "
+                f"{s.text!r}")

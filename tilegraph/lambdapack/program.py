@@ -1,0 +1,839 @@
+"""LambdaPACK programs and their implicit DAGs.
+
+:func:`program` analyses a loop program (:mod:`tilegraph.lambdapack.lang`) once; ``bind``
+gives its DAG for integer parameters, a :class:`DAG` that never holds its tasks: a node is
+``(statement id, index tuple)`` (the loop variables; for a reduction, the outer loop
+variables then ``level, group``), and ``parents``/``children`` are computed on demand from
+the solved index equations (:mod:`tilegraph.lambdapack.solve`). A DAG pickles to the
+program and its parameters, whatever their values, and can enumerate, count and lower
+itself to one :class:`~tilegraph.graph.TaskGraph` (``to_taskgraph``) for the threads and
+MPI backends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from tilegraph.graph.taskgraph import Dep, GraphBuilder
+from tilegraph.lambdapack.kernels import KERNELS, LPKernel
+from tilegraph.lambdapack.lang import (
+    Access,
+    Affine,
+    Loop,
+    ProgramError,
+    ProgramIR,
+    Statement,
+    parse,
+)
+from tilegraph.lambdapack.solve import (
+    Elimination,
+    box_of,
+    compile_source,
+    expand_source,
+    solver_source,
+    vector_mask,
+    vector_writer_exists,
+)
+
+Node = tuple[int, tuple[int, ...]]
+
+
+class Program:
+    """A LambdaPACK program (see :func:`program`): ``ir`` is what the analysis kept,
+    ``kernels`` the kernels it calls by name."""
+
+    def __init__(self, ir: ProgramIR, kernels: Mapping[str, LPKernel],
+                 tile_coords: Mapping[str, tuple[int, ...]] | None = None):
+        self.ir = ir
+        self.name = ir.name
+        self.kernels = dict(kernels)
+        self.tile_coords = dict(tile_coords or {})
+        self._compiled: _Compiled | None = None
+
+    def __repr__(self) -> str:
+        return (f"lambdapack.Program<{self.name}({', '.join(self.ir.params)}): "
+                f"{len(self.ir.statements)} statements>")
+
+    def __getstate__(self) -> dict:
+        return {"ir": self.ir, "kernels": {k: v.name for k, v in self.kernels.items()},
+                "custom": {k: v for k, v in self.kernels.items() if KERNELS.get(k) is not v},
+                "tile_coords": self.tile_coords}
+
+    def __setstate__(self, state: dict) -> None:
+        kernels = {k: state["custom"].get(k) or KERNELS[name]
+                   for k, name in state["kernels"].items()}
+        self.__init__(state["ir"], kernels, state["tile_coords"])
+
+    @property
+    def compiled(self) -> _Compiled:
+        if self._compiled is None:
+            self._compiled = _Compiled(self.ir)
+        return self._compiled
+
+    def bind(self, **params: int) -> DAG:
+        """The DAG of the program for these values of its integer parameters."""
+        missing = [p for p in self.ir.params if p not in params]
+        extra = [p for p in params if p not in self.ir.params]
+        if missing or extra:
+            raise TypeError(f"{self.name}.bind: expected the parameters "
+                            f"{', '.join(self.ir.params) or '(none)'}"
+                            + (f"; missing {', '.join(missing)}" if missing else "")
+                            + (f"; unknown {', '.join(extra)}" if extra else ""))
+        for p, v in params.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"{self.name}.bind: parameter {p} must be a non-negative "
+                                 f"integer, got {v!r}")
+        for s in self.ir.statements:
+            if s.reduce is not None and isinstance(s.reduce.branch, str) and int(
+                    params[s.reduce.branch]) < 2:
+                raise ValueError(f"{self.name}.bind: {s.reduce.branch} is a reduction's "
+                                 f"branching factor (line {s.line}) and must be at least 2")
+        return DAG(self, {p: int(params[p]) for p in self.ir.params})
+
+
+def program(fn: Callable | None = None, *, kernels: Mapping[str, Any] | None = None,
+            tile_coords: Mapping[str, tuple[int, ...]] | None = None) -> Any:
+    """Decorator: the :class:`Program` of a loop program (the language is described in
+    :mod:`tilegraph.lambdapack.lang`). ``kernels`` maps names used in the program to
+    :class:`~tilegraph.lambdapack.kernels.LPKernel` (or plain functions, of kind
+    ``"map"``); other names are looked up among the registered kernels. ``tile_coords``
+    maps a tile array to the positions of its index that are the block's coordinates
+    (default: the first two), which placement reads.
+
+    Every construct the analysis cannot handle is a :class:`ProgramError` here, with the
+    line and the reason. Writing one tile from two statements is checked by expanding the
+    program with every parameter at 2, 3 and 5 (a program that writes a tile twice only
+    for larger parameters gets past this check and fails when it is lowered).
+    """
+    def wrap(f: Callable) -> Program:
+        ir = parse(f)
+        table: dict[str, LPKernel] = {}
+        given = dict(kernels or {})
+        for s in ir.statements:
+            if s.kernel in table:
+                continue
+            k = given.get(s.kernel)
+            if k is None:
+                k = KERNELS.get(s.kernel)
+            elif not isinstance(k, LPKernel):
+                k = LPKernel(s.kernel, k, "map")
+            if k is None:
+                raise ProgramError(f"lambdapack program {ir.name!r}, line {s.line}: unknown "
+                                   f"kernel {s.kernel!r} (pass kernels={{...}} or register "
+                                   f"it): {s.text!r}")
+            table[s.kernel] = k
+        prog = Program(ir, table, tile_coords)
+        for value in (2, 3, 5):
+            prog.bind(**dict.fromkeys(ir.params, value)).check_writes()
+        return prog
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class _Compiled:
+    """The generated lookups of a program, shared by all its bindings."""
+
+    def __init__(self, ir: ProgramIR):
+        self.ir = ir
+        params = ir.params
+        self.writers: dict[str, list[int]] = {}
+        self.readers: dict[str, list[tuple[int, int]]] = {}
+        self.write_solver: dict[int, Callable] = {}
+        self.write_elim: dict[int, Elimination] = {}
+        self.read_solver: dict[tuple[int, int], Callable] = {}
+        self.loops: dict[int, tuple[Loop, ...]] = {}
+        self.expand: dict[int, Callable] = {}
+        for s in ir.statements:
+            if s.reduce is None:
+                fname = f"e{s.id}"
+                self.expand[s.id] = compile_source(expand_source(fname, s, params), fname)
+            self.writers.setdefault(s.target.array, []).append(s.id)
+            fname = f"w{s.id}"
+            self.write_solver[s.id] = compile_source(
+                solver_source(fname, s.target, s.loops, s.conds, params), fname)
+            self.write_elim[s.id] = Elimination(s.target, s.loops)
+            loops = s.loops
+            if s.reduce is not None:
+                r = s.reduce
+                loops = (*s.loops, Loop(r.var, r.lo, r.hi, 1))
+            self.loops[s.id] = loops
+            for pos, a in enumerate(s.args):
+                if isinstance(a, Access):
+                    self.readers.setdefault(a.array, []).append((s.id, pos))
+                    fname = f"r{s.id}_{pos}"
+                    self.read_solver[(s.id, pos)] = compile_source(
+                        solver_source(fname, a, loops, s.conds, params), fname)
+
+
+def _levels(n: int, branch: int) -> list[int]:
+    """Node counts of a reduction tree over ``n`` items, level 1 up to the top (one)."""
+    counts = []
+    while True:
+        n = -(-n // branch)
+        counts.append(n)
+        if n <= 1:
+            return counts
+
+
+class DAG:
+    """The implicit DAG of a bound program (see the module docstring)."""
+
+    def __init__(self, program: Program, params: dict[str, int]):
+        self.program = program
+        self.params = params
+        self._p = tuple(params[p] for p in program.ir.params)
+        self._boxes: dict[int, list[tuple[int, int]]] = {}
+
+    def __getstate__(self) -> dict:
+        return {"program": self.program, "params": self.params}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["program"], state["params"])
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"lambdapack.DAG<{self.program.name}({args})>"
+
+    @property
+    def statements(self) -> tuple[Statement, ...]:
+        return self.program.ir.statements
+
+    def _box(self, sid: int) -> list[tuple[int, int]]:
+        box = self._boxes.get(sid)
+        if box is None:
+            box = self._boxes[sid] = box_of(self.program.compiled.loops[sid], self.params)
+        return box
+
+    def _env(self, s: Statement, idx: tuple[int, ...]) -> dict[str, int]:
+        env = dict(self.params)
+        for lp, v in zip(s.loops, idx, strict=False):
+            env[lp.var] = v
+        return env
+
+    def _branch(self, s: Statement) -> int:
+        b = s.reduce.branch
+        return self.params[b] if isinstance(b, str) else b
+
+    def _tree(self, s: Statement, env: dict[str, int]) -> tuple[int, int, list[int]]:
+        """(lo, n, counts per level) of the reduction of ``s`` at ``env``."""
+        r = s.reduce
+        lo = r.lo.eval(env)
+        n = r.hi.eval(env) - lo
+        return lo, n, (_levels(n, self._branch(s)) if n > 0 else [])
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    def _iter_loops(self, loops: tuple[Loop, ...], conds: tuple, env: dict[str, int],
+                    depth: int = 0) -> Iterator[tuple[int, ...]]:
+        if depth == len(loops):
+            if all(_holds(c, env) for c in conds):
+                yield tuple(env[lp.var] for lp in loops)
+            return
+        lp = loops[depth]
+        for v in range(lp.lo.eval(env), lp.hi.eval(env), lp.step):
+            env[lp.var] = v
+            yield from self._iter_loops(loops, conds, env, depth + 1)
+        env.pop(lp.var, None)
+
+    def statement_nodes(self, sid: int) -> Iterator[Node]:
+        """The nodes of statement ``sid``, in loop order."""
+        s = self.statements[sid]
+        for idx in self._iter_loops(s.loops, s.conds, dict(self.params)):
+            if s.reduce is None:
+                yield (sid, idx)
+                continue
+            _, _, counts = self._tree(s, self._env(s, idx))
+            for level, count in enumerate(counts, start=1):
+                for g in range(count):
+                    yield (sid, (*idx, level, g))
+
+    def nodes(self) -> Iterator[Node]:
+        """Every node, statement by statement."""
+        for s in self.statements:
+            yield from self.statement_nodes(s.id)
+
+    def count(self) -> int:
+        """How many nodes (tasks) the DAG has."""
+        return sum(self.count_statement(s.id) for s in self.statements)
+
+    def count_statement(self, sid: int) -> int:
+        s = self.statements[sid]
+        if s.reduce is not None:
+            return sum(sum(self._tree(s, self._env(s, idx))[2])
+                       for idx in self._iter_loops(s.loops, s.conds, dict(self.params)))
+        rows = self._frontier(s, count_only=True)
+        return int(rows)
+
+    def contains(self, node: Node) -> bool:
+        """Whether ``node`` is a node of this DAG."""
+        try:
+            sid, idx = node
+            s = self.statements[sid]
+        except (TypeError, ValueError, IndexError):
+            return False
+        nloop = len(s.loops)
+        if len(idx) != nloop + (2 if s.reduce is not None else 0):
+            return False
+        env = self._env(s, idx)
+        for lp in s.loops:
+            v, lo = env[lp.var], lp.lo.eval(env)
+            if not (lo <= v < lp.hi.eval(env)) or (v - lo) % lp.step:
+                return False
+        if not all(_holds(c, env) for c in s.conds):
+            return False
+        if s.reduce is None:
+            return True
+        level, g = idx[nloop:]
+        _, _, counts = self._tree(s, env)
+        return 1 <= level <= len(counts) and 0 <= g < counts[level - 1]
+
+    def _check(self, node: Node) -> Statement:
+        if not self.contains(node):
+            raise ValueError(f"{self!r}: {node!r} is not a node of this DAG (a node is "
+                             "(statement id, index tuple) inside the statement's loops)")
+        return self.statements[node[0]]
+
+    # -- edges ---------------------------------------------------------------------------
+
+    def writer(self, array: str, tile: tuple[int, ...]) -> Node | None:
+        """The node that writes ``array[tile]``, or None (an input tile)."""
+        comp = self.program.compiled
+        for sid in comp.writers.get(array, ()):
+            sols = comp.write_solver[sid](tile, self._p, self._box(sid))
+            if sols:
+                s = self.statements[sid]
+                if s.reduce is None:
+                    return (sid, sols[0])
+                _, _, counts = self._tree(s, self._env(s, sols[0]))
+                if counts:
+                    return (sid, (*sols[0], len(counts), 0))
+        return None
+
+    def writes(self, node: Node) -> tuple[str, tuple[int, ...]] | None:
+        """The tile ``node`` writes (None for the inner nodes of a reduction tree)."""
+        s = self.statements[node[0]]
+        idx = node[1]
+        env = self._env(s, idx)
+        if s.reduce is not None:
+            _, _, counts = self._tree(s, env)
+            if idx[-2] != len(counts):
+                return None
+        return s.target.array, tuple(e.eval(env) for e in s.target.index)
+
+    def inputs(self, node: Node) -> list[tuple[str, Any]]:
+        """What ``node`` reads, in argument order: ``("tile", (array, tile, writer))``
+        (writer None for an input tile), ``("node", parent)`` (a reduction's inner node)
+        or ``("int", value)``."""
+        s = self.statements[node[0]]
+        idx = node[1]
+        env = self._env(s, idx)
+        out: list[tuple[str, Any]] = []
+        if s.reduce is not None:
+            nloop = len(s.loops)
+            level, g = idx[nloop:]
+            b = self._branch(s)
+            lo, n, counts = self._tree(s, env)
+            if level == 1:
+                (read,) = s.args
+                for v in range(lo + g * b, lo + min(g * b + b, n)):
+                    env[s.reduce.var] = v
+                    tile = tuple(e.eval(env) for e in read.index)
+                    out.append(("tile", (read.array, tile, self.writer(read.array, tile))))
+            else:
+                for c in range(g * b, min(g * b + b, counts[level - 2])):
+                    out.append(("node", (node[0], (*idx[:nloop], level - 1, c))))
+            return out
+        for a in s.args:
+            if isinstance(a, Access):
+                tile = tuple(e.eval(env) for e in a.index)
+                out.append(("tile", (a.array, tile, self.writer(a.array, tile))))
+            else:
+                out.append(("int", a.eval(env)))
+        return out
+
+    def parents(self, node: Node) -> list[Node]:
+        """The nodes whose outputs ``node`` reads (no repeats)."""
+        self._check(node)
+        out: list[Node] = []
+        for what, value in self.inputs(node):
+            parent = value[2] if what == "tile" else (value if what == "node" else None)
+            if parent is not None and parent not in out:
+                out.append(parent)
+        return out
+
+    def children(self, node: Node) -> list[Node]:
+        """The nodes that read what ``node`` writes (no repeats)."""
+        s = self._check(node)
+        if s.reduce is not None:
+            nloop = len(s.loops)
+            level, g = node[1][nloop:]
+            _, _, counts = self._tree(s, self._env(s, node[1]))
+            if level < len(counts):
+                return [(node[0], (*node[1][:nloop], level + 1, g // self._branch(s)))]
+        array, tile = self.writes(node)
+        return self._readers(array, tile)
+
+    def _readers(self, array: str, tile: tuple[int, ...]) -> list[Node]:
+        comp = self.program.compiled
+        out: list[Node] = []
+        seen: set[Node] = set()
+        for sid, pos in comp.readers.get(array, ()):
+            s = self.statements[sid]
+            sols = comp.read_solver[(sid, pos)](tile, self._p, self._box(sid))
+            for sol in sols:
+                if s.reduce is None:
+                    child = (sid, sol)
+                else:
+                    nloop = len(s.loops)
+                    outer = sol[:nloop]
+                    lo = s.reduce.lo.eval(self._env(s, outer))
+                    child = (sid, (*outer, 1, (sol[nloop] - lo) // self._branch(s)))
+                if child not in seen:
+                    seen.add(child)
+                    out.append(child)
+        return out
+
+    # -- starters ------------------------------------------------------------------------
+
+    def _has_writer(self, array: str, tiles: list[np.ndarray]) -> np.ndarray:
+        comp = self.program.compiled
+        n = len(tiles[0]) if tiles else 0
+        found = np.zeros(n, dtype=bool)
+        for sid in comp.writers.get(array, ()):
+            found |= vector_writer_exists(self.statements[sid], comp.write_elim[sid], tiles,
+                                          self.params)
+        return found
+
+    def _frontier(self, s: Statement, count_only: bool = False, prune: bool = False) -> Any:
+        """The index tuples of ``s``'s nodes as arrays, level by level; with ``prune``,
+        rows whose reads (determined so far) have a writer are dropped (starters)."""
+        env: dict[str, Any] = dict(self.params)
+        size = 1
+        assigned: set[str] = set(self.params)
+        conds_left = list(s.conds)
+        reads_left = [a for a in s.reads] if prune else []
+        columns: dict[str, np.ndarray] = {}
+        last = len(s.loops) - 1
+        for depth, lp in enumerate(s.loops):
+            lo = np.broadcast_to(np.asarray(lp.lo.eval(env), dtype=np.int64), (size,))
+            hi = np.broadcast_to(np.asarray(lp.hi.eval(env), dtype=np.int64), (size,))
+            counts = np.maximum(0, -(-(hi - lo) // lp.step))
+            assigned.add(lp.var)
+            ready = [c for c in conds_left if c.expr.names <= assigned]
+            if count_only and depth == last and not ready:
+                return int(counts.sum())
+            total = int(counts.sum())
+            rep = np.repeat(np.arange(size), counts)
+            offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
+                                                                     counts)
+            for k in columns:
+                columns[k] = columns[k][rep]
+            columns[lp.var] = lo[rep] + lp.step * offsets
+            size = total
+            env = {**self.params, **columns}
+            keep = np.ones(size, dtype=bool)
+            for c in ready:
+                x = c.expr.eval(env)
+                keep &= x >= 0 if c.op == ">=" else (x == 0 if c.op == "==" else x != 0)
+                conds_left.remove(c)
+            for a in [a for a in reads_left if all(e.names <= assigned for e in a.index)]:
+                tiles = [np.broadcast_to(np.asarray(e.eval(env), dtype=np.int64), (size,))
+                         for e in a.index]
+                keep &= ~self._has_writer(a.array, tiles)
+                reads_left.remove(a)
+            if not keep.all():
+                for k in columns:
+                    columns[k] = columns[k][keep]
+                size = int(keep.sum())
+                env = {**self.params, **columns}
+        if count_only:
+            if conds_left:
+                env1 = {**self.params, **columns}
+                return int(vector_mask((), tuple(conds_left), env1).sum()) if size else 0
+            return size
+        for a in reads_left:  # reads with constant tiles (no loop variable)
+            tiles = [np.full(size, e.eval(self.params), dtype=np.int64) for e in a.index]
+            keep = ~self._has_writer(a.array, tiles)
+            for k in columns:
+                columns[k] = columns[k][keep]
+            size = int(keep.sum())
+        return [tuple(row) for row in zip(*(columns[lp.var].tolist() for lp in s.loops),
+                                          strict=True)] if s.loops else [()] * size
+
+    def starters(self) -> list[Node]:
+        """The nodes with no parents (they read input tiles only), statement by
+        statement."""
+        out: list[Node] = []
+        for s in self.statements:
+            if s.reduce is None:
+                out += [(s.id, idx) for idx in self._frontier(s, prune=True)]
+                continue
+            for idx in self._iter_loops(s.loops, s.conds, dict(self.params)):
+                _, _, counts = self._tree(s, self._env(s, idx))
+                for g in range(counts[0] if counts else 0):
+                    node = (s.id, (*idx, 1, g))
+                    if all(v[2] is None for _, v in self.inputs(node)):
+                        out.append(node)
+        return out
+
+    # -- checks and lowering -------------------------------------------------------------
+
+    def check_writes(self) -> None:
+        """Raise :class:`ProgramError` if two nodes write one tile (expands the DAG)."""
+        for _ in self.expand():
+            pass
+
+    def node_key(self, name: str, node: Node) -> Hashable:
+        return (name, node[0], *node[1])
+
+    def _rows(self) -> tuple[list[tuple[int, list]], dict[tuple, Node]]:
+        """Per statement, its iterations as generated rows ``(index, args, written tile)``
+        (a reduction: its nodes), and the table ``(array, tile) -> writer`` of all writes;
+        a double write is an error here."""
+        comp = self.program.compiled
+        written: dict[tuple, Node] = {}
+        out: list[tuple[int, list]] = []
+        for s in self.statements:
+            arr = s.target.array
+            if s.reduce is None:
+                rows = comp.expand[s.id](self._p)
+                sid = s.id
+                before = len(written)
+                written.update(((arr, tile), (sid, idx)) for idx, _, tile in rows)
+                if len(written) - before != len(rows):
+                    self._find_double(written, rows, sid, arr)
+                out.append((sid, rows))
+            else:
+                nodes = list(self.statement_nodes(s.id))
+                for node in nodes:
+                    w = self.writes(node)
+                    if w is not None:
+                        other = written.setdefault(w, node)
+                        if other is not node:
+                            self._double(other, node, w)
+                out.append((s.id, nodes))
+        return out, written
+
+    def _find_double(self, written: dict, rows: list, sid: int, arr: str) -> None:
+        seen: dict[tuple, Node] = {}
+        for idx, _, tile in rows:
+            node = (sid, idx)
+            other = seen.setdefault((arr, tile), node)
+            if other is not node:
+                self._double(other, node, (arr, tile))
+            if written.get((arr, tile)) != node:
+                self._double(written[(arr, tile)], node, (arr, tile))
+
+    def expand(self) -> Iterator[tuple[Node, list[tuple[str, Any]], tuple | None]]:
+        """Every node with its inputs (as :meth:`inputs`) and the tile it writes (as
+        :meth:`writes`), statement by statement, computed in bulk: the writer of each tile
+        comes from one table of all writes, so a double write is found here too."""
+        per_statement, written = self._rows()
+        get = written.get
+        for sid, rows in per_statement:
+            s = self.statements[sid]
+            if s.reduce is not None:
+                for node in rows:
+                    yield node, self.inputs(node), self.writes(node)
+                continue
+            kinds = [isinstance(a, Access) for a in s.args]
+            arrays = [a.array if k else None for a, k in zip(s.args, kinds, strict=True)]
+            arr = s.target.array
+            for idx, args, tile in rows:
+                ins = [("tile", (arrays[n], v, get((arrays[n], v)))) if kinds[n]
+                       else ("int", v) for n, v in enumerate(args)]
+                yield (sid, idx), ins, (arr, tile)
+
+    def _double(self, a: Node, b: Node, tile: tuple) -> None:
+        sa, sb = self.statements[a[0]], self.statements[b[0]]
+        raise ProgramError(
+            f"lambdapack program {self.program.name!r}: tile {tile[0]}{list(tile[1])} is "
+            f"written twice, by line {sa.line} ({sa.text!r}) and line {sb.line} "
+            f"({sb.text!r}) with {self.params}; a tile is written once")
+
+    def emit(self, builder: Any, name: str,
+             input_key: Callable[[str, tuple[int, ...]], Hashable],
+             shape_of: Callable[[str, tuple[int, ...]], tuple[int, ...] | None] | None = None,
+             itemsize: int = 8) -> None:
+        """Add every node to ``builder`` as a task keyed ``(name, statement id, *index)``;
+        an input tile is read from the task ``input_key(array, tile)``. ``shape_of`` gives
+        tile shapes for the tasks' ``nbytes`` and flops (``cost``). A kernel that may write
+        over a tile it reads does so only when that tile was made by the program and is read
+        by this one task (once)."""
+        per_statement, written = self._rows()
+        uses: dict[tuple, int] = {}
+        for sid, rows in per_statement:
+            s = self.statements[sid]
+            if s.reduce is not None:
+                for node in rows:
+                    for what, value in self.inputs(node):
+                        if what == "tile":
+                            uses[value[:2]] = uses.get(value[:2], 0) + 1
+                continue
+            reads = [(n, a.array) for n, a in enumerate(s.args) if isinstance(a, Access)]
+            for _, args, _ in rows:
+                for n, arr in reads:
+                    t = (arr, args[n])
+                    uses[t] = uses.get(t, 0) + 1
+        shape_memo: dict[tuple, Any] = {}
+
+        def shape(array: str, tile: tuple) -> Any:
+            key = (array, tile)
+            v = shape_memo.get(key)
+            if v is None and key not in shape_memo:
+                v = shape_memo[key] = shape_of(array, tile) if shape_of else None
+            return v
+
+        input_keys: dict[tuple, Hashable] = {}
+
+        def in_key(array: str, tile: tuple) -> Hashable:
+            key = input_keys.get((array, tile))
+            if key is None:
+                key = input_keys[(array, tile)] = input_key(array, tile)
+            return key
+
+        add = builder.add
+        prog = self.program
+        for sid, rows in per_statement:
+            s = self.statements[sid]
+            kernel = prog.kernels[s.kernel]
+            func, kind, kname, flops = kernel.func, kernel.kind, kernel.name, kernel.flops
+            slot_w = kernel.overwrites
+            pos = prog.tile_coords.get(s.target.array, (0, 1))
+            static_kw = dict(kernel.kwargs)
+            if s.reduce is not None:
+                self._emit_generic(add, name, rows, kernel, pos, shape, in_key, itemsize,
+                                   uses, static_kw)
+                continue
+            arrays = [a.array if isinstance(a, Access) else None for a in s.args]
+            arr = s.target.array
+            get = written.get
+            memo_get = shape_memo.get
+            by_private = ({**static_kw, "copy": True}, {**static_kw, "copy": False})
+            plain_kw = static_kw or None
+            dynamic_kw = bool(s.kwargs)
+            use_flops = flops is not None and shape_of is not None
+            all_tiles = None not in arrays
+            two = len(pos) == 2 and len(s.target.index) > max(pos)
+            p0, p1 = (*pos, 0, 0)[:2]
+            for idx, args, tile in rows:
+                deps: list[Hashable] = []
+                call: list[Any] | None = None if all_tiles else []
+                shapes = []
+                private = False
+                for n, v in enumerate(args):
+                    a = arrays[n]
+                    if a is None:
+                        call.append(v)
+                        continue
+                    t = (a, v)
+                    w = get(t)
+                    if w is None:
+                        key = in_key(a, v)
+                    else:
+                        key = (name, w[0], *w[1])
+                        if n == slot_w:
+                            private = uses[t] == 1
+                    if use_flops:
+                        sh = memo_get(t)
+                        shapes.append(sh if sh is not None else shape(a, v))
+                    if call is None:
+                        if key in deps:  # a tile read twice: call with explicit slots
+                            call = [Dep(deps.index(d)) for d in deps]
+                            call.append(Dep(deps.index(key)))
+                        else:
+                            deps.append(key)
+                    elif key in deps:
+                        call.append(Dep(deps.index(key)))
+                    else:
+                        call.append(Dep(len(deps)))
+                        deps.append(key)
+                if slot_w is not None:
+                    kwargs = by_private[private]
+                else:
+                    kwargs = plain_kw
+                if dynamic_kw:
+                    env = self._env(s, idx)
+                    kwargs = {**(kwargs or {}), **{k: _eval_kw(v, env) for k, v in s.kwargs}}
+                if shape_of is not None:
+                    t = (arr, tile)
+                    out_shape = memo_get(t)
+                    if out_shape is None:
+                        out_shape = shape(arr, tile)
+                    nbytes = None if out_shape is None else itemsize * math.prod(out_shape)
+                else:
+                    nbytes = None
+                cost = (float(flops(*shapes)) if use_flops and None not in shapes else None)
+                add((name, sid, *idx), func, deps=deps,
+                    args=None if call is None else tuple(call), kwargs=kwargs,
+                    kind=kind, name=kname, coords=(tile[p0], tile[p1]) if two else tuple(
+                        tile[p] for p in pos if p < len(tile)),
+                    nbytes=nbytes, cost=cost)
+
+    def _emit_generic(self, add: Callable, name: str, nodes: list[Node], kernel: LPKernel,
+                      pos: tuple[int, ...], shape: Callable, in_key: Callable, itemsize: int,
+                      uses: dict, static_kw: dict) -> None:
+        """The tasks of a reduction's nodes (see :meth:`emit`)."""
+        for node in nodes:
+            deps: list[Hashable] = []
+            call: list[Any] = []
+            shapes: list[Any] = []
+            for what, value in self.inputs(node):
+                if what == "node":
+                    key = (name, value[0], *value[1])
+                    shapes.append(None)
+                else:
+                    array, tile, writer = value
+                    key = in_key(array, tile) if writer is None else (name, writer[0],
+                                                                      *writer[1])
+                    shapes.append(shape(array, tile))
+                if key not in deps:
+                    deps.append(key)
+                call.append(Dep(deps.index(key)))
+            written = self.writes(node)
+            meta: dict[str, Any] = {}
+            if written is not None:
+                meta["coords"] = tuple(written[1][p] for p in pos if p < len(written[1]))
+                out_shape = shape(*written)
+                if out_shape is not None:
+                    meta["nbytes"] = itemsize * math.prod(out_shape)
+            if kernel.flops is not None and shapes and None not in shapes:
+                meta["cost"] = float(kernel.flops(*shapes))
+            add((name, node[0], *node[1]), kernel.func, deps=deps, args=tuple(call),
+                kwargs=dict(static_kw) or None, kind=kernel.kind, name=kernel.name, **meta)
+
+    def _private(self, node: Node, slot: int) -> bool:
+        """Whether the tile ``node`` reads at argument ``slot`` may be written over: made
+        by this program, and read by no other task (and once by this one)."""
+        s = self.statements[node[0]]
+        a = s.args[slot]
+        if not isinstance(a, Access):
+            return False
+        env = self._env(s, node[1])
+        tile = tuple(e.eval(env) for e in a.index)
+        if self.writer(a.array, tile) is None:
+            return False
+        readers = self._readers(a.array, tile)
+        if readers != [node]:
+            return False
+        reads = [x for x in s.reads if tuple(e.eval(env) for e in x.index) == tile
+                 and x.array == a.array]
+        return len(reads) == 1
+
+    def to_taskgraph(self, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]] | None = None,
+                     name: str | None = None) -> Any:
+        """The expanded DAG as a :class:`~tilegraph.graph.TaskGraph`. ``inputs`` maps each
+        input array to a function giving the block of a tile (added as data tasks keyed
+        ``(name, array, *tile)``); without it, input tiles are data tasks holding None
+        (a graph to inspect, not to run)."""
+        name = name or f"lp-{self.program.name}"
+        builder = GraphBuilder()
+        added: set = set()
+        inputs = dict(inputs or {})
+
+        def input_key(array: str, tile: tuple[int, ...]) -> Hashable:
+            key = (name, array, *tile)
+            if key not in added:
+                added.add(key)
+                fn = inputs.get(array)
+                builder.add_data(key, fn(tile) if fn is not None else None)
+            return key
+
+        self.emit(builder, name, input_key)
+        return builder.build()
+
+    # -- description ---------------------------------------------------------------------
+
+    def explain(self, shape_of: Callable | None = None) -> str:
+        """Statements, nodes per statement, flops (with ``shape_of``, tile shapes) and the
+        critical path (in tasks; computed for DAGs of up to a million nodes)."""
+        lines = [f"{self!r}"]
+        total = 0
+        for s in self.statements:
+            n = self.count_statement(s.id)
+            total += n
+            lines.append(f"  line {s.line:4d}  {n:>12,d} tasks  {s.text}")
+        lines.append(f"  {total:,d} tasks in all")
+        if shape_of is not None:
+            flops = 0.0
+            for node in self.nodes():
+                k = self.program.kernels[self.statements[node[0]].kernel]
+                shapes = [shape_of(*v[:2]) for w, v in self.inputs(node) if w == "tile"]
+                if k.flops is not None and shapes and None not in shapes:
+                    flops += k.flops(*shapes)
+            lines.append(f"  {flops:.4g} flops")
+        if total <= 1_000_000:
+            lines.append(f"  critical path: {self.critical_path()} tasks")
+        return "\n".join(lines)
+
+    def critical_path(self) -> int:
+        """The number of tasks on the longest path (expands the DAG)."""
+        nodes = list(self.nodes())
+        indeg = {n: len(self.parents(n)) for n in nodes}
+        depth = dict.fromkeys(nodes, 1)
+        ready = [n for n in nodes if indeg[n] == 0]
+        best = 0
+        while ready:
+            n = ready.pop()
+            best = max(best, depth[n])
+            for c in self.children(n):
+                depth[c] = max(depth[c], depth[n] + 1)
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    ready.append(c)
+        return best
+
+    def to_dot(self, max_nodes: int = 2000) -> str:
+        """The expanded DAG in Graphviz's dot language (for small DAGs)."""
+        nodes = []
+        for n in self.nodes():
+            nodes.append(n)
+            if len(nodes) > max_nodes:
+                raise ValueError(f"to_dot: the DAG has more than {max_nodes} nodes; draw a "
+                                 "smaller binding")
+        ids = {n: f"n{i}" for i, n in enumerate(nodes)}
+        out = [f'digraph "{self.program.name}" {{', "  rankdir=TB;",
+               '  node [shape=box, fontname="Helvetica", fontsize=10];']
+        for n in nodes:
+            s = self.statements[n[0]]
+            label = f"{s.kernel}{list(n[1])}"
+            out.append(f'  {ids[n]} [label="{label}"];')
+        for n in nodes:
+            for c in self.children(n):
+                out.append(f"  {ids[n]} -> {ids[c]};")
+        out.append("}")
+        return "\n".join(out)
+
+    def draw(self, path: str, max_nodes: int = 2000) -> str:
+        """Write a drawing of the DAG to ``path`` (``.svg``, ``.png`` or ``.pdf``) with
+        Graphviz's ``dot``; returns the path."""
+        import shutil
+        import subprocess
+
+        dot = shutil.which("dot")
+        if dot is None:
+            raise RuntimeError("draw: Graphviz's 'dot' is not installed (apt-get install "
+                               "graphviz); to_dot() gives the text")
+        fmt = str(path).rsplit(".", 1)[-1].lower()
+        if fmt not in ("svg", "png", "pdf"):
+            raise ValueError(f"draw: {path!r} must end in .svg, .png or .pdf")
+        subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=self.to_dot(max_nodes),
+                       text=True, check=True, capture_output=True)
+        return str(path)
+
+
+def _holds(c: Any, env: dict[str, int]) -> bool:
+    x = c.expr.eval(env)
+    return x >= 0 if c.op == ">=" else (x == 0 if c.op == "==" else x != 0)
+
+
+def _eval_kw(value: Any, env: dict[str, int]) -> Any:
+    if isinstance(value, Affine):
+        return value.eval(env)
+    if isinstance(value, tuple):
+        return tuple(_eval_kw(v, env) for v in value)
+    return value

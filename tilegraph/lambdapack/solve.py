@@ -1,0 +1,282 @@
+"""Dependency analysis of a LambdaPACK program: who writes a tile, who reads it.
+
+For a statement and one of its tile accesses (its write, or one of its reads), the question
+"which iterations of this statement access tile ``t``?" is the integer solution set of the
+affine equations ``access(I) = t`` over the statement's loop variables ``I`` inside their
+bounds. It is solved symbolically once per (statement, access), by Gauss-Jordan elimination
+over the rationals with the variables in loop order, and compiled to a small Python function
+(generated source): the pivot variables are computed from ``t`` and the parameters, with a
+divisibility test; the free variables are looped over their bounds (or, where a bound
+depends on a variable not known yet, over the box of the variable's values, computed once
+per binding); the result is filtered by the statement's full domain. So a lookup is
+arithmetic, not algebra.
+
+A write is one-to-one (the language checks it), so its solution has no free variables:
+"who wrote ``t``" is at most one iteration. The same elimination, evaluated on NumPy arrays
+of tiles, tells for many tiles at once whether a writer exists (used by ``starters()``).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from tilegraph.lambdapack.lang import Access, Affine, Loop, Statement
+
+
+def _lcm(values: list[int]) -> int:
+    out = 1
+    for v in values:
+        out = out * v // math.gcd(out, v)
+    return out
+
+
+class Elimination:
+    """The solution of ``access(I) = t`` over the variables of ``loops``: for each variable,
+    either ``(numerator, denominator)`` (the numerator an :class:`Affine` over ``t0, t1,
+    ...``, the parameters and free variables) or None (free); and the consistency equations
+    (Affines that must be 0)."""
+
+    def __init__(self, access: Access, loops: tuple[Loop, ...]):
+        variables = [lp.var for lp in loops]
+        self.variables = variables
+        rows: list[tuple[list[Fraction], dict[str, Fraction]]] = []
+        for p, e in enumerate(access.index):
+            coefs = [Fraction(e.coef(v)) for v in variables]
+            rhs: dict[str, Fraction] = {f"t{p}": Fraction(1), "": Fraction(-e.const)}
+            for n, c in e.terms:
+                if n not in variables:
+                    rhs[n] = rhs.get(n, Fraction(0)) - c
+            rows.append((coefs, rhs))
+        pivots: dict[int, int] = {}  # column -> row
+        r = 0
+        for c in range(len(variables)):
+            piv = next((i for i in range(r, len(rows)) if rows[i][0][c] != 0), None)
+            if piv is None:
+                continue
+            rows[r], rows[piv] = rows[piv], rows[r]
+            pc, prhs = rows[r]
+            f0 = pc[c]
+            pc = [x / f0 for x in pc]
+            prhs = {k: v / f0 for k, v in prhs.items()}
+            rows[r] = (pc, prhs)
+            for i in range(len(rows)):
+                if i != r and rows[i][0][c] != 0:
+                    f = rows[i][0][c]
+                    ci, ri = rows[i]
+                    ci = [x - f * y for x, y in zip(ci, pc, strict=True)]
+                    ri = dict(ri)
+                    for k, v in prhs.items():
+                        ri[k] = ri.get(k, Fraction(0)) - f * v
+                    rows[i] = (ci, ri)
+            pivots[c] = r
+            r += 1
+        self.solution: list[tuple[Affine, int] | None] = []
+        for c in range(len(variables)):
+            if c not in pivots:
+                self.solution.append(None)
+                continue
+            coefs, rhs = rows[pivots[c]]
+            # v = rhs - sum(coef_f * f) over free columns f
+            terms = {k: val for k, val in rhs.items() if k and val}
+            for f, val in enumerate(coefs):
+                if f != c and val != 0:
+                    terms[variables[f]] = terms.get(variables[f], Fraction(0)) - val
+            const = rhs.get("", Fraction(0))
+            den = _lcm([x.denominator for x in [*terms.values(), const]])
+            self.solution.append((Affine.of(int(const * den),
+                                            **{k: int(x * den) for k, x in terms.items()}),
+                                  den))
+        self.consistency = []
+        for i in range(r, len(rows)):
+            _, rhs = rows[i]
+            terms = {k: val for k, val in rhs.items() if k and val}
+            const = rhs.get("", Fraction(0))
+            if not terms and const == 0:
+                continue
+            den = _lcm([x.denominator for x in [*terms.values(), const]])
+            self.consistency.append(Affine.of(int(const * den),
+                                              **{k: int(x * den) for k, x in terms.items()}))
+
+    @property
+    def one_to_one(self) -> bool:
+        return all(s is not None for s in self.solution)
+
+
+def domain_source(loops: tuple[Loop, ...], conds: tuple, indent: str) -> list[str]:
+    """The conditions (one boolean Python expression per line) that hold exactly inside
+    the domain of ``loops`` and ``conds``."""
+    out = []
+    for lp in loops:
+        out.append(f"{lp.lo.source()} <= {lp.var} < {lp.hi.source()}")
+        if lp.step != 1:
+            out.append(f"({lp.var} - {lp.lo.source()}) % {lp.step} == 0")
+    for c in conds:
+        out.append(c.source())
+    return [indent + x for x in out]
+
+
+def solver_source(name: str, access: Access, loops: tuple[Loop, ...], conds: tuple,
+                  params: tuple[str, ...]) -> str:
+    """The source of ``def name(t, P, box)``: the list of tuples of the variables of
+    ``loops`` inside the domain whose ``access`` is tile ``t`` (``P``: the parameter values
+    in order; ``box``: per variable, the range of its values in this binding)."""
+    el = Elimination(access, loops)
+    nt = len(access.index)
+    lines = [f"def {name}(t, P, box):"]
+    if nt == 1:
+        lines.append("    t0, = t")
+    else:
+        lines.append(f"    {', '.join(f't{p}' for p in range(nt))} = t")
+    if params:
+        lines.append(f"    {', '.join(params)}{',' if len(params) == 1 else ''} = P")
+    for c in el.consistency:
+        lines.append(f"    if {c.source()} != 0:")
+        lines.append("        return ()")
+    lines.append("    out = []")
+    known = set(params) | {f"t{p}" for p in range(nt)}
+    pending = list(range(len(loops)))
+    indent = "    "
+    while pending:
+        chosen = None
+        for c in pending:
+            sol = el.solution[c]
+            if sol is not None and sol[0].names <= known:
+                chosen = c
+                break
+        if chosen is not None:
+            num, den = el.solution[chosen]
+            var = loops[chosen].var
+            if den == 1:
+                lines.append(f"{indent}{var} = {num.source()}")
+            else:
+                lines.append(f"{indent}_n = {num.source()}")
+                lines.append(f"{indent}if _n % {den} == 0:")
+                indent += "    "
+                lines.append(f"{indent}{var} = _n // {den}")
+            known.add(var)
+            pending.remove(chosen)
+            continue
+        c = next(c for c in pending if el.solution[c] is None)
+        lp = loops[c]
+        if lp.lo.names <= known and lp.hi.names <= known:
+            lines.append(f"{indent}for {lp.var} in range({lp.lo.source()}, "
+                         f"{lp.hi.source()}, {lp.step}):")
+        else:
+            lines.append(f"{indent}for {lp.var} in range(*box[{c}]):")
+        indent += "    "
+        known.add(lp.var)
+        pending.remove(c)
+    checks = domain_source(loops, conds, "")
+    cond = " and ".join(f"({x})" for x in checks) if checks else "True"
+    lines.append(f"{indent}if {cond}:")
+    variables = ", ".join(lp.var for lp in loops)
+    lines.append(f"{indent}    out.append(({variables}{',' if len(loops) == 1 else ''}))")
+    lines.append("    return out")
+    return "\n".join(lines)
+
+
+def compile_source(source: str, name: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<lambdapack {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def box_of(loops: tuple[Loop, ...], params: dict[str, int]) -> list[tuple[int, int]]:
+    """Per variable of ``loops``, a range ``(lo, hi)`` that holds all its values in the
+    domain (interval arithmetic through the loop nest)."""
+    lows: dict[str, int] = dict(params)
+    highs: dict[str, int] = dict(params)
+    out = []
+    for lp in loops:
+        lo_min = _interval(lp.lo, lows, highs)[0]
+        hi_max = _interval(lp.hi, lows, highs)[1]
+        lows[lp.var], highs[lp.var] = lo_min, max(lo_min, hi_max - 1)
+        out.append((lo_min, max(lo_min, hi_max)))
+    return out
+
+
+def _interval(e: Affine, lows: dict[str, int], highs: dict[str, int]) -> tuple[int, int]:
+    lo = hi = e.const
+    for n, c in e.terms:
+        a, b = c * lows[n], c * highs[n]
+        lo += min(a, b)
+        hi += max(a, b)
+    return lo, hi
+
+
+def vector_mask(loops: tuple[Loop, ...], conds: tuple, env: dict[str, Any]) -> np.ndarray:
+    """Which rows of the arrays in ``env`` (a value per variable) lie in the domain."""
+    mask = None
+    for lp in loops:
+        v = env[lp.var]
+        lo = lp.lo.eval(env)
+        m = (v >= lo) & (v < lp.hi.eval(env))
+        if lp.step != 1:
+            m &= (v - lo) % lp.step == 0
+        mask = m if mask is None else mask & m
+    for c in conds:
+        x = c.expr.eval(env)
+        m = x >= 0 if c.op == ">=" else (x == 0 if c.op == "==" else x != 0)
+        mask = m if mask is None else mask & m
+    return mask
+
+
+def vector_writer_exists(s: Statement, el: Elimination, tiles: list[np.ndarray],
+                         params: dict[str, int]) -> np.ndarray:
+    """For many tiles at once (``tiles[p]``: index p of each), whether statement ``s``
+    (whose write is one-to-one: ``el``) writes it."""
+    n = len(tiles[0])
+    env: dict[str, Any] = dict(params)
+    for p, t in enumerate(tiles):
+        env[f"t{p}"] = t
+    ok = np.ones(n, dtype=bool)
+    for c in el.consistency:
+        ok &= c.eval(env) == 0
+    for lp, sol in zip(s.loops, el.solution, strict=True):
+        num, den = sol
+        x = num.eval(env)
+        x = np.broadcast_to(np.asarray(x, dtype=np.int64), (n,))
+        if den != 1:
+            ok &= x % den == 0
+            x = x // den
+        env[lp.var] = x
+    if s.loops or s.conds:
+        mask = vector_mask(s.loops, s.conds, env)
+        if mask is not None:
+            ok &= np.broadcast_to(mask, (n,))
+    if s.reduce is not None:
+        ok &= np.broadcast_to(s.reduce.hi.eval(env) - s.reduce.lo.eval(env) >= 1, (n,))
+    return ok
+
+
+def expand_source(name: str, s: Statement, params: tuple[str, ...]) -> str:
+    """The source of ``def name(P)``: for statement ``s`` (not a reduction), the list of
+    ``(index, args, written tile)`` of all its iterations in loop order, ``args`` holding a
+    tile tuple per tile read and an int per integer argument."""
+    lines = [f"def {name}(P):"]
+    if params:
+        lines.append(f"    {', '.join(params)}{',' if len(params) == 1 else ''} = P")
+    lines.append("    out = []")
+    lines.append("    add = out.append")
+    indent = "    "
+    for lp in s.loops:
+        lines.append(f"{indent}for {lp.var} in range({lp.lo.source()}, {lp.hi.source()}, "
+                     f"{lp.step}):")
+        indent += "    "
+    if s.conds:
+        lines.append(f"{indent}if {' and '.join(f'({c.source()})' for c in s.conds)}:")
+        indent += "    "
+
+    def tup(items: list[str]) -> str:
+        return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+    args = [tup([e.source() for e in a.index]) if isinstance(a, Access) else a.source()
+            for a in s.args]
+    idx = tup([lp.var for lp in s.loops])
+    lines.append(f"{indent}add(({idx}, {tup(args)}, {tup([e.source() for e in s.target.index])}))")
+    lines.append("    return out")
+    return "\n".join(lines)
