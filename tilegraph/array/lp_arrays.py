@@ -140,8 +140,11 @@ def gemm(a: Any, b: Any) -> Array:
 
     def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
         i, j = tile[:2]
-        return {"A": (rows[i], inner[j]), "B": (inner[i], cols[j])}.get(array,
-                                                                       (rows[i], cols[j]))
+        if array == "A":
+            return rows[i], inner[j]
+        if array == "B":
+            return inner[i], cols[j]
+        return rows[i], cols[j]
 
     (c,) = program_blocks(dag, name, {"A": (a.blocks, tuple), "B": (b.blocks, tuple)},
                           [((m, n), lambda x: ("C", (*x, k)))], shape_of, dtype)

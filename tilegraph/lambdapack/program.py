@@ -34,6 +34,7 @@ from tilegraph.lambdapack.solve import (
     box_of,
     compile_source,
     expand_source,
+    info_source,
     solver_source,
     vector_mask,
     vector_writer_exists,
@@ -147,10 +148,13 @@ class _Compiled:
         self.read_solver: dict[tuple[int, int], Callable] = {}
         self.loops: dict[int, tuple[Loop, ...]] = {}
         self.expand: dict[int, Callable] = {}
+        self.info: dict[int, Callable] = {}
         for s in ir.statements:
             if s.reduce is None:
                 fname = f"e{s.id}"
                 self.expand[s.id] = compile_source(expand_source(fname, s, params), fname)
+                fname = f"i{s.id}"
+                self.info[s.id] = compile_source(info_source(fname, s, params), fname)
             self.writers.setdefault(s.target.array, []).append(s.id)
             fname = f"w{s.id}"
             self.write_solver[s.id] = compile_source(
@@ -355,10 +359,33 @@ class DAG:
                 out.append(("int", a.eval(env)))
         return out
 
+    def _info(self, node: Node) -> tuple[Statement, Any]:
+        """The statement of ``node`` and, for a plain statement, ``(args, written tile)``
+        from its compiled lookup (None for a reduction); an error if ``node`` is not in the
+        DAG."""
+        try:
+            sid, idx = node
+            s = self.statements[sid]
+        except (TypeError, ValueError, IndexError):
+            s = None
+        if s is not None and s.reduce is None and sid >= 0 and type(idx) is tuple:
+            info = self.program.compiled.info[sid](idx, self._p)
+            if info is not None:
+                return s, info
+        return self._check(node), None
+
     def parents(self, node: Node) -> list[Node]:
         """The nodes whose outputs ``node`` reads (no repeats)."""
-        self._check(node)
+        s, info = self._info(node)
         out: list[Node] = []
+        if info is not None:
+            writer = self.writer
+            for a, v in zip(s.args, info[0], strict=True):
+                if type(v) is tuple:
+                    p = writer(a.array, v)
+                    if p is not None and p not in out:
+                        out.append(p)
+            return out
         for what, value in self.inputs(node):
             parent = value[2] if what == "tile" else (value if what == "node" else None)
             if parent is not None and parent not in out:
@@ -367,7 +394,9 @@ class DAG:
 
     def children(self, node: Node) -> list[Node]:
         """The nodes that read what ``node`` writes (no repeats)."""
-        s = self._check(node)
+        s, info = self._info(node)
+        if info is not None:
+            return self._readers(s.target.array, info[1])
         if s.reduce is not None:
             nloop = len(s.loops)
             level, g = node[1][nloop:]
@@ -502,10 +531,15 @@ class DAG:
             if s.reduce is None:
                 rows = comp.expand[s.id](self._p)
                 sid = s.id
-                before = len(written)
-                written.update(((arr, tile), (sid, idx)) for idx, _, tile in rows)
-                if len(written) - before != len(rows):
-                    self._find_double(written, rows, sid, arr)
+                new = {(arr, tile): (sid, idx) for idx, _, tile in rows}
+                if len(new) != len(rows):
+                    self._find_double(rows, sid, arr)
+                if written:
+                    both = new.keys() & written.keys()
+                    if both:
+                        tile = next(iter(both))
+                        self._double(written[tile], new[tile], tile)
+                written.update(new)
                 out.append((sid, rows))
             else:
                 nodes = list(self.statement_nodes(s.id))
@@ -518,15 +552,13 @@ class DAG:
                 out.append((s.id, nodes))
         return out, written
 
-    def _find_double(self, written: dict, rows: list, sid: int, arr: str) -> None:
+    def _find_double(self, rows: list, sid: int, arr: str) -> None:
         seen: dict[tuple, Node] = {}
         for idx, _, tile in rows:
             node = (sid, idx)
             other = seen.setdefault((arr, tile), node)
             if other is not node:
                 self._double(other, node, (arr, tile))
-            if written.get((arr, tile)) != node:
-                self._double(written[(arr, tile)], node, (arr, tile))
 
     def expand(self) -> Iterator[tuple[Node, list[tuple[str, Any]], tuple | None]]:
         """Every node with its inputs (as :meth:`inputs`) and the tile it writes (as

@@ -280,3 +280,34 @@ def expand_source(name: str, s: Statement, params: tuple[str, ...]) -> str:
     lines.append(f"{indent}add(({idx}, {tup(args)}, {tup([e.source() for e in s.target.index])}))")
     lines.append("    return out")
     return "\n".join(lines)
+
+
+def info_source(name: str, s: Statement, params: tuple[str, ...]) -> str:
+    """The source of ``def name(idx, P)``: for statement ``s`` (not a reduction), None if
+    ``idx`` is not an iteration of it, else ``(args, written tile)`` as in
+    :func:`expand_source`."""
+    lines = [f"def {name}(idx, P):"]
+    if params:
+        lines.append(f"    {', '.join(params)}{',' if len(params) == 1 else ''} = P")
+    if s.loops:
+        lines.append(f"    if len(idx) != {len(s.loops)}:")
+        lines.append("        return None")
+        names = ", ".join(lp.var for lp in s.loops)
+        lines.append(f"    {names}{',' if len(s.loops) == 1 else ''} = idx")
+        checks = domain_source(s.loops, s.conds, "")
+        lines.append(f"    if not ({' and '.join(f'({c})' for c in checks)}):")
+        lines.append("        return None")
+    else:
+        lines.append("    if idx != ():")
+        lines.append("        return None")
+        if s.conds:
+            lines.append(f"    if not ({' and '.join(f'({c.source()})' for c in s.conds)}):")
+            lines.append("        return None")
+
+    def tup(items: list[str]) -> str:
+        return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+    args = [tup([e.source() for e in a.index]) if isinstance(a, Access) else a.source()
+            for a in s.args]
+    lines.append(f"    return {tup(args)}, {tup([e.source() for e in s.target.index])}")
+    return "\n".join(lines)

@@ -1,0 +1,261 @@
+"""LambdaPACK: the language's rejections, the implicit DAG against the expanded one, node
+counts against closed forms, pickled sizes, and the library against NumPy/SciPy."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import tilegraph as tg
+from tilegraph import lambdapack
+from tilegraph.lambdapack import LPKernel, ProgramError
+from tilegraph.lambdapack import library as lib
+
+# -- the implicit DAG against the expanded one -----------------------------------------------
+
+
+def _edges_by_lookup(dag):
+    nodes = list(dag.nodes())
+    children = {n: set(dag.children(n)) for n in nodes}
+    parents = {n: set(dag.parents(n)) for n in nodes}
+    return nodes, children, parents
+
+
+BINDINGS = [
+    (lib.cholesky, {"N": 1}), (lib.cholesky, {"N": 2}), (lib.cholesky, {"N": 5}),
+    (lib.gemm, {"M": 2, "N": 3, "K": 4}), (lib.gemm, {"M": 1, "N": 1, "K": 1}),
+    (lib.syrk, {"N": 3, "K": 2}), (lib.trsm, {"N": 4, "M": 2}),
+    (lib.tsqr, {"N": 1, "B": 2}), (lib.tsqr, {"N": 7, "B": 2}), (lib.tsqr, {"N": 10, "B": 3}),
+]
+
+
+@pytest.mark.parametrize("entry,params", BINDINGS, ids=lambda v: str(v))
+def test_implicit_dag_equals_the_expanded_graph_edge_for_edge(entry, params):
+    dag = entry.bind(**params)
+    nodes, children, parents = _edges_by_lookup(dag)
+    assert len(nodes) == len(set(nodes)) == dag.count()
+    # children and parents are inverse of each other
+    for n in nodes:
+        for c in children[n]:
+            assert n in parents[c]
+        for p in parents[n]:
+            assert n in children[p]
+    # the expanded task graph has exactly these edges (input tiles are data tasks)
+    graph = dag.to_taskgraph(name="x")
+    expanded = {}
+    for key in graph.keys:
+        if key[1] in ("S", "A", "B", "L") or not isinstance(key[1], int):
+            continue
+        node = (key[1], tuple(key[2:]))
+        expanded[node] = {(d[1], tuple(d[2:])) for d in graph.dependencies(key)
+                          if isinstance(d[1], int)}
+    assert expanded == parents
+    starters = set(dag.starters())
+    assert starters == {n for n in nodes if not parents[n]}
+
+
+def test_cholesky_node_counts_match_the_closed_form():
+    for b in (1, 2, 3, 16, 40, 128):
+        dag = lib.cholesky.bind(N=b)
+        assert dag.count() == b + b * (b - 1) // 2 + b * (b * b - 1) // 6
+    assert lib.cholesky.bind(N=128).count() == sum(1 for _ in lib.cholesky.bind(N=128).nodes())
+
+
+def test_large_bindings_answer_without_expanding():
+    dag = lib.cholesky.bind(N=4096)
+    assert dag.children((0, (7,))) == [(1, (7, i)) for i in range(8, 4096)]
+    assert set(dag.parents((3, (10, 100, 50)))) == {(3, (9, 100, 50)), (1, (10, 100)),
+                                                    (1, (10, 50))}
+    assert dag.starters() == [(0, (0,))]
+    assert dag.count() == 4096 + 4096 * 4095 // 2 + 4096 * (4096**2 - 1) // 6
+
+
+def test_the_pickled_dag_does_not_grow_with_its_parameters():
+    small = pickle.dumps(lib.cholesky.bind(N=16))
+    large = pickle.dumps(lib.cholesky.bind(N=4096))
+    assert abs(len(small) - len(large)) <= 4 and len(large) <= 32 * 1024
+    back = pickle.loads(large)
+    assert back.children((2, (0, 5))) == lib.cholesky.bind(N=4096).children((2, (0, 5)))
+
+
+def test_lookups_reject_nodes_outside_the_dag():
+    dag = lib.cholesky.bind(N=4)
+    for bad in [(0, (4,)), (1, (2, 2)), (9, (0,)), (0, (0, 0)), "x"]:
+        with pytest.raises(ValueError, match="not a node of this DAG"):
+            dag.children(bad)
+
+
+def test_bind_rejects_bad_parameters():
+    with pytest.raises(TypeError, match="missing N"):
+        lib.cholesky.bind()
+    with pytest.raises(TypeError, match="unknown M"):
+        lib.cholesky.bind(N=2, M=3)
+    with pytest.raises(ValueError, match="non-negative integer"):
+        lib.cholesky.bind(N=-1)
+    with pytest.raises(ValueError, match="at least 2"):
+        lib.tsqr.bind(N=4, B=1)
+
+
+# -- a user's own program -----------------------------------------------------------------------
+
+
+def _scale(x, factor):
+    return x * factor
+
+
+SCALE = LPKernel("scale", _scale, "map")
+
+
+@lambdapack.program(kernels={"scale": SCALE, "add": LPKernel("add", np.add, "elementwise")})
+def prefix_sums(X, P, N: int):
+    P[0] = scale(X[0], 1)  # noqa: F821
+    for i in range(1, N):
+        m = i - 1
+        if i >= 1:
+            P[i] = add(P[m], X[i])  # noqa: F821
+
+
+def test_a_user_program_runs_through_the_pipeline():
+    dag = prefix_sums.bind(N=6)
+    assert dag.count() == 6 and dag.starters() == [(0, ())]
+    blocks = [np.full((2, 2), float(i)) for i in range(6)]
+    graph = dag.to_taskgraph(inputs={"X": lambda t: blocks[t[0]]}, name="ps")
+    out = tg.run(graph, [("ps", 1, 5)])
+    np.testing.assert_array_equal(out[0], np.full((2, 2), 15.0))
+    assert dag.critical_path() == 6
+    assert "tasks in all" in dag.explain()
+    assert "->" in dag.to_dot()
+
+
+# -- rejected at definition time, with the line and the reason ---------------------------------
+
+
+def _define(source: str, tmp_path, name="prog"):
+    path = tmp_path / f"{name}.py"
+    path.write_text("from tilegraph import lambdapack\n\n" + source)
+    namespace: dict = {}
+    code = compile(path.read_text(), str(path), "exec")
+    import linecache
+
+    linecache.cache[str(path)] = (len(source), None, path.read_text().splitlines(True),
+                                  str(path))
+    exec(code, namespace)  # the decorator runs here
+    return namespace
+
+
+REJECTED = {
+    "non-affine index": ("for i in range(N):\n        for j in range(N):\n"
+                         "            C[i * j, 0] = matmul(A[i, 0], A[j, 0])", "product of two"),
+    "while loop": ("i = 0\n    while i < N:\n        C[i, 0] = matmul(A[i, 0], A[i, 0])",
+                   "'while' loops are not allowed"),
+    "data-dependent if": ("for i in range(N):\n        if A[i, 0] > 0:\n"
+                          "            C[i, 0] = matmul(A[i, 0], A[i, 0])", "data-dependent"),
+    "tile written twice": ("for i in range(N):\n        for j in range(N):\n"
+                           "            C[i, 0] = matmul(A[i, 0], A[j, 0])",
+                           "writes one tile more than once"),
+    "two statements, one tile": ("for i in range(N):\n        C[i, 0] = matmul(A[i, 0], "
+                                 "A[i, 0])\n    for i in range(N):\n        C[i, 0] = "
+                                 "matmul(A[i, 0], A[i, 0])", "written twice"),
+    "unknown kernel": ("for i in range(N):\n        C[i, 0] = frobnicate(A[i, 0])",
+                       "unknown kernel 'frobnicate'"),
+    "non-range loop": ("for i in [1, 2]:\n        C[i, 0] = matmul(A[i, 0], A[i, 0])",
+                       "loops must be over range"),
+    "division": ("for i in range(N // 2):\n        C[i, 0] = matmul(A[i, 0], A[i, 0])",
+                 "non-affine expression"),
+    "or in a condition": ("for i in range(N):\n        if i < 2 or i > 3:\n"
+                          "            C[i, 0] = matmul(A[i, 0], A[i, 0])", "joined by 'and'"),
+    "call outside a tile write": ("for i in range(N):\n        matmul(A[i, 0], A[i, 0])",
+                                  "is not allowed"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_constructs_the_analysis_cannot_handle_are_rejected_when_defined(case, tmp_path):
+    body, reason = REJECTED[case]
+    source = ("@lambdapack.program\ndef prog(A, C, N: int):\n    " + body + "\n")
+    with pytest.raises(ProgramError, match=reason) as info:
+        _define(source, tmp_path, name=case.replace(" ", "_").replace(",", ""))
+    assert "line " in str(info.value)
+
+
+# -- the library against NumPy / SciPy --------------------------------------------------------
+
+DTYPES = [np.float32, np.float64, np.complex128]
+
+
+def _tol(dtype):
+    return dict(rtol=2e-3, atol=2e-3) if np.dtype(dtype) == np.float32 else dict(
+        rtol=1e-8, atol=1e-8)
+
+
+def _rand(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,chunks", [(9, 3), (10, 4), (23, 7), (5, 5)])
+def test_library_cholesky_trsm_and_gemm_match_numpy(n, chunks, dtype):
+    rng = np.random.default_rng(n)
+    a = _rand(rng, (n, n), dtype)
+    spd = (a @ a.conj().T + n * np.eye(n)).astype(dtype)
+    x = tg.from_numpy(spd, chunks=chunks)
+    low = lib.cholesky(x)
+    np.testing.assert_allclose(low.compute(), np.linalg.cholesky(spd), **_tol(dtype))
+    b = _rand(rng, (n, 3), dtype)
+    sol = lib.trsm(low, tg.from_numpy(b, chunks=(chunks, 2)))
+    ref = scipy.linalg.solve_triangular(np.linalg.cholesky(spd), b, lower=True)
+    np.testing.assert_allclose(sol.compute(), ref, **_tol(dtype))
+    m = _rand(rng, (n, n + 2), dtype)
+    prod = lib.gemm(x, tg.from_numpy(m, chunks=chunks))
+    np.testing.assert_allclose(prod.compute(), spd @ m, **_tol(dtype))
+    low_gram = lib.syrk(tg.from_numpy(m, chunks=chunks))
+    np.testing.assert_allclose(low_gram.compute(), np.tril(m @ m.conj().T), **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,branch", [((6,), 2), ((5, 5, 7), 2), ((4,) * 9, 3)])
+def test_library_tsqr_gives_the_r_factor(rows, branch, dtype):
+    rng = np.random.default_rng(len(rows))
+    a = _rand(rng, (sum(rows), 4), dtype)
+    r = lib.tsqr(tg.from_numpy(a, chunks=(rows, 4)), branch=branch).compute()
+    assert r.shape == (4, 4)
+    np.testing.assert_allclose(np.triu(r), r, **_tol(dtype))
+    np.testing.assert_allclose(r.conj().T @ r, a.conj().T @ a, **_tol(dtype))
+
+
+def test_tg_linalg_cholesky_is_the_library_program():
+    x = tg.ones((20, 20), chunks=5) + 20 * tg.eye(20, chunks=5)
+    names = {name for name in tg.algebra.lower([tg.linalg.cholesky(x).blocks]).build()
+             .meta["name"] if name}
+    assert {"potrf", "trsm_right", "syrk_update", "gemm_update"} <= names
+
+
+def test_the_library_rejects_bad_input():
+    with pytest.raises(ValueError, match="square"):
+        lib.cholesky(tg.ones((4, 3), chunks=2))
+    with pytest.raises(ValueError, match="not aligned"):
+        lib.gemm(tg.ones((4, 3), chunks=2), tg.ones((4, 3), chunks=2))
+    with pytest.raises(ValueError, match="at least 4 rows"):
+        lib.tsqr(tg.ones((6, 4), chunks=(3, 4)))
+    with pytest.raises(ValueError, match="branch"):
+        lib.tsqr(tg.ones((8, 4), chunks=(4, 4)), branch=1)
+    with pytest.raises(TypeError, match="numeric"):
+        lib.cholesky(tg.from_numpy(np.array([["a"]], dtype=object).astype(str), chunks=1))
+
+
+def test_in_place_kernels_never_write_over_a_tile_another_task_reads():
+    graph = lib.cholesky.bind(N=4).to_taskgraph(name="c")
+    for i, key in enumerate(graph.keys):
+        kw = graph.kwargs.get(i) or {}
+        if kw.get("copy") is False:
+            (written,) = [d for d in graph.dependencies(key)
+                          if graph.meta["name"][graph.index[d]] in ("syrk_update",
+                                                                   "gemm_update")][:1]
+            readers = [k for k in graph.keys if written in graph.dependencies(k)]
+            assert readers == [key]
