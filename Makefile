@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean sysdeps
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,13 +14,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,mpi]'
 	touch $(STAMP)
 
+# Debian packages the tests use (Graphviz draws LambdaPACK DAGs); installed when missing
+# and this is a Debian machine we may administer, else the tests that need them say so.
+sysdeps:
+	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	  [ "$$(id -u)" = 0 ] && (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null); } || true
+
 run: $(STAMP)
 	$(VENV)/bin/tilegraph demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tilegraph tests bench
 
-test: lint
+test: lint sysdeps
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
@@ -36,6 +43,7 @@ bench: $(STAMP)
 	$(PY) bench/gram_spill.py
 	$(PY) bench/mpi_matmul.py
 	$(PY) bench/linalg.py
+	$(PY) bench/lambdapack.py
 	mkdir -p bench/results
 	$(PY) bench/suite.py --csv bench/results/suite.csv --png bench/results/suite.png
 

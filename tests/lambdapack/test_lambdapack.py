@@ -259,3 +259,21 @@ def test_in_place_kernels_never_write_over_a_tile_another_task_reads():
                                                                    "gemm_update")][:1]
             readers = [k for k in graph.keys if written in graph.dependencies(k)]
             assert readers == [key]
+
+
+def test_explain_and_a_drawing_of_a_small_dag(tmp_path):
+    import shutil
+
+    dag = lib.cholesky.bind(N=4)
+    text = dag.explain(shape_of=lambda array, tile: (10, 10))
+    assert "20 tasks in all" in text and "critical path: 10 tasks" in text and "flops" in text
+    dot = dag.to_dot()
+    assert dot.count("->") == sum(len(dag.children(n)) for n in dag.nodes())
+    with pytest.raises(ValueError, match="more than 5 nodes"):
+        dag.to_dot(max_nodes=5)
+    with pytest.raises(ValueError, match="must end in"):
+        dag.draw(str(tmp_path / "x.txt"))
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed (make test installs it on Debian)")
+    path = dag.draw(str(tmp_path / "cholesky.svg"))
+    assert "<svg" in open(path).read()
