@@ -4,8 +4,9 @@ program, at N = 16 ... 512 blocks per side.
 Explicit graph (``dag.to_taskgraph()``, up to ``--explicit-max`` blocks): tasks, pickled
 bytes, build time. LambdaPACK program: pickled bytes of the bound DAG, bind time, time to
 first task (bind + ``starters()``), mean ``children()`` and ``parents()`` time over random
-nodes (drawn uniformly), and the time to enumerate every node (N <= 128). Goals: program bytes constant in N
-and <= 32 KB; mean children()/parents() <= 20 us; starters() of N = 512 in <= 0.1 s.
+nodes (drawn uniformly), and the time to enumerate every node (N <= 128). Goals: program
+bytes constant in N and <= 32 KB; mean children()/parents() <= 20 us; starters() of N = 512
+in <= 0.1 s.
 Run: ``python bench/lambdapack.py [--sizes 16 32 64 128 256 512] [--explicit-max 64]``.
 """
 

@@ -277,3 +277,21 @@ def test_explain_and_a_drawing_of_a_small_dag(tmp_path):
         pytest.skip("Graphviz's dot is not installed (make test installs it on Debian)")
     path = dag.draw(str(tmp_path / "cholesky.svg"))
     assert "<svg" in open(path).read()
+
+
+@lambdapack.program(kernels={"plus": LPKernel("plus", np.add, "elementwise"),
+                             "axpy": LPKernel("axpy", lambda y, a, x: y + a * x, "map")})
+def doubled(X, Y, Z, N: int):
+    for i in range(N):
+        Y[i] = plus(X[i], X[i])  # noqa: F821
+        Z[i] = axpy(Y[i], i, X[i])  # noqa: F821  (an integer argument between tiles)
+
+
+def test_a_tile_read_twice_and_integer_arguments():
+    dag = doubled.bind(N=3)
+    blocks = [np.arange(4.0) + i for i in range(3)]
+    graph = dag.to_taskgraph(inputs={"X": lambda t: blocks[t[0]]}, name="d")
+    out = tg.run(graph, [("d", 0, 2), ("d", 1, 2)])
+    np.testing.assert_array_equal(out[0], 2 * blocks[2])
+    np.testing.assert_array_equal(out[1], 2 * blocks[2] + 2 * blocks[2])
+    assert dag.parents((1, (2,))) == [(0, (2,))]

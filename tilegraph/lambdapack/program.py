@@ -33,6 +33,7 @@ from tilegraph.lambdapack.solve import (
     Elimination,
     box_of,
     compile_source,
+    emit_source,
     expand_source,
     info_source,
     solver_source,
@@ -149,6 +150,7 @@ class _Compiled:
         self.loops: dict[int, tuple[Loop, ...]] = {}
         self.expand: dict[int, Callable] = {}
         self.info: dict[int, Callable] = {}
+        self.emitters: dict[tuple, Callable] = {}
         for s in ir.statements:
             if s.reduce is None:
                 fname = f"e{s.id}"
@@ -171,6 +173,20 @@ class _Compiled:
                     fname = f"r{s.id}_{pos}"
                     self.read_solver[(s.id, pos)] = compile_source(
                         solver_source(fname, a, loops, s.conds, params), fname)
+
+
+def _emitter(self: _Compiled, s: Statement, overwrites: int | None,
+             coords: tuple[int, ...]) -> Callable:
+    key = (s.id, overwrites, tuple(coords))
+    fn = self.emitters.get(key)
+    if fn is None:
+        fname = f"g{s.id}"
+        fn = self.emitters[key] = compile_source(
+            emit_source(fname, s, self.ir.params, overwrites, tuple(coords)), fname)
+    return fn
+
+
+_Compiled.emitter = _emitter
 
 
 def _levels(n: int, branch: int) -> list[int]:
@@ -620,6 +636,9 @@ class DAG:
                 v = shape_memo[key] = shape_of(array, tile) if shape_of else None
             return v
 
+        def shape_t(t: tuple) -> Any:
+            return shape(*t)
+
         input_keys: dict[tuple, Hashable] = {}
 
         def in_key(array: str, tile: tuple) -> Hashable:
@@ -641,70 +660,26 @@ class DAG:
                 self._emit_generic(add, name, rows, kernel, pos, shape, in_key, itemsize,
                                    uses, static_kw)
                 continue
-            arrays = [a.array if isinstance(a, Access) else None for a in s.args]
-            arr = s.target.array
-            get = written.get
-            memo_get = shape_memo.get
-            by_private = ({**static_kw, "copy": True}, {**static_kw, "copy": False})
-            plain_kw = static_kw or None
-            dynamic_kw = bool(s.kwargs)
-            use_flops = flops is not None and shape_of is not None
-            all_tiles = None not in arrays
-            two = len(pos) == 2 and len(s.target.index) > max(pos)
-            p0, p1 = (*pos, 0, 0)[:2]
-            for idx, args, tile in rows:
-                deps: list[Hashable] = []
-                call: list[Any] | None = None if all_tiles else []
-                shapes = []
-                private = False
-                for n, v in enumerate(args):
-                    a = arrays[n]
-                    if a is None:
-                        call.append(v)
-                        continue
-                    t = (a, v)
-                    w = get(t)
-                    if w is None:
-                        key = in_key(a, v)
-                    else:
-                        key = (name, w[0], *w[1])
-                        if n == slot_w:
-                            private = uses[t] == 1
-                    if use_flops:
-                        sh = memo_get(t)
-                        shapes.append(sh if sh is not None else shape(a, v))
-                    if call is None:
-                        if key in deps:  # a tile read twice: call with explicit slots
-                            call = [Dep(deps.index(d)) for d in deps]
-                            call.append(Dep(deps.index(key)))
-                        else:
-                            deps.append(key)
-                    elif key in deps:
-                        call.append(Dep(deps.index(key)))
-                    else:
-                        call.append(Dep(len(deps)))
-                        deps.append(key)
-                if slot_w is not None:
-                    kwargs = by_private[private]
-                else:
-                    kwargs = plain_kw
-                if dynamic_kw:
-                    env = self._env(s, idx)
-                    kwargs = {**(kwargs or {}), **{k: _eval_kw(v, env) for k, v in s.kwargs}}
-                if shape_of is not None:
-                    t = (arr, tile)
-                    out_shape = memo_get(t)
-                    if out_shape is None:
-                        out_shape = shape(arr, tile)
-                    nbytes = None if out_shape is None else itemsize * math.prod(out_shape)
-                else:
-                    nbytes = None
-                cost = (float(flops(*shapes)) if use_flops and None not in shapes else None)
-                add((name, sid, *idx), func, deps=deps,
-                    args=None if call is None else tuple(call), kwargs=kwargs,
-                    kind=kind, name=kname, coords=(tile[p0], tile[p1]) if two else tuple(
-                        tile[p] for p in pos if p < len(tile)),
-                    nbytes=nbytes, cost=cost)
+            kw = ({**static_kw, "copy": True}, {**static_kw, "copy": False}) \
+                if slot_w is not None else (static_kw or None,)
+            handler = prog.compiled.emitter(s, slot_w, pos)
+
+            nb_memo: dict[tuple, int | None] = {}
+
+            def nbytes(tile: tuple, arr: str = s.target.array, memo: dict = nb_memo
+                       ) -> int | None:
+                sh = shape(arr, tile)
+                v = memo[tile] = None if sh is None else itemsize * math.prod(sh)
+                return v
+
+            def slow(row: tuple, sid: int = sid, kernel: LPKernel = kernel,
+                     pos: tuple = pos, static_kw: dict = static_kw) -> None:
+                self._emit_generic(add, name, [(sid, row[0])], kernel, pos, shape, in_key,
+                                   itemsize, uses, static_kw)
+
+            handler(rows, self._p, name, written.get, uses, in_key, add, func, kind, kname,
+                    kw, shape_t, cost_of(flops) if flops is not None and shape_of is not None
+                    else _no_cost, nbytes, slow, Dep, shape_memo.get, nb_memo.get)
 
     def _emit_generic(self, add: Callable, name: str, nodes: list[Node], kernel: LPKernel,
                       pos: tuple[int, ...], shape: Callable, in_key: Callable, itemsize: int,
@@ -856,6 +831,18 @@ class DAG:
         subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=self.to_dot(max_nodes),
                        text=True, check=True, capture_output=True)
         return str(path)
+
+
+def _no_cost(*shapes: Any) -> None:
+    return None
+
+
+def cost_of(flops: Callable[..., float]) -> Callable[..., float | None]:
+    """``flops`` of tile shapes as a float, None where a shape is unknown."""
+    def cost(*shapes: Any) -> float | None:
+        return None if None in shapes else float(flops(*shapes))
+
+    return cost
 
 
 def _holds(c: Any, env: dict[str, int]) -> bool:

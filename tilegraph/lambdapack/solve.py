@@ -311,3 +311,67 @@ def info_source(name: str, s: Statement, params: tuple[str, ...]) -> str:
             for a in s.args]
     lines.append(f"    return {tup(args)}, {tup([e.source() for e in s.target.index])}")
     return "\n".join(lines)
+
+
+def emit_source(name: str, s: Statement, params: tuple[str, ...], overwrites: int | None,
+                coords: tuple[int, ...]) -> str:
+    """The source of ``def name(rows, P, key, get, uses, in_key, add, func, kind, kname,
+    kw, shape, flops, nbytes, slow, Dep, sm, nbm)`` (``key``: the tasks' name; ``sm`` and
+    ``nbm`` look up shapes and output bytes already known, ``shape`` and ``nbytes`` find
+    them): adds the task of every row of statement ``s`` (rows
+    as :func:`expand_source` makes them) to a builder, unrolled over the statement's
+    arguments. A row whose reads name one task twice goes to ``slow(row)``."""
+    lines = [f"def {name}(rows, P, key, get, uses, in_key, add, func, kind, kname, kw, shape, "
+             "flops, nbytes, slow, Dep, sm, nbm):"]
+    if params:
+        lines.append(f"    {', '.join(params)}{',' if len(params) == 1 else ''} = P")
+    lines.append("    for row in rows:")
+    lines.append("        idx, args, tile = row")
+    if s.kwargs and s.loops:
+        names = ", ".join(lp.var for lp in s.loops)
+        lines.append(f"        {names}{',' if len(s.loops) == 1 else ''} = idx")
+    n = len(s.args)
+    if n:
+        lines.append(f"        {', '.join(f'a{i}' for i in range(n))}{',' if n == 1 else ''}"
+                     " = args")
+    deps, call, shapes = [], [], []
+    for i, a in enumerate(s.args):
+        if isinstance(a, Access):
+            lines.append(f"        t{i} = ({a.array!r}, a{i})")
+            lines.append(f"        w{i} = get(t{i})")
+            lines.append(f"        d{i} = in_key({a.array!r}, a{i}) if w{i} is None else "
+                         f"(key, w{i}[0], *w{i}[1])")
+            call.append(f"Dep({len(deps)})")
+            deps.append(f"d{i}")
+            shapes.append(f"(sm(t{i}) or shape(t{i}))")
+        else:
+            call.append(f"a{i}")
+    pairs = [f"{x} == {y}" for j, x in enumerate(deps) for y in deps[j + 1:]]
+    if pairs:
+        lines.append(f"        if {' or '.join(pairs)}:")
+        lines.append("            slow(row)")
+        lines.append("            continue")
+    if overwrites is not None:
+        lines.append(f"        kwargs = kw[w{overwrites} is not None and uses[t{overwrites}] == 1]")
+    else:
+        lines.append("        kwargs = kw[0]")
+    if s.kwargs:
+        items = []
+        for k, v in s.kwargs:
+            if isinstance(v, Affine):
+                src = v.source()
+            elif isinstance(v, tuple) and all(isinstance(x, Affine) for x in v):
+                src = "(" + ", ".join(x.source() for x in v) + ("," if len(v) == 1 else "") + ")"
+            else:
+                src = repr(v)
+            items.append(f"{k!r}: {src}")
+        lines.append(f"        kwargs = {{**(kwargs or {{}}), {', '.join(items)}}}")
+    args_src = "None" if all(isinstance(a, Access) for a in s.args) else (
+        "(" + ", ".join(call) + ("," if len(call) == 1 else "") + ")")
+    cost = f"flops({', '.join(shapes)})" if shapes else "None"
+    coord_src = "(" + ", ".join(f"tile[{p}]" for p in coords if p < len(s.target.index)) + (
+        "," if len([p for p in coords if p < len(s.target.index)]) == 1 else "") + ")"
+    lines.append(f"        add((key, {s.id}, *idx), func, "
+                 f"deps=[{', '.join(deps)}], args={args_src}, kwargs=kwargs, kind=kind, "
+                 f"name=kname, coords={coord_src}, nbytes=nbm(tile) or nbytes(tile), cost={cost})")
+    return "\n".join(lines)
