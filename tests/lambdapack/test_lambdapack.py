@@ -163,8 +163,11 @@ REJECTED = {
                        "unknown kernel 'frobnicate'"),
     "non-range loop": ("for i in [1, 2]:\n        C[i, 0] = matmul(A[i, 0], A[i, 0])",
                        "loops must be over range"),
-    "division": ("for i in range(N // 2):\n        C[i, 0] = matmul(A[i, 0], A[i, 0])",
-                 "non-affine expression"),
+    "division in an index": ("for i in range(N):\n        C[i // 2, 0] = matmul(A[i, 0], "
+                             "A[i, 0])", "non-affine expression"),
+    "non-affine scalar in an index": ("for i in range(N):\n        m = 2 ** i\n"
+                                      "        C[m, 0] = matmul(A[i, 0], A[i, 0])",
+                                      "non-affine index"),
     "or in a condition": ("for i in range(N):\n        if i < 2 or i > 3:\n"
                           "            C[i, 0] = matmul(A[i, 0], A[i, 0])", "joined by 'and'"),
     "call outside a tile write": ("for i in range(N):\n        matmul(A[i, 0], A[i, 0])",
@@ -295,3 +298,41 @@ def test_a_tile_read_twice_and_integer_arguments():
     np.testing.assert_array_equal(out[0], 2 * blocks[2])
     np.testing.assert_array_equal(out[1], 2 * blocks[2] + 2 * blocks[2])
     assert dag.parents((1, (2,))) == [(0, (2,))]
+
+
+def _r_of(*blocks):
+    return np.linalg.qr(np.concatenate(blocks, axis=0), mode="r")
+
+
+QR_R = LPKernel("qr_r_pair", _r_of, "qr")
+
+
+@lambdapack.program(kernels={"qr_r_pair": QR_R})
+def binary_tsqr(A, T, R, N: int, L: int):
+    for i in range(N):
+        T[0, i] = qr_r_pair(A[i, 0])  # noqa: F821
+    for level in range(1, L + 1):
+        for m in range(ceil_div(N, 2 ** level)):  # noqa: F821
+            if 2 * m + 1 < ceil_div(N, 2 ** (level - 1)):  # noqa: F821
+                T[level, m] = qr_r_pair(T[level - 1, 2 * m], T[level - 1, 2 * m + 1])  # noqa: F821
+            else:
+                T[level, m] = qr_r_pair(T[level - 1, 2 * m])  # noqa: F821
+    R[0, 0] = qr_r_pair(T[L, 0])  # noqa: F821
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 11])
+def test_non_affine_bounds_and_conditions_a_binary_tree(n):
+    levels = max(0, (n - 1).bit_length())
+    dag = binary_tsqr.bind(N=n, L=levels)
+    nodes, children, parents = _edges_by_lookup(dag)
+    for node in nodes:
+        for c in children[node]:
+            assert node in parents[c]
+    assert set(dag.starters()) == {nd for nd in nodes if not parents[nd]}
+    assert len(dag.starters()) == n
+    rng = np.random.default_rng(n)
+    blocks = [rng.standard_normal((6, 3)) for _ in range(n)]
+    graph = dag.to_taskgraph(inputs={"A": lambda t: blocks[t[0]]}, name="bt")
+    (r,) = tg.run(graph, [("bt", 3, )])
+    a = np.concatenate(blocks)
+    np.testing.assert_allclose(r.T @ r, a.T @ a, rtol=1e-10, atol=1e-10)

@@ -6,13 +6,17 @@ function itself is never called. Its parameters annotated ``int`` are the progra
 parameters (bound later, ``program.bind(N=32)``); every other parameter names a tile array.
 The body may contain, and nothing else:
 
-- ``for v in range(a)``, ``range(a, b)`` or ``range(a, b, step)``: bounds affine in the
-  enclosing loop variables and the parameters, ``step`` a positive integer literal;
-- ``if`` on affine comparisons (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``, chained or
-  joined by ``and``); an ``else`` only after a single comparison;
-- scalar assignments ``m = <affine expression>`` (substituted where ``m`` is used);
-- kernel calls ``OUT[i, j, ...] = kernel(IN[...], ..., name=<affine or literal>)`` whose
-  indices are affine; the positional arguments are tile reads or affine integers;
+- ``for v in range(a)``, ``range(a, b)`` or ``range(a, b, step)``: ``step`` a positive
+  integer literal; the bounds integer expressions of the enclosing loop variables and the
+  parameters: affine, or built with ``//``, ``%``, ``**``, ``min``, ``max`` and
+  ``ceil_div`` (bounds are evaluated, never solved; a solver that must loop over a variable
+  whose bound is not affine walks the loop nest once per binding to find its range);
+- ``if`` on comparisons of such expressions (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``,
+  chained or joined by ``and``); an ``else`` only after a single comparison;
+- scalar assignments ``m = <integer expression>`` (substituted where ``m`` is used; an
+  index may use it only if it is affine);
+- kernel calls ``OUT[i, j, ...] = kernel(IN[...], ..., name=<expression or literal>)``
+  whose indices are affine; the positional arguments are tile reads or affine integers;
 - tree reductions ``OUT[...] = reduce(kernel, (IN[..., v, ...] for v in range(a, b)),
   branch=B)``: the tiles of the generator are combined ``B`` at a time, in a tree whose
   top node writes ``OUT[...]`` (numpywren's reducer; ``B`` a literal >= 2 or a parameter).
@@ -32,6 +36,8 @@ import textwrap
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 
 class ProgramError(SyntaxError):
@@ -91,13 +97,70 @@ class Affine:
         return text.replace("+ -", "- ")
 
 
+def ceil_div(a: Any, b: Any) -> Any:
+    """``ceil(a / b)`` for integers (or NumPy integer arrays)."""
+    return -(-a // b)
+
+
+def _min(a: Any, b: Any) -> Any:
+    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) \
+        else min(a, b)
+
+
+def _max(a: Any, b: Any) -> Any:
+    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) \
+        else max(a, b)
+
+
+def _pow(a: Any, b: Any) -> Any:
+    """``a ** b``; on arrays (many candidate iterations at once) a negative exponent gives
+    ``a ** 0``: such rows lie outside the loop bounds and are masked out anyway."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.power(a, np.maximum(b, 0))
+    return a ** b
+
+
+FUNCTIONS = {"ceil_div": ceil_div, "min": _min, "max": _max, "_pow": _pow}
+_CODE: dict[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class IntExpr:
+    """An integer expression of loop variables and parameters that is not affine (``2 **
+    l``, ``ceil_div(N, 2 ** l)``, ``min(a, b)``, ``//``, ``%``): allowed in loop bounds,
+    conditions and keyword arguments, which are evaluated, never solved; an index must be
+    affine. ``src`` is Python source over ``names`` and :data:`FUNCTIONS`."""
+
+    src: str
+    names: frozenset[str]
+
+    def source(self) -> str:
+        return f"({self.src})"
+
+    def eval(self, env: dict[str, Any]) -> Any:
+        code = _CODE.get(self.src)
+        if code is None:
+            code = _CODE[self.src] = compile(self.src, "<lambdapack expression>", "eval")
+        return eval(code, FUNCTIONS, env)
+
+    def __str__(self) -> str:
+        return self.src
+
+
+Expr = Affine | IntExpr
+
+
+def _as_int_expr(e: Expr) -> IntExpr:
+    return e if isinstance(e, IntExpr) else IntExpr(e.source(), e.names)
+
+
 @dataclass(frozen=True, slots=True)
 class Loop:
     """``for var in range(lo, hi, step)``."""
 
     var: str
-    lo: Affine
-    hi: Affine
+    lo: Expr
+    hi: Expr
     step: int = 1
 
 
@@ -105,7 +168,7 @@ class Loop:
 class Cond:
     """``expr <op> 0`` with op one of ``>=``, ``==``, ``!=``."""
 
-    expr: Affine
+    expr: Expr
     op: str
 
     def source(self) -> str:
@@ -229,6 +292,65 @@ class _Parser:
                                    "not allowed")
         raise self.error(node, f"non-affine expression ({type(node).__name__})")
 
+    def expr(self, node: ast.AST, scope: dict[str, Expr]) -> Expr:
+        """An affine expression if it is one, else an :class:`IntExpr` (for bounds,
+        conditions and keyword values)."""
+        try:
+            return self.affine(node, scope)
+        except ProgramError as affine_error:
+            if "data-dependent" in str(affine_error) or "used as an integer" in str(
+                    affine_error) or "unknown name" in str(affine_error):
+                raise
+        src, names = self._int_src(node, scope)
+        return IntExpr(src, frozenset(names))
+
+    _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
+               ast.Pow: "**"}
+
+    def _int_src(self, node: ast.AST, scope: dict[str, Expr]) -> tuple[str, set[str]]:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return str(node.value), set()
+        if isinstance(node, ast.Name):
+            if node.id in scope:
+                e = scope[node.id]
+                return e.source(), set(e.names)
+            if node.id in self.params:
+                return node.id, {node.id}
+            if node.id in self.arrays:
+                raise self.error(node, f"tile array {node.id!r} used as an integer (a "
+                                       "condition or index on data is not allowed)")
+            raise self.error(node, f"unknown name {node.id!r}")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            src, names = self._int_src(node.operand, scope)
+            return f"(-{src})", names
+        if isinstance(node, ast.BinOp) and type(node.op) in self._BINOPS:
+            ls, ln = self._int_src(node.left, scope)
+            rs, rn = self._int_src(node.right, scope)
+            if isinstance(node.op, ast.Pow):
+                return f"_pow({ls}, {rs})", ln | rn
+            return f"({ls} {self._BINOPS[type(node.op)]} {rs})", ln | rn
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("ceil_div", "min", "max") and not node.keywords):
+            parts = [self._int_src(a, scope) for a in node.args]
+            want = 2
+            if len(parts) != want:
+                raise self.error(node, f"{node.func.id} takes {want} arguments")
+            names = set().union(*(n for _, n in parts))
+            return f"{node.func.id}({', '.join(p for p, _ in parts)})", names
+        if isinstance(node, ast.Subscript):
+            raise self.error(node, "an index or bound that reads a tile (data-dependent) is "
+                                   "not allowed")
+        raise self.error(node, f"non-affine expression ({type(node).__name__}) that is not "
+                               "an integer expression of loop variables and parameters")
+
+    def index_expr(self, node: ast.AST, scope: dict[str, Expr]) -> Affine:
+        """An index: it must be affine."""
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and isinstance(scope.get(sub.id), IntExpr):
+                raise self.error(node, f"non-affine index ({sub.id!r} is "
+                                       f"{scope[sub.id]}, not affine)")
+        return self.affine(node, scope)
+
     def conds(self, node: ast.AST, scope: dict[str, Affine]) -> list[Cond]:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             out: list[Cond] = []
@@ -237,11 +359,11 @@ class _Parser:
             return out
         if isinstance(node, ast.Compare):
             out = []
-            left = self.affine(node.left, scope)
+            left = self.expr(node.left, scope)
             for op, comp in zip(node.ops, node.comparators, strict=True):
                 if type(op) not in _CMP:
                     raise self.error(node, f"unsupported comparison {type(op).__name__}")
-                right = self.affine(comp, scope)
+                right = self.expr(comp, scope)
                 out.append(_cond(left, _CMP[type(op)], right))
                 left = right
             return out
@@ -259,7 +381,7 @@ class _Parser:
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         if any(isinstance(i, ast.Slice) for i in items):
             raise self.error(node, "slices are not allowed in a tile index")
-        index = tuple(self.affine(i, scope) for i in items)
+        index = tuple(self.index_expr(i, scope) for i in items)
         dims = self.dims.setdefault(name, len(index))
         if dims != len(index):
             raise self.error(node, f"tile array {name!r} is indexed with {len(index)} indices "
@@ -290,7 +412,7 @@ class _Parser:
                 if isinstance(node.value, ast.Call):
                     raise self.error(node, "a kernel call must write a tile, ARRAY[...] = "
                                            "kernel(...)")
-                scope[name] = self.affine(node.value, scope)
+                scope[name] = self.expr(node.value, scope)
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                     node.targets[0], ast.Subscript):
                 self.call(node, loops, conds, scope)
@@ -329,9 +451,9 @@ class _Parser:
                                    "range(a, b, step)")
         args = node.args
         if len(args) == 1:
-            lo, hi = Affine.of(0), self.affine(args[0], scope)
+            lo, hi = Affine.of(0), self.expr(args[0], scope)
         else:
-            lo, hi = self.affine(args[0], scope), self.affine(args[1], scope)
+            lo, hi = self.expr(args[0], scope), self.expr(args[1], scope)
         step = 1
         if len(args) == 3:
             if not (isinstance(args[2], ast.Constant) and type(args[2].value) is int
@@ -354,7 +476,7 @@ class _Parser:
         else:
             kernel = value.func.id
             args = tuple(self.access(a, scope) if isinstance(a, ast.Subscript)
-                         else self.affine(a, scope) for a in value.args)
+                         else self.expr(a, scope) for a in value.args)
             kwargs = tuple((k.arg, self.keyword(k, scope)) for k in value.keywords)
             if any(k is None for k, _ in kwargs):
                 raise self.error(node, "**kwargs is not allowed in a kernel call")
@@ -367,8 +489,8 @@ class _Parser:
         if isinstance(k.value, ast.Constant) and not isinstance(k.value.value, (bytes,)):
             return k.value.value
         if isinstance(k.value, ast.Tuple):
-            return tuple(self.affine(e, scope) for e in k.value.elts)
-        return self.affine(k.value, scope)
+            return tuple(self.expr(e, scope) for e in k.value.elts)
+        return self.expr(k.value, scope)
 
     def reduction(self, value: ast.Call, scope: dict[str, Affine]
                   ) -> tuple[str, tuple[Access], Reduction]:
@@ -407,7 +529,15 @@ class _Parser:
         return value.args[0].id, (read,), Reduction(var, lo, hi, branch)
 
 
-def _cond(left: Affine, op: str, right: Affine) -> Cond:
+def _cond(left: Expr, op: str, right: Expr) -> Cond:
+    if isinstance(left, IntExpr) or isinstance(right, IntExpr):
+        lsrc, rsrc = left.source(), right.source()
+        names = left.names | right.names
+        text = {">=": f"{lsrc} - {rsrc}", ">": f"{lsrc} - {rsrc} - 1",
+                "<=": f"{rsrc} - {lsrc}", "<": f"{rsrc} - {lsrc} - 1"}.get(op)
+        if text is not None:
+            return Cond(IntExpr(text, names), ">=")
+        return Cond(IntExpr(f"{lsrc} - {rsrc}", names), op)
     d = left - right
     if op == ">=":
         return Cond(d, ">=")
@@ -421,6 +551,10 @@ def _cond(left: Affine, op: str, right: Affine) -> Cond:
 
 
 def _negate(c: Cond) -> Cond:
+    if isinstance(c.expr, IntExpr):
+        if c.op == ">=":
+            return Cond(IntExpr(f"-{c.expr.source()} - 1", c.expr.names), ">=")
+        return Cond(c.expr, "!=" if c.op == "==" else "==")
     if c.op == ">=":
         return Cond(c.expr.scale(-1) - Affine.of(1), ">=")
     return Cond(c.expr, "!=" if c.op == "==" else "==")

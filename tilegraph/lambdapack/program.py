@@ -23,6 +23,7 @@ from tilegraph.lambdapack.kernels import KERNELS, LPKernel
 from tilegraph.lambdapack.lang import (
     Access,
     Affine,
+    IntExpr,
     Loop,
     ProgramError,
     ProgramIR,
@@ -851,7 +852,7 @@ def _holds(c: Any, env: dict[str, int]) -> bool:
 
 
 def _eval_kw(value: Any, env: dict[str, int]) -> Any:
-    if isinstance(value, Affine):
+    if isinstance(value, (Affine, IntExpr)):
         return value.eval(env)
     if isinstance(value, tuple):
         return tuple(_eval_kw(v, env) for v in value)

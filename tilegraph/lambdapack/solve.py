@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.lambdapack.lang import Access, Affine, Loop, Statement
+from tilegraph.lambdapack.lang import FUNCTIONS, Access, Affine, IntExpr, Loop, Statement
 
 
 def _lcm(values: list[int]) -> int:
@@ -180,14 +180,18 @@ def solver_source(name: str, access: Access, loops: tuple[Loop, ...], conds: tup
 
 
 def compile_source(source: str, name: str) -> Any:
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = dict(FUNCTIONS)
     exec(compile(source, f"<lambdapack {name}>", "exec"), namespace)
     return namespace[name]
 
 
-def box_of(loops: tuple[Loop, ...], params: dict[str, int]) -> list[tuple[int, int]]:
+def box_of(loops: tuple[Loop, ...], params: dict[str, int],
+           limit: int = 5_000_000) -> list[tuple[int, int]]:
     """Per variable of ``loops``, a range ``(lo, hi)`` that holds all its values in the
-    domain (interval arithmetic through the loop nest)."""
+    domain: by interval arithmetic through the loop nest, or, where a bound is not affine,
+    by walking the loop nest (up to ``limit`` iterations)."""
+    if any(isinstance(b, IntExpr) for lp in loops for b in (lp.lo, lp.hi)):
+        return _box_by_walking(loops, params, limit)
     lows: dict[str, int] = dict(params)
     highs: dict[str, int] = dict(params)
     out = []
@@ -197,6 +201,34 @@ def box_of(loops: tuple[Loop, ...], params: dict[str, int]) -> list[tuple[int, i
         lows[lp.var], highs[lp.var] = lo_min, max(lo_min, hi_max - 1)
         out.append((lo_min, max(lo_min, hi_max)))
     return out
+
+
+def _box_by_walking(loops: tuple[Loop, ...], params: dict[str, int],
+                    limit: int) -> list[tuple[int, int]]:
+    lows = [None] * len(loops)
+    highs = [None] * len(loops)
+    env = dict(params)
+    count = 0
+
+    def walk(depth: int) -> None:
+        nonlocal count
+        if depth == len(loops):
+            return
+        lp = loops[depth]
+        for v in range(lp.lo.eval(env), lp.hi.eval(env), lp.step):
+            count += 1
+            if count > limit:
+                raise ValueError(f"lambdapack: the loop nest of {[x.var for x in loops]} has "
+                                 f"more than {limit} iterations and non-affine bounds; its "
+                                 "solver needs affine bounds at this size")
+            lows[depth] = v if lows[depth] is None else min(lows[depth], v)
+            highs[depth] = v if highs[depth] is None else max(highs[depth], v)
+            env[lp.var] = v
+            walk(depth + 1)
+        env.pop(lp.var, None)
+
+    walk(0)
+    return [(0, 0) if lo is None else (lo, hi + 1) for lo, hi in zip(lows, highs, strict=True)]
 
 
 def _interval(e: Affine, lows: dict[str, int], highs: dict[str, int]) -> tuple[int, int]:
@@ -358,9 +390,9 @@ def emit_source(name: str, s: Statement, params: tuple[str, ...], overwrites: in
     if s.kwargs:
         items = []
         for k, v in s.kwargs:
-            if isinstance(v, Affine):
+            if isinstance(v, (Affine, IntExpr)):
                 src = v.source()
-            elif isinstance(v, tuple) and all(isinstance(x, Affine) for x in v):
+            elif isinstance(v, tuple) and all(isinstance(x, (Affine, IntExpr)) for x in v):
                 src = "(" + ", ".join(x.source() for x in v) + ("," if len(v) == 1 else "") + ")"
             else:
                 src = repr(v)
