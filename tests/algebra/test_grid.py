@@ -15,7 +15,7 @@ from tilegraph.algebra import Kernel, lower, task_grid
 from tilegraph.algebra import linalg_kernels as kern
 from tilegraph.algebra.grid import TaskGrid, run_program
 from tilegraph.array.core import Array
-from tilegraph.array.linalg import lu_program, tsqr_program
+from tilegraph.array.linalg import lu_program
 from tilegraph.graph import Dep, GraphBuilder
 from tilegraph.graph.kinds import matmul_flops, potrf_flops, syrk_flops, trsm_flops
 
@@ -123,17 +123,13 @@ def test_cholesky_grid_lowers_with_keys_deps_coords_and_copy_flags():
     assert kwargs[("chol-L", 0, 0)] == {"where": (0, 0)}
 
 
-def test_lu_and_tsqr_programs_have_the_kinds_placement_relies_on():
+def test_lu_program_has_the_kinds_placement_relies_on():
     a = from_numpy(np.eye(6), chunks=3)
     g = _record(lu_program((3, 3), np.dtype(np.float64), True), {"A": a.blocks},
                 [("U", (2, 2)), ("L", (2, 2)), ("order", (1,))])
     kinds = Counter(r.kind for r in g.records)
     assert kinds["lu"] == 2 + 2 + 2  # getrf, pivots and one laswp per step
     assert kinds["trsm"] == 1 and kinds["gemm"] == 1 and kinds["creation"] == 3
-    t = from_numpy(np.ones((40, 3)), chunks=(10, 3))
-    g = _record(tsqr_program((10,) * 4, 3, np.dtype(np.float64), 2), {"A": t.blocks},
-                [("Q", (4, 1)), ("R", (1, 1))])
-    assert Counter(r.kind for r in g.records)["qr"] == 4 + 2 + 1  # leaves, a tree of 2
 
 
 def _touch(x, *, copy):

@@ -251,27 +251,6 @@ def rows(x: np.ndarray, start: int, stop: int) -> np.ndarray:
     return x[start:stop]
 
 
-def times(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a @ b
-
-
-def qr_block(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reduced QR of one block (LAPACK geqrf + orgqr; NumPy releases the GIL)."""
-    return np.linalg.qr(a, mode="reduced")
-
-
-def qr_stacked(*rs: np.ndarray, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
-    """QR of the R factors stacked; with ``normalize``, R's diagonal is made >= 0 (and Q's
-    columns flipped to match)."""
-    q, r = np.linalg.qr(np.concatenate(rs, axis=0), mode="reduced")
-    if normalize:
-        d = np.diagonal(r)
-        sign = np.where(d == 0, 1, d / np.where(d == 0, 1, np.abs(d))).astype(r.dtype)
-        r = sign.conj()[:, None] * r
-        q = q * sign[None, :]
-    return q, r
-
-
 def svd_small(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.linalg.svd(r, full_matrices=False)
 

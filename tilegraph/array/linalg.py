@@ -43,6 +43,7 @@ from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
 from tilegraph.algebra.linalg_kernels import LinAlgError
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.array.lp_arrays import cholesky as lp_cholesky
+from tilegraph.array.lp_arrays import tsqr as lp_tsqr
 from tilegraph.graph.kinds import (
     lu_flops,
     matmul_flops,
@@ -202,77 +203,7 @@ def _solve_triangular(a: Array, b: Array, lower: bool, trans: str, unit: bool) -
 
 # -- QR -------------------------------------------------------------------------------------
 
-GEQRF = Kernel(kern.qr_block, "qr", "geqrf")
-GEQRF_STACKED = Kernel(kern.qr_stacked, "qr", "geqrf")
-PICK_R = Kernel(kern.second, "getitem", "R")
-PICK_Q = Kernel(kern.first, "getitem", "Q")
-Q_TIMES = Kernel(kern.times, "gemm", "Q")
 ROWS = Kernel(kern.rows, "getitem", "rows")
-
-
-def tsqr_program(rows: tuple[int, ...], n: int, dtype: np.dtype, split_every: int):
-    """The loop program of TSQR over the row blocks ``("A", i, 0)``: every block is factored
-    (tiles ``("leaf", i)``), the R factors are combined in a tree ``split_every`` at a time
-    (``("node", level, g)``, the top one's R is ``("R", 0, 0)``), and each block of Q
-    (``("Q", i, 0)``) is the leaf's Q times the rows of the factors above it."""
-    nb = len(rows)
-    isz = dtype.itemsize
-    k = min(sum(rows), n)
-
-    def combine(g: TaskGrid, items: list[tuple[tuple, int]], level: int) -> list[tuple]:
-        """Combine the R factors of ``items`` (tile of the R, its rows); returns, per item,
-        the tile its Q block is multiplied by."""
-        call = g.call
-        groups = [items[s:s + split_every] for s in range(0, len(items), split_every)]
-        last = len(groups) == 1
-        parents = []
-        for gi, group in enumerate(groups):
-            total = sum(r for _, r in group)
-            node = ("node", level, gi)
-            call(GEQRF_STACKED, node, [tile for tile, _ in group], coords=(gi, 0),
-                 kwargs={"normalize": last}, flops=4.0 * total * n * n,
-                 nbytes=isz * (total + n) * n)
-            r_tile = ("R", 0, 0) if last else ("nodeR", level, gi)
-            call(PICK_R, r_tile, [node], coords=(gi, 0), nbytes=isz * min(total, n) * n)
-            parents.append((r_tile, min(total, n)))
-        if last:
-            call(PICK_Q, ("nodeQ", level, 0), [("node", level, 0)], coords=(0, 0),
-                 nbytes=isz * parents[0][1] * n)
-            above = [("nodeQ", level, 0)]
-        else:
-            factors = combine(g, parents, level + 1)
-            above = []
-            for gi, group in enumerate(groups):
-                call(PICK_Q, ("nodeQ", level, gi), [("node", level, gi)], coords=(gi, 0),
-                     nbytes=isz * sum(r for _, r in group) * n)
-                call(Q_TIMES, ("nodeF", level, gi), [("nodeQ", level, gi), factors[gi]],
-                     coords=(gi, 0))
-                above.append(("nodeF", level, gi))
-        out = []
-        for gi, group in enumerate(groups):
-            start = 0
-            for j, (_, r) in enumerate(group):
-                call(ROWS, ("slice", level, gi, j), [above[gi]],
-                     args=(Dep(0), start, start + r), coords=(gi, j))
-                out.append(("slice", level, gi, j))
-                start += r
-        return out
-
-    def program(g: TaskGrid) -> None:
-        call = g.call
-        for i in range(nb):
-            call(GEQRF, ("leaf", i), [("A", i, 0)], coords=(i, 0),
-                 flops=4.0 * rows[i] * n * n, nbytes=isz * (rows[i] + n) * n)
-            call(PICK_R, ("leafR", i), [("leaf", i)], coords=(i, 0),
-                 nbytes=isz * min(rows[i], n) * n)
-        factors = combine(g, [(("leafR", i), min(rows[i], n)) for i in range(nb)], 1)
-        for i in range(nb):
-            call(PICK_Q, ("leafQ", i), [("leaf", i)], coords=(i, 0),
-                 nbytes=isz * rows[i] * min(rows[i], n))
-            call(Q_TIMES, ("Q", i, 0), [("leafQ", i), factors[i]],
-                 flops=2.0 * rows[i] * min(rows[i], n) * k, nbytes=isz * rows[i] * k)
-
-    return program
 
 
 def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
@@ -286,19 +217,7 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
     >>> bool(np.allclose((q @ r).compute(), m))
     True
     """
-    a = _matrix(a, "qr")
-    m, n = a.shape
-    if a.numblocks[1] != 1:
-        a = a.rechunk((a.chunks[0], (n,)))
-    if not isinstance(split_every, int) or split_every < 2:
-        raise ValueError(f"tsqr: split_every must be an int >= 2, got {split_every!r}")
-    rows = a.chunks[0]
-    k = min(m, n)
-    q, r = task_grid(f"tsqr-{tokenize('tsqr', a, split_every)}",
-                     tsqr_program(rows, n, a.dtype, split_every),
-                     [("Q", (len(rows), 1)), ("R", (1, 1))], sources={"A": a.blocks})
-    return (Array(q, (m, k), (rows, (k,)), a.dtype),
-            Array(r, (k, n), ((k,), (n,)), a.dtype))
+    return lp_tsqr(a, split_every)
 
 
 def qr(a: Any, mode: str = "reduced") -> Any:

@@ -237,3 +237,48 @@ def tsqr_r(a: Any, branch: int = 2) -> Array:
     (r,) = program_blocks(dag, name, {"A": (a.blocks, tuple)},
                           [((1, 1), lambda c: ("R", (0, 0)))], shape_of, a.dtype)
     return Array(r, (n, n), ((n,), (n,)), a.dtype)
+
+
+def tree_levels(n: int, branch: int) -> int:
+    """Levels of a tree that combines ``n`` leaves ``branch`` at a time into one."""
+    levels = 0
+    while n > 1:
+        n = -(-n // branch)
+        levels += 1
+    return levels
+
+
+@library.tsqr_q.implement
+def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
+    """Q and R of a matrix with one column of blocks (the columns are put in one block if
+    they are not) by the program ``library.tsqr_q``: ``q`` has ``a``'s row blocks, ``r``
+    (one block) a non-negative real diagonal; the row blocks' R factors are combined
+    ``split_every`` at a time."""
+    a = _float(asarray(a), "qr")
+    dense_only("qr", a)
+    if a.ndim != 2:
+        raise ValueError(f"qr: expected a 2-D matrix, got shape {a.shape}")
+    if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
+        raise ValueError(f"tsqr: split_every must be an int >= 2, got {split_every!r}")
+    m, n = a.shape
+    if a.numblocks[1] != 1:
+        a = a.rechunk((a.chunks[0], (n,)))
+    rows = a.chunks[0]
+    k = min(m, n)
+    nb = len(rows)
+    dag = library.tsqr_q.bind(N=nb, B=split_every, L=tree_levels(nb, split_every))
+    name = f"tsqr-{tokenize('lp-tsqr-q', a, split_every)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int] | None:
+        if array == "A":
+            return rows[tile[0]], n
+        if array == "Q":
+            return rows[tile[0]], k
+        if array == "R":
+            return k, n
+        return None
+
+    q, r = program_blocks(dag, name, {"A": (a.blocks, tuple)},
+                          [((nb, 1), lambda c: ("Q", c)), ((1, 1), lambda c: ("R", c))],
+                          shape_of, a.dtype)
+    return (Array(q, (m, k), (rows, (k,)), a.dtype), Array(r, (k, n), ((k,), (n,)), a.dtype))

@@ -124,6 +124,50 @@ def _qr_r(*blocks: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(r)
 
 
+def _qr_leaf(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(Q, R)`` of one row block (reduced)."""
+    return np.linalg.qr(a, mode="reduced")
+
+
+def _qr_node(*children: tuple) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """``(Q, R, offsets)`` of the children's R factors stacked: rows ``offsets[k]`` to
+    ``offsets[k + 1]`` of Q belong to child ``k``."""
+    rs = [c[1] for c in children]
+    q, r = np.linalg.qr(np.concatenate(rs, axis=0), mode="reduced")
+    offsets = [0]
+    for x in rs:
+        offsets.append(offsets[-1] + x.shape[0])
+    return q, r, offsets
+
+
+def _signs(r: np.ndarray) -> np.ndarray:
+    d = np.diagonal(r)
+    safe = np.where(d == 0, 1, d)
+    return (safe / np.abs(safe)).astype(r.dtype)
+
+
+def _r_top(node: tuple) -> np.ndarray:
+    """R of the top node with a non-negative real diagonal."""
+    r = node[1]
+    return np.ascontiguousarray(_signs(r).conj()[:, None] * r)
+
+
+def _q_signs(node: tuple) -> np.ndarray:
+    """The diagonal matrix that turns the top node's Q into the Q of :func:`_r_top`."""
+    return np.diag(_signs(node[1]))
+
+
+def _q_part(node: tuple, u: np.ndarray, k: int) -> np.ndarray:
+    """Child ``k``'s rows of the node's Q, times the node's own factor from above."""
+    q, _, offsets = node
+    return q[offsets[k]:offsets[k + 1]] @ u
+
+
+def _q_leaf(leaf: tuple, u: np.ndarray) -> np.ndarray:
+    """A block of Q: the leaf's Q times its factor from above."""
+    return np.ascontiguousarray(leaf[0] @ u)
+
+
 def _gemm_flops(c: Shape, a: Shape, b: Shape) -> float:
     return matmul_flops(a[0], a[1], b[0] if len(b) > 1 else 1)
 
@@ -148,6 +192,12 @@ for _k in (
     LPKernel("herk", _herk, "syrk", lambda a: syrk_flops(a[0], a[1])),
     LPKernel("herk_acc", _herk_acc, "syrk", lambda c, a: syrk_flops(a[0], a[1]),
              overwrites=0),
+    LPKernel("qr_leaf", _qr_leaf, "qr", lambda a: qr_flops(a[0], a[1])),
+    LPKernel("qr_node", _qr_node, "qr"),
+    LPKernel("r_top", _r_top, "getitem"),
+    LPKernel("q_signs", _q_signs, "getitem"),
+    LPKernel("q_part", _q_part, "gemm"),
+    LPKernel("q_leaf", _q_leaf, "gemm"),
     LPKernel("qr_r", _qr_r, "qr",
              lambda *s: qr_flops(sum(x[0] for x in s), s[0][1])),
 ):

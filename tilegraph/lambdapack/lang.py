@@ -19,13 +19,18 @@ The body may contain, and nothing else:
   whose indices are affine; the positional arguments are tile reads or affine integers;
 - tree reductions ``OUT[...] = reduce(kernel, (IN[..., v, ...] for v in range(a, b)),
   branch=B)``: the tiles of the generator are combined ``B`` at a time, in a tree whose
-  top node writes ``OUT[...]`` (numpywren's reducer; ``B`` a literal >= 2 or a parameter).
+  top node writes ``OUT[...]`` (numpywren's reducer; ``B`` a literal >= 2 or a parameter);
+- gathered ranges ``OUT[...] = kernel((IN[..., v] for v in range(a, b)), name=...)``: one
+  call on all the tiles of the range (a node of a tree with a parameter fan-in).
 
-A tile is written once (single static assignment): work arrays carry a version index, as the
-trailing update of Cholesky writes ``S[k + 1, i, j]``. A statement whose write is not
-one-to-one in its loop variables writes a tile twice and is rejected; so are non-affine
-indices, ``while``, conditions on data, and anything else not listed, with the line and the
-reason. A tile that no statement writes is an input of the program.
+An index is affine in the loop variables, where a coefficient may also be a parameter
+(``T[l, B * g + k]``: solved once the program is bound). A tile is written once (single
+static assignment): work arrays carry a version index, as the trailing update of Cholesky
+writes ``S[k + 1, i, j]``. A statement whose write leaves out one of its loop variables
+writes a tile twice and is rejected (two writes of one tile that only the bounds tell apart
+are found by expanding the program at small sizes); so are non-affine indices,
+``while``, conditions on data, and anything else not listed, with the line and the reason.
+A tile that no statement writes is an input of the program.
 """
 
 from __future__ import annotations
@@ -64,7 +69,26 @@ class Affine:
 
     @property
     def names(self) -> frozenset[str]:
-        return frozenset(n for n, _ in self.terms)
+        return frozenset(x for n, _ in self.terms for x in n.split("*"))
+
+    @property
+    def param_products(self) -> frozenset[str]:
+        """The parameters that multiply a loop variable (terms ``"P*v"``)."""
+        return frozenset(n.split("*")[0] for n, _ in self.terms if "*" in n)
+
+    def bind_products(self, values: dict[str, int]) -> Affine:
+        """The expression with each term ``P*v`` replaced by ``v`` times the value of
+        ``P``: affine in the loop variables once the parameters are known."""
+        if not any("*" in n for n, _ in self.terms):
+            return self
+        d: dict[str, int] = {}
+        for n, c in self.terms:
+            if "*" in n:
+                p, v = n.split("*")
+                d[v] = d.get(v, 0) + c * values[p]
+            else:
+                d[n] = d.get(n, 0) + c
+        return Affine.of(self.const, **d)
 
     def __add__(self, other: Affine) -> Affine:
         d = dict(self.terms)
@@ -79,7 +103,14 @@ class Affine:
         return self + other.scale(-1)
 
     def eval(self, env: dict[str, int]) -> int:
-        return self.const + sum(c * env[n] for n, c in self.terms)
+        total = self.const
+        for n, c in self.terms:
+            if "*" in n:
+                p, v = n.split("*")
+                total = total + c * env[p] * env[v]
+            else:
+                total = total + c * env[n]
+        return total
 
     def source(self) -> str:
         """The expression as Python source."""
@@ -213,6 +244,12 @@ class Statement:
     args: tuple[Access | Affine, ...]
     kwargs: tuple[tuple[str, Any], ...]
     reduce: Reduction | None = None
+    gather: Loop | None = None
+
+    @property
+    def plain(self) -> bool:
+        """A fixed list of arguments (no reduction tree, no gathered range of tiles)."""
+        return self.reduce is None and self.gather is None
 
     @property
     def vars(self) -> tuple[str, ...]:
@@ -283,7 +320,19 @@ class _Parser:
                     return right.scale(left.const)
                 if not right.terms:
                     return left.scale(right.const)
-                raise self.error(node, "non-affine index (a product of two variables)")
+                for par, other in ((left, right), (right, left)):
+                    # a parameter times an expression of loop variables: its coefficient is
+                    # known once the program is bound
+                    if (len(par.terms) == 1 and par.const == 0 and par.terms[0][0] in
+                            self.params and all(n not in self.params and "*" not in n
+                                                for n, _ in other.terms)):
+                        (pname, pc), = par.terms
+                        d = {f"{pname}*{n}": pc * c for n, c in other.terms}
+                        if other.const:
+                            d[pname] = pc * other.const
+                        return Affine.of(0, **d)
+                raise self.error(node, "non-affine index (a product of two variables; a "
+                                       "parameter may multiply loop variables)")
             raise self.error(node, f"non-affine expression (operator "
                                    f"{type(node.op).__name__}; only +, - and * by a "
                                    "constant are allowed)")
@@ -469,10 +518,16 @@ class _Parser:
         value = node.value
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
             raise self.error(node, "the right-hand side must be a kernel call, kernel(...)")
-        reduction = None
+        reduction = gather = None
         if value.func.id == "reduce":
             kernel, args, reduction = self.reduction(value, scope)
             kwargs: tuple = ()
+        elif len(value.args) == 1 and isinstance(value.args[0], ast.GeneratorExp):
+            kernel = value.func.id
+            args, gather = self.gathered(value.args[0], scope)
+            kwargs = tuple((k.arg, self.keyword(k, scope)) for k in value.keywords)
+            if any(k is None for k, _ in kwargs):
+                raise self.error(node, "**kwargs is not allowed in a kernel call")
         else:
             kernel = value.func.id
             args = tuple(self.access(a, scope) if isinstance(a, ast.Subscript)
@@ -483,7 +538,27 @@ class _Parser:
         text = self.lines[node.lineno - 1].strip() if self.lines else ""
         self.statements.append(Statement(
             len(self.statements), self.first_line + node.lineno - 1, text, loops, conds,
-            target, kernel, args, kwargs, reduction))
+            target, kernel, args, kwargs, reduction, gather))
+
+    def gathered(self, gen: ast.GeneratorExp, scope: dict[str, Expr]
+                 ) -> tuple[tuple[Access], Loop]:
+        """``kernel(T[..., v] for v in range(a, b))``: the tiles of a range, one call."""
+        if len(gen.generators) != 1 or gen.generators[0].ifs or gen.generators[0].is_async:
+            raise self.error(gen, "a gathered range takes one 'for v in range(a, b)' and no "
+                                  "'if'")
+        comp = gen.generators[0]
+        if not isinstance(comp.target, ast.Name):
+            raise self.error(gen, "the generator variable must be one name")
+        var = comp.target.id
+        if var in scope or var in self.params or var in self.arrays:
+            raise self.error(gen, f"generator variable {var!r} shadows another name")
+        lo, hi, step = self.range_of(comp.iter, scope)
+        inner = dict(scope)
+        inner[var] = Affine.of(**{var: 1})
+        read = self.access(gen.elt, inner)
+        if all(var not in e.names for e in read.index):
+            raise self.error(gen, f"the gathered tile does not use {var!r}")
+        return (read,), Loop(var, lo, hi, step)
 
     def keyword(self, k: ast.keyword, scope: dict[str, Affine]) -> Any:
         if isinstance(k.value, ast.Constant) and not isinstance(k.value.value, (bytes,)):
@@ -597,35 +672,20 @@ def parse(fn: Any) -> ProgramIR:
     return ir
 
 
-def _rank(rows: list[list[Fraction]]) -> int:
-    m = [r[:] for r in rows]
-    rank, ncols = 0, len(m[0]) if m else 0
-    for c in range(ncols):
-        piv = next((r for r in range(rank, len(m)) if m[r][c] != 0), None)
-        if piv is None:
-            continue
-        m[rank], m[piv] = m[piv], m[rank]
-        for r in range(len(m)):
-            if r != rank and m[r][c] != 0:
-                f = m[r][c] / m[rank][c]
-                m[r] = [x - f * y for x, y in zip(m[r], m[rank], strict=True)]
-        rank += 1
-    return rank
-
-
 def _check_writes(ir: ProgramIR, parser: _Parser) -> None:
-    """Reject a statement whose write is not one-to-one in its loop variables (it would
-    write one tile twice), and writes of a tile array that is also a parameter's input only
-    through... (inputs are the tiles no statement writes)."""
+    """Reject a statement whose write index leaves out one of its loop variables (it would
+    write one tile once per value of that variable)."""
     for s in ir.statements:
         variables = s.vars
         if not variables:
             continue
-        rows = [[Fraction(e.coef(v)) for v in variables] for e in s.target.index]
-        if _rank(rows) < len(variables):
-            missing = [v for v in variables if all(e.coef(v) == 0 for e in s.target.index)]
-            why = (f"its index does not use loop variable(s) {', '.join(missing)}" if missing
-                   else "its index is not one-to-one in the loop variables")
+        rows = [[Fraction(e.coef(v) + sum(c for n, c in e.terms if n.endswith(f"*{v}")))
+                 for v in variables] for e in s.target.index]
+        missing = [v for k, v in enumerate(variables) if all(r[k] == 0 for r in rows)]
+        # a rank below the number of variables with every variable used can still be one
+        # to one inside the bounds (B * g + k with k < B): the expansion check decides
+        if missing:
+            why = f"its index does not use loop variable(s) {', '.join(missing)}"
             raise ProgramError(
                 f"lambdapack program {ir.name!r}, line {s.line}: writes one tile more than "
                 f"once ({why}; a tile is written once, give work tiles a version index): "

@@ -14,6 +14,9 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
   substitution), ``B[i, j, 0]`` the right-hand side.
 - ``tsqr(A, R, N, B)``: the R factor of a tall-skinny matrix of ``N`` row blocks
   ``A[i, 0]``, combined ``B`` at a time in a tree (a ``reduce``).
+- ``tsqr_q(A, T, U, Q, R, N, B, L)``: Q and R: the tree of ``tsqr`` with its nodes kept
+  (``T[l, g]``, gathered ``B`` at a time), R with a non-negative diagonal, and Q's blocks
+  ``Q[i, 0]`` from each node's Q down the tree (``U[l, g]``).
 """
 
 from __future__ import annotations
@@ -100,6 +103,27 @@ def _tsqr(A, R, N: int, B: int):
     R[0, 0] = reduce(qr_r, (A[i, 0] for i in range(N)), branch=B)  # noqa: F821
 
 
+@program
+def _tsqr_q(A, T, U, Q, R, N: int, B: int, L: int):
+    # up the tree: the row blocks, then B nodes at a time, L levels
+    for i in range(N):
+        T[0, i] = qr_leaf(A[i, 0])  # noqa: F821
+    for l in range(1, L + 1):  # noqa: E741
+        for g in range(ceil_div(N, B ** l)):  # noqa: F821
+            T[l, g] = qr_node(  # noqa: F821
+                T[l - 1, c] for c in range(B * g, min(B * g + B, ceil_div(N, B ** (l - 1)))))  # noqa: F821
+    R[0, 0] = r_top(T[L, 0])  # noqa: F821
+    # down the tree: each node's Q times the factor from above
+    U[L, 0] = q_signs(T[L, 0])  # noqa: F821
+    for d in range(L):
+        l = L - d  # noqa: E741
+        for g in range(ceil_div(N, B ** l)):  # noqa: F821
+            for k in range(min(B, ceil_div(N, B ** (l - 1)) - B * g)):  # noqa: F821
+                U[l - 1, B * g + k] = q_part(T[l, g], U[l, g], k)  # noqa: F821
+    for i in range(N):
+        Q[i, 0] = q_leaf(T[0, i], U[0, i])  # noqa: F821
+
+
 cholesky = LibraryProgram(_cholesky, "Cholesky factor L of a Hermitian positive definite "
                                      "Array (lower, as numpy.linalg.cholesky).")
 gemm = LibraryProgram(_gemm, "A @ B for 2-D Arrays, a chain of block products per output "
@@ -110,5 +134,8 @@ trsm = LibraryProgram(_trsm, "X with L @ X = B, for a lower triangular L (forwar
                              "substitution).")
 tsqr = LibraryProgram(_tsqr, "The R factor of the QR of a tall-skinny Array (one column of "
                              "blocks), its row blocks combined in a tree.")
+tsqr_q = LibraryProgram(_tsqr_q, "Q and R of a tall-skinny Array (one column of blocks): "
+                                 "its row blocks factored, their R factors combined B at a "
+                                 "time up a tree of L levels, and Q assembled down the tree.")
 
-PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, tsqr)}
+PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, tsqr, tsqr_q)}

@@ -55,7 +55,10 @@ class Program:
         self.name = ir.name
         self.kernels = dict(kernels)
         self.tile_coords = dict(tile_coords or {})
-        self._compiled: _Compiled | None = None
+        self._compiled: dict[tuple, _Compiled] = {}
+        self._products = sorted(set().union(*(
+            e.param_products for st in ir.statements
+            for a in (st.target, *st.reads) for e in a.index)))
 
     def __repr__(self) -> str:
         return (f"lambdapack.Program<{self.name}({', '.join(self.ir.params)}): "
@@ -71,11 +74,16 @@ class Program:
                    for k, name in state["kernels"].items()}
         self.__init__(state["ir"], kernels, state["tile_coords"])
 
-    @property
-    def compiled(self) -> _Compiled:
-        if self._compiled is None:
-            self._compiled = _Compiled(self.ir)
-        return self._compiled
+    def compiled_for(self, params: dict[str, int]) -> _Compiled:
+        """The generated lookups for these parameters (one set for every binding, unless
+        a parameter multiplies a loop variable in an index: then one per value of those
+        parameters)."""
+        key = tuple(params[p] for p in self._products)
+        comp = self._compiled.get(key)
+        if comp is None:
+            comp = self._compiled[key] = _Compiled(self.ir, dict(zip(self._products, key,
+                                                                     strict=True)))
+        return comp
 
     def bind(self, **params: int) -> DAG:
         """The DAG of the program for these values of its integer parameters."""
@@ -140,7 +148,14 @@ def program(fn: Callable | None = None, *, kernels: Mapping[str, Any] | None = N
 class _Compiled:
     """The generated lookups of a program, shared by all its bindings."""
 
-    def __init__(self, ir: ProgramIR):
+    def __init__(self, ir: ProgramIR, products: dict[str, int] | None = None):
+        products = products or {}
+
+        def bound(a: Access) -> Access:
+            if not products:
+                return a
+            return Access(a.array, tuple(e.bind_products(products) for e in a.index))
+
         self.ir = ir
         params = ir.params
         self.writers: dict[str, list[int]] = {}
@@ -153,7 +168,7 @@ class _Compiled:
         self.info: dict[int, Callable] = {}
         self.emitters: dict[tuple, Callable] = {}
         for s in ir.statements:
-            if s.reduce is None:
+            if s.plain:
                 fname = f"e{s.id}"
                 self.expand[s.id] = compile_source(expand_source(fname, s, params), fname)
                 fname = f"i{s.id}"
@@ -161,19 +176,21 @@ class _Compiled:
             self.writers.setdefault(s.target.array, []).append(s.id)
             fname = f"w{s.id}"
             self.write_solver[s.id] = compile_source(
-                solver_source(fname, s.target, s.loops, s.conds, params), fname)
-            self.write_elim[s.id] = Elimination(s.target, s.loops)
+                solver_source(fname, bound(s.target), s.loops, s.conds, params), fname)
+            self.write_elim[s.id] = Elimination(bound(s.target), s.loops)
             loops = s.loops
             if s.reduce is not None:
                 r = s.reduce
                 loops = (*s.loops, Loop(r.var, r.lo, r.hi, 1))
+            elif s.gather is not None:
+                loops = (*s.loops, s.gather)
             self.loops[s.id] = loops
             for pos, a in enumerate(s.args):
                 if isinstance(a, Access):
                     self.readers.setdefault(a.array, []).append((s.id, pos))
                     fname = f"r{s.id}_{pos}"
                     self.read_solver[(s.id, pos)] = compile_source(
-                        solver_source(fname, a, loops, s.conds, params), fname)
+                        solver_source(fname, bound(a), loops, s.conds, params), fname)
 
 
 def _emitter(self: _Compiled, s: Statement, overwrites: int | None,
@@ -207,6 +224,7 @@ class DAG:
         self.program = program
         self.params = params
         self._p = tuple(params[p] for p in program.ir.params)
+        self._comp = program.compiled_for(params)
         self._boxes: dict[int, list[tuple[int, int]]] = {}
 
     def __getstate__(self) -> dict:
@@ -226,7 +244,7 @@ class DAG:
     def _box(self, sid: int) -> list[tuple[int, int]]:
         box = self._boxes.get(sid)
         if box is None:
-            box = self._boxes[sid] = box_of(self.program.compiled.loops[sid], self.params)
+            box = self._boxes[sid] = box_of(self._comp.loops[sid], self.params)
         return box
 
     def _env(self, s: Statement, idx: tuple[int, ...]) -> dict[str, int]:
@@ -322,7 +340,7 @@ class DAG:
 
     def writer(self, array: str, tile: tuple[int, ...]) -> Node | None:
         """The node that writes ``array[tile]``, or None (an input tile)."""
-        comp = self.program.compiled
+        comp = self._comp
         for sid in comp.writers.get(array, ()):
             sols = comp.write_solver[sid](tile, self._p, self._box(sid))
             if sols:
@@ -368,6 +386,14 @@ class DAG:
                 for c in range(g * b, min(g * b + b, counts[level - 2])):
                     out.append(("node", (node[0], (*idx[:nloop], level - 1, c))))
             return out
+        if s.gather is not None:
+            (read,) = s.args
+            g = s.gather
+            for v in range(g.lo.eval(env), g.hi.eval(env), g.step):
+                env[g.var] = v
+                tile = tuple(e.eval(env) for e in read.index)
+                out.append(("tile", (read.array, tile, self.writer(read.array, tile))))
+            return out
         for a in s.args:
             if isinstance(a, Access):
                 tile = tuple(e.eval(env) for e in a.index)
@@ -385,8 +411,8 @@ class DAG:
             s = self.statements[sid]
         except (TypeError, ValueError, IndexError):
             s = None
-        if s is not None and s.reduce is None and sid >= 0 and type(idx) is tuple:
-            info = self.program.compiled.info[sid](idx, self._p)
+        if s is not None and s.plain and sid >= 0 and type(idx) is tuple:
+            info = self._comp.info[sid](idx, self._p)
             if info is not None:
                 return s, info
         return self._check(node), None
@@ -424,14 +450,16 @@ class DAG:
         return self._readers(array, tile)
 
     def _readers(self, array: str, tile: tuple[int, ...]) -> list[Node]:
-        comp = self.program.compiled
+        comp = self._comp
         out: list[Node] = []
         seen: set[Node] = set()
         for sid, pos in comp.readers.get(array, ()):
             s = self.statements[sid]
             sols = comp.read_solver[(sid, pos)](tile, self._p, self._box(sid))
             for sol in sols:
-                if s.reduce is None:
+                if s.gather is not None:
+                    child = (sid, sol[:-1])
+                elif s.reduce is None:
                     child = (sid, sol)
                 else:
                     nloop = len(s.loops)
@@ -446,12 +474,18 @@ class DAG:
     # -- starters ------------------------------------------------------------------------
 
     def _has_writer(self, array: str, tiles: list[np.ndarray]) -> np.ndarray:
-        comp = self.program.compiled
+        comp = self._comp
         n = len(tiles[0]) if tiles else 0
         found = np.zeros(n, dtype=bool)
         for sid in comp.writers.get(array, ()):
-            found |= vector_writer_exists(self.statements[sid], comp.write_elim[sid], tiles,
-                                          self.params)
+            if comp.write_elim[sid].one_to_one:
+                found |= vector_writer_exists(self.statements[sid], comp.write_elim[sid],
+                                              tiles, self.params)
+                continue
+            solve = comp.write_solver[sid]
+            for r, tile in enumerate(zip(*(t.tolist() for t in tiles), strict=True)):
+                if not found[r] and solve(tile, self._p, self._box(sid)):
+                    found[r] = True
         return found
 
     def _frontier(self, s: Statement, count_only: bool = False, prune: bool = False) -> Any:
@@ -515,8 +549,12 @@ class DAG:
         statement."""
         out: list[Node] = []
         for s in self.statements:
-            if s.reduce is None:
+            if s.plain:
                 out += [(s.id, idx) for idx in self._frontier(s, prune=True)]
+                continue
+            if s.gather is not None:
+                out += [node for node in self.statement_nodes(s.id)
+                        if all(v[2] is None for _, v in self.inputs(node))]
                 continue
             for idx in self._iter_loops(s.loops, s.conds, dict(self.params)):
                 _, _, counts = self._tree(s, self._env(s, idx))
@@ -540,12 +578,12 @@ class DAG:
         """Per statement, its iterations as generated rows ``(index, args, written tile)``
         (a reduction: its nodes), and the table ``(array, tile) -> writer`` of all writes;
         a double write is an error here."""
-        comp = self.program.compiled
+        comp = self._comp
         written: dict[tuple, Node] = {}
         out: list[tuple[int, list]] = []
         for s in self.statements:
             arr = s.target.array
-            if s.reduce is None:
+            if s.plain:
                 rows = comp.expand[s.id](self._p)
                 sid = s.id
                 new = {(arr, tile): (sid, idx) for idx, _, tile in rows}
@@ -585,7 +623,7 @@ class DAG:
         get = written.get
         for sid, rows in per_statement:
             s = self.statements[sid]
-            if s.reduce is not None:
+            if not s.plain:
                 for node in rows:
                     yield node, self.inputs(node), self.writes(node)
                 continue
@@ -617,7 +655,7 @@ class DAG:
         uses: dict[tuple, int] = {}
         for sid, rows in per_statement:
             s = self.statements[sid]
-            if s.reduce is not None:
+            if not s.plain:
                 for node in rows:
                     for what, value in self.inputs(node):
                         if what == "tile":
@@ -657,13 +695,13 @@ class DAG:
             slot_w = kernel.overwrites
             pos = prog.tile_coords.get(s.target.array, (0, 1))
             static_kw = dict(kernel.kwargs)
-            if s.reduce is not None:
+            if not s.plain:
                 self._emit_generic(add, name, rows, kernel, pos, shape, in_key, itemsize,
                                    uses, static_kw)
                 continue
             kw = ({**static_kw, "copy": True}, {**static_kw, "copy": False}) \
                 if slot_w is not None else (static_kw or None,)
-            handler = prog.compiled.emitter(s, slot_w, pos)
+            handler = self._comp.emitter(s, slot_w, pos)
 
             nb_memo: dict[tuple, int | None] = {}
 
@@ -711,8 +749,13 @@ class DAG:
                     meta["nbytes"] = itemsize * math.prod(out_shape)
             if kernel.flops is not None and shapes and None not in shapes:
                 meta["cost"] = float(kernel.flops(*shapes))
+            s = self.statements[node[0]]
+            kwargs = dict(static_kw)
+            if s.kwargs:
+                env = self._env(s, node[1])
+                kwargs.update((k, _eval_kw(v, env)) for k, v in s.kwargs)
             add((name, node[0], *node[1]), kernel.func, deps=deps, args=tuple(call),
-                kwargs=dict(static_kw) or None, kind=kernel.kind, name=kernel.name, **meta)
+                kwargs=kwargs or None, kind=kernel.kind, name=kernel.name, **meta)
 
     def _private(self, node: Node, slot: int) -> bool:
         """Whether the tile ``node`` reads at argument ``slot`` may be written over: made

@@ -190,7 +190,8 @@ def box_of(loops: tuple[Loop, ...], params: dict[str, int],
     """Per variable of ``loops``, a range ``(lo, hi)`` that holds all its values in the
     domain: by interval arithmetic through the loop nest, or, where a bound is not affine,
     by walking the loop nest (up to ``limit`` iterations)."""
-    if any(isinstance(b, IntExpr) for lp in loops for b in (lp.lo, lp.hi)):
+    if any(isinstance(b, IntExpr) or any("*" in n for n, _ in b.terms)
+           for lp in loops for b in (lp.lo, lp.hi)):
         return _box_by_walking(loops, params, limit)
     lows: dict[str, int] = dict(params)
     highs: dict[str, int] = dict(params)
