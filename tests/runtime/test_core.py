@@ -192,6 +192,96 @@ def test_per_task_retries_from_metadata():
     assert tilegraph.run(b.build(), ["b"], backend="sync") == [10]
 
 
+class FailsOnce:
+    """A block function whose ``n``-th call raises a transient ConnectionError."""
+
+    def __init__(self, n):
+        self.n = n
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, block):
+        with self.lock:
+            self.calls += 1
+            fail = self.calls == self.n
+        if fail:
+            raise ConnectionError("transient failure")
+        return block * 2.0
+
+
+def _operands():
+    rng = np.random.default_rng(1)
+    a, b = rng.random((40, 40)), rng.random((40, 40))
+    # computed operands: the product accumulates in place, one gemm per inner block
+    x = tilegraph.from_numpy(a, chunks=10) + 0.0
+    y = tilegraph.from_numpy(b, chunks=10) * 1.0
+    return a, b, x, y
+
+
+@pytest.mark.parametrize("n", [1, 7, 16])
+def test_retry_after_an_in_place_accumulation_gives_numpys_result(backend_options, n):
+    # the failing function is fused into the task that ends the accumulation of a @ b;
+    # its retry must start again from the partial sum the first attempt saw
+    a, b, x, y = _operands()
+    f = FailsOnce(n)
+    got = (x @ y).map_blocks(f, dtype=float).compute(retries=1, **backend_options)
+    assert f.calls == 17
+    np.testing.assert_allclose(got, (a @ b) * 2.0, rtol=1e-12)
+
+
+def test_retry_after_an_in_place_accumulation_writes_the_right_file(tmp_path):
+    a, b, x, y = _operands()
+    path = tmp_path / "out.npy"
+    (x @ y).map_blocks(FailsOnce(5), dtype=float).to_npy(path, retries=1, workers=2)
+    np.testing.assert_allclose(np.load(path), (a @ b) * 2.0, rtol=1e-12)
+
+
+def test_only_runs_with_retries_copy_the_inputs_written_in_place():
+    _, _, x, y = _operands()
+    from tilegraph.array.lowering import plan_arrays
+
+    plan = plan_arrays([(x @ y).map_blocks(np.negative)]).plan
+    kinds = plan.graph.meta["kind"]
+    guarded = {kinds[i] for i in range(len(plan.graph)) if plan.graph.overwritten(i)}
+    assert guarded == {"accumulate", "store"}  # the accumulation, alone or fused into a store
+    no_retries = Execution(plan.graph, plan.outputs, plan.priority)
+    assert no_retries.guard == {}
+    with_retries = Execution(plan.graph, plan.outputs, plan.priority, retries=1)
+    assert with_retries.guard and all(v == (0,) for v in with_retries.guard.values())
+
+
+def test_retried_cholesky_update_gives_numpys_result():
+    # a tile update that failed after writing over its tile in place is retried on the tile
+    # as it was
+    from tilegraph.array import linalg_kernels as kern
+
+    rng = np.random.default_rng(2)
+    c = rng.random((32, 32))
+    spd = c @ c.T + 32 * np.eye(32)
+    real = kern.herk_update
+    fired = []
+
+    def herk_then_fail(c, a, **kw):
+        out = real(c, a, **kw)
+        if not kw.get("copy", True) and not fired:
+            fired.append(1)
+            raise ConnectionError("lost after the update")
+        return out
+
+    from tilegraph.array import linalg
+
+    kernel = linalg.SYRK
+    linalg.SYRK = type(kernel)(herk_then_fail, kernel.kind, kernel.name,
+                               overwrites=kernel.overwrites)
+    try:
+        got = tilegraph.linalg.cholesky(tilegraph.from_numpy(spd, chunks=8) + 0.0).compute(
+            retries=1, workers=2)
+    finally:
+        linalg.SYRK = kernel
+    assert fired
+    np.testing.assert_allclose(got, np.linalg.cholesky(spd), rtol=1e-10)
+
+
 def test_keyboard_interrupt_is_not_retried_and_cancels(backend_options):
     ran = []
 
