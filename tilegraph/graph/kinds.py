@@ -17,6 +17,8 @@ field               meaning
                     ``"producers"`` (the cheapest of the producers' workers)
 ``temp_factor``     temporary memory besides inputs and output, as a multiple of the output's
                     bytes (:func:`tilegraph.runtime.memory.task_estimates`)
+``view``            the result is usually a view of its input (no new bytes): a fused chain's
+                    working set does not count it (:mod:`tilegraph.plan.fuse`)
 ``chain_temporaries``  a fused chain of this kind makes one more temporary per fused step
 ``overwrites``      the position of the argument the kernel may write over in place (an
                     accumulator, a tile updated step after step), or None; a call with
@@ -54,6 +56,7 @@ class OpKind:
     placement: str = "producers"
     temp_factor: float = 1.0
     chain_temporaries: bool = False
+    view: bool = False
     overwrites: int | None = None
     releases_gil: bool = False
     flops: Callable[..., float] | None = None
@@ -110,9 +113,10 @@ def lu_flops(m: float, n: float) -> float:
 
 
 def _blockwise(name: str, temp_factor: float, chain: bool = False,
-               placement: str = "producers") -> OpKind:
+               placement: str = "producers", view: bool = False) -> OpKind:
     return OpKind(name, blockwise=True, fuse_producer=True, fuse_consumer=True,
-                  placement=placement, temp_factor=temp_factor, chain_temporaries=chain)
+                  placement=placement, temp_factor=temp_factor, chain_temporaries=chain,
+                  view=view)
 
 
 _ROWS = (
@@ -122,9 +126,9 @@ _ROWS = (
     _blockwise("load", 0.0),
     _blockwise("creation", 0.0),
     _blockwise("random", 0.0),
-    _blockwise("getitem", 0.0),
-    _blockwise("transpose", 0.0),
-    _blockwise("reshape", 0.0),
+    _blockwise("getitem", 0.0, view=True),
+    _blockwise("transpose", 0.0, view=True),
+    _blockwise("reshape", 0.0, view=True),
     _blockwise("astype", 0.0),
     _blockwise("store", 0.0, placement="gather"),
     # blockwise computations: about one temporary block per step of a fused chain
