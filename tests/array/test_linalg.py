@@ -342,3 +342,16 @@ def test_factorisations_keep_their_kinds_and_output_coords(forbid_compute):
     for key, kind, coords in zip(g.keys, g.meta["kind"], g.meta["coords"], strict=True):
         if kind in ("potrf", "trsm", "syrk", "gemm"):
             assert key[1:3] == coords  # the output tile's block (i, j), then its version
+
+
+@pytest.mark.parametrize(("where", "value", "block"), [
+    ((0, 0), np.nan, (0, 0)), ((25, 3), np.inf, (2, 2)), ((12, 11), np.nan, (1, 1))])
+def test_cholesky_of_nan_or_inf_names_the_block(where, value, block):
+    rng = np.random.default_rng(0)
+    c = rng.random((30, 30))
+    m = c @ c.T + 30 * np.eye(30)
+    m[where] = m[where[::-1]] = value
+    with pytest.raises(np.linalg.LinAlgError,
+                       match=rf"NaN or infinite values \(found in diagonal block \({block[0]}, "
+                             rf"{block[1]}\)"):
+        tg.linalg.cholesky(tg.from_numpy(m, chunks=10)).compute()
