@@ -262,3 +262,27 @@ def test_explain_and_the_estimates_see_the_working_set_of_a_fused_chain():
     values = total.compute(memory_limit="100MB", workers=2)
     assert values == pytest.approx(2 * tg.random.random((4000, 4000), chunks=2000,
                                                         seed=0).compute().sum())
+
+
+def _full_disk(tmp_path, monkeypatch):
+    """Spill files that land on /dev/full (through a link), as on a full disk."""
+    link = tmp_path / "full.bin"
+    os.symlink("/dev/full", link)
+    monkeypatch.setattr(SpillStore, "_new_path", lambda self: str(link))
+    return str(link)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_failed_spill_write_names_errno_and_path(tmp_path, monkeypatch):
+    import errno
+
+    path = _full_disk(tmp_path, monkeypatch)
+    with pytest.raises(OSError) as err:
+        SpillStore(str(tmp_path)).write(np.ones(10**6))
+    assert err.value.errno == errno.ENOSPC
+    assert err.value.filename == path and "7.6 MiB" in str(err.value)
+    x = tg.random.random((1000, 1000), chunks=250, seed=1)
+    with pytest.raises(OSError, match="No space left on device") as err:
+        (x @ x.T + x).sum().compute(memory_limit="3MB", workers=2)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == path
+    assert os.path.exists("/dev/full")

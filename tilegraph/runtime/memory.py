@@ -10,6 +10,7 @@ back just before a consumer runs.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -145,6 +146,18 @@ class SpillRecord:
     nbytes: int
 
 
+def _io_error(exc: OSError, what: str, path: str) -> OSError:
+    """An ``OSError`` saying ``what`` failed, with the errno (EIO if the cause had none) and
+    the path; the same subclass as ``exc`` (e.g. PermissionError) where it has an errno."""
+    code = exc.errno if exc.errno is not None else errno.EIO
+    reason = exc.strerror or str(exc) or os.strerror(code)
+    cls = type(exc) if exc.errno is not None else OSError
+    try:
+        return cls(code, f"{what}: {reason}", path)
+    except TypeError:  # an OSError subclass with another constructor
+        return OSError(code, f"{what}: {reason}", path)
+
+
 class SpillStore:
     """A private directory of raw array files, removed with everything in it by
     :meth:`close` (after success, failure or cancellation alike)."""
@@ -167,17 +180,36 @@ class SpillStore:
             return os.path.join(self._dir, f"{self._count}.bin")
 
     def write(self, value: np.ndarray) -> SpillRecord:
-        """Write an array's raw bytes (no pickling) to a new file."""
+        """Write an array's raw bytes (no pickling) to a new file. A failed write (a full
+        disk, a quota) removes the partial file and raises an ``OSError`` with the errno,
+        the path and the bytes that were to be written."""
         path = self._new_path()
         arr = np.ascontiguousarray(value)
-        with open(path, "wb") as f:
-            arr.tofile(f)
+        try:
+            with open(path, "wb") as f:
+                f.write(arr.reshape(-1).view(np.uint8).data)
+        except OSError as exc:
+            if os.path.isfile(path):
+                os.remove(path)
+            raise _io_error(exc, f"spilling a result of {human(arr.nbytes)} to disk "
+                                 f"(spill_dir {os.path.dirname(path)!r}) failed", path) from exc
         return SpillRecord(path, arr.shape, arr.dtype, arr.nbytes)
 
     @staticmethod
     def read(record: SpillRecord) -> np.ndarray:
-        """The array of a record, read back into memory."""
-        return np.fromfile(record.path, dtype=record.dtype).reshape(record.shape)
+        """The array of a record, read back into memory (an ``OSError`` with the errno and
+        the path if the file cannot be read whole)."""
+        out = np.empty(record.shape, dtype=record.dtype)
+        buf = out.reshape(-1).view(np.uint8)
+        try:
+            with open(record.path, "rb") as f:
+                got = f.readinto(buf.data)
+        except OSError as exc:
+            raise _io_error(exc, "reading a spilled result back failed", record.path) from exc
+        if got != record.nbytes:
+            raise OSError(errno.EIO, f"reading a spilled result back failed: {got} of "
+                                     f"{record.nbytes} bytes in the file", record.path)
+        return out
 
     @staticmethod
     def delete(record: SpillRecord) -> None:
