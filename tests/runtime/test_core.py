@@ -457,3 +457,70 @@ def test_tiny_task_policy_lets_blas_tasks_run_on_both_threads():
     counts = np.bincount(workers, minlength=2)
     assert counts.sum() == 400
     assert counts.min() >= 40, counts  # both threads took a share (old rule: none)
+
+
+def test_overlapping_blas_limits_in_two_threads_restore_the_original_limits():
+    # compute A limits BLAS, compute B limits it too, A ends first, then B: BLAS must be
+    # back where it was, not left at B's saved "original" of 1 thread for the process
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from tilegraph.runtime.blas import blas_threads
+
+    def now():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))  # make sure BLAS is loaded
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    inside_b = []
+
+    def run_a():
+        with blas_threads(1):
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def run_b():
+        a_in.wait(5)
+        with blas_threads(1):
+            b_in.set()
+            a_out.wait(5)
+            inside_b.append(now())
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert now() == {2}
+        threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert inside_b == [{1}]  # B's limit still holds after A left
+        assert now() == {2}
+
+
+def test_overlapping_computes_in_threads_leave_blas_as_it_was():
+    from threadpoolctl import threadpool_info
+
+    def now():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))
+    before = now()
+    barrier = threading.Barrier(3)
+
+    def meet(x):
+        barrier.wait(10)  # both computes are inside their runs at once
+        return x
+
+    results = []
+
+    def compute(k):
+        results.append(tilegraph.get({"a": k, "b": (meet, "a")}, "b", workers=2))
+
+    threads = [threading.Thread(target=compute, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    barrier.wait(10)
+    for t in threads:
+        t.join(10)
+    assert sorted(results) == [0, 1]
+    assert now() == before
