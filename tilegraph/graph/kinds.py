@@ -17,8 +17,9 @@ field               meaning
                     ``"producers"`` (the cheapest of the producers' workers)
 ``temp_factor``     temporary memory besides inputs and output, as a multiple of the output's
                     bytes (:func:`tilegraph.runtime.memory.task_estimates`)
-``view``            the result is usually a view of its input (no new bytes): a fused chain's
-                    working set does not count it (:mod:`tilegraph.plan.fuse`)
+``view``            the step makes no new block in memory (a view of its input, or a write of
+                    it to the output): a fused chain's working set does not count its output
+                    (:mod:`tilegraph.plan.fuse`)
 ``chain_temporaries``  a fused chain of this kind makes one more temporary per fused step
 ``overwrites``      the position of the argument the kernel may write over in place (an
                     accumulator, a tile updated step after step), or None; a call with
@@ -130,7 +131,7 @@ _ROWS = (
     _blockwise("transpose", 0.0, view=True),
     _blockwise("reshape", 0.0, view=True),
     _blockwise("astype", 0.0),
-    _blockwise("store", 0.0, placement="gather"),
+    _blockwise("store", 0.0, placement="gather", view=True),
     # blockwise computations: about one temporary block per step of a fused chain
     _blockwise("elementwise", 1.0, chain=True),
     _blockwise("map", 1.0, chain=True),
