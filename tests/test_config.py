@@ -46,3 +46,41 @@ def test_backend_default_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("TILEGRAPH_BACKEND", "nope")
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
         tilegraph.config.get("backend")
+
+
+def test_overlapping_set_blocks_in_two_threads_stay_in_their_threads():
+    import threading
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def run_a():
+        with tilegraph.config.set(retries=2, workers=1):
+            a_in.set()
+            b_in.wait(5)
+            seen["a"] = (tilegraph.config.get("retries"), tilegraph.config.get("workers"))
+        a_out.set()
+
+    def run_b():
+        a_in.wait(5)
+        seen["b before"] = tilegraph.config.get("retries")
+        with tilegraph.config.set(retries=3):
+            b_in.set()
+            a_out.wait(5)
+            seen["b"] = (tilegraph.config.resolve({}, "test")["retries"],
+                         tilegraph.config.get("workers"))
+
+    threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"a": (2, 1), "b before": 0, "b": (3, None)}
+    assert tilegraph.config.get("retries") == 0  # nothing left in force
+    assert tilegraph.config.get("workers") is None
+
+
+def test_max_tasks_is_validated():
+    for bad in (0, -1, 2.5, True, "many"):
+        with pytest.raises(ValueError, match="max_tasks must be a positive integer"):
+            tilegraph.config.set(max_tasks=bad).__enter__()

@@ -11,7 +11,7 @@ from tilegraph.array import *  # noqa: F403 - the NumPy-like API lives at the to
 from tilegraph.array import __all__ as _array_all
 from tilegraph.array import linalg, random, sparse
 from tilegraph.graph import CycleError, GraphBuilder, GraphError, TaskGraph
-from tilegraph.pipeline import get, last_run, run
+from tilegraph.pipeline import PlanTooLargeError, get, last_run, run
 from tilegraph.runtime import MemoryLimitError, subscribe
 
 __version__ = "0.1.0"
@@ -25,6 +25,7 @@ __all__ = [
     "__version__",
     "config",
     "MemoryLimitError",
+    "PlanTooLargeError",
     "get",
     "lambdapack",
     "last_run",

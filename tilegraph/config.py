@@ -6,6 +6,11 @@ block of code::
     with tilegraph.config.set(backend="sync"):
         ...
 
+``config.set`` is scoped to the thread (and the ``contextvars`` context) that enters it:
+blocks entered at the same time in two threads each see their own settings, and leaving one
+never changes what another thread sees. A thread started inside a block starts from the
+defaults (pass options per call, or enter ``config.set`` in that thread).
+
 =============  ========================  ====================================================
 option         default                   meaning
 =============  ========================  ====================================================
@@ -29,14 +34,18 @@ option         default                   meaning
                                          ``"cyclic"`` (2-D block-cyclic) or ``"locality"``
 ``report``     ``None``                  path of an HTML report written after the run (task
                                          stream, memory over time, plan summary)
+``max_tasks``  ``50_000_000``            the largest plan (tasks before fusion) that is built;
+                                         a larger one is refused with an error naming its
+                                         task count, before it is built
 =============  ========================  ====================================================
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
 _defaults: dict[str, Any] = {
@@ -49,8 +58,11 @@ _defaults: dict[str, Any] = {
     "spill_dir": None,
     "placement": "cyclic",
     "report": None,
+    "max_tasks": 50_000_000,
 }
-_lock = threading.Lock()
+# the options set by the ``config.set`` blocks this context is inside (innermost wins)
+_overrides: ContextVar[Mapping[str, Any]] = ContextVar("tilegraph_config",
+                                                       default=MappingProxyType({}))
 
 
 def _check_backend(value: Any) -> str:
@@ -142,6 +154,12 @@ def _check_report(value: Any) -> str | None:
     return path
 
 
+def _check_max_tasks(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_tasks must be a positive integer, got {value!r}")
+    return value
+
+
 def _default_backend() -> str:
     import os
 
@@ -158,6 +176,7 @@ _checks: dict[str, Callable[[Any], Any]] = {
     "retries": _check_retries,
     "progress": _check_progress,
     "callbacks": _check_callbacks,
+    "max_tasks": _check_max_tasks,
 }
 
 
@@ -173,30 +192,30 @@ def _check_names(options: dict[str, Any], where: str) -> None:
 def get(name: str) -> Any:
     """The current value of option ``name``."""
     _check_names({name: None}, "config.get()")
-    if name == "backend" and _defaults[name] is None:
+    overrides = _overrides.get()
+    value = overrides[name] if name in overrides else _defaults[name]
+    if name == "backend" and value is None:
         return _default_backend()
-    return _defaults[name]
+    return value
 
 
 @contextmanager
 def set(**options: Any) -> Iterator[None]:
-    """Set options for the ``with`` block (they are restored afterwards)."""
+    """Set options for the ``with`` block in this thread (restored afterwards; other
+    threads never see them)."""
     _check_names(options, "config.set()")
     checked = {name: _checks[name](value) for name, value in options.items()}
-    with _lock:
-        saved = {name: _defaults[name] for name in checked}
-        _defaults.update(checked)
+    token = _overrides.set(MappingProxyType({**_overrides.get(), **checked}))
     try:
         yield
     finally:
-        with _lock:
-            _defaults.update(saved)
+        _overrides.reset(token)
 
 
 def resolve(options: dict[str, Any], where: str) -> dict[str, Any]:
     """Per-call options merged over the current defaults, validated; unknown names rejected."""
     _check_names(options, where)
-    merged = dict(_defaults)
+    merged = {**_defaults, **_overrides.get()}
     for name, value in options.items():
         merged[name] = _checks[name](value)
     if merged["backend"] is None:

@@ -57,6 +57,22 @@ from tilegraph.runtime.memory import (
 from tilegraph.util import human
 
 
+class PlanTooLargeError(ValueError):
+    """A plan has more tasks than the ``max_tasks`` option allows; found before it is built."""
+
+
+def check_plan_size(ntasks: int, limit: int | None = None) -> None:
+    """Refuse a plan of more than ``limit`` tasks (default: the ``max_tasks`` option) with
+    an error naming its task count, before it is built (a plan of 10^12 tasks would
+    exhaust the memory long before it ran)."""
+    limit = config.get("max_tasks") if limit is None else limit
+    if ntasks > limit:
+        raise PlanTooLargeError(
+            f"the plan has {ntasks:,} tasks, more than max_tasks={limit:,}: use larger "
+            "blocks (fewer, bigger tasks), or raise the limit with "
+            "tilegraph.config.set(max_tasks=...) or max_tasks=... in the call")
+
+
 @dataclass(frozen=True)
 class Plan:
     """A planned graph: culled to what ``keys`` need, placed (a ``worker`` column) when it
@@ -72,15 +88,17 @@ class Plan:
 
 def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | None = None,
               initial: str = "cyclic", model: CostModel | None = None, fuse: bool = True,
-              backend: Backend | None = None) -> Plan:
+              backend: Backend | None = None, max_tasks: int | None = None) -> Plan:
     """Stages 1-4 of the pipeline (cull, place, fuse, order) without running anything.
 
     ``processes=p`` places the tasks on ``p`` processes (inputs by ``initial``, costs by
     ``model``) in a ``worker`` column, unless the graph has one; ``backend`` (of several
     processes) makes the placement once and shares it with its other processes, after
-    checking that they all hold the same graph."""
+    checking that they all hold the same graph. A graph of more than ``max_tasks`` tasks
+    (default: the option) is refused (:class:`PlanTooLargeError`)."""
     if not isinstance(graph, TaskGraph):
         raise TypeError(f"expected a TaskGraph, got {type(graph).__name__}")
+    check_plan_size(len(graph), max_tasks)
     keys = list(dict.fromkeys(keys))
     with gc_paused():
         graph = graph.cull(keys)
@@ -119,9 +137,9 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
 
     Options are those of :mod:`tilegraph.config` (``backend``, ``workers``, ``retries``,
     ``progress``, ``callbacks``, ``memory_limit``, ``spill_dir``, ``placement``,
-    ``report``). A task that could never fit under the memory limit is an error before
-    anything runs. Only the tasks the outputs need are run; every other result is released
-    as soon as its last consumer has run. If a task fails, its exception is raised here,
+    ``report``, ``max_tasks``). A task that could never fit under the memory limit is an
+    error before anything runs. Only the tasks the outputs need are run; every other result
+    is released as soon as its last consumer has run. If a task fails, its exception is raised here,
     with a note naming the task key and op, after the rest of the run was cancelled.
     ``fuse=False`` runs the tasks as they are (no chain fusion).
 
@@ -139,7 +157,8 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
         raise TypeError(f"run() needs a TaskGraph, got {type(graph).__name__}")
     backend = make_backend(opts["backend"], opts["workers"])
     plan = make_plan(graph, outputs, processes=_processes(backend),
-                     initial=opts["placement"], fuse=fuse, backend=backend)
+                     initial=opts["placement"], fuse=fuse, backend=backend,
+                     max_tasks=opts["max_tasks"])
     return _execute(plan, backend, opts)
 
 

@@ -512,3 +512,12 @@ def test_random_integers_full_dtype_range_is_allowed():
     w = tg.random.integers(-128, 127, size=2000, chunks=500, seed=3, dtype=np.int8,
                            endpoint=True).compute()
     assert w.min() == -128 and w.max() == 127
+
+
+def test_auto_chunks_of_an_impossible_shape_is_a_clear_value_error():
+    for make in (lambda: tg.ones(10**122, chunks="auto"),
+                 lambda: tg.random.random((10**61, 10**61), chunks="auto", seed=0),
+                 lambda: tg.zeros((10**9, 10**9), chunks=1000)):
+        with pytest.raises(ValueError, match=r"blocks .*more than max_tasks=50,000,000 a plan "
+                                             r"may hold; use larger blocks"):
+            make()

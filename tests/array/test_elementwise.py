@@ -406,3 +406,19 @@ def test_compute_several_and_backends(backend_options):
     np.testing.assert_array_equal(p, a + 1)
     np.testing.assert_allclose(q, np.sqrt(a) * a)
     assert n == "not an array"
+
+
+def test_map_blocks_returning_another_block_shape_fails_when_stored(tmp_path):
+    x = tg.ones((20, 20), chunks=10)
+    halves = x.map_blocks(lambda b: b[:5, :5], dtype=float)
+    with pytest.raises(ValueError, match=r"has shape \(5, 5\), but the plan expects \(10, 10\)"
+                                         r".*pass chunks="):
+        halves.compute()
+    one_block = tg.ones((10, 10), chunks=10).map_blocks(lambda b: b[:5, :5], dtype=float)
+    with pytest.raises(ValueError, match="pass chunks="):
+        one_block.compute()
+    with pytest.raises(ValueError, match="pass chunks="):
+        halves.to_npy(tmp_path / "h.npy")
+    assert not (tmp_path / "h.npy").exists()
+    declared = x.map_blocks(lambda b: b[:5, :5], dtype=float, chunks=((5, 5), (5, 5)))
+    np.testing.assert_array_equal(declared.compute(), np.ones((10, 10)))

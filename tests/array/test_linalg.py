@@ -348,3 +348,16 @@ def test_factorisations_keep_their_kinds_and_output_coords(forbid_compute):
             assert coords == (tile[1:] if array == "S" else tile)
             seen[kind] += 1
     assert seen == {"potrf": 3, "trsm": 3, "syrk": 3, "gemm": 1}
+
+
+@pytest.mark.parametrize(("where", "value", "block"), [
+    ((0, 0), np.nan, (0, 0)), ((25, 3), np.inf, (2, 2)), ((12, 11), np.nan, (1, 1))])
+def test_cholesky_of_nan_or_inf_names_the_block(where, value, block):
+    rng = np.random.default_rng(0)
+    c = rng.random((30, 30))
+    m = c @ c.T + 30 * np.eye(30)
+    m[where] = m[where[::-1]] = value
+    with pytest.raises(np.linalg.LinAlgError,
+                       match=rf"NaN or infinite values \(found in diagonal block \({block[0]}, "
+                             rf"{block[1]}\)"):
+        tg.linalg.cholesky(tg.from_numpy(m, chunks=10)).compute()

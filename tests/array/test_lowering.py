@@ -126,3 +126,26 @@ def test_fusion_rewrites_templates_and_keeps_results():
     assert len(fused) == 3 and stats.chains == {"add+multiply+sum": 1}
     assert sorted(fused.dependencies("r")) == ["x", "y"]
     assert tg.run(fused, ["r"], backend="sync") == [(np.arange(4.0) + 1) @ np.arange(4.0)]
+
+
+def test_repr_is_instant_and_large_plans_are_refused_naming_their_size(forbid_compute):
+    import time
+
+    a = tg.ones((10**6, 10**6), chunks=1000)
+    c = a @ a  # 1000 x 1000 x 1000 block products
+    t0 = time.perf_counter()
+    text = repr(c)
+    assert time.perf_counter() - t0 < 0.05
+    assert text.startswith("tilegraph.Array<shape=(1000000, 1000000)")
+    with pytest.raises(tg.PlanTooLargeError, match=r"the plan has 1,002,000,000 tasks, more "
+                                                   r"than max_tasks=50,000,000"):
+        c.explain()
+    with pytest.raises(tg.PlanTooLargeError, match="1,002,000,000 tasks"):
+        c.compute()
+    small = tg.ones((40, 40), chunks=10) + 1
+    with tg.config.set(max_tasks=20):
+        with pytest.raises(tg.PlanTooLargeError, match=r"has 48 tasks, more than max_tasks=20"):
+            small.explain()
+    with pytest.raises(tg.PlanTooLargeError, match="more than max_tasks=20"):
+        tg.get({"a": 1, **{f"b{i}": (abs, "a") for i in range(20)}}, "b0", max_tasks=20)
+    assert "plan: " in small.explain()

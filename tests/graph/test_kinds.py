@@ -85,6 +85,8 @@ def test_register_kind():
         KINDS.pop("test-stencil", None)
     with pytest.raises(ValueError, match="placement must be one of"):
         OpKind("bad", placement="everywhere")
+    with pytest.raises(ValueError, match="overwrites must be an argument position"):
+        OpKind("bad", overwrites=-1)
     with pytest.raises(TypeError, match="OpKind"):
         register_kind("gemm")
 
@@ -119,3 +121,8 @@ def test_task_estimates_count_temporaries_by_kind():
     b.add("o", np.negative, deps=["e"], nbytes=100)
     # views none, a fused chain of three steps three, opaque tasks one
     assert task_estimates(b.build()) == [100, 100, 400, 200]
+
+
+def test_kinds_that_write_over_an_input_name_its_position():
+    assert {k: r.overwrites for k, r in KINDS.items() if r.overwrites is not None} == {
+        "accumulate": 0, "trsm": 1, "syrk": 0, "gemm": 0}

@@ -192,6 +192,96 @@ def test_per_task_retries_from_metadata():
     assert tilegraph.run(b.build(), ["b"], backend="sync") == [10]
 
 
+class FailsOnce:
+    """A block function whose ``n``-th call raises a transient ConnectionError."""
+
+    def __init__(self, n):
+        self.n = n
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, block):
+        with self.lock:
+            self.calls += 1
+            fail = self.calls == self.n
+        if fail:
+            raise ConnectionError("transient failure")
+        return block * 2.0
+
+
+def _operands():
+    rng = np.random.default_rng(1)
+    a, b = rng.random((40, 40)), rng.random((40, 40))
+    # computed operands: the product accumulates in place, one gemm per inner block
+    x = tilegraph.from_numpy(a, chunks=10) + 0.0
+    y = tilegraph.from_numpy(b, chunks=10) * 1.0
+    return a, b, x, y
+
+
+@pytest.mark.parametrize("n", [1, 7, 16])
+def test_retry_after_an_in_place_accumulation_gives_numpys_result(backend_options, n):
+    # the failing function is fused into the task that ends the accumulation of a @ b;
+    # its retry must start again from the partial sum the first attempt saw
+    a, b, x, y = _operands()
+    f = FailsOnce(n)
+    got = (x @ y).map_blocks(f, dtype=float).compute(retries=1, **backend_options)
+    assert f.calls == 17
+    np.testing.assert_allclose(got, (a @ b) * 2.0, rtol=1e-12)
+
+
+def test_retry_after_an_in_place_accumulation_writes_the_right_file(tmp_path):
+    a, b, x, y = _operands()
+    path = tmp_path / "out.npy"
+    (x @ y).map_blocks(FailsOnce(5), dtype=float).to_npy(path, retries=1, workers=2)
+    np.testing.assert_allclose(np.load(path), (a @ b) * 2.0, rtol=1e-12)
+
+
+def test_only_runs_with_retries_copy_the_inputs_written_in_place():
+    _, _, x, y = _operands()
+    from tilegraph.array.lowering import plan_arrays
+
+    plan = plan_arrays([(x @ y).map_blocks(np.negative)]).plan
+    kinds = plan.graph.meta["kind"]
+    guarded = {kinds[i] for i in range(len(plan.graph)) if plan.graph.overwritten(i)}
+    assert guarded == {"accumulate", "store"}  # the accumulation, alone or fused into a store
+    no_retries = Execution(plan.graph, plan.outputs, plan.priority)
+    assert no_retries.guard == {}
+    with_retries = Execution(plan.graph, plan.outputs, plan.priority, retries=1)
+    assert with_retries.guard and all(v == (0,) for v in with_retries.guard.values())
+
+
+def test_retried_cholesky_update_gives_numpys_result():
+    # a tile update that failed after writing over its tile in place is retried on the tile
+    # as it was
+    from tilegraph.array import linalg_kernels as kern
+
+    rng = np.random.default_rng(2)
+    c = rng.random((32, 32))
+    spd = c @ c.T + 32 * np.eye(32)
+    real = kern.herk_update
+    fired = []
+
+    def herk_then_fail(c, a, **kw):
+        out = real(c, a, **kw)
+        if not kw.get("copy", True) and not fired:
+            fired.append(1)
+            raise ConnectionError("lost after the update")
+        return out
+
+    from tilegraph.array import linalg
+
+    kernel = linalg.SYRK
+    linalg.SYRK = type(kernel)(herk_then_fail, kernel.kind, kernel.name,
+                               overwrites=kernel.overwrites)
+    try:
+        got = tilegraph.linalg.cholesky(tilegraph.from_numpy(spd, chunks=8) + 0.0).compute(
+            retries=1, workers=2)
+    finally:
+        linalg.SYRK = kernel
+    assert fired
+    np.testing.assert_allclose(got, np.linalg.cholesky(spd), rtol=1e-10)
+
+
 def test_keyboard_interrupt_is_not_retried_and_cancels(backend_options):
     ran = []
 
@@ -367,3 +457,70 @@ def test_tiny_task_policy_lets_blas_tasks_run_on_both_threads():
     counts = np.bincount(workers, minlength=2)
     assert counts.sum() == 400
     assert counts.min() >= 40, counts  # both threads took a share (old rule: none)
+
+
+def test_overlapping_blas_limits_in_two_threads_restore_the_original_limits():
+    # compute A limits BLAS, compute B limits it too, A ends first, then B: BLAS must be
+    # back where it was, not left at B's saved "original" of 1 thread for the process
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from tilegraph.runtime.blas import blas_threads
+
+    def now():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))  # make sure BLAS is loaded
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    inside_b = []
+
+    def run_a():
+        with blas_threads(1):
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def run_b():
+        a_in.wait(5)
+        with blas_threads(1):
+            b_in.set()
+            a_out.wait(5)
+            inside_b.append(now())
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert now() == {2}
+        threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert inside_b == [{1}]  # B's limit still holds after A left
+        assert now() == {2}
+
+
+def test_overlapping_computes_in_threads_leave_blas_as_it_was():
+    from threadpoolctl import threadpool_info
+
+    def now():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))
+    before = now()
+    barrier = threading.Barrier(3)
+
+    def meet(x):
+        barrier.wait(10)  # both computes are inside their runs at once
+        return x
+
+    results = []
+
+    def compute(k):
+        results.append(tilegraph.get({"a": k, "b": (meet, "a")}, "b", workers=2))
+
+    threads = [threading.Thread(target=compute, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    barrier.wait(10)
+    for t in threads:
+        t.join(10)
+    assert sorted(results) == [0, 1]
+    assert now() == before

@@ -229,3 +229,60 @@ def test_gram_matrix_from_npy_under_a_budget_spills_nothing_with_two_workers(tmp
         assert np.allclose(got, a.T @ a)
         assert summary.spilled_bytes == 0, summary
         assert summary.peak_bytes <= limit + block, summary
+
+
+def test_a_fused_chain_is_refused_for_the_largest_block_it_makes_inside(forbid_compute):
+    # random(...).sum() fuses into one task whose output is 8 bytes; the 128 MB block it
+    # makes inside must count, before anything runs
+    x = tg.random.random((4000, 4000), chunks=4000, seed=0).sum()
+    with pytest.raises(MemoryLimitError, match=r"fused steps hold up to 122\.1 MiB") as err:
+        x.compute(memory_limit="20MB")
+    assert "smaller blocks" in str(err.value)
+
+
+def test_a_block_larger_than_memory_fails_the_check_not_numpy():
+    y = tg.random.random((1_000_000, 1_000_000), chunks=1_000_000, seed=0)
+    for arr in (y, y.sum(), (y + 1).max()):
+        with pytest.raises(MemoryLimitError, match=r"needs about (7\.3|21\.8) TiB"):
+            arr.compute()
+
+
+def test_explain_and_the_estimates_see_the_working_set_of_a_fused_chain():
+    from tilegraph.array.lowering import plan_arrays
+    from tilegraph.runtime.memory import task_estimates
+
+    x = tg.random.random((4000, 4000), chunks=2000, seed=0)
+    total = (x * 2).sum()
+    assert "estimated peak memory: 91.6 MiB on one worker" in total.explain()
+    plan = plan_arrays([total]).plan
+    fused = [i for i, n in enumerate(plan.graph.meta["name"]) if "random" in n]
+    block = 2000 * 2000 * 8
+    # the random block, then the doubled block and its temporary
+    assert all(task_estimates(plan.graph)[i] >= 3 * block for i in fused)
+    values = total.compute(memory_limit="100MB", workers=2)
+    assert values == pytest.approx(2 * tg.random.random((4000, 4000), chunks=2000,
+                                                        seed=0).compute().sum())
+
+
+def _full_disk(tmp_path, monkeypatch):
+    """Spill files that land on /dev/full (through a link), as on a full disk."""
+    link = tmp_path / "full.bin"
+    os.symlink("/dev/full", link)
+    monkeypatch.setattr(SpillStore, "_new_path", lambda self: str(link))
+    return str(link)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_failed_spill_write_names_errno_and_path(tmp_path, monkeypatch):
+    import errno
+
+    path = _full_disk(tmp_path, monkeypatch)
+    with pytest.raises(OSError) as err:
+        SpillStore(str(tmp_path)).write(np.ones(10**6))
+    assert err.value.errno == errno.ENOSPC
+    assert err.value.filename == path and "7.6 MiB" in str(err.value)
+    x = tg.random.random((1000, 1000), chunks=250, seed=1)
+    with pytest.raises(OSError, match="No space left on device") as err:
+        (x @ x.T + x).sum().compute(memory_limit="3MB", workers=2)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == path
+    assert os.path.exists("/dev/full")

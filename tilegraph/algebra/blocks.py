@@ -395,6 +395,7 @@ def group_by_join(
     semiring: Any,
     chains: int = 1,
     zero_task: Callable[[Coord], tuple[Callable, tuple]] | None = None,
+    ntasks: int | None = None,
     **meta: Any,
 ) -> Blocks:
     """Join, per-pair product, and reduce by output key, fused.
@@ -410,6 +411,8 @@ def group_by_join(
     as callables of ``(left coord, right coord)`` and of the output coordinate. Other
     metadata (``name=``, ...) goes on every task of an output, as a value or as a callable of
     the output coordinate; ``kind`` and ``coords`` are set here and cannot be given.
+    ``ntasks``: the number of tasks, when the caller knows it without listing every output's
+    pairs (counting lists them).
 
     Accumulation tasks may update their partial result in place: the partial results are
     private to the chain, each consumed once, by the next step.
@@ -475,4 +478,5 @@ def group_by_join(
             total += max(npairs, 1) + (1 if min(chains, npairs) > 1 else 0)
         return total
 
-    return Blocks(label, grid, _unique_colls([left, right]), emit, ntasks=count)
+    return Blocks(label, grid, _unique_colls([left, right]), emit,
+                  ntasks=count if ntasks is None else int(ntasks))

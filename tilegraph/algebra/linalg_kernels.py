@@ -118,6 +118,9 @@ def potrf(a: np.ndarray, where: Any = None) -> np.ndarray:
             info = 0
         except np.linalg.LinAlgError:
             info = 1
+    if info < 0 and not np.isfinite(out).all():  # LAPACKE refuses NaN/inf as argument 4
+        raise LinAlgError(f"cholesky: the matrix has NaN or infinite values (found in diagonal "
+                          f"block {where}, after the updates by the blocks before it)")
     if info > 0:
         raise LinAlgError(f"cholesky: the matrix is not positive definite (detected in "
                           f"diagonal block {where}, leading minor {info} of the block)")

@@ -31,6 +31,7 @@ def _axis_chunks(size: int, spec: Any, axis: int, shape: tuple[int, ...]) -> tup
         if size == 0:
             return (0,)
         full, rest = divmod(size, step)
+        _check_count(full + (1 if rest else 0), f"along axis {axis}", shape, step)
         return (step,) * full + ((rest,) if rest else ())
     if isinstance(spec, Sequence) and not isinstance(spec, str):
         sizes = tuple(int(s) for s in spec)
@@ -65,6 +66,25 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"shape {shape} has a negative length")
+    out = _normalize(chunks, shape, dtype)
+    _check_count(math.prod(len(c) for c in out), "in all", shape, None)
+    return out
+
+
+def _check_count(nblocks: int, where: str, shape: tuple[int, ...], step: int | None) -> None:
+    """Refuse block grids larger than any plan may be (the ``max_tasks`` option), before the
+    block sizes are listed (a grid of 10^60 blocks would exhaust the memory)."""
+    from tilegraph import config
+
+    limit = config.get("max_tasks")
+    if nblocks > limit:
+        size = f" of {step:,} elements" if step is not None else ""
+        raise ValueError(
+            f"chunks: shape {shape} in blocks{size} makes {nblocks:,} blocks {where}, more "
+            f"than max_tasks={limit:,} a plan may hold; use larger blocks")
+
+
+def _normalize(chunks: Any, shape: tuple[int, ...], dtype: Any) -> Chunks:
     if isinstance(chunks, str):
         if chunks != "auto":
             raise ValueError(f"chunks: unknown value {chunks!r} for shape {shape}; use 'auto', "

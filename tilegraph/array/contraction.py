@@ -230,11 +230,13 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         blocks = _tree_join(f"matmul-{token}", a.blocks, b.blocks, grid, nk, semiring, cost,
                             nbytes)
         return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
+    nchains = _chains_for(math.prod(grid), nk)
     blocks = group_by_join(
-        f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, semiring,
-        chains=_chains_for(math.prod(grid), nk),
+        f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, semiring, chains=nchains,
         zero_task=lambda o: (_fill_block, (block_shape(chunks, o), zero, dtype)),
         cost=cost, nbytes=nbytes,
+        # every output block has nk pairs: counted without listing them
+        ntasks=math.prod(grid) * (max(nk, 1) + (1 if min(nchains, nk) > 1 else 0)),
     )
     return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
 

@@ -63,7 +63,7 @@ class Array(NDArrayOperatorsMixin):
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(12.0).reshape(3, 4), chunks=2)
     >>> x
-    tilegraph.Array<shape=(3, 4), dtype=float64, chunks=((2, 1), (2, 2)), blocks=4, tasks=4>
+    tilegraph.Array<shape=(3, 4), dtype=float64, chunks=((2, 1), (2, 2)), blocks=4>
     >>> (x + 1).sum(axis=0).compute()
     array([15., 18., 21., 24.])
     """
@@ -127,9 +127,10 @@ class Array(NDArrayOperatorsMixin):
         return count_tasks([self.blocks])
 
     def __repr__(self) -> str:
+        # O(1) in the size of the plan: shapes only (``ntasks`` and ``explain()`` say more)
         return (f"tilegraph.Array<shape={self.shape}, dtype={self.dtype}, "
                 f"chunks={self.chunks if self.npartitions <= 16 else self.chunksize}, "
-                f"blocks={self.npartitions}, tasks={self.ntasks}>")
+                f"blocks={self.npartitions}>")
 
     def _repr_html_(self) -> str:
         from tilegraph.array.lowering import plan_summary

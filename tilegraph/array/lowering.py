@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph import pipeline
-from tilegraph.algebra.blocks import lower
+from tilegraph.algebra.blocks import count_tasks, lower
 from tilegraph.array.chunks import all_block_slices
 from tilegraph.graph.dask_spec import gc_paused
 from tilegraph.graph.taskgraph import Dep, Lit, TaskGraph
@@ -44,8 +44,21 @@ class OutputBuffer:
 
 
 def store_block(buffer: OutputBuffer, slices: tuple, block: np.ndarray) -> None:
-    """Copy one result block into its place in the output."""
+    """Copy one result block into its place in the output, after checking that it has the
+    planned shape (NumPy would broadcast a smaller one silently)."""
+    shape = tuple(s.stop - s.start for s in slices)
+    got = np.shape(block)
+    if got != shape:
+        raise ValueError(block_shape_error(got, shape, slices))
     buffer.array[slices] = block
+
+
+def block_shape_error(got: tuple, shape: tuple, slices: tuple) -> str:
+    """The message for a block that has another shape than the plan says."""
+    where = ", ".join(f"{s.start}:{s.stop}" for s in slices)
+    return (f"a block of the result has shape {got}, but the plan expects {shape} (region "
+            f"[{where}]); a map_blocks function that returns blocks of another shape than "
+            "its input's must say so: pass chunks=, the result's block sizes")
 
 
 @dataclass(frozen=True)
@@ -68,15 +81,23 @@ class ArrayOutputs:
                 out.append(buf.array if arr.size else np.empty(arr.shape, arr.dtype))
             else:
                 value = got[key]
+                if np.shape(value) != arr.shape and isinstance(value, np.ndarray):
+                    raise ValueError(block_shape_error(
+                        value.shape, arr.shape, tuple(slice(0, n) for n in arr.shape)))
                 if arr.ndim == 0:
                     value = np.asarray(value, dtype=arr.dtype)[()]
                 out.append(value)
         return out
 
 
-def lower_arrays(arrays: Sequence[Any]) -> tuple[TaskGraph, ArrayOutputs]:
+def lower_arrays(arrays: Sequence[Any], max_tasks: int | None = None
+                 ) -> tuple[TaskGraph, ArrayOutputs]:
     """Lower ``arrays`` (sharing their common subexpressions) to one TaskGraph, with a store
-    task per block of every multi-block result."""
+    task per block of every multi-block result. A plan of more than ``max_tasks`` tasks
+    (default: the option) is refused before anything is built."""
+    stores = sum(a.npartitions for a in {a.name: a for a in arrays}.values()
+                 if a.npartitions > 1)
+    pipeline.check_plan_size(count_tasks([a.blocks for a in arrays]) + stores, max_tasks)
     with gc_paused():
         builder = lower([a.blocks for a in arrays])
         keys: list[Hashable] = []
@@ -132,7 +153,7 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | No
     """The pipeline's plan (cull, place, fuse, order) of computing ``arrays`` together,
     without running it. ``processes=p`` places the tasks on ``p`` worker processes
     (see :func:`tilegraph.pipeline.make_plan`)."""
-    graph, results = lower_arrays(arrays)
+    graph, results = lower_arrays(arrays)  # plans never run: the option's max_tasks
     plan = pipeline.make_plan(graph, results.keys, processes=processes, initial=initial,
                               model=model, fuse=fuse)
     return ArrayPlan(plan, results)
@@ -141,7 +162,7 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | No
 def compute_arrays(arrays: Sequence[Any], **options: Any) -> list[Any] | None:
     """The values of ``arrays`` computed with one shared plan by the pipeline (``None`` on
     the MPI ranks other than 0)."""
-    graph, results = lower_arrays(arrays)
+    graph, results = lower_arrays(arrays, options.get("max_tasks"))
     if not results.keys:
         return []
     values = pipeline.run(graph, results.keys, **options)
@@ -151,6 +172,7 @@ def compute_arrays(arrays: Sequence[Any], **options: Any) -> list[Any] | None:
 def run_blocks(colls: Sequence[Any], **options: Any) -> bool:
     """Run every task of the collections ``colls`` for their side effects (writes).
     Returns whether the results were gathered in this process (False on MPI ranks but 0)."""
+    pipeline.check_plan_size(count_tasks(colls), options.get("max_tasks"))
     with gc_paused():
         builder = lower(colls)
         outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))

@@ -17,7 +17,14 @@ field               meaning
                     ``"producers"`` (the cheapest of the producers' workers)
 ``temp_factor``     temporary memory besides inputs and output, as a multiple of the output's
                     bytes (:func:`tilegraph.runtime.memory.task_estimates`)
+``view``            the step makes no new block in memory (a view of its input, or a write of
+                    it to the output): a fused chain's working set does not count its output
+                    (:mod:`tilegraph.plan.fuse`)
 ``chain_temporaries``  a fused chain of this kind makes one more temporary per fused step
+``overwrites``      the position of the argument the kernel may write over in place (an
+                    accumulator, a tile updated step after step), or None; a call with
+                    ``copy=True`` writes nothing. The executor keeps such an input intact
+                    for a retry (:meth:`tilegraph.graph.TaskGraph.overwritten`)
 ``releases_gil``    the task body is a BLAS/LAPACK or NumPy-heavy call that releases the GIL:
                     worth a second thread even when short
 ``flops``           the flop count of one task from its block sizes, or None (see each row)
@@ -50,6 +57,8 @@ class OpKind:
     placement: str = "producers"
     temp_factor: float = 1.0
     chain_temporaries: bool = False
+    view: bool = False
+    overwrites: int | None = None
     releases_gil: bool = False
     flops: Callable[..., float] | None = None
 
@@ -62,6 +71,10 @@ class OpKind:
         if not isinstance(self.temp_factor, (int, float)) or not self.temp_factor >= 0:
             raise ValueError(f"OpKind {self.name!r}: temp_factor must be a number >= 0, "
                              f"got {self.temp_factor!r}")
+        if self.overwrites is not None and (isinstance(self.overwrites, bool) or not isinstance(
+                self.overwrites, int) or self.overwrites < 0):
+            raise ValueError(f"OpKind {self.name!r}: overwrites must be an argument position "
+                             f"(an int >= 0) or None, got {self.overwrites!r}")
         if self.flops is not None and not callable(self.flops):
             raise ValueError(f"OpKind {self.name!r}: flops must be callable or None")
 
@@ -101,9 +114,10 @@ def lu_flops(m: float, n: float) -> float:
 
 
 def _blockwise(name: str, temp_factor: float, chain: bool = False,
-               placement: str = "producers") -> OpKind:
+               placement: str = "producers", view: bool = False) -> OpKind:
     return OpKind(name, blockwise=True, fuse_producer=True, fuse_consumer=True,
-                  placement=placement, temp_factor=temp_factor, chain_temporaries=chain)
+                  placement=placement, temp_factor=temp_factor, chain_temporaries=chain,
+                  view=view)
 
 
 _ROWS = (
@@ -113,11 +127,11 @@ _ROWS = (
     _blockwise("load", 0.0),
     _blockwise("creation", 0.0),
     _blockwise("random", 0.0),
-    _blockwise("getitem", 0.0),
-    _blockwise("transpose", 0.0),
-    _blockwise("reshape", 0.0),
+    _blockwise("getitem", 0.0, view=True),
+    _blockwise("transpose", 0.0, view=True),
+    _blockwise("reshape", 0.0, view=True),
     _blockwise("astype", 0.0),
-    _blockwise("store", 0.0, placement="gather"),
+    _blockwise("store", 0.0, placement="gather", view=True),
     # blockwise computations: about one temporary block per step of a fused chain
     _blockwise("elementwise", 1.0, chain=True),
     _blockwise("map", 1.0, chain=True),
@@ -130,7 +144,7 @@ _ROWS = (
     OpKind("product", fuse_producer=True, placement="grid", temp_factor=0.0,
            releases_gil=True, flops=matmul_flops),
     OpKind("accumulate", fuse_producer=True, placement="grid", temp_factor=0.0,
-           releases_gil=True, flops=matmul_flops),
+           overwrites=0, releases_gil=True, flops=matmul_flops),
     # a contraction with a one-block-dimension output: each product where its larger
     # operand's block lives, a tree of small partial sums; views of its operands (a
     # transposed block) fuse into it
@@ -138,9 +152,13 @@ _ROWS = (
            releases_gil=True, flops=matmul_flops),
     # the block kernels of the factorisations: ScaLAPACK's 2-D block-cyclic layout
     OpKind("potrf", placement="grid", temp_factor=0.0, releases_gil=True, flops=potrf_flops),
-    OpKind("trsm", placement="grid", temp_factor=0.0, releases_gil=True, flops=trsm_flops),
-    OpKind("syrk", placement="grid", temp_factor=0.0, releases_gil=True, flops=syrk_flops),
-    OpKind("gemm", placement="grid", temp_factor=0.0, releases_gil=True, flops=matmul_flops),
+    # (trsm, syrk and gemm update a tile in place unless called with copy=True)
+    OpKind("trsm", placement="grid", temp_factor=0.0, overwrites=1, releases_gil=True,
+           flops=trsm_flops),
+    OpKind("syrk", placement="grid", temp_factor=0.0, overwrites=0, releases_gil=True,
+           flops=syrk_flops),
+    OpKind("gemm", placement="grid", temp_factor=0.0, overwrites=0, releases_gil=True,
+           flops=matmul_flops),
     OpKind("qr", temp_factor=1.0, releases_gil=True, flops=qr_flops),
     OpKind("lu", temp_factor=1.0, releases_gil=True, flops=lu_flops),
     OpKind("svd", temp_factor=1.0, releases_gil=True),

@@ -33,7 +33,9 @@ Metadata columns (all optional): ``name`` (op name shown in errors and plans), `
 kind, e.g. ``"load"``, ``"gemm"``: a row of :mod:`tilegraph.graph.kinds`), ``coords`` (block
 coordinates), ``nbytes`` (estimated output bytes), ``cost`` (estimated flops), ``line`` (the
 user's source line, ``"file:line"``), ``retries`` (extra attempts allowed), ``priority`` (lower
-runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.plan.place`).
+runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.plan.place`),
+``overwrites`` (a tuple of the dependency slots a fused task may write over in place, set by
+:func:`tilegraph.plan.fuse.fuse_chains`; see :meth:`TaskGraph.overwritten`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tilegraph.graph.kinds import KINDS
+from tilegraph.graph.kinds import KINDS, kind_info
 
 MODE_DATA = 0
 MODE_DIRECT = 1
@@ -134,6 +136,21 @@ def fill(template: Any, values: Sequence[Any]) -> Any:
     if tp is Lit:
         return template.value
     return template
+
+
+def dep_slots(template: Any) -> set[int]:
+    """The slots of every :class:`Dep` marker in a (nested) argument template."""
+    tp = type(template)
+    if tp is Dep:
+        return {template.slot}
+    if tp is Call:
+        out = set().union(*map(dep_slots, template.args))
+        return out.union(*map(dep_slots, template.kwargs.values())) if template.kwargs else out
+    if tp in (list, tuple):
+        return set().union(*map(dep_slots, template))
+    if tp is dict:
+        return set().union(*map(dep_slots, template.values()))
+    return set()
 
 
 def funcname(func: Any) -> str:
@@ -461,6 +478,30 @@ class TaskGraph:
             return col[i]
         func = self.funcs[i]
         return "data" if func is None else funcname(func)
+
+    def overwritten(self, i: int) -> tuple[int, ...]:
+        """The dependency slots of task ``i`` whose values its call may write over in place:
+        the ``overwrites`` column if set (fused tasks), else the argument its op kind writes
+        over (:attr:`~tilegraph.graph.kinds.OpKind.overwrites`; none with ``copy=True``).
+        An overwritten argument that is a nested call counts every dependency it reads (it
+        may be a view of one of them)."""
+        col = self.meta.get("overwrites")
+        if col is not None and col[i] is not None:
+            return tuple(col[i])
+        kinds = self.meta.get("kind")
+        pos = kind_info(kinds[i] if kinds is not None else None).overwrites
+        if pos is None:
+            return ()
+        kwargs = self.kwargs.get(i)
+        if kwargs and kwargs.get("copy") is True:
+            return ()
+        mode = self.modes[i]
+        if mode == MODE_DATA:
+            return ()
+        if mode == MODE_DIRECT:
+            return (pos,) if pos < self.dep_ptr[i + 1] - self.dep_ptr[i] else ()
+        args = self.args[i]
+        return tuple(sorted(dep_slots(args[pos]))) if pos < len(args) else ()
 
     def indices(self, keys: Iterable[Hashable]) -> np.ndarray:
         """Task indices of ``keys``; a missing key raises ``KeyError`` naming it."""

@@ -87,7 +87,9 @@ def check_block(
     if arr.shape != region_shape:
         raise ValueError(
             f"{where}: block of shape {arr.shape} does not match the region of shape "
-            f"{region_shape} it is written to"
+            f"{region_shape} it is written to (a map_blocks function that returns blocks of "
+            "another shape than its input's must say so: pass chunks=, the result's block "
+            "sizes)"
         )
     if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
         raise TypeError(

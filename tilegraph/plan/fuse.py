@@ -14,6 +14,20 @@ may be inlined (``fuse_producer``) is inlined into its consumer, whose kind may 
 When tasks are placed on workers (a ``"worker"`` metadata column), only tasks on the same
 worker fuse: fusing across workers would move the producer's work to the consumer's worker.
 
+A step that writes over one of its inputs in place (an op kind with ``overwrites``, e.g. the
+accumulation of a matrix product) may end up inside a longer task; the fused task's
+``overwrites`` column lists the task inputs any of its steps writes over, so that the
+executor can keep them intact for a retry.
+
+Memory. A fused task never holds its inlined steps' results as task results, but it does hold
+them while it runs: ``random(...).sum()`` fused makes the whole random block inside one task
+whose output is 8 bytes. The ``working`` column of a fused task is the largest working set
+along its chain: evaluating a step holds the results of the steps inlined before it (its
+siblings already evaluated) plus its own working set, which is its inlined inputs, its output
+and its temporaries (output bytes times the kind's ``temp_factor``; views count nothing).
+The executor's estimate (:func:`tilegraph.runtime.memory.task_estimates`) takes it, so
+admission, ``check_fits``, ``explain`` and the simulator all see it.
+
 The fused task runs the producer's call inside the consumer's call (a nested template), so
 ``((a + 1) * b - c).sum()`` becomes one task per block that reads a, b and c and returns the
 block's partial sum, and no intermediate block is ever a task result.
@@ -125,8 +139,11 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     names = graph.meta.get("name")
     costs = graph.meta.get("cost")
     modes = graph.modes
-    exprs: dict[int, tuple[Any, list[int], str, float]] = {}
-    rewritten: dict[int, tuple[tuple, dict | None, list[int], str, float]] = {}
+    exprs: dict[int, tuple[Any, list[int], str, float, set[int], int, int]] = {}
+    rewritten: dict[int, tuple[tuple, dict | None, list[int], str, float, set[int], int]] = {}
+    nbytes = graph.meta.get("nbytes")
+    kinds = graph.meta.get("kind")
+    rows = {k: kind_info(k) for k in set(kinds)} if kinds is not None else {}
     for i in _work_order(graph, fuse | absorbs):
         deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
         if modes[i] == MODE_DIRECT:
@@ -155,11 +172,17 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
 
         tmpl_args = _map_deps(args, own_slot)
         tmpl_kwargs = _map_deps(kwargs, own_slot) if kwargs else None
+        # the new slots of the inputs this call (or a step inlined into it) writes over
+        own_written = graph.overwritten(i)
+        written = {mapping[s] for s in own_written if mapping[s] >= 0}
+        held = peak = 0  # bytes of the inlined steps' results so far; the chain's peak
         for j, d in enumerate(deps):
             if not fuse[d] or d not in exprs:
                 continue
-            expr, edeps, elabel, ecost = exprs.pop(d)
+            expr, edeps, elabel, ecost, ewritten, eout, epeak = exprs.pop(d)
             cost += ecost
+            peak = max(peak, held + epeak)
+            held += eout
             emap = []
             for e in edeps:
                 s = slot_of.get(e)
@@ -167,6 +190,9 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
                     s = slot_of[e] = len(new_deps)
                     new_deps.append(e)
                 emap.append(s)
+            written.update(emap[s] for s in ewritten)
+            if j in own_written:  # written over: the inlined value may be a view of its inputs
+                written.update(emap)
             inlined = _map_deps(expr, lambda e, emap=emap: Dep(emap[e.slot]))
             pending = _PENDING_BASE + j
 
@@ -178,17 +204,24 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
                 tmpl_kwargs = _map_deps(tmpl_kwargs, put)
             label.insert(0, elabel)
         text = "+".join(label)
+        out = int(nbytes[i] or 0) if nbytes is not None else 0
+        row = rows[kinds[i]] if kinds is not None else None
+        if row is not None and row.view:  # shares its input's memory
+            out = 0
+        factor = row.temp_factor if row is not None else 1.0
+        peak = max(peak, held + int(out * (1 + factor)))
         if fuse[i]:
-            exprs[i] = (Call(graph.funcs[i], tmpl_args, tmpl_kwargs), new_deps, text, cost)
+            exprs[i] = (Call(graph.funcs[i], tmpl_args, tmpl_kwargs), new_deps, text, cost,
+                        written, out, peak)
         else:
-            rewritten[i] = (tmpl_args, tmpl_kwargs, new_deps, text, cost)
+            rewritten[i] = (tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak)
             stats.chains[text] = stats.chains.get(text, 0) + 1
 
     keep = np.flatnonzero(~fuse)
     new_of_old = np.full(n, -1, dtype=np.int64)
     new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
     new_counts = counts[keep].copy()
-    for i, (_, _, deps, _, _) in rewritten.items():
+    for i, (_, _, deps, *_) in rewritten.items():
         new_counts[new_of_old[i]] = len(deps)
     ptr = np.zeros(len(keep) + 1, dtype=np.int64)
     np.cumsum(new_counts, out=ptr[1:])
@@ -208,11 +241,14 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     new_modes = bytearray(modes[i] for i in keep_l)
     meta = {c: [col[i] for i in keep_l] for c, col in graph.meta.items()}
     meta.setdefault("name", [None] * len(keep_l))
-    if any(c for _, _, _, _, c in rewritten.values()):
+    if any(c for _, _, _, _, c, _, _ in rewritten.values()):
         meta.setdefault("cost", [None] * len(keep_l))
+    if any(w for *_, w, _ in rewritten.values()):
+        meta.setdefault("overwrites", [None] * len(keep_l))
+    meta.setdefault("working", [None] * len(keep_l))
     nol = new_of_old.tolist()
     kwargs_col = {nol[i]: kw for i, kw in graph.kwargs.items() if nol[i] >= 0}
-    for i, (t_args, t_kwargs, deps, text, cost) in rewritten.items():
+    for i, (t_args, t_kwargs, deps, text, cost, written, peak) in rewritten.items():
         k = nol[i]
         idx[ptr[k] : ptr[k + 1]] = [nol[d] for d in deps]
         args_col[k] = t_args
@@ -222,6 +258,9 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         else:
             kwargs_col.pop(k, None)
         meta["name"][k] = text
+        if "overwrites" in meta:
+            meta["overwrites"][k] = tuple(sorted(written))
+        meta["working"][k] = peak
         if cost:
             meta["cost"][k] = cost
     index = dict(zip(keys, range(len(keys)), strict=True))

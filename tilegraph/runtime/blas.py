@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 _controller = None
 _controller_modules = -1
@@ -31,8 +33,50 @@ def _get_controller():
     return _controller
 
 
+_limits_lock = threading.Lock()
+_active: list[int] = []  # the limits of the blocks entered and not yet left, in any thread
+_saved: list[tuple[Any, int]] = []  # (library, its thread count before the first block)
+
+
+def _set_threads(lib: Any, n: int) -> None:
+    # threadpoolctl lets only one Python thread change OpenBLAS's process-wide pool (others'
+    # calls are ignored); the blocks here coordinate the threads of tilegraph themselves
+    setter = getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
+    setter(n)
+
+
+def _limit_all(n: int) -> None:
+    for lib, _ in _saved:
+        _set_threads(lib, n)
+
+
 @contextmanager
 def blas_threads(n: int) -> Iterator[None]:
-    """Limit every loaded BLAS library to ``n`` threads inside the block."""
-    with _get_controller().limit(limits=max(1, int(n)), user_api="blas"):
+    """Limit every loaded BLAS library to ``n`` threads inside the block.
+
+    A BLAS library's thread count is one setting for the whole process, so blocks entered
+    at the same time (computes running in several threads) share it: while any block is
+    open, BLAS runs with the smallest limit among the open blocks, and when the last one is
+    left the thread counts from before the first are restored, whatever order the blocks
+    are left in.
+    """
+    n = max(1, int(n))
+    with _limits_lock:
+        if not _active:
+            _saved[:] = [(lib, lib.num_threads) for lib in _get_controller().lib_controllers
+                         if lib.user_api == "blas" and lib.num_threads is not None]
+            _limit_all(n)
+        elif n < min(_active):
+            _limit_all(n)
+        _active.append(n)
+    try:
         yield
+    finally:
+        with _limits_lock:
+            _active.remove(n)
+            if not _active:
+                for lib, before in _saved:
+                    _set_threads(lib, before)
+                _saved.clear()
+            elif n < min(_active):
+                _limit_all(min(_active))

@@ -18,6 +18,9 @@ field          meaning and invariant
 ``results``    dict, task index -> value, for DONE tasks that are not yet released
 ``ready``      heap of priorities of READY tasks; ``task_of[p]`` is the task with priority p
 ``attempts``   list[n] of int: failed attempts of task i so far (retries)
+``guard``      dict, task -> dependency slots its call writes over in place
+               (:meth:`TaskGraph.overwritten`), for the tasks that may be retried; empty when
+               no task may be
 ``nrunning``   tasks currently RUNNING
 ``ndone``      tasks that finished (DONE or RELEASED); the run is complete at ``ndone == n``
 ``finished``   no more tasks will start (complete, failed or cancelled); ``done_event`` is set
@@ -65,6 +68,13 @@ has been inside one task for ``STUCK_TIME``. That time
 is well above CPython's 5 ms GIL switch interval: a poll that takes the GIL pauses the busy
 worker, and a shorter threshold would mistake that pause for a long task.
 
+Retries. A task that raised an ``Exception`` runs again, up to ``retries`` more times (or its
+``retries`` column), from the very inputs its first attempt saw: an attempt that may be
+followed by another one gives the inputs its call writes over in place (``guard``: an
+accumulator, a tile of a factorisation, also when such a step is fused before a step that
+fails) as private copies, so the inputs held for the retry are never half-updated. Runs
+without retries copy nothing; with ``retries=r``, the last allowed attempt copies nothing.
+
 Transitions are small methods: READY -> RUNNING in :meth:`worker_loop`, :meth:`_task_done`
 (RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver`
 (an external task WAITING -> DONE when its result arrives),
@@ -101,6 +111,17 @@ PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run o
 STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
 TINY, PARALLEL, UNKNOWN = range(3)  # values of ``parallel``
 STATE_NAMES = ("waiting", "ready", "running", "done", "released", "failed", "cancelled")
+
+
+def _private_inputs(inputs: list, slots: tuple[int, ...]) -> list:
+    """``inputs`` with the values at ``slots`` replaced by copies (see "Retries" above)."""
+    inputs = list(inputs)
+    for s in slots:
+        value = inputs[s]
+        copy = getattr(value, "copy", None)
+        if callable(copy):
+            inputs[s] = copy()
+    return inputs
 
 
 class SchedulerStalled(RuntimeError):
@@ -155,6 +176,13 @@ class Execution:
         self._modes = graph.modes
         retry_col = graph.meta.get("retries")
         self._task_retries = retry_col
+        self.guard: dict[int, tuple[int, ...]] = {}
+        if retries or (retry_col is not None and any(retry_col)):
+            overwritten = graph.overwritten
+            for i in range(n):
+                slots = overwritten(i)
+                if slots:
+                    self.guard[i] = slots
 
         prio = priority.tolist()
         self.priority = prio
@@ -273,6 +301,8 @@ class Execution:
                                          self._kind(i)))
                 lock.release()
                 try:
+                    if self.guard and i in self.guard and self.attempts[i] < self._allowed(i):
+                        inputs = _private_inputs(inputs, self.guard[i])
                     func, args, kwargs = self._prepare(i, inputs)
                     value = func(*args, **kwargs) if call is None else call(func, args, kwargs)
                 except BaseException as exc:
@@ -391,10 +421,7 @@ class Execution:
             self._notify_if_idle()
             return
         self.attempts[i] += 1
-        allowed = self.retries
-        if self._task_retries is not None and self._task_retries[i] is not None:
-            allowed = self._task_retries[i]
-        retry = isinstance(exc, Exception) and self.attempts[i] <= allowed
+        retry = isinstance(exc, Exception) and self.attempts[i] <= self._allowed(i)
         if self._emit:
             self.send(TaskFailed(self.graph.keys[i], self.graph.opname(i), worker, exc, retry))
         if retry:
@@ -407,6 +434,13 @@ class Execution:
             self._cancel(exc, status="failed")
         else:  # KeyboardInterrupt, SystemExit: the user stopped the run
             self._cancel(exc, status="cancelled")
+
+    def _allowed(self, i: int) -> int:
+        """The retries task i is allowed: its ``retries`` column, else the run's."""
+        col = self._task_retries
+        if col is not None and col[i] is not None:
+            return col[i]
+        return self.retries
 
     def _cancel(self, exc: BaseException, status: str = "cancelled") -> None:
         if self.finished:

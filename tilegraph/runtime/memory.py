@@ -10,6 +10,7 @@ back just before a consumer runs.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -45,11 +46,15 @@ def task_estimates(graph: Any) -> list[int]:
     (:mod:`tilegraph.graph.kinds`: views and in-place accumulations need none); a fused chain
     of a kind with ``chain_temporaries`` (elementwise ops, per-block reductions, user
     functions) makes one more temporary block per step it fuses (its name joins the steps
-    with ``+``)."""
+    with ``+``). A fused task takes at least its ``working`` column: the largest working set
+    along its chain (:mod:`tilegraph.plan.fuse`), so that a chain whose output is small but
+    whose steps make large blocks (``random(...).sum()``) is known to need them."""
     n = len(graph)
     nb = graph.meta.get("nbytes")
-    if nb is None:
+    working = graph.meta.get("working")
+    if nb is None and working is None:
         return [0] * n
+    nb = nb or [None] * n
     kinds = graph.meta.get("kind") or [None] * n
     names = graph.meta.get("name") or [None] * n
     rows = {k: kind_info(k) for k in set(kinds)}
@@ -58,7 +63,10 @@ def task_estimates(graph: Any) -> list[int]:
         size = nb[i] or 0
         row = rows[kinds[i]]
         steps = names[i].count("+") if names[i] and row.chain_temporaries else 0
-        out.append(int(size * (1 + row.temp_factor + steps)))
+        need = int(size * (1 + row.temp_factor + steps))
+        if working is not None and working[i] is not None and working[i] > need:
+            need = int(working[i])
+        out.append(need)
     return out
 
 
@@ -96,22 +104,30 @@ def check_fits(graph: Any, estimates: Sequence[int], limit: int) -> None:
     """Raise :class:`MemoryLimitError` for the first task whose inputs, output and
     temporaries together cannot fit under ``limit``, naming its op and a block size that
     would."""
+    n = len(graph)
     nb = graph.meta.get("nbytes")
-    if nb is None:
+    working = graph.meta.get("working") or [None] * n
+    if nb is None and not any(working):
         return
+    nb = nb or [None] * n
     ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
-    for i in range(len(graph)):
+    for i in range(n):
         inputs = sum(nb[d] or 0 for d in idx[ptr[i]:ptr[i + 1]])
         need = inputs + estimates[i]
         if need > limit:
             largest = max([nb[i] or 0] + [nb[d] or 0 for d in idx[ptr[i]:ptr[i + 1]]])
+            chain = ""
+            if working[i] is not None and working[i] >= estimates[i] > (nb[i] or 0):
+                largest = max(largest, working[i])
+                chain = (f"; its fused steps hold up to {human(working[i])} at once "
+                         "inside the task")
             ratio = need / limit
             advice = max(1, int(largest / ratio * 0.8)) if largest else 0
             raise MemoryLimitError(
                 f"task {graph.keys[i]!r} (op {graph.opname(i)}) needs about {human(need)} "
-                f"(inputs {human(inputs)}, output and temporaries {human(estimates[i])}), more "
-                f"than memory_limit={human(limit)}: use smaller blocks (blocks of at most "
-                f"about {human(advice)}) or a larger memory_limit"
+                f"(inputs {human(inputs)}, output and temporaries {human(estimates[i])}"
+                f"{chain}), more than memory_limit={human(limit)}: use smaller blocks "
+                f"(blocks of at most about {human(advice)}) or a larger memory_limit"
             )
 
 
@@ -128,6 +144,18 @@ class SpillRecord:
     shape: tuple[int, ...]
     dtype: np.dtype
     nbytes: int
+
+
+def _io_error(exc: OSError, what: str, path: str) -> OSError:
+    """An ``OSError`` saying ``what`` failed, with the errno (EIO if the cause had none) and
+    the path; the same subclass as ``exc`` (e.g. PermissionError) where it has an errno."""
+    code = exc.errno if exc.errno is not None else errno.EIO
+    reason = exc.strerror or str(exc) or os.strerror(code)
+    cls = type(exc) if exc.errno is not None else OSError
+    try:
+        return cls(code, f"{what}: {reason}", path)
+    except TypeError:  # an OSError subclass with another constructor
+        return OSError(code, f"{what}: {reason}", path)
 
 
 class SpillStore:
@@ -152,17 +180,36 @@ class SpillStore:
             return os.path.join(self._dir, f"{self._count}.bin")
 
     def write(self, value: np.ndarray) -> SpillRecord:
-        """Write an array's raw bytes (no pickling) to a new file."""
+        """Write an array's raw bytes (no pickling) to a new file. A failed write (a full
+        disk, a quota) removes the partial file and raises an ``OSError`` with the errno,
+        the path and the bytes that were to be written."""
         path = self._new_path()
         arr = np.ascontiguousarray(value)
-        with open(path, "wb") as f:
-            arr.tofile(f)
+        try:
+            with open(path, "wb") as f:
+                f.write(arr.reshape(-1).view(np.uint8).data)
+        except OSError as exc:
+            if os.path.isfile(path):
+                os.remove(path)
+            raise _io_error(exc, f"spilling a result of {human(arr.nbytes)} to disk "
+                                 f"(spill_dir {os.path.dirname(path)!r}) failed", path) from exc
         return SpillRecord(path, arr.shape, arr.dtype, arr.nbytes)
 
     @staticmethod
     def read(record: SpillRecord) -> np.ndarray:
-        """The array of a record, read back into memory."""
-        return np.fromfile(record.path, dtype=record.dtype).reshape(record.shape)
+        """The array of a record, read back into memory (an ``OSError`` with the errno and
+        the path if the file cannot be read whole)."""
+        out = np.empty(record.shape, dtype=record.dtype)
+        buf = out.reshape(-1).view(np.uint8)
+        try:
+            with open(record.path, "rb") as f:
+                got = f.readinto(buf.data)
+        except OSError as exc:
+            raise _io_error(exc, "reading a spilled result back failed", record.path) from exc
+        if got != record.nbytes:
+            raise OSError(errno.EIO, f"reading a spilled result back failed: {got} of "
+                                     f"{record.nbytes} bytes in the file", record.path)
+        return out
 
     @staticmethod
     def delete(record: SpillRecord) -> None:

@@ -1,0 +1,312 @@
+"""Fault injection: a transient failure at every position of every fused chain, with retries.
+
+Each program below is computed once cleanly (and checked against NumPy), then once per
+*site*: a site is one step of one fused task (every distinct chain of op kinds the plan
+fuses, at each of its positions, the task's own call included), and its step raises a
+``ConnectionError`` once, either just before or just after doing its work (after: an
+in-place step has already written over its input, the worst case for a retry). The run has
+``retries=1``, so the failed task runs again; a result that differs from the clean one is a
+*wrong result*. The goal is 0 wrong results of N sites, for every fusable kind.
+
+Run: ``python bench/fault_injection.py [--backend threads --workers 2]``. The figures are
+counts, not timings; the whole run takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tilegraph as tg
+from tilegraph import pipeline
+from tilegraph.graph.kinds import KINDS
+from tilegraph.graph.taskgraph import Call
+
+WHEN = ("before", "after")
+
+
+class InjectedFault(ConnectionError):
+    """The transient failure the harness injects."""
+
+
+class FailOnce:
+    """``func``, except that its first call raises :class:`InjectedFault`, ``when`` =
+    ``"before"`` or ``"after"`` doing the work."""
+
+    def __init__(self, func: Callable, when: str):
+        self.func = func
+        self.when = when
+        self.fired = False
+        self._lock = threading.Lock()
+        self.__name__ = getattr(func, "__name__", "step")
+
+    def _fire(self) -> bool:
+        with self._lock:
+            fire, self.fired = not self.fired, True
+        return fire
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.when == "before" and self._fire():
+            raise InjectedFault(f"injected fault before {self.__name__}")
+        out = self.func(*args, **kwargs)
+        if self.when == "after" and self._fire():
+            raise InjectedFault(f"injected fault after {self.__name__}")
+        return out
+
+
+def _calls(template: Any) -> Iterator[Call]:
+    """The nested calls of an argument template, in a fixed (pre-)order."""
+    tp = type(template)
+    if tp is Call:
+        yield template
+        for a in template.args:
+            yield from _calls(a)
+        for v in (template.kwargs or {}).values():
+            yield from _calls(v)
+    elif tp in (list, tuple):
+        for a in template:
+            yield from _calls(a)
+    elif tp is dict:
+        for v in template.values():
+            yield from _calls(v)
+
+
+def _replace_call(template: Any, target: Call, new: Call) -> Any:
+    tp = type(template)
+    if template is target:
+        return new
+    if tp is Call:
+        kwargs = ({k: _replace_call(v, target, new) for k, v in template.kwargs.items()}
+                  if template.kwargs else None)
+        return Call(template.func, tuple(_replace_call(a, target, new) for a in template.args),
+                    kwargs)
+    if tp is list:
+        return [_replace_call(a, target, new) for a in template]
+    if tp is tuple:
+        return tuple(_replace_call(a, target, new) for a in template)
+    if tp is dict:
+        return {k: _replace_call(v, target, new) for k, v in template.items()}
+    return template
+
+
+def positions(graph: Any, i: int) -> int:
+    """Steps of task i: its own call and every call inlined into it."""
+    calls = list(_calls(graph.args[i]))
+    for v in (graph.kwargs.get(i) or {}).values():
+        calls += list(_calls(v))
+    return 1 + len(calls)
+
+
+def inject(graph: Any, i: int, position: int, when: str) -> Any:
+    """The graph with step ``position`` of task i (0: its own call) failing once."""
+    if position == 0:
+        funcs = list(graph.funcs)
+        funcs[i] = FailOnce(funcs[i], when)
+        return graph.replace(funcs=funcs)
+    calls = list(_calls(graph.args[i]))
+    if position <= len(calls):
+        target = calls[position - 1]
+        new = Call(FailOnce(target.func, when), target.args, target.kwargs)
+        args = list(graph.args)
+        args[i] = _replace_call(args[i], target, new)
+        return graph.replace(args=args)
+    kwargs = dict(graph.kwargs)
+    kw = kwargs[i]
+    target = list(_calls(kw))[position - 1 - len(calls)]
+    new = Call(FailOnce(target.func, when), target.args, target.kwargs)
+    kwargs[i] = _replace_call(kw, target, new)
+    return graph.replace(kwargs=kwargs)
+
+
+@dataclass
+class Site:
+    chain: str  # the op kinds of the fused task, producers first, joined by "+"
+    task: int  # which task of that chain: 0 the first, -1 the last (in the graph's order)
+    position: int
+    when: str
+
+
+@contextmanager
+def planned(site: Site | None, seen: list) -> Iterator[None]:
+    """Plans made inside are named by op kind (so a fused task's name is its chain of
+    kinds); each plan is appended to ``seen``; with ``site``, the first task of its chain
+    fails once at its position."""
+    make_plan = pipeline.make_plan
+
+    def wrapped(graph: Any, keys: Any, **kw: Any) -> pipeline.Plan:
+        kinds = graph.meta.get("kind") or [None] * len(graph)
+        graph = graph.with_meta(name=[k or "other" for k in kinds])
+        plan = make_plan(graph, keys, **kw)
+        seen.append(plan)
+        if site is None:
+            return plan
+        names = plan.graph.meta["name"]
+        i = [t for t, name in enumerate(names) if name == site.chain][site.task]
+        g = inject(plan.graph, i, site.position, site.when)
+        return pipeline.Plan(g, plan.keys, plan.outputs, plan.priority, plan.fuse_stats)
+
+    pipeline.make_plan = wrapped
+    try:
+        yield
+    finally:
+        pipeline.make_plan = make_plan
+
+
+@dataclass
+class Program:
+    name: str
+    run: Callable[[dict], np.ndarray]  # options -> the result as a NumPy array
+    expected: Callable[[], np.ndarray]
+
+
+def programs(workdir: str) -> list[Program]:
+    """Small programs that between them fuse every fusable op kind."""
+    rng = np.random.default_rng(7)
+    a = rng.random((24, 24))
+    b = rng.random((24, 24))
+    tall = rng.random((48, 6))
+    c = rng.random((32, 32))
+    spd = c @ c.T + 32 * np.eye(32)
+    npy = os.path.join(workdir, "a.npy")
+    np.save(npy, a)
+
+    def x() -> tg.Array:
+        return tg.from_numpy(a, chunks=8) + 0.0  # computed operands: the group-by-join
+
+    def y() -> tg.Array:
+        return tg.from_numpy(b, chunks=8) * 1.0
+
+    def double(blk: np.ndarray) -> np.ndarray:
+        return blk * 2.0
+
+    def out_npy(options: dict) -> np.ndarray:
+        path = os.path.join(workdir, "out.npy")
+        (x() @ y()).map_blocks(double, dtype=float).to_npy(path, overwrite=True, **options)
+        return np.load(path)
+
+    def rnd(options: dict) -> np.ndarray:
+        r = tg.random.random((16, 16), chunks=8, seed=3)
+        return ((r + 1.0) * r).compute(**options)
+
+    return [
+        Program("(x @ y).map_blocks(f)",
+                lambda o: (x() @ y()).map_blocks(double, dtype=float).compute(**o),
+                lambda: (a @ b) * 2.0),
+        Program("(x @ y).map_blocks(f).to_npy", out_npy, lambda: (a @ b) * 2.0),
+        Program("((x + 1) * y - x).sum(axis=0)",
+                lambda o: ((x() + 1) * y() - x()).sum(axis=0).compute(**o),
+                lambda: ((a + 1) * b - a).sum(axis=0)),
+        Program("x.T[::2].astype(float32) * 2",
+                lambda o: (x().T[::2].astype(np.float32) * 2).compute(**o),
+                lambda: a.T[::2].astype(np.float32) * 2),
+        Program("x.rechunk(12).reshape(...) + ones",
+                lambda o: (x().rechunk(12).reshape(48, 12) + tg.ones((48, 12), chunks=12)
+                           ).compute(**o),
+                lambda: a.reshape(48, 12) + 1),
+        Program("t.T @ t (partial products)",
+                lambda o: (lambda t: t.T @ t)(tg.from_numpy(tall, chunks=(8, 6)) + 0.0
+                                               ).compute(**o),
+                lambda: tall.T @ tall),
+        Program("from_npy(x) @ x.T", lambda o: (lambda r: r @ r.T)(
+            tg.from_npy(npy, chunks=8)).compute(**o), lambda: a @ a.T),
+        Program("random: (r + 1) * r", rnd, lambda: rnd({"backend": "sync"})),
+        Program("cholesky(x)", lambda o: tg.linalg.cholesky(
+            tg.from_numpy(spd, chunks=8) + 0.0).compute(**o), lambda: np.linalg.cholesky(spd)),
+    ]
+
+
+@dataclass
+class Outcome:
+    program: str
+    chain: str
+    sites: int
+    wrong: int
+    errors: int
+
+
+def run(options: dict, selected: Callable[[str], bool] = lambda name: True
+        ) -> list[Outcome]:
+    """Every site of every program; one :class:`Outcome` per program and fused chain."""
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="tilegraph-faults-") as workdir:
+        for prog in programs(workdir):
+            if not selected(prog.name):
+                continue
+            want = prog.expected()
+            seen: list = []
+            with planned(None, seen):
+                clean = prog.run(dict(options))
+            if not np.allclose(clean, want):
+                raise AssertionError(f"{prog.name}: the clean run differs from NumPy")
+            # the first and the last task of each chain (e.g. a factorisation's first
+            # update reads a block it may not write over, its last one writes in place)
+            chains: dict[str, list[tuple[int, int]]] = {}
+            for plan in seen:
+                graph = plan.graph
+                for name in dict.fromkeys(graph.meta["name"]):
+                    tasks = [t for t, m in enumerate(graph.meta["name"]) if m == name
+                             and graph.funcs[t] is not None]
+                    if tasks and name not in chains:
+                        ends = [0] if len(tasks) == 1 else [0, -1]
+                        chains[name] = [(e, positions(graph, tasks[e])) for e in ends]
+            for chain, ends in chains.items():
+                wrong = errors = sites = 0
+                for task, npos in ends:
+                    for position in range(npos):
+                        for when in WHEN:
+                            sites += 1
+                            try:
+                                with planned(Site(chain, task, position, when), []):
+                                    got = prog.run({**options, "retries": 1})
+                            except InjectedFault:
+                                errors += 1
+                                continue
+                            if got.shape != clean.shape or not np.array_equal(got, clean):
+                                wrong += 1
+                outcomes.append(Outcome(prog.name, chain, sites, wrong, errors))
+    return outcomes
+
+
+def by_kind(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
+    """(sites, wrong results) per op kind, over the chains that contain it."""
+    out: dict[str, list[int]] = {}
+    for o in outcomes:
+        for kind in set(o.chain.split("+")):
+            if kind not in KINDS:
+                continue
+            entry = out.setdefault(kind, [0, 0])
+            entry[0] += o.sites
+            entry[1] += o.wrong + o.errors
+    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="threads")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    options = {"backend": args.backend, "workers": args.workers, "progress": False}
+    outcomes = run(options)
+    print(f"{'sites':>5} {'wrong':>5} {'failed':>6}  program: fused chain (op kinds)")
+    for o in outcomes:
+        print(f"{o.sites:5} {o.wrong:5} {o.errors:6}  {o.program}: {o.chain}")
+    print()
+    print(f"{'op kind':20} {'wrong results':>14}   goal")
+    for kind, (sites, wrong) in by_kind(outcomes).items():
+        print(f"{kind:20} {f'{wrong} of {sites}':>14}   0 of {sites}")
+    total = sum(o.sites for o in outcomes)
+    bad = sum(o.wrong + o.errors for o in outcomes)
+    print(f"{'all sites':20} {f'{bad} of {total}':>14}   0 of {total}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
