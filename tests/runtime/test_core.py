@@ -253,31 +253,30 @@ def test_only_runs_with_retries_copy_the_inputs_written_in_place():
 def test_retried_cholesky_update_gives_numpys_result():
     # a tile update that failed after writing over its tile in place is retried on the tile
     # as it was
-    from tilegraph.array import linalg_kernels as kern
+    import dataclasses
+
+    from tilegraph.lambdapack import library
 
     rng = np.random.default_rng(2)
     c = rng.random((32, 32))
     spd = c @ c.T + 32 * np.eye(32)
-    real = kern.herk_update
+    table = library.cholesky.program.kernels
+    kernel = table["syrk_update"]
     fired = []
 
-    def herk_then_fail(c, a, **kw):
-        out = real(c, a, **kw)
-        if not kw.get("copy", True) and not fired:
+    def herk_then_fail(c, a, copy=True):
+        out = kernel.func(c, a, copy=copy)
+        if not copy and not fired:
             fired.append(1)
             raise ConnectionError("lost after the update")
         return out
 
-    from tilegraph.array import linalg
-
-    kernel = linalg.SYRK
-    linalg.SYRK = type(kernel)(herk_then_fail, kernel.kind, kernel.name,
-                               overwrites=kernel.overwrites)
+    table["syrk_update"] = dataclasses.replace(kernel, func=herk_then_fail)
     try:
         got = tilegraph.linalg.cholesky(tilegraph.from_numpy(spd, chunks=8) + 0.0).compute(
             retries=1, workers=2)
     finally:
-        linalg.SYRK = kernel
+        table["syrk_update"] = kernel
     assert fired
     np.testing.assert_allclose(got, np.linalg.cholesky(spd), rtol=1e-10)
 
