@@ -4,7 +4,8 @@ atomic block writer.
 Reads map the file read-only, copy the requested block out and unmap again, so no file stays
 mapped between calls. Writes go to a hidden temporary file next to the destination and appear
 at the destination in one ``os.replace`` on commit: a reader never sees a partially written
-file at ``path``.
+file at ``path``; without ``overwrite``, of two writers racing for one path exactly one
+succeeds and the other gets ``FileExistsError``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tilegraph.io._atomic import (
     check_block,
     check_destination,
     remove_path,
+    rename_noreplace,
     temp_sibling,
 )
 
@@ -187,7 +189,8 @@ class NpyWriter(AtomicWriter):
     directory, written with positional writes (``os.pwrite``) of each contiguous run of a
     block, so the file is never mapped into memory and writing an array larger than memory
     does not grow the process's resident set. ``commit()`` fsyncs it (when ``fsync`` is true)
-    and renames it to ``path`` with ``os.replace``, so a reader can never see a
+    and renames it to ``path`` in one step (``os.replace``, or without ``overwrite`` a rename
+    that fails if ``path`` exists), so a reader can never see a
     partially written array at ``path``, and an interrupted write leaves nothing there.
     ``abort()`` deletes the temporary file. As a context manager the writer commits on a
     clean exit and aborts on an exception.
@@ -288,7 +291,10 @@ class NpyWriter(AtomicWriter):
             os.close(fd)
 
     def _move_into_place(self) -> None:
-        os.replace(self._tmp, self.path)
+        if self.overwrite:
+            os.replace(self._tmp, self.path)
+        else:
+            rename_noreplace(self._tmp, self.path)
 
     def __repr__(self) -> str:
         return f"NpyWriter({self.path!r}, shape={self.shape}, dtype={self.dtype}, {self._state})"

@@ -37,12 +37,15 @@ import numpy as np
 import zarr
 import zarr.errors
 
+from tilegraph.debris import restore_interrupted
 from tilegraph.io._atomic import (
     AtomicWriter,
     check_block,
     check_destination,
     fsync_path,
     remove_path,
+    rename_noreplace,
+    replace_directory,
     temp_sibling,
 )
 
@@ -76,6 +79,7 @@ _NOT_AN_ARRAY = (
 
 def _open_zarr(path: str | os.PathLike[str]) -> Any:
     path = os.fspath(path)
+    restore_interrupted(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no zarr array at {path!r}: the path does not exist")
     try:
@@ -135,20 +139,13 @@ def read_zarr_block(path: Any, slices: Any) -> np.ndarray:
     return np.asarray(out)
 
 
-def _rename_into_place(tmp: str, path: str) -> str | None:
-    """Rename ``tmp`` to ``path``; an existing ``path`` is first moved aside, and that old
-    name (to delete) is returned."""
-    old = None
-    if os.path.lexists(path):  # overwrite: move the old result aside first
-        old = temp_sibling(path, kind="old")
-        os.rename(path, old)
-    try:
-        os.rename(tmp, path)
-    except BaseException:
-        if old is not None:
-            os.rename(old, path)
-        raise
-    return old
+def _rename_into_place(tmp: str, path: str, overwrite: bool) -> str | None:
+    """Move the directory ``tmp`` to ``path`` atomically (see :mod:`tilegraph.io._atomic`);
+    returns the name of a displaced old result (to delete), or None."""
+    if overwrite:
+        return replace_directory(tmp, path)
+    rename_noreplace(tmp, path)
+    return None
 
 
 def _chunk_shape(chunks: Any, shape: tuple[int, ...], where: str) -> tuple[int, ...]:
@@ -231,10 +228,13 @@ class ZarrWriter(AtomicWriter):
     temporary directory ``.<basename>.tmp-<uuid4 hex>`` next to ``path``. ``commit()``
     renames that directory to ``path`` in one step, so a reader can never see a partially
     written array at ``path``: before the commit there is nothing there (or the previous
-    array, with ``overwrite=True``), after it the complete array. With ``overwrite=True`` an
-    existing ``path`` is first renamed aside, the new array renamed in, then the old one
-    deleted. ``abort()`` deletes the temporary directory. As a context manager the writer
-    commits on a clean exit and aborts on an exception.
+    array, with ``overwrite=True``), after it the complete array. With ``overwrite=True`` the
+    new array is swapped with an existing one in one ``renameat2(RENAME_EXCHANGE)`` and the
+    old one deleted (where the file system cannot exchange: the old one is renamed aside
+    first, and a crash between the two renames is repaired by the next open or write).
+    Without ``overwrite``, of two writers racing for one path exactly one succeeds and the
+    other gets ``FileExistsError``. ``abort()`` deletes the temporary directory. As a
+    context manager the writer commits on a clean exit and aborts on an exception.
 
     ``write`` may be called from several threads at once for disjoint regions. Regions
     aligned to the chunk grid are written without locking; a region that covers only part
@@ -329,7 +329,7 @@ class ZarrWriter(AtomicWriter):
             fsync_path(self._tmp)
 
     def _move_into_place(self) -> str | None:
-        return _rename_into_place(self._tmp, self.path)
+        return _rename_into_place(self._tmp, self.path, self.overwrite)
 
     def __repr__(self) -> str:
         return (
@@ -364,6 +364,7 @@ def sparse_zarr_info(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     >>> shutil.rmtree(d)
     """
     path = os.fspath(path)
+    restore_interrupted(path)
     if not os.path.isdir(path):
         return None
     try:
@@ -604,7 +605,7 @@ class SparseZarrWriter(AtomicWriter):
             fsync_path(self._tmp)
 
     def _move_into_place(self) -> str | None:
-        return _rename_into_place(self._tmp, self.path)
+        return _rename_into_place(self._tmp, self.path, self.overwrite)
 
     def __repr__(self) -> str:
         return (
