@@ -104,3 +104,44 @@ def test_ranks_that_plan_different_programs_all_get_a_clear_error():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [r["error"] for r in results] == ["RuntimeError", "RuntimeError"]
     assert "built a different plan from rank 0" in results[0]["message"]
+
+
+def test_sigterm_to_tilegraph_run_stops_mpiexec_and_every_rank(tmp_path):
+    import signal
+    import time
+
+    import psutil
+
+    script = tmp_path / "sleeper.py"
+    script.write_text(
+        "import os, time\n"
+        "from mpi4py import MPI\n"
+        f"open(os.path.join({str(tmp_path)!r}, f'rank{{MPI.COMM_WORLD.Get_rank()}}'), 'w')"
+        ".write(str(os.getpid()))\n"
+        "time.sleep(120)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tilegraph.cli", "run", "-n", "2",
+                             str(script)], env=env)
+    tree: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("rank*"))) < 2 or any(
+                not p.read_text() for p in tmp_path.glob("rank*")):
+            assert time.monotonic() < deadline, "the ranks did not start"
+            time.sleep(0.1)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        ranks = [int(p.read_text()) for p in tmp_path.glob("rank*")]
+        assert set(ranks) <= {p.pid for p in tree}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 128 + signal.SIGTERM
+        _gone, alive = psutil.wait_procs(tree, timeout=5)
+        assert not alive, f"left running: {alive}"
+    finally:
+        for p in tree:  # never leave a stray rank behind, even when the test fails
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_debris
 from tilegraph.graph.kinds import kind_info
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
@@ -130,15 +131,34 @@ class SpillRecord:
     nbytes: int
 
 
+_cleaned: set[str] = set()  # spill parents already cleaned of dead processes' directories
+_cleaned_lock = threading.Lock()
+
+
+def remove_dead_spills(parent: str | None) -> None:
+    """Once per process and directory: remove what dead processes of this host left in the
+    spill directory ``parent`` (the temp dir when ``None``; see :mod:`tilegraph.debris`)."""
+    parent = os.path.abspath(parent or tempfile.gettempdir())
+    with _cleaned_lock:
+        if parent in _cleaned:
+            return
+        _cleaned.add(parent)
+    remove_debris(parent)
+
+
 class SpillStore:
     """A private directory of raw array files, removed with everything in it by
-    :meth:`close` (after success, failure or cancellation alike)."""
+    :meth:`close` (after success, failure or cancellation alike). Its name,
+    ``tilegraph-spill-<host>-<pid>-<random>``, names the owning process, so that the
+    directory of a killed process is removed by the next run (:func:`remove_dead_spills`) or
+    by ``tilegraph clean``."""
 
     def __init__(self, parent: str | None = None):
         self._dir: str | None = None
         self._parent = parent
         self._count = 0
         self._lock = threading.Lock()
+        remove_dead_spills(parent)
 
     @property
     def path(self) -> str | None:
@@ -147,7 +167,8 @@ class SpillStore:
     def _new_path(self) -> str:
         with self._lock:
             if self._dir is None:
-                self._dir = tempfile.mkdtemp(prefix="tilegraph-spill-", dir=self._parent)
+                self._dir = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-",
+                                             dir=self._parent)
             self._count += 1
             return os.path.join(self._dir, f"{self._count}.bin")
 
