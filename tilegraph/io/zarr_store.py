@@ -48,6 +48,7 @@ from tilegraph.io._atomic import (
     replace_directory,
     temp_sibling,
 )
+from tilegraph.io.snapshot import InputSnapshot, store_identity
 
 __all__ = [
     "SPARSE_ATTRIBUTE",
@@ -103,9 +104,7 @@ def zarr_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype, 
     """
     arr = _open_zarr(path)
     chunks = arr.shards if getattr(arr, "shards", None) else arr.chunks
-    dtype = np.dtype(arr.dtype)
-    if dtype.isnative:
-        dtype = dtype.newbyteorder("=")
+    dtype = _native(arr.dtype)
     return (
         tuple(int(s) for s in arr.shape),
         dtype,
@@ -113,8 +112,13 @@ def zarr_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype, 
     )
 
 
-def read_zarr_block(path: Any, slices: Any) -> np.ndarray:
+def read_zarr_block(path: Any, slices: Any, expect: InputSnapshot | None = None
+                    ) -> np.ndarray:
     """``array[slices]`` as a NumPy array, from a zarr array path or an opened array.
+
+    ``expect``: the array as the plan saw it (:mod:`tilegraph.io.snapshot`); the directory
+    and its metadata are compared with it before and after reading, and a changed array is
+    an :class:`~tilegraph.io.snapshot.InputChangedError`.
 
     ``path`` may be a path (the array is opened read-only for this call) or an array-like
     object already opened (anything with ``.shape`` and ``__getitem__``, such as a
@@ -132,11 +136,21 @@ def read_zarr_block(path: Any, slices: Any) -> np.ndarray:
     if hasattr(path, "shape") and hasattr(path, "__getitem__"):
         arr = path
     else:
+        if expect is not None:
+            expect.check(*store_identity(os.fspath(path)))
         arr = _open_zarr(path)
+        if expect is not None:
+            expect.check(expect.identity, expect.metadata, arr.shape, _native(arr.dtype))
     out = arr[slices]
-    if isinstance(arr, np.ndarray):
-        return np.array(out)
-    return np.asarray(out)
+    out = np.array(out) if isinstance(arr, np.ndarray) else np.asarray(out)
+    if expect is not None:  # replaced while being read
+        expect.check(*store_identity(os.fspath(path)))
+    return out
+
+
+def _native(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    return dtype.newbyteorder("=") if dtype.isnative else dtype
 
 
 def _rename_into_place(tmp: str, path: str, overwrite: bool) -> str | None:
@@ -396,9 +410,11 @@ def sparse_zarr_info(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return {"shape": shape, "chunks": chunks, "dtype": dtype, "format": fmt, "nnz": nnz}
 
 
-def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int]) -> Any:
+def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int],
+                           expect: InputSnapshot | None = None) -> Any:
     """Block ``coord`` of the sparse zarr group at ``path``, as a ``scipy.sparse``
-    ``csr_array`` (``csc_array`` for a CSC group).
+    ``csr_array`` (``csc_array`` for a CSC group). ``expect``: as for
+    :func:`read_zarr_block`.
 
     >>> import os, shutil, tempfile
     >>> import scipy.sparse as sps
@@ -414,6 +430,8 @@ def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int])
     import scipy.sparse as sps
 
     path = os.fspath(path)
+    if expect is not None:
+        expect.check(*store_identity(path))
     info = sparse_zarr_info(path)
     if info is None:
         raise ValueError(f"{path!r} is not a sparse zarr group (no {SPARSE_ATTRIBUTE!r} "
@@ -431,6 +449,8 @@ def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int])
     except _NOT_AN_ARRAY as exc:
         raise ValueError(f"{path!r}: block {coord} is missing or unreadable: {exc}") from exc
     shape = (chunks[0][coord[0]], chunks[1][coord[1]])
+    if expect is not None:  # replaced while being read
+        expect.check(*store_identity(path))
     cls = sps.csr_array if info["format"] == "csr" else sps.csc_array
     return cls((parts[0].astype(info["dtype"], copy=False), parts[1], parts[2]), shape=shape)
 
