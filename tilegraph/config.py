@@ -23,12 +23,20 @@ option         default                   meaning
                                          results spill to disk beyond it. All threads of
                                          the threads backend share it; with several
                                          workers it can be exceeded by about one task's
-                                         result
+                                         result. The default is divided among the MPI
+                                         ranks on one host
 ``spill_dir``  ``None`` (the temp dir)   where spilled results are written
 ``placement``  ``"cyclic"``              initial placement of input blocks on MPI ranks:
                                          ``"cyclic"`` (2-D block-cyclic) or ``"locality"``
 ``report``     ``None``                  path of an HTML report written after the run (task
                                          stream, memory over time, plan summary)
+``mpi_timeout`` ``60`` (seconds)         how long an MPI rank waits for the others to join
+                                         a ``compute()`` before failing with an error that
+                                         names the ranks that did not call it
+``mpi_broadcast_limit`` ``"1MiB"``       with MPI, results of at most this many bytes (all
+                                         outputs of a call together) are returned on every
+                                         rank; larger ones on rank 0 only (``None`` on the
+                                         others). ``0``: rank 0 only, always
 =============  ========================  ====================================================
 """
 
@@ -49,6 +57,8 @@ _defaults: dict[str, Any] = {
     "spill_dir": None,
     "placement": "cyclic",
     "report": None,
+    "mpi_timeout": 60.0,
+    "mpi_broadcast_limit": 1 << 20,
 }
 _lock = threading.Lock()
 
@@ -142,6 +152,27 @@ def _check_report(value: Any) -> str | None:
     return path
 
 
+def _check_mpi_timeout(value: Any) -> float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value > 0 and math.isfinite(value)):
+        raise ValueError(f"mpi_timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_mpi_broadcast_limit(value: Any) -> int:
+    from tilegraph.util import parse_bytes
+
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    try:
+        return parse_bytes(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"mpi_broadcast_limit must be 0 or a positive number of bytes (an "
+                         f"int or a string such as '1MiB'), got {value!r}") from exc
+
+
 def _default_backend() -> str:
     import os
 
@@ -158,6 +189,8 @@ _checks: dict[str, Callable[[Any], Any]] = {
     "retries": _check_retries,
     "progress": _check_progress,
     "callbacks": _check_callbacks,
+    "mpi_timeout": _check_mpi_timeout,
+    "mpi_broadcast_limit": _check_mpi_broadcast_limit,
 }
 
 

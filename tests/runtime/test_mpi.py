@@ -77,7 +77,26 @@ def test_tilegraph_run_launches_the_script_with_the_mpi_backend(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = sorted(line for line in proc.stdout.splitlines() if line.startswith("BACKEND"))
-    assert lines == ["BACKEND mpi 9900.0", "BACKEND mpi None"]
+    assert lines == ["BACKEND mpi 9900.0", "BACKEND mpi 9900.0"]  # small: on every rank
+
+
+def test_compute_on_rank_0_only_fails_within_the_watchdog_time_naming_the_ranks():
+    proc, results = mpirun(3, "watchdog", timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["rank"] for r in results] == [0, 1, 2]
+    assert results[0]["error"] == "CollectiveTimeoutError"
+    assert "compute() is collective: ranks [1, 2] did not call it" in results[0]["message"]
+    assert 2.5 < results[0]["seconds"] < 30
+
+
+def test_received_blocks_go_through_admission_and_a_large_result_stays_on_rank_0():
+    proc, results = mpirun(2, "admission", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r0, r1 = results
+    assert r0["equal"] and not r0["is_none"]
+    assert r1["is_none"]  # 1.2 MiB: larger than mpi_broadcast_limit
+    assert r0["spilled"] > 0
+    assert r0["peak"] <= r0["budget"] + 2 * r0["block"], r0
 
 
 def test_tilegraph_run_rejects_a_missing_script(tmp_path, capsys):

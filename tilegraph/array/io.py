@@ -137,8 +137,8 @@ def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
                         coords=coord)
 
     blocks = Blocks(name, x.numblocks, (x.blocks,), emit)
-    try:
-        here = run_blocks([blocks], **options)
+    try:  # (the write tasks' results are never broadcast: only rank 0 commits)
+        here = run_blocks([blocks], **{**options, "mpi_broadcast_limit": 0})
     except BaseException:
         writer.abort()
         raise

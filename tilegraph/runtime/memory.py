@@ -32,11 +32,14 @@ POLL_INTERVAL = 0.01  # seconds between checks of a waiting worker
 DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
 
 
-def default_limit() -> int:
-    """A safe budget when none is given: a fraction of the machine's memory."""
+def default_limit(processes: int = 1) -> int:
+    """A safe budget when none is given: a fraction of the machine's memory, divided among
+    the ``processes`` on this host that each hold a budget (MPI ranks)."""
     import psutil
 
-    return int(psutil.virtual_memory().total * DEFAULT_FRACTION)
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"default_limit: processes must be a positive int, got {processes!r}")
+    return int(psutil.virtual_memory().total * DEFAULT_FRACTION) // processes
 
 
 def task_estimates(graph: Any) -> list[int]:
@@ -312,6 +315,31 @@ class MemoryManager:
             ex.idle_wait()
             return False
         return True  # nothing to free and nothing running: run it anyway
+
+    def make_room(self) -> None:
+        """A result made elsewhere arrived and is held (``Execution.deliver``): if what is
+        held now exceeds the budget, the coldest results not pinned by a running task (the
+        one that arrived among them) go to disk, as admission would have done before a task
+        made it here. The lock is released while writing."""
+        if self.limit is None:
+            return
+        deficit = self.live + self.reserved + self.prefetch_bytes - self.limit
+        if deficit <= 0:
+            return
+        ex = self.ex
+        pinned = ex.pinned()
+        candidates = [(ex.next_use(v), v) for v, value in ex.results.items()
+                      if v not in pinned and v not in self.io_busy
+                      and (self.reloadable[v] or spillable(value))]
+        candidates.sort(reverse=True)
+        victims, freed = [], 0
+        for _, v in candidates:
+            victims.append(v)
+            freed += self.sizes.get(v, 0)
+            if freed >= deficit:
+                break
+        if victims:
+            self._write_out(victims)
 
     def _victims(self, deficit: int, task: int) -> list[int]:
         """The coldest results that may go to disk, enough to cover ``deficit`` bytes. A
