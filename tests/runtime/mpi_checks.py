@@ -185,22 +185,31 @@ def _admission() -> dict:
     import numpy as np
 
     import tilegraph as tg
+    from tilegraph.runtime.events import Transfer
     from tilegraph.runtime.mpi import world
 
     rank = world().Get_rank()
     slept = []
+    received = []
+
+    def count(event: object) -> None:
+        if isinstance(event, Transfer):
+            received.append(event.nbytes)
 
     def slow_start_on_rank_0(block):
-        if rank == 0 and not slept:  # the other ranks' blocks arrive while rank 0 is busy
+        # rank 0's one worker is busy until 20 blocks of the other rank have arrived
+        if rank == 0 and not slept and block.shape == (50, 50):  # (not the dtype probe)
             slept.append(True)
-            time.sleep(1.0)
+            deadline = time.monotonic() + 30
+            while len(received) < 20 and time.monotonic() < deadline:
+                time.sleep(0.01)
         return block + 1
 
     block_bytes = 50 * 50 * 8
     big = tg.random.random((400, 400), chunks=50, seed=5)  # 1.2 MiB: above the broadcast limit
     budget = 12 * block_bytes
     got = big.map_blocks(slow_start_on_rank_0).compute(backend="mpi", memory_limit=budget,
-                                                       workers=1)
+                                                       workers=1, callbacks=[count])
     run = tg.last_run()
     out = {"rank": rank, "is_none": got is None, "peak": run.peak_bytes, "budget": budget,
            "block": block_bytes, "spilled": run.spilled_bytes}
