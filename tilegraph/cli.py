@@ -1,13 +1,18 @@
-"""The ``tilegraph`` command: ``demo`` and ``run``. (The workload suite against NumPy and dask
-is ``python bench/suite.py``, from a checkout of the repository.)"""
+"""The ``tilegraph`` command: ``demo``, ``run`` and ``clean``. (The workload suite against NumPy
+and dask is ``python bench/suite.py``, from a checkout of the repository.)"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+from typing import Any
+
+STOP_GRACE = 3.0  # seconds mpiexec has to stop its ranks after a forwarded signal
 
 
 def _positive(text: str) -> int:
@@ -41,7 +46,13 @@ def mpiexec_command(nprocs: int) -> list[str]:
 
 def run_script(nprocs: int, script: str, args: list[str]) -> int:
     """Run ``script`` on ``nprocs`` MPI ranks with the MPI backend as the default; returns
-    mpiexec's exit status."""
+    mpiexec's exit status (128 + the signal's number after Ctrl-C or SIGTERM).
+
+    mpiexec runs in its own session; Ctrl-C (SIGINT) and SIGTERM sent to this command are
+    forwarded to it, and whatever of the job (mpiexec, its daemons, the ranks) is still
+    alive ``STOP_GRACE`` seconds later is killed, so no rank outlives the command. After a
+    run that did not end cleanly, what dead processes left in the temp dir (spill
+    directories) is removed."""
     if not os.path.isfile(script):
         print(f"tilegraph run: no such script: {script}", file=sys.stderr)
         return 2
@@ -52,7 +63,120 @@ def run_script(nprocs: int, script: str, args: list[str]) -> int:
         print(f"tilegraph run: {exc}", file=sys.stderr)
         return 2
     # "-m mpi4py": an exception that escapes the script on one rank aborts every rank
-    return subprocess.call([*cmd, sys.executable, "-m", "mpi4py", script, *args], env=env)
+    proc = subprocess.Popen([*cmd, sys.executable, "-m", "mpi4py", script, *args], env=env,
+                            start_new_session=True)
+    job = _Job(proc)
+    try:
+        code = job.wait()
+    finally:
+        job.stop()
+    if code != 0:
+        from tilegraph.debris import remove_debris
+
+        remove_debris(tempfile.gettempdir())
+    return code
+
+
+class _Job:
+    """mpiexec and every process it started; signals to this command are forwarded to it."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.signalled: int | None = None
+        self.tree: dict[int, Any] = {}
+        self.saved: dict[int, Any] = {}
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, self._forward)
+        except ValueError:  # not the main thread: no handlers, stop() still cleans up
+            pass
+
+    def _snapshot(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.proc.pid)
+            for p in [root, *root.children(recursive=True)]:
+                self.tree.setdefault(p.pid, p)
+        except psutil.Error:
+            pass
+
+    def _forward(self, signum: int, frame: Any) -> None:
+        self.signalled = self.signalled or signum
+        self._snapshot()
+        try:
+            os.killpg(self.proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self) -> int:
+        while True:
+            try:
+                code = self.proc.wait(timeout=0.2 if self.signalled else None)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if self.signalled:
+            return 128 + self.signalled
+        return code
+
+    def stop(self) -> None:
+        """Restore the signal handlers; kill what is left of the job after the grace time."""
+        import psutil
+
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        if self.proc.poll() is None or self.signalled:
+            self._snapshot()
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if not self.tree:
+            return
+        procs = list(self.tree.values())
+        _gone, alive = psutil.wait_procs(procs, timeout=STOP_GRACE)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=STOP_GRACE)
+        if self.proc.poll() is None:
+            self.proc.wait()
+
+
+def clean(directories: list[str], dry_run: bool = False) -> int:
+    """Remove what dead tilegraph processes of this host left in ``directories`` (the temp
+    dir when empty): spill directories and hidden temporary outputs; an interrupted zarr
+    replacement is put back. Entries of live processes are never touched."""
+    from tilegraph.debris import entry_bytes, find_debris, remove_debris
+    from tilegraph.util import human
+
+    dirs = directories or [tempfile.gettempdir()]
+    missing = [d for d in dirs if not os.path.isdir(d)]
+    if missing:
+        print(f"tilegraph clean: not a directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    total = count = 0
+    for d in dirs:
+        found = find_debris(d)
+        sizes = {item.path: entry_bytes(item.path) for item in found}
+        done = found if dry_run else remove_debris(d)
+        for item in done:
+            if item.restore is not None:
+                print(f"{'would restore' if dry_run else 'restored'} {item.restore} "
+                      f"(its replacement by process {item.pid} was interrupted)")
+                continue
+            size = sizes.get(item.path, 0)
+            total += size
+            count += 1
+            print(f"{'would remove' if dry_run else 'removed'} {item.path} "
+                  f"({human(size)}, left by dead process {item.pid})")
+    verb = "would free" if dry_run else "freed"
+    print(f"tilegraph clean: {count} item(s), {verb} {human(total)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,9 +197,17 @@ def main(argv: list[str] | None = None) -> int:
                      help="number of MPI processes (ranks)")
     run.add_argument("script", help="the Python script every rank runs")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+    cleaner = sub.add_parser(
+        "clean", help="remove spill directories and temporary outputs left by dead processes")
+    cleaner.add_argument("dirs", nargs="*", metavar="DIR",
+                         help="directories to clean (default: the temp dir)")
+    cleaner.add_argument("--dry-run", action="store_true",
+                         help="only list what would be removed")
     args = parser.parse_args(argv)
     if args.command == "run":
         return run_script(args.nprocs, args.script, args.args)
+    if args.command == "clean":
+        return clean(args.dirs, args.dry_run)
     if args.command == "demo":
         from tilegraph.demo import main as demo_main
 

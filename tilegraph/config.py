@@ -28,7 +28,8 @@ option         default                   meaning
                                          results spill to disk beyond it. All threads of
                                          the threads backend share it; with several
                                          workers it can be exceeded by about one task's
-                                         result
+                                         result. The default is divided among the MPI
+                                         ranks on one host
 ``spill_dir``  ``None`` (the temp dir)   where spilled results are written
 ``placement``  ``"cyclic"``              initial placement of input blocks on MPI ranks:
                                          ``"cyclic"`` (2-D block-cyclic) or ``"locality"``
@@ -37,6 +38,13 @@ option         default                   meaning
 ``max_tasks``  ``50_000_000``            the largest plan (tasks before fusion) that is built;
                                          a larger one is refused with an error naming its
                                          task count, before it is built
+``mpi_timeout`` ``60`` (seconds)         how long an MPI rank waits for the others to join
+                                         a ``compute()`` before failing with an error that
+                                         names the ranks that did not call it
+``mpi_broadcast_limit`` ``"1MiB"``       with MPI, results of at most this many bytes (all
+                                         outputs of a call together) are returned on every
+                                         rank; larger ones on rank 0 only (``None`` on the
+                                         others). ``0``: rank 0 only, always
 =============  ========================  ====================================================
 """
 
@@ -59,6 +67,8 @@ _defaults: dict[str, Any] = {
     "placement": "cyclic",
     "report": None,
     "max_tasks": 50_000_000,
+    "mpi_timeout": 60.0,
+    "mpi_broadcast_limit": 1 << 20,
 }
 # the options set by the ``config.set`` blocks this context is inside (innermost wins)
 _overrides: ContextVar[Mapping[str, Any]] = ContextVar("tilegraph_config",
@@ -160,6 +170,27 @@ def _check_max_tasks(value: Any) -> int:
     return value
 
 
+def _check_mpi_timeout(value: Any) -> float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value > 0 and math.isfinite(value)):
+        raise ValueError(f"mpi_timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_mpi_broadcast_limit(value: Any) -> int:
+    from tilegraph.util import parse_bytes
+
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    try:
+        return parse_bytes(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"mpi_broadcast_limit must be 0 or a positive number of bytes (an "
+                         f"int or a string such as '1MiB'), got {value!r}") from exc
+
+
 def _default_backend() -> str:
     import os
 
@@ -177,6 +208,8 @@ _checks: dict[str, Callable[[Any], Any]] = {
     "progress": _check_progress,
     "callbacks": _check_callbacks,
     "max_tasks": _check_max_tasks,
+    "mpi_timeout": _check_mpi_timeout,
+    "mpi_broadcast_limit": _check_mpi_broadcast_limit,
 }
 
 

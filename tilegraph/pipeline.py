@@ -30,7 +30,7 @@ Stages:
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,7 +132,7 @@ def _priority(graph: TaskGraph, outputs: np.ndarray) -> np.ndarray:
 
 
 def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
-        **options: Any) -> list[Any] | None:
+        finish: Callable[[list[Any]], Any] | None = None, **options: Any) -> Any:
     """Plan and compute the tasks ``outputs`` (keys) of ``graph``; their values in order.
 
     Options are those of :mod:`tilegraph.config` (``backend``, ``workers``, ``retries``,
@@ -141,11 +141,15 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
     error before anything runs. Only the tasks the outputs need are run; every other result
     is released as soon as its last consumer has run. If a task fails, its exception is raised here,
     with a note naming the task key and op, after the rest of the run was cancelled.
-    ``fuse=False`` runs the tasks as they are (no chain fusion).
+    ``fuse=False`` runs the tasks as they are (no chain fusion). ``finish``: a function of
+    the values whose result is returned instead (e.g. arrays assembled from their blocks);
+    under MPI it runs on rank 0 and its result is what is shared with the other ranks.
 
-    With ``backend="mpi"`` every rank must call ``run`` with the same graph; the tasks are
-    placed on the ranks (unless the graph has a ``worker`` column already), the values are
-    returned on rank 0, and ``None`` is returned on the other ranks.
+    With ``backend="mpi"`` every rank must call ``run`` with the same graph (a rank that
+    waits ``mpi_timeout`` seconds for the others fails with an error naming those that did
+    not call it); the tasks are placed on the ranks (unless the graph has a ``worker`` column
+    already). Values of at most ``mpi_broadcast_limit`` bytes together are returned on every
+    rank; larger ones on rank 0, and ``None`` on the other ranks.
 
     >>> from operator import add
     >>> g = from_dask({"a": 1, "b": (add, "a", 2)})
@@ -155,22 +159,29 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
     opts = config.resolve(options, "run()")
     if not isinstance(graph, TaskGraph):
         raise TypeError(f"run() needs a TaskGraph, got {type(graph).__name__}")
-    backend = make_backend(opts["backend"], opts["workers"])
+    backend = _backend(opts)
     plan = make_plan(graph, outputs, processes=_processes(backend),
                      initial=opts["placement"], fuse=fuse, backend=backend,
                      max_tasks=opts["max_tasks"])
-    return _execute(plan, backend, opts)
+    return _execute(plan, backend, opts, finish)
 
 
-def execute(plan: Plan, **options: Any) -> list[Any] | None:
+def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
+            **options: Any) -> Any:
     """Stage 5 alone: run a plan made by :func:`make_plan` (which may be run many times,
-    e.g. once per iteration of a loop). Options and result as for :func:`run`."""
+    e.g. once per iteration of a loop). Options, ``finish`` and result as for :func:`run`."""
     opts = config.resolve(options, "execute()")
-    backend = make_backend(opts["backend"], opts["workers"])
+    backend = _backend(opts)
     if _processes(backend) is not None and plan.graph.meta.get("worker") is None:
         plan = make_plan(plan.graph, plan.keys, processes=backend.processes,
                          initial=opts["placement"], fuse=False, backend=backend)
-    return _execute(plan, backend, opts)
+    return _execute(plan, backend, opts, finish)
+
+
+def _backend(opts: dict[str, Any]) -> Backend:
+    backend = make_backend(opts["backend"], opts["workers"])
+    backend.collective_timeout = opts["mpi_timeout"]
+    return backend
 
 
 def _processes(backend: Backend) -> int | None:
@@ -178,7 +189,8 @@ def _processes(backend: Backend) -> int | None:
     return backend.processes if backend.processes > 1 else None
 
 
-def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | None:
+def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
+             finish: Callable[[list[Any]], Any] | None = None) -> Any:
     """Partition ``plan`` on ``backend`` and run this process's part."""
     subscribers = (*opts["callbacks"], *global_subscribers())
     recorder = None
@@ -187,7 +199,7 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | 
 
         recorder = Recorder()
         subscribers = (*subscribers, recorder)
-    limit = opts["memory_limit"] or default_limit()
+    limit = opts["memory_limit"] or default_limit(backend.local_processes)
     if opts["memory_limit"]:
         return_freed_blocks_to_os()
     part = backend.partition(plan.graph, plan.outputs, plan.priority)
@@ -217,9 +229,13 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any]) -> list[Any] | 
                 _drive(execution, backend, opts)
         if execution.error is not None:
             raise execution.error
-        values = execution.output_values() if part.returns else None
         _remember(backend, execution, limit, len(part.graph), transport)
-        return values
+        values = None
+        if part.returns:
+            def values() -> Any:
+                out = execution.output_values()
+                return out if finish is None else finish(out)
+        return backend.share_results(values, opts["mpi_broadcast_limit"])
     finally:
         execution.clear()  # frees results and removes every spill file, whatever happened
         store.close()
@@ -339,7 +355,8 @@ def get(dsk: Any, keys: Any, **options: Any) -> Any:
     ``keys`` is one key, or a list (possibly nested) of keys; the result has the same shape,
     with tuples for lists, as ``dask.get`` returns it.
     Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``. With
-    ``backend="mpi"``, rank 0 gets the values and the other ranks get ``None``.
+    ``backend="mpi"``, small values are returned on every rank; larger ones on rank 0 and
+    ``None`` on the other ranks (see :func:`run`).
 
     >>> from operator import add
     >>> dsk = {"x": 1, "y": (add, "x", 1), "z": (add, "y", "x")}

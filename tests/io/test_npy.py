@@ -126,7 +126,7 @@ def test_result_appears_only_on_commit(tmp_path):
     assert not path.exists()
     names = os.listdir(tmp_path)
     assert len(names) == 1
-    assert re.fullmatch(r"\.a\.npy\.tmp-[0-9a-f]{32}\.npy", names[0])
+    assert re.fullmatch(rf"\.a\.npy\.tmp-\w+-{os.getpid()}-[0-9a-f]{{32}}\.npy", names[0])
     assert os.path.join(tmp_path, names[0]) == w.temp_path
     w.commit()
     assert os.listdir(tmp_path) == ["a.npy"]

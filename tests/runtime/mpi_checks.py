@@ -3,7 +3,8 @@
 Each rank prints one line ``RESULT <json>`` with what it saw; rank 0 also compares every
 result with NumPy. Modes: ``values`` (the default), ``fail`` (a task fails on rank 2),
 ``mismatch`` (the ranks plan different programs), ``report PATH`` (an HTML report of an
-MPI run).
+MPI run), ``watchdog`` (only rank 0 calls compute()), ``admission`` (blocks received under a small
+budget).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 
 def _values() -> dict:
@@ -38,11 +40,9 @@ def _values() -> dict:
             received.append((runs[0], repr(event.key), event.source))
 
     def check(name: str, got: object, want: object, rtol: float = 1e-10) -> None:
-        if rank == 0:
-            ok = np.shape(got) == np.shape(want) and np.allclose(got, want, rtol=rtol)
-            checks[name] = bool(ok)
-        else:
-            checks[name] = got is None
+        # small results (under mpi_broadcast_limit) are returned on every rank
+        ok = np.shape(got) == np.shape(want) and np.allclose(got, want, rtol=rtol)
+        checks[name] = bool(ok)
 
     opts = {"backend": "mpi", "callbacks": [log]}
     for dtype in (np.float64, np.float32, np.int64, np.complex128):
@@ -98,7 +98,7 @@ def _values() -> dict:
     from operator import add, mul
     got = tg.get({"x": 2, "y": (add, "x", 1), "z": (mul, "y", "x"), "w": (add, "z", "y")},
                  "w", backend="mpi")
-    checks["get"] = got == 9 if rank == 0 else got is None
+    checks["get"] = got == 9
 
     # writes gather on rank 0, which commits the file; the other ranks leave nothing behind
     folder = comm.bcast(tempfile.mkdtemp() if rank == 0 else None, root=0)
@@ -119,6 +119,13 @@ def _values() -> dict:
     c.compute(backend="mpi")
     sent = comm.allreduce(tg.last_run().bytes_sent)
     checks["bytes-sent-equal-prediction"] = sent == predicted
+
+    # the default budget is the host's default divided among the ranks on the host
+    from tilegraph.runtime.memory import default_limit
+
+    checks["default-budget-divided"] = (
+        tg.last_run().memory_limit == default_limit(1) // comm.Get_size())
+
     return {"rank": rank, "size": comm.Get_size(), "checks": checks,
             "received": received, "sent": sent, "predicted": int(predicted)}
 
@@ -172,6 +179,63 @@ def _report(path: str) -> dict:
     return {"rank": world().Get_rank(), "exists": os.path.exists(path)}
 
 
+def _admission() -> dict:
+    """A large result stays on rank 0; the blocks rank 0 receives are held under its
+    budget (beyond it the coldest go to disk), as results made there are."""
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.runtime.events import Transfer
+    from tilegraph.runtime.mpi import world
+
+    rank = world().Get_rank()
+    slept = []
+    received = []
+
+    def count(event: object) -> None:
+        if isinstance(event, Transfer):
+            received.append(event.nbytes)
+
+    def slow_start_on_rank_0(block):
+        # rank 0's one worker is busy until 20 blocks of the other rank have arrived
+        if rank == 0 and not slept and block.shape == (50, 50):  # (not the dtype probe)
+            slept.append(True)
+            deadline = time.monotonic() + 30
+            while len(received) < 20 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return block + 1
+
+    block_bytes = 50 * 50 * 8
+    big = tg.random.random((400, 400), chunks=50, seed=5)  # 1.2 MiB: above the broadcast limit
+    budget = 12 * block_bytes
+    got = big.map_blocks(slow_start_on_rank_0).compute(backend="mpi", memory_limit=budget,
+                                                       workers=1, callbacks=[count])
+    run = tg.last_run()
+    out = {"rank": rank, "is_none": got is None, "peak": run.peak_bytes, "budget": budget,
+           "block": block_bytes, "spilled": run.spilled_bytes}
+    if rank == 0:
+        out["equal"] = bool(np.allclose(got, big.compute(backend="threads") + 1))
+    return out
+
+
+def _watchdog() -> dict:
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.runtime.mpi import world
+
+    rank = world().Get_rank()
+    x = tg.from_numpy(np.ones((40, 40)), chunks=10)
+    t0 = time.monotonic()
+    if rank == 0:  # the natural mistake: only rank 0 computes
+        try:
+            (x @ x).sum().compute(backend="mpi", mpi_timeout=3)
+        except Exception as exc:
+            return {"rank": rank, "error": type(exc).__name__, "message": str(exc),
+                    "seconds": time.monotonic() - t0}
+    return {"rank": rank, "error": None, "seconds": time.monotonic() - t0}
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "values"
     if mode == "fail":
@@ -180,6 +244,11 @@ if __name__ == "__main__":
         out = _mismatch()
     elif mode == "report":
         out = _report(sys.argv[2])
+    elif mode == "admission":
+        out = _admission()
+    elif mode == "watchdog":
+        out = _watchdog()
+
     else:
         out = _values()
     print("RESULT " + json.dumps(out), flush=True)

@@ -77,7 +77,26 @@ def test_tilegraph_run_launches_the_script_with_the_mpi_backend(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = sorted(line for line in proc.stdout.splitlines() if line.startswith("BACKEND"))
-    assert lines == ["BACKEND mpi 9900.0", "BACKEND mpi None"]
+    assert lines == ["BACKEND mpi 9900.0", "BACKEND mpi 9900.0"]  # small: on every rank
+
+
+def test_compute_on_rank_0_only_fails_within_the_watchdog_time_naming_the_ranks():
+    proc, results = mpirun(3, "watchdog", timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["rank"] for r in results] == [0, 1, 2]
+    assert results[0]["error"] == "CollectiveTimeoutError"
+    assert "compute() is collective: ranks [1, 2] did not call it" in results[0]["message"]
+    assert 2.5 < results[0]["seconds"] < 30
+
+
+def test_received_blocks_go_through_admission_and_a_large_result_stays_on_rank_0():
+    proc, results = mpirun(2, "admission", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r0, r1 = results
+    assert r0["equal"] and not r0["is_none"]
+    assert r1["is_none"]  # 1.2 MiB: larger than mpi_broadcast_limit
+    assert r0["spilled"] > 0
+    assert r0["peak"] <= r0["budget"] + 2 * r0["block"], r0
 
 
 def test_tilegraph_run_rejects_a_missing_script(tmp_path, capsys):
@@ -104,3 +123,44 @@ def test_ranks_that_plan_different_programs_all_get_a_clear_error():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [r["error"] for r in results] == ["RuntimeError", "RuntimeError"]
     assert "built a different plan from rank 0" in results[0]["message"]
+
+
+def test_sigterm_to_tilegraph_run_stops_mpiexec_and_every_rank(tmp_path):
+    import signal
+    import time
+
+    import psutil
+
+    script = tmp_path / "sleeper.py"
+    script.write_text(
+        "import os, time\n"
+        "from mpi4py import MPI\n"
+        f"open(os.path.join({str(tmp_path)!r}, f'rank{{MPI.COMM_WORLD.Get_rank()}}'), 'w')"
+        ".write(str(os.getpid()))\n"
+        "time.sleep(120)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tilegraph.cli", "run", "-n", "2",
+                             str(script)], env=env)
+    tree: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("rank*"))) < 2 or any(
+                not p.read_text() for p in tmp_path.glob("rank*")):
+            assert time.monotonic() < deadline, "the ranks did not start"
+            time.sleep(0.1)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        ranks = [int(p.read_text()) for p in tmp_path.glob("rank*")]
+        assert set(ranks) <= {p.pid for p in tree}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 128 + signal.SIGTERM
+        _gone, alive = psutil.wait_procs(tree, timeout=5)
+        assert not alive, f"left running: {alive}"
+    finally:
+        for p in tree:  # never leave a stray rank behind, even when the test fails
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -402,8 +402,9 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     Common subexpressions of the arrays are computed once. Non-Array arguments are returned
     as they are. Sparse arrays (:class:`~tilegraph.array.sparse.SparseArray`) give one
     ``scipy.sparse.csr_array`` each, put together by one task of the plan. With
-    ``backend="mpi"`` every rank must call it; rank 0 gets the results and the other ranks
-    get ``None`` for each array.
+    ``backend="mpi"`` every rank must call it; results of at most ``mpi_broadcast_limit``
+    bytes together (1 MiB by default: scalars, small arrays) are returned on every rank,
+    larger ones on rank 0 (the other ranks get ``None`` for each array).
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
@@ -416,7 +417,7 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     config.resolve(options, "compute()")
     targets = [a._compute_target() for a in arrays if isinstance(a, Array)]
     results = compute_arrays(targets, **options)
-    if results is None:  # an MPI rank other than 0: the results were gathered on rank 0
+    if results is None:  # an MPI rank other than 0: large results stay on rank 0
         return tuple(None if isinstance(a, Array) else a for a in arrays)
     it = iter(results)
     return tuple(next(it) if isinstance(a, Array) else a for a in arrays)

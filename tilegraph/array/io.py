@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -33,15 +34,17 @@ from tilegraph.io import (
     sparse_zarr_info,
     zarr_info,
 )
+from tilegraph.io.snapshot import InputSnapshot, snapshot_of
 
 
 def _reader_array(op: str, reader: Any, path: str, shape: tuple[int, ...], dtype: np.dtype,
-                  chunks: Any) -> Array:
+                  chunks: Any, snap: InputSnapshot) -> Array:
     chunks = normalize_chunks(chunks, shape, dtype)
     slices = all_block_slices(chunks)
-    name = f"{op}-{tokenize(op, os.path.abspath(path), os.stat(path).st_mtime_ns, chunks)}"
+    name = f"{op}-{tokenize(op, snap, chunks)}"
     itemsize = dtype.itemsize
-    blocks = source(name, numblocks(chunks), lambda c: (reader, (path, Lit(slices[c]))),
+    blocks = source(name, numblocks(chunks),
+                    lambda c: (reader, (path, Lit(slices[c]), Lit(snap))),
                     kind="load", name=op,
                     nbytes=lambda c: itemsize * math.prod(s.stop - s.start for s in slices[c]))
     return Array(blocks, shape, chunks, dtype)
@@ -49,17 +52,23 @@ def _reader_array(op: str, reader: Any, path: str, shape: tuple[int, ...], dtype
 
 def from_npy(path: str | os.PathLike, chunks: Any = "auto") -> Array:
     """The array stored in an ``.npy`` file; each task reads its block through a memory map,
-    so the file never has to fit in memory."""
+    so the file never has to fit in memory. The file is snapshotted now (identity, size,
+    modification time, shape, dtype) and every block read checks it: a file changed after
+    this call is an :class:`~tilegraph.io.snapshot.InputChangedError` naming it, never a
+    mix of old and new blocks."""
     path = os.fspath(path)
+    snap = snapshot_of(path)
     shape, dtype = npy_info(path)
-    return _reader_array("from_npy", read_npy_block, path, shape, np.dtype(dtype), chunks)
+    snap = replace(snap, shape=shape, dtype=str(np.dtype(dtype)))
+    return _reader_array("from_npy", read_npy_block, path, shape, np.dtype(dtype), chunks,
+                         snap)
 
 
 def _sparse_from_zarr(path: str, info: dict[str, Any], chunks: Any) -> SparseArray:
     shape, stored, dtype, fmt, nnz = (info[k] for k in ("shape", "chunks", "dtype", "format",
                                                         "nnz"))
-    token = tokenize("from_zarr-sparse", os.path.abspath(path), stored,
-                     os.stat(path).st_mtime_ns)
+    snap = snapshot_of(path)
+    token = tokenize("from_zarr-sparse", snap, stored)
     name = f"from_zarr-{token}"
 
     def nbytes(c: tuple[int, ...]) -> int | None:
@@ -68,7 +77,7 @@ def _sparse_from_zarr(path: str, info: dict[str, Any], chunks: Any) -> SparseArr
         return sparse_block_nbytes(block_shape(stored, c), int(nnz[c]), dtype, fmt)
 
     blocks = source(name, numblocks(stored),
-                    lambda c: (read_sparse_zarr_block, (path, Lit(c))), kind="load",
+                    lambda c: (read_sparse_zarr_block, (path, Lit(c), Lit(snap))), kind="load",
                     name="from_zarr", nbytes=nbytes)
     size = math.prod(shape)
     density = None if nnz is None else (min(1.0, int(nnz.sum()) / size) if size else 0.0)
@@ -77,7 +86,9 @@ def _sparse_from_zarr(path: str, info: dict[str, Any], chunks: Any) -> SparseArr
 
 
 def from_zarr(path: str | os.PathLike, chunks: Any = None) -> Array:
-    """The zarr array at ``path``; blocks default to the zarr chunks. A sparse zarr group
+    """The zarr array at ``path``; blocks default to the zarr chunks. The array is
+    snapshotted now (its directory, metadata, shape and dtype) and every block read checks
+    it, as for :func:`from_npy`. A sparse zarr group
     (written by :func:`to_zarr` from a SparseArray) gives a SparseArray with the stored
     blocks (rechunked when ``chunks`` is given).
 
@@ -93,9 +104,11 @@ def from_zarr(path: str | os.PathLike, chunks: Any = None) -> Array:
     info = sparse_zarr_info(path)
     if info is not None:
         return _sparse_from_zarr(path, info, chunks)
+    snap = snapshot_of(path)
     shape, dtype, zchunks = zarr_info(path)
+    snap = replace(snap, shape=shape, dtype=str(np.dtype(dtype)))
     return _reader_array("from_zarr", read_zarr_block, path, shape, np.dtype(dtype),
-                         zchunks if chunks is None else chunks)
+                         zchunks if chunks is None else chunks, snap)
 
 
 def _write_block(writer: Any, slices: tuple, block: np.ndarray) -> None:
@@ -124,8 +137,8 @@ def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
                         coords=coord)
 
     blocks = Blocks(name, x.numblocks, (x.blocks,), emit)
-    try:
-        here = run_blocks([blocks], **options)
+    try:  # (the write tasks' results are never broadcast: only rank 0 commits)
+        here = run_blocks([blocks], **{**options, "mpi_broadcast_limit": 0})
     except BaseException:
         writer.abort()
         raise

@@ -161,12 +161,11 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | No
 
 def compute_arrays(arrays: Sequence[Any], **options: Any) -> list[Any] | None:
     """The values of ``arrays`` computed with one shared plan by the pipeline (``None`` on
-    the MPI ranks other than 0)."""
+    the MPI ranks other than 0 when the results are larger than ``mpi_broadcast_limit``)."""
     graph, results = lower_arrays(arrays, options.get("max_tasks"))
     if not results.keys:
         return []
-    values = pipeline.run(graph, results.keys, **options)
-    return None if values is None else results.assemble(values)
+    return pipeline.run(graph, results.keys, finish=results.assemble, **options)
 
 
 def run_blocks(colls: Sequence[Any], **options: Any) -> bool:

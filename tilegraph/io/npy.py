@@ -4,7 +4,8 @@ atomic block writer.
 Reads map the file read-only, copy the requested block out and unmap again, so no file stays
 mapped between calls. Writes go to a hidden temporary file next to the destination and appear
 at the destination in one ``os.replace`` on commit: a reader never sees a partially written
-file at ``path``.
+file at ``path``; without ``overwrite``, of two writers racing for one path exactly one
+succeeds and the other gets ``FileExistsError``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from tilegraph.io._atomic import (
     check_block,
     check_destination,
     remove_path,
+    rename_noreplace,
     temp_sibling,
 )
+from tilegraph.io.snapshot import InputSnapshot, file_identity
 
 __all__ = ["NpyWriter", "npy_info", "read_npy_block"]
 
@@ -86,8 +89,13 @@ def npy_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype]:
     return shape, dtype
 
 
-def read_npy_block(path: str | os.PathLike[str], slices: Any) -> np.ndarray:
+def read_npy_block(path: str | os.PathLike[str], slices: Any,
+                   expect: InputSnapshot | None = None) -> np.ndarray:
     """A copy of ``array[slices]`` from an ``.npy`` file.
+
+    ``expect``: the file as the plan saw it (:mod:`tilegraph.io.snapshot`); the open file
+    is compared with it before and after reading, and a changed file is an
+    :class:`~tilegraph.io.snapshot.InputChangedError`.
 
     Regions of ints and unit-step slices are read with positional reads straight into the
     result, one read per contiguous run, so no page of the file is ever mapped into the
@@ -104,19 +112,29 @@ def read_npy_block(path: str | os.PathLike[str], slices: Any) -> np.ndarray:
     """
     path = os.fspath(path)
     with _open_npy(path) as fp:
+        fd = fp.fileno()
+        if expect is not None:
+            identity = file_identity(fd)
+            if identity != expect.identity:  # before parsing: the header may be anything
+                expect.check(identity)
         shape, dtype, offset = _read_header(fp, path)
+        if expect is not None:
+            expect.check(identity, "", shape, dtype)
         region_shape = np.broadcast_to(np.empty((), dtype=np.uint8), shape)[slices].shape
         bounds = _unit_region(slices, shape)
         if bounds is not None:
             out = np.empty(region_shape, dtype=dtype)
             runs = out.reshape(tuple(b - a for a, b in bounds))  # a view: reads land in out
-            _read_runs(fp.fileno(), runs, bounds, shape, offset, path)
-            return out
-        mm = np.memmap(fp, mode="r", dtype=dtype, shape=shape, offset=offset, order="C")
-    try:
-        return np.array(mm[slices])
-    finally:
-        del mm
+            _read_runs(fd, runs, bounds, shape, offset, path)
+        else:
+            mm = np.memmap(fp, mode="r", dtype=dtype, shape=shape, offset=offset, order="C")
+            try:
+                out = np.array(mm[slices])
+            finally:
+                del mm
+        if expect is not None:  # rewritten in place while being read
+            expect.check(file_identity(fd))
+        return out
 
 
 def _runs(bounds: list[tuple[int, int]], shape: tuple[int, ...], itemsize: int
@@ -187,7 +205,8 @@ class NpyWriter(AtomicWriter):
     directory, written with positional writes (``os.pwrite``) of each contiguous run of a
     block, so the file is never mapped into memory and writing an array larger than memory
     does not grow the process's resident set. ``commit()`` fsyncs it (when ``fsync`` is true)
-    and renames it to ``path`` with ``os.replace``, so a reader can never see a
+    and renames it to ``path`` in one step (``os.replace``, or without ``overwrite`` a rename
+    that fails if ``path`` exists), so a reader can never see a
     partially written array at ``path``, and an interrupted write leaves nothing there.
     ``abort()`` deletes the temporary file. As a context manager the writer commits on a
     clean exit and aborts on an exception.
@@ -288,7 +307,10 @@ class NpyWriter(AtomicWriter):
             os.close(fd)
 
     def _move_into_place(self) -> None:
-        os.replace(self._tmp, self.path)
+        if self.overwrite:
+            os.replace(self._tmp, self.path)
+        else:
+            rename_noreplace(self._tmp, self.path)
 
     def __repr__(self) -> str:
         return f"NpyWriter({self.path!r}, shape={self.shape}, dtype={self.dtype}, {self._state})"

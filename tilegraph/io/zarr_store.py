@@ -37,14 +37,18 @@ import numpy as np
 import zarr
 import zarr.errors
 
+from tilegraph.debris import restore_interrupted
 from tilegraph.io._atomic import (
     AtomicWriter,
     check_block,
     check_destination,
     fsync_path,
     remove_path,
+    rename_noreplace,
+    replace_directory,
     temp_sibling,
 )
+from tilegraph.io.snapshot import InputSnapshot, store_identity
 
 __all__ = [
     "SPARSE_ATTRIBUTE",
@@ -76,6 +80,7 @@ _NOT_AN_ARRAY = (
 
 def _open_zarr(path: str | os.PathLike[str]) -> Any:
     path = os.fspath(path)
+    restore_interrupted(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no zarr array at {path!r}: the path does not exist")
     try:
@@ -99,9 +104,7 @@ def zarr_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype, 
     """
     arr = _open_zarr(path)
     chunks = arr.shards if getattr(arr, "shards", None) else arr.chunks
-    dtype = np.dtype(arr.dtype)
-    if dtype.isnative:
-        dtype = dtype.newbyteorder("=")
+    dtype = _native(arr.dtype)
     return (
         tuple(int(s) for s in arr.shape),
         dtype,
@@ -109,8 +112,13 @@ def zarr_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype, 
     )
 
 
-def read_zarr_block(path: Any, slices: Any) -> np.ndarray:
+def read_zarr_block(path: Any, slices: Any, expect: InputSnapshot | None = None
+                    ) -> np.ndarray:
     """``array[slices]`` as a NumPy array, from a zarr array path or an opened array.
+
+    ``expect``: the array as the plan saw it (:mod:`tilegraph.io.snapshot`); the directory
+    and its metadata are compared with it before and after reading, and a changed array is
+    an :class:`~tilegraph.io.snapshot.InputChangedError`.
 
     ``path`` may be a path (the array is opened read-only for this call) or an array-like
     object already opened (anything with ``.shape`` and ``__getitem__``, such as a
@@ -128,27 +136,30 @@ def read_zarr_block(path: Any, slices: Any) -> np.ndarray:
     if hasattr(path, "shape") and hasattr(path, "__getitem__"):
         arr = path
     else:
+        if expect is not None:
+            expect.check(*store_identity(os.fspath(path)))
         arr = _open_zarr(path)
+        if expect is not None:
+            expect.check(expect.identity, expect.metadata, arr.shape, _native(arr.dtype))
     out = arr[slices]
-    if isinstance(arr, np.ndarray):
-        return np.array(out)
-    return np.asarray(out)
+    out = np.array(out) if isinstance(arr, np.ndarray) else np.asarray(out)
+    if expect is not None:  # replaced while being read
+        expect.check(*store_identity(os.fspath(path)))
+    return out
 
 
-def _rename_into_place(tmp: str, path: str) -> str | None:
-    """Rename ``tmp`` to ``path``; an existing ``path`` is first moved aside, and that old
-    name (to delete) is returned."""
-    old = None
-    if os.path.lexists(path):  # overwrite: move the old result aside first
-        old = temp_sibling(path, kind="old")
-        os.rename(path, old)
-    try:
-        os.rename(tmp, path)
-    except BaseException:
-        if old is not None:
-            os.rename(old, path)
-        raise
-    return old
+def _native(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    return dtype.newbyteorder("=") if dtype.isnative else dtype
+
+
+def _rename_into_place(tmp: str, path: str, overwrite: bool) -> str | None:
+    """Move the directory ``tmp`` to ``path`` atomically (see :mod:`tilegraph.io._atomic`);
+    returns the name of a displaced old result (to delete), or None."""
+    if overwrite:
+        return replace_directory(tmp, path)
+    rename_noreplace(tmp, path)
+    return None
 
 
 def _chunk_shape(chunks: Any, shape: tuple[int, ...], where: str) -> tuple[int, ...]:
@@ -231,10 +242,13 @@ class ZarrWriter(AtomicWriter):
     temporary directory ``.<basename>.tmp-<uuid4 hex>`` next to ``path``. ``commit()``
     renames that directory to ``path`` in one step, so a reader can never see a partially
     written array at ``path``: before the commit there is nothing there (or the previous
-    array, with ``overwrite=True``), after it the complete array. With ``overwrite=True`` an
-    existing ``path`` is first renamed aside, the new array renamed in, then the old one
-    deleted. ``abort()`` deletes the temporary directory. As a context manager the writer
-    commits on a clean exit and aborts on an exception.
+    array, with ``overwrite=True``), after it the complete array. With ``overwrite=True`` the
+    new array is swapped with an existing one in one ``renameat2(RENAME_EXCHANGE)`` and the
+    old one deleted (where the file system cannot exchange: the old one is renamed aside
+    first, and a crash between the two renames is repaired by the next open or write).
+    Without ``overwrite``, of two writers racing for one path exactly one succeeds and the
+    other gets ``FileExistsError``. ``abort()`` deletes the temporary directory. As a
+    context manager the writer commits on a clean exit and aborts on an exception.
 
     ``write`` may be called from several threads at once for disjoint regions. Regions
     aligned to the chunk grid are written without locking; a region that covers only part
@@ -329,7 +343,7 @@ class ZarrWriter(AtomicWriter):
             fsync_path(self._tmp)
 
     def _move_into_place(self) -> str | None:
-        return _rename_into_place(self._tmp, self.path)
+        return _rename_into_place(self._tmp, self.path, self.overwrite)
 
     def __repr__(self) -> str:
         return (
@@ -364,6 +378,7 @@ def sparse_zarr_info(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     >>> shutil.rmtree(d)
     """
     path = os.fspath(path)
+    restore_interrupted(path)
     if not os.path.isdir(path):
         return None
     try:
@@ -395,9 +410,11 @@ def sparse_zarr_info(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return {"shape": shape, "chunks": chunks, "dtype": dtype, "format": fmt, "nnz": nnz}
 
 
-def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int]) -> Any:
+def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int],
+                           expect: InputSnapshot | None = None) -> Any:
     """Block ``coord`` of the sparse zarr group at ``path``, as a ``scipy.sparse``
-    ``csr_array`` (``csc_array`` for a CSC group).
+    ``csr_array`` (``csc_array`` for a CSC group). ``expect``: as for
+    :func:`read_zarr_block`.
 
     >>> import os, shutil, tempfile
     >>> import scipy.sparse as sps
@@ -413,6 +430,8 @@ def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int])
     import scipy.sparse as sps
 
     path = os.fspath(path)
+    if expect is not None:
+        expect.check(*store_identity(path))
     info = sparse_zarr_info(path)
     if info is None:
         raise ValueError(f"{path!r} is not a sparse zarr group (no {SPARSE_ATTRIBUTE!r} "
@@ -430,6 +449,8 @@ def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int])
     except _NOT_AN_ARRAY as exc:
         raise ValueError(f"{path!r}: block {coord} is missing or unreadable: {exc}") from exc
     shape = (chunks[0][coord[0]], chunks[1][coord[1]])
+    if expect is not None:  # replaced while being read
+        expect.check(*store_identity(path))
     cls = sps.csr_array if info["format"] == "csr" else sps.csc_array
     return cls((parts[0].astype(info["dtype"], copy=False), parts[1], parts[2]), shape=shape)
 
@@ -604,7 +625,7 @@ class SparseZarrWriter(AtomicWriter):
             fsync_path(self._tmp)
 
     def _move_into_place(self) -> str | None:
-        return _rename_into_place(self._tmp, self.path)
+        return _rename_into_place(self._tmp, self.path, self.overwrite)
 
     def __repr__(self) -> str:
         return (

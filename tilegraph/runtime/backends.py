@@ -11,10 +11,14 @@ backend two things:
   executor (``execution.deliver``) and sends exported ones (``export(i, value)``, called
   by the executor when such a task finishes); ``None`` when nothing crosses processes.
 
-Besides, a backend with several processes answers three collective questions the pipeline
-asks before anything runs (trivial for one process): ``check_same_plan(graph)``,
+Besides, a backend with several processes answers the collective questions the pipeline
+asks (trivial for one process): before anything runs, ``check_same_plan(graph)`` (which
+fails within ``collective_timeout`` seconds, naming the processes that did not join),
 ``decide(fn)`` (a value computed on one process and shared by all, e.g. the placement),
-``gather(value)`` and ``all_ready(error)`` (every process stops if one cannot run its part).
+``gather(value)`` and ``all_ready(error)`` (every process stops if one cannot run its part);
+after the run, ``share_results(values, limit)`` (the outputs' values on every process when
+they are small, else on the process that returns them only). ``local_processes`` is the number of
+processes on this host, among which the default memory budget is divided.
 
 ``run(execution)`` drives ``execution.worker_loop(w)`` for every worker ``w`` until the run
 is finished and returns only when no worker is left running and ``execution.finish_io()``
@@ -85,6 +89,8 @@ class Backend(ABC):
     workers = 1
     processes = 1  # processes a plan is placed on (MPI ranks); 1: all workers share memory
     rank = 0  # this process among ``processes``
+    local_processes = 1  # processes of this backend on this host (share its memory)
+    collective_timeout = 60.0  # seconds a process waits for the others to join a run
 
     @abstractmethod
     def run(self, execution: Execution) -> None:
@@ -123,6 +129,13 @@ class Backend(ABC):
         any process cannot run its part."""
         if error is not None:
             raise error
+
+    def share_results(self, values: Callable[[], Any] | None, limit: int) -> Any:
+        """After a successful run: the outputs' values, from ``values()`` on the process
+        that returns them (``values`` is ``None`` on the others), on every process when
+        they take at most ``limit`` bytes together (and ``limit > 0``), else on that process
+        only (``None`` on the others)."""
+        return values() if values is not None else None
 
 
 def _guarded(execution: Execution, worker: int) -> None:

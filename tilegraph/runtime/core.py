@@ -368,13 +368,16 @@ class Execution:
 
     def deliver(self, i: int, value: Any, event: Any = None) -> None:
         """The result of external task i arrived: it is DONE and its consumers may run.
-        ``event`` (e.g. a Transfer) is sent to the subscribers once the result is held."""
+        ``event`` (e.g. a Transfer) is sent to the subscribers once the result is held.
+        Beyond the memory budget, the coldest results go to disk (possibly this one)."""
         with self.lock:
             if self.finished or self.state[i] != WAITING or self.waiting[i] != 1:
                 return
             self.waiting[i] = 0
             self.awaiting -= 1
             self._settle(i, value)
+            if self.memory.limit is not None and not self.finished:
+                self.memory.make_room()  # an arrival is admitted like a result made here
             if self._emit and event is not None:
                 self.send(replace(event, held=self.live) if hasattr(event, "held") else event)
             if self.ready or self.finished:

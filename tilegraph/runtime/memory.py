@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_debris
 from tilegraph.graph.kinds import kind_info
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
@@ -32,11 +33,14 @@ POLL_INTERVAL = 0.01  # seconds between checks of a waiting worker
 DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
 
 
-def default_limit() -> int:
-    """A safe budget when none is given: a fraction of the machine's memory."""
+def default_limit(processes: int = 1) -> int:
+    """A safe budget when none is given: a fraction of the machine's memory, divided among
+    the ``processes`` on this host that each hold a budget (MPI ranks)."""
     import psutil
 
-    return int(psutil.virtual_memory().total * DEFAULT_FRACTION)
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"default_limit: processes must be a positive int, got {processes!r}")
+    return int(psutil.virtual_memory().total * DEFAULT_FRACTION) // processes
 
 
 def task_estimates(graph: Any) -> list[int]:
@@ -158,15 +162,34 @@ def _io_error(exc: OSError, what: str, path: str) -> OSError:
         return OSError(code, f"{what}: {reason}", path)
 
 
+_cleaned: set[str] = set()  # spill parents already cleaned of dead processes' directories
+_cleaned_lock = threading.Lock()
+
+
+def remove_dead_spills(parent: str | None) -> None:
+    """Once per process and directory: remove what dead processes of this host left in the
+    spill directory ``parent`` (the temp dir when ``None``; see :mod:`tilegraph.debris`)."""
+    parent = os.path.abspath(parent or tempfile.gettempdir())
+    with _cleaned_lock:
+        if parent in _cleaned:
+            return
+        _cleaned.add(parent)
+    remove_debris(parent)
+
+
 class SpillStore:
     """A private directory of raw array files, removed with everything in it by
-    :meth:`close` (after success, failure or cancellation alike)."""
+    :meth:`close` (after success, failure or cancellation alike). Its name,
+    ``tilegraph-spill-<host>-<pid>-<random>``, names the owning process, so that the
+    directory of a killed process is removed by the next run (:func:`remove_dead_spills`) or
+    by ``tilegraph clean``."""
 
     def __init__(self, parent: str | None = None):
         self._dir: str | None = None
         self._parent = parent
         self._count = 0
         self._lock = threading.Lock()
+        remove_dead_spills(parent)
 
     @property
     def path(self) -> str | None:
@@ -175,7 +198,8 @@ class SpillStore:
     def _new_path(self) -> str:
         with self._lock:
             if self._dir is None:
-                self._dir = tempfile.mkdtemp(prefix="tilegraph-spill-", dir=self._parent)
+                self._dir = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-",
+                                             dir=self._parent)
             self._count += 1
             return os.path.join(self._dir, f"{self._count}.bin")
 
@@ -338,6 +362,31 @@ class MemoryManager:
             ex.idle_wait()
             return False
         return True  # nothing to free and nothing running: run it anyway
+
+    def make_room(self) -> None:
+        """A result made elsewhere arrived and is held (``Execution.deliver``): if what is
+        held now exceeds the budget, the coldest results not pinned by a running task (the
+        one that arrived among them) go to disk, as admission would have done before a task
+        made it here. The lock is released while writing."""
+        if self.limit is None:
+            return
+        deficit = self.live + self.reserved + self.prefetch_bytes - self.limit
+        if deficit <= 0:
+            return
+        ex = self.ex
+        pinned = ex.pinned()
+        candidates = [(ex.next_use(v), v) for v, value in ex.results.items()
+                      if v not in pinned and v not in self.io_busy
+                      and (self.reloadable[v] or spillable(value))]
+        candidates.sort(reverse=True)
+        victims, freed = [], 0
+        for _, v in candidates:
+            victims.append(v)
+            freed += self.sizes.get(v, 0)
+            if freed >= deficit:
+                break
+        if victims:
+            self._write_out(victims)
 
     def _victims(self, deficit: int, task: int) -> list[int]:
         """The coldest results that may go to disk, enough to cover ``deficit`` bytes. A

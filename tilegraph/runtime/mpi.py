@@ -6,7 +6,11 @@ plans it with the one pipeline (:mod:`tilegraph.pipeline`). This module answers 
 pipeline's questions through the backend seam: the placement is computed once, on rank 0,
 and broadcast (``decide``); before running, the ranks check that they hold the same graph
 and placement (``check_same_plan``, a fingerprint of its structure), so that a script that
-branches on its rank fails with a clear error instead of a hang.
+branches on its rank fails with a clear error instead of a hang. The fingerprints are
+exchanged point to point, without blocking, under a watchdog: a rank that waited
+``mpi_timeout`` seconds (``collective_timeout``) fails with "compute() is collective: ranks
+[1, 2] did not call it", naming the ranks whose fingerprint never came (a script that calls
+``compute()`` on rank 0 only, or once more on one rank). Waiting ranks sleep between polls.
 
 ``partition`` gives each rank the tasks placed on it, run with the executor core (its own
 worker threads, BLAS threads, memory budget and spill): its local graph holds its own tasks
@@ -20,8 +24,14 @@ communication thread that does all MPI calls:
   which makes their consumers ready; reduction partials are computed where their inputs
   live (the placement puts per-block work with its block), so only partials travel;
 - results are freed by the executor's reference counts, as on one machine;
-- outputs computed on other ranks are sent to rank 0, which assembles the results
-  (``compute()`` returns them on rank 0 and ``None`` on the other ranks).
+- blocks that arrive are held under this rank's memory budget like results made here:
+  beyond it the coldest results go to disk (``Execution.deliver``);
+- outputs computed on other ranks are sent to rank 0, which assembles the results; results
+  of at most ``mpi_broadcast_limit`` bytes (scalars, small arrays) are then broadcast, so
+  ``compute()`` returns them on every rank and ``float(a.sum())`` works everywhere; larger
+  ones are returned on rank 0 only (``None`` on the other ranks).
+
+Each rank's default memory budget is the host's default divided by the ranks on the host.
 
 A task error (or Ctrl-C) on any rank aborts the whole run: that rank sends an abort message
 with the pickled exception to every rank; each rank cancels its executor, and rank 0 raises
@@ -58,15 +68,17 @@ from tilegraph.runtime.backends import (
 )
 from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import Execution
-from tilegraph.runtime.events import Transfer
+from tilegraph.runtime.events import Transfer, nbytes_of
 from tilegraph.runtime.memory import MemoryLimitError
 from tilegraph.util import unique
 
 TAG_HEADER = 101
 TAG_DATA = 102
 TAG_ABORT = 103
+TAG_PLAN = 104
 _SLEEP_MIN = 50e-6
 _SLEEP_MAX = 2e-3
+_WATCH_SLEEP_MAX = 0.01  # seconds between polls of a rank waiting for the others
 
 _comm_cache: dict[str, Any] = {}
 T = TypeVar("T")
@@ -99,6 +111,10 @@ class RemoteTaskError(RuntimeError):
     """A task failed on another rank; raised on the ranks where the original cannot be."""
 
 
+class CollectiveTimeoutError(RuntimeError):
+    """Some ranks did not join a collective step (``compute()``) within ``mpi_timeout``."""
+
+
 class MPIBackend(Backend):
     """Runs a scheduled TaskGraph on every rank of ``MPI.COMM_WORLD``; see the module
     docstring. ``workers``: threads per rank (default: cores / ranks on this host)."""
@@ -109,7 +125,8 @@ class MPIBackend(Backend):
         self.comm = world()
         self.rank = self.comm.Get_rank()
         self.processes = self.comm.Get_size()
-        self.workers = workers or max(1, cores() // _comm_cache["local_size"])
+        self.local_processes = _comm_cache["local_size"]
+        self.workers = workers or max(1, cores() // self.local_processes)
         self.bytes_sent = 0
         self.sent: list[tuple[Any, int]] = []
 
@@ -138,7 +155,7 @@ class MPIBackend(Backend):
         kinds = graph.meta.get("kind")
         if kinds is not None:
             h.update("|".join(k or "" for k in kinds).encode())
-        prints = self.comm.allgather(h.hexdigest())
+        prints = self._exchange_all(h.hexdigest())
         odd = [r for r, p in enumerate(prints) if p != prints[0]]
         if odd:
             raise RuntimeError(
@@ -146,8 +163,89 @@ class MPIBackend(Backend):
                 "here): every rank must run the same program on the same shapes and blocks "
                 "(compute() is collective; do not call it on some ranks only)")
 
+    def _exchange_all(self, value: str) -> list[str]:
+        """Every rank's ``value``, in rank order, sent point to point without blocking; fails
+        after ``collective_timeout`` seconds naming the ranks whose value did not come.
+
+        Each exchange is numbered (the same count on every rank that calls them all); a
+        value left over from an exchange that failed earlier is dropped, and a value from a
+        rank that is at a later exchange is an error."""
+        MPI = _mpi()
+        seq = _comm_cache["exchanges"] = _comm_cache.get("exchanges", 0) + 1
+        size, rank, comm = self.processes, self.rank, self.comm
+        got: dict[int, str] = {rank: value}
+        ahead: dict[int, int] = {}
+        requests = [comm.isend((seq, value), dest=r, tag=TAG_PLAN)
+                    for r in range(size) if r != rank]
+        status = MPI.Status()
+        deadline = time.monotonic() + self.collective_timeout
+        sleep = _SLEEP_MIN
+        while len(got) + len(ahead) < size:
+            busy = False
+            for source in range(size):
+                # only the ranks not heard from: the next message of one that was may
+                # already belong to the next exchange
+                if source in got or source in ahead:
+                    continue
+                if not comm.Iprobe(source=source, tag=TAG_PLAN, status=status):
+                    continue
+                their_seq, their_value = comm.recv(source=source, tag=TAG_PLAN)
+                busy = True
+                if their_seq == seq:
+                    got[source] = their_value
+                elif their_seq > seq:  # only after an exchange failed on some ranks
+                    ahead[source] = their_seq
+            if len(got) + len(ahead) == size:
+                break
+            if time.monotonic() > deadline:
+                missing = [r for r in range(size) if r not in got and r not in ahead]
+                raise CollectiveTimeoutError(
+                    f"compute() is collective: ranks {missing} did not call it (MPI rank "
+                    f"{rank} waited {self.collective_timeout:g} s, mpi_timeout). Every rank "
+                    "must call compute(), to_npy() etc. the same number of times, with the "
+                    "same arrays; do not call them under `if rank == 0:`")
+            sleep = _SLEEP_MIN if busy else min(_WATCH_SLEEP_MAX, sleep * 2)
+            if not busy:
+                time.sleep(sleep)
+        if ahead:
+            raise CollectiveTimeoutError(
+                f"compute() is collective: ranks {sorted(ahead)} called it more often than "
+                f"MPI rank {rank} (they are at call {max(ahead.values())}, this rank at "
+                f"{seq}); every rank must call compute() the same number of times")
+        # the values are small (sent eagerly): the sends complete once everyone has them
+        deadline = time.monotonic() + self.collective_timeout
+        while not MPI.Request.Testall(requests) and time.monotonic() < deadline:
+            time.sleep(_SLEEP_MAX)
+        return [got[r] for r in range(size)]
+
     def gather(self, value: T) -> list[T] | None:
         return self.comm.gather(value, root=0)
+
+    def share_results(self, values: Callable[[], Any] | None, limit: int) -> Any:
+        """Rank 0's values, broadcast to every rank when they take at most ``limit`` bytes
+        together (``limit > 0``); else rank 0's alone (``None`` on the others). A failure
+        to read them on rank 0 is raised on every rank."""
+        if self.processes == 1:
+            return values() if values is not None else None
+        message: tuple[str, Any] = ("large", None)
+        mine: Any = None
+        error: BaseException | None = None
+        if self.rank == 0:
+            try:
+                mine = values() if values is not None else None
+                if mine is not None and limit > 0 and nbytes_of(mine) <= limit:
+                    message = ("values", mine)
+            except BaseException as exc:
+                error = exc
+                message = ("error", f"{type(exc).__name__}: {exc}")
+        kind, payload = self.comm.bcast(message, root=0)
+        if error is not None:
+            raise error
+        if kind == "error":
+            raise RemoteTaskError(f"reading the results on MPI rank 0 failed: {payload}")
+        if self.rank == 0:
+            return mine
+        return payload if kind == "values" else None
 
     def all_ready(self, error: BaseException | None) -> None:
         """Every rank stops before anything runs if one rank cannot run its part."""
@@ -313,9 +411,10 @@ class _Exchange(Transport):
                 still = [(r, keep) for r, keep in self.pending if not r.Test()]
                 busy |= len(still) != len(self.pending)
                 self.pending = still
-            while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
-                self._receive(status.Get_source(), status.Get_tag())
-                busy = True
+            for tag in (TAG_ABORT, TAG_HEADER):  # not TAG_PLAN: a rank may be at its next run
+                while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=tag, status=status):
+                    self._receive(status.Get_source(), status.Get_tag())
+                    busy = True
             if barrier is None and self.local_done.is_set() and not self.sendq \
                     and not self.pending and (ex.finished or self.aborted):
                 barrier = self.comm.Ibarrier()

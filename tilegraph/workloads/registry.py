@@ -411,7 +411,8 @@ class Workload:
     def run_tilegraph(self, size: int, backend: str | None = None, workers: int | None = None,
                       block: int | None = None, **options: Any) -> Any:
         """Make the inputs lazily, run the program with tilegraph and return its result (a
-        NumPy array, or a tuple of them). With MPI, ranks other than 0 get ``None``."""
+        NumPy array, or a tuple of them). With MPI, ranks other than 0 get ``None`` for
+        results larger than ``mpi_broadcast_limit``."""
         args, kwargs = self.inputs("tilegraph", size, block)
         return _compute_tilegraph(self.program(*args, **kwargs), backend, workers, options)
 
@@ -428,7 +429,7 @@ class Workload:
         block = check_block(size)
         args, kwargs = self.inputs("check", size, block)
         got = _compute_tilegraph(self.program(*args, **kwargs), backend, workers, options)
-        if got is None:  # an MPI rank other than 0: results are on rank 0
+        if got is None:  # an MPI rank other than 0: large results are on rank 0
             return CheckResult(self.name, size, 0.0, self.tolerance)
         ref_args, ref_kwargs = self.inputs("numpy", size, block)
         ref = self.program(*ref_args, **ref_kwargs)

@@ -1,0 +1,74 @@
+"""What a killed process leaves (spill directories, temporary outputs) is removed by the next
+run or by ``tilegraph clean``, and what a live process owns never is."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+import tilegraph as tg
+from tilegraph.cli import main
+from tilegraph.debris import find_debris, owner_tag
+from tilegraph.io import NpyWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _killed_child_leaves_debris(folder: Path) -> None:
+    """A child that spills, starts writing an output, and is SIGKILLed."""
+    code = textwrap.dedent(f"""
+        import os, signal, numpy as np
+        from tilegraph.io import NpyWriter
+        from tilegraph.runtime.memory import SpillStore
+        store = SpillStore({str(folder)!r})
+        store.write(np.ones(1000))
+        w = NpyWriter({str(folder / "out.npy")!r}, (1000,), "float64")
+        w.write(slice(0, 1000), np.ones(1000))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_debris_of_a_killed_process_is_removed_by_the_next_run(tmp_path):
+    _killed_child_leaves_debris(tmp_path)
+    names = os.listdir(tmp_path)
+    assert any(n.startswith("tilegraph-spill-") for n in names), names
+    assert any(n.startswith(".out.npy.tmp-") for n in names), names
+    # a live process's spill directory (the parent of this test) is never removed
+    live = tmp_path / f"tilegraph-spill-{owner_tag().rsplit('-', 1)[0]}-{os.getppid()}-abc"
+    live.mkdir()
+    x = tg.from_numpy(np.arange(100.0), chunks=10)
+    assert float((x + 1).sum().compute(spill_dir=str(tmp_path))) == 5050.0
+    names = sorted(os.listdir(tmp_path))
+    assert names == sorted([live.name] + [n for n in names if n.startswith(".out.npy")])
+    # the next write into the folder removes the dead writer's temporary output
+    x.to_npy(tmp_path / "other.npy")
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, "other.npy"])
+
+
+def test_tilegraph_clean_removes_only_dead_processes_debris(tmp_path, capsys):
+    with NpyWriter(tmp_path / "mine.npy", (2,), "float64") as w:  # a live writer
+        w.write(slice(0, 2), np.zeros(2))
+        _killed_child_leaves_debris(tmp_path)
+        assert len(find_debris(str(tmp_path))) == 2
+        assert main(["clean", "--dry-run", str(tmp_path)]) == 0
+        assert "would remove" in capsys.readouterr().out
+        assert len(find_debris(str(tmp_path))) == 2
+        assert main(["clean", str(tmp_path)]) == 0
+        assert os.path.exists(w.temp_path)
+    out = capsys.readouterr().out
+    assert "removed" in out and "left by dead process" in out and "2 item(s)" in out
+    assert sorted(os.listdir(tmp_path)) == ["mine.npy"]
+
+
+def test_tilegraph_clean_rejects_a_missing_directory(tmp_path, capsys):
+    assert main(["clean", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err

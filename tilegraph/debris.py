@@ -1,0 +1,155 @@
+"""Names that say which process owns a temporary file or directory, and the removal of what
+a dead process left behind.
+
+Spill directories (``tilegraph-spill-<host>-<pid>-<random>``) and the hidden temporary
+results of writers (``.<name>.tmp-<host>-<pid>-<uuid hex>[suffix]``, and
+``.<name>.old-<host>-<pid>-<uuid hex>``, a replaced result waiting to be deleted) carry the
+host and process id of the process that made them. A process that is killed (SIGKILL, a
+segfault, ``os._exit``) cannot remove them; :func:`remove_debris` removes those whose owner
+runs on this host and is no longer alive, and never those of a live process or of another
+host. A hidden old result whose destination is missing (a replacement interrupted between
+its two renames) is renamed back to its destination instead of deleted.
+
+Every new run removes the spill directories of dead processes next to its own, every
+writer cleans the directory it writes to, and ``tilegraph clean [DIR...]`` does both for
+any directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+from dataclasses import dataclass
+
+SPILL_PREFIX = "tilegraph-spill-"
+_HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:64] or "host"
+
+_SPILL_RE = re.compile(r"^tilegraph-spill-(?P<host>\w+)-(?P<pid>\d+)-[^-]+$")
+_TEMP_RE = re.compile(
+    r"^\.(?P<base>.+)\.(?P<kind>tmp|old)-(?P<host>\w+)-(?P<pid>\d+)-[0-9a-f]{32}(?P<suffix>.*)$")
+
+
+def owner_tag() -> str:
+    """``<host>-<pid>`` of this process, for the names of its temporary files."""
+    return f"{_HOST}-{os.getpid()}"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host (a process of another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Debris:
+    """A temporary file or directory left by a dead process: ``path``, what it is (``kind``:
+    ``"spill"``, ``"tmp"`` or ``"old"``), its owner ``pid``, and ``restore``: the destination
+    an interrupted replacement is renamed back to (``None``: the entry is deleted)."""
+
+    path: str
+    kind: str
+    pid: int
+    restore: str | None = None
+
+
+def _owner(name: str) -> tuple[str, str, int, re.Match | None] | None:
+    m = _SPILL_RE.match(name)
+    if m:
+        return "spill", m["host"], int(m["pid"]), None
+    m = _TEMP_RE.match(name)
+    if m:
+        return m["kind"], m["host"], int(m["pid"]), m
+    return None
+
+
+def find_debris(directory: str) -> list[Debris]:
+    """The entries of ``directory`` (not below it) left by dead processes of this host."""
+    try:
+        names = sorted(os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+    out = []
+    for name in names:
+        owner = _owner(name)
+        if owner is None:
+            continue
+        kind, host, pid, m = owner
+        if host != _HOST or pid == os.getpid() or pid_alive(pid):
+            continue
+        path = os.path.join(directory, name)
+        restore = None
+        if kind == "old" and m is not None:
+            dest = os.path.join(directory, m["base"])
+            if not os.path.lexists(dest):
+                restore = dest
+        out.append(Debris(path, kind, pid, restore))
+    return out
+
+
+def remove_debris(directory: str) -> list[Debris]:
+    """Remove (or restore, see the module docstring) what dead processes of this host left
+    in ``directory``; returns what was done. Entries removed meanwhile by another process are
+    skipped."""
+    done = []
+    for item in find_debris(directory):
+        try:
+            if item.restore is not None:
+                os.rename(item.path, item.restore)
+            elif os.path.isdir(item.path) and not os.path.islink(item.path):
+                shutil.rmtree(item.path)
+            else:
+                os.remove(item.path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue  # e.g. the destination reappeared, or no permission: leave it
+        done.append(item)
+    return done
+
+
+def restore_interrupted(path: str) -> bool:
+    """If ``path`` is missing because a replacement of it was interrupted between its two
+    renames (by a process that is now dead), put the old result back; True if it did."""
+    path = os.path.abspath(path)
+    if os.path.lexists(path):
+        return False
+    parent, base = os.path.split(path)
+    prefix = f".{base}.old-"
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return False
+    for item in find_debris(parent):
+        if item.restore == path and os.path.basename(item.path) in names:
+            try:
+                os.rename(item.path, path)
+            except OSError:
+                return False
+            return True
+    return False
+
+
+def entry_bytes(path: str) -> int:
+    """Bytes of a file, or of every file below a directory."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        total = 0
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_size
+                except OSError:
+                    pass
+        return total
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
