@@ -27,7 +27,10 @@ def _edges_by_lookup(dag):
 BINDINGS = [
     (lib.cholesky, {"N": 1}), (lib.cholesky, {"N": 2}), (lib.cholesky, {"N": 5}),
     (lib.gemm, {"M": 2, "N": 3, "K": 4}), (lib.gemm, {"M": 1, "N": 1, "K": 1}),
-    (lib.syrk, {"N": 3, "K": 2}), (lib.trsm, {"N": 4, "M": 2}),
+    (lib.syrk, {"N": 3, "K": 2}),
+    (lib.trsm, {"N": 4, "M": 2, "F": 1, "LOW": 1, "TR": 0, "UNIT": 0}),
+    (lib.trsm, {"N": 4, "M": 2, "F": 0, "LOW": 0, "TR": 0, "UNIT": 1}),
+    (lib.trsm_t, {"N": 3, "M": 1, "F": 0, "LOW": 1, "TR": 2, "UNIT": 0}),
     (lib.tsqr, {"N": 1, "B": 2}), (lib.tsqr, {"N": 7, "B": 2}), (lib.tsqr, {"N": 10, "B": 3}),
 ]
 

@@ -43,6 +43,7 @@ from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
 from tilegraph.algebra.linalg_kernels import LinAlgError
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.array.lp_arrays import cholesky as lp_cholesky
+from tilegraph.array.lp_arrays import triangular_solve
 from tilegraph.array.lp_arrays import tsqr as lp_tsqr
 from tilegraph.graph.kinds import (
     lu_flops,
@@ -163,42 +164,8 @@ def solve_triangular(a: Any, b: Any, lower: bool = False, trans: Any = 0,
     b = b.astype(dtype) if b.dtype != dtype else b
     if b.chunks[0] != a.chunks[0]:
         b = b.rechunk((a.chunks[0], b.chunks[1]))
-    x = _solve_triangular(a, b, lower, t, bool(unit_diagonal))
+    x = triangular_solve(a, b, bool(lower), t, bool(unit_diagonal))
     return x[:, 0] if vector else x
-
-
-def _solve_triangular(a: Array, b: Array, lower: bool, trans: str, unit: bool) -> Array:
-    """Blocked substitution: work tiles ``("B", i, j)`` start as the blocks of ``b`` and are
-    updated by the solved blocks before them (gemm, in place); each is then solved (trsm)
-    into output tile ``("X", i, j)``."""
-    rows, cols = b.chunks
-    nb, nc = len(rows), len(cols)
-    isz = b.dtype.itemsize
-    forward = lower == (trans == "N")  # the effective matrix is lower triangular
-    order = list(range(nb)) if forward else list(range(nb - 1, -1, -1))
-    update = Kernel(kern.gemm_op_a, "gemm", "gemm", {"trans": trans}, overwrites=0)
-    solve = Kernel(kern.trsm, "trsm", "trsm",
-                   {"side": "L", "lower": lower, "trans": trans, "unit": unit}, overwrites=1)
-
-    def program(g: TaskGrid) -> None:
-        call = g.call
-        for j in range(nc):
-            cj = cols[j]
-            done: list[int] = []
-            for i in order:
-                nbytes = isz * rows[i] * cj
-                for k in done:  # the stored block holding op(a)[i, k]
-                    opa = ("A", i, k) if trans == "N" else ("A", k, i)
-                    call(update, ("B", i, j), [("B", i, j), opa, ("X", k, j)],
-                         flops=2 * rows[i] * rows[k] * cj, nbytes=nbytes)
-                call(solve, ("X", i, j), [("A", i, i), ("B", i, j)],
-                     flops=rows[i] ** 2 * cj, nbytes=nbytes)
-                done.append(i)
-
-    name = f"trsolve-{tokenize('solve_triangular', a, b, lower, trans, unit)}"
-    (x,) = task_grid(name, program, [("X", (nb, nc))], sources={"A": a.blocks, "B": b.blocks},
-                     ntasks=nc * (nb + nb * (nb - 1) // 2))
-    return Array(x, b.shape, b.chunks, b.dtype)
 
 
 # -- QR -------------------------------------------------------------------------------------
@@ -743,12 +710,12 @@ def solve(a: Any, b: Any, assume_a: str = "gen") -> Array:
         bb = bb.rechunk((a.chunks[0], bb.chunks[1]))
     if assume_a == "pos":
         low = lp_cholesky(a)
-        y = _solve_triangular(low, bb, True, "N", False)
-        x = _solve_triangular(low, y, True, "C", False)
+        y = triangular_solve(low, bb, True, "N", False)
+        x = triangular_solve(low, y, True, "C", False)
     else:
         order, l_, u = _lu_arrays(a, check=True)
-        y = _solve_triangular(l_, _take_rows(bb, order), True, "N", True)
-        x = _solve_triangular(u, y, False, "N", False)
+        y = triangular_solve(l_, _take_rows(bb, order), True, "N", True)
+        x = triangular_solve(u, y, False, "N", False)
     return x[:, 0] if vector else x
 
 

@@ -174,39 +174,58 @@ def syrk(a: Any) -> Array:
     return Array(c, (a.shape[0], a.shape[0]), (rows, rows), a.dtype)
 
 
-@library.trsm.implement
-def trsm(low: Any, b: Any) -> Array:
-    """``x`` with ``low @ x = b`` for a lower triangular ``low`` (only its lower triangle
-    is read) by the program ``library.trsm``; ``b`` a vector or a matrix."""
-    low, b = asarray(low), asarray(b)
-    dense_only("trsm", low, b)
-    if low.ndim != 2 or low.shape[0] != low.shape[1]:
-        raise ValueError(f"trsm: expected a square triangular matrix, got shape {low.shape}")
-    if b.ndim not in (1, 2) or b.shape[0] != low.shape[0]:
-        raise ValueError(f"trsm: b of shape {b.shape} does not match the matrix of shape "
-                         f"{low.shape}")
-    vector = b.ndim == 1
-    if vector:
-        b = b[:, None]
-    dtype = np.result_type(_float(low, "trsm").dtype, _float(b, "trsm").dtype)
-    low = _square_blocks(low.astype(dtype, copy=False), "trsm")
-    b = b.astype(dtype, copy=False)
-    if b.chunks[0] != low.chunks[0]:
-        b = b.rechunk((low.chunks[0], b.chunks[1]))
+def triangular_solve(a: Array, b: Array, lower: bool, trans: str, unit: bool) -> Array:
+    """``x`` with ``op(a) @ x = b`` for 2-D ``a`` (square blocks, triangular: only its
+    ``lower`` or upper triangle is read) and 2-D ``b`` with ``a``'s row blocks, both of one
+    floating dtype, by the programs ``library.trsm`` (``trans="N"``) and ``library.trsm_t``
+    (``"T"``, ``"C"``): forward substitution when ``op(a)`` is lower triangular, else
+    backward."""
     rows, cols = b.chunks
     n, m = len(rows), len(cols)
-    dag = library.trsm.bind(N=n, M=m)
-    name = f"trsm-{tokenize('lp-trsm', low, b)}"
+    code = "NTC".index(trans)
+    entry = library.trsm if trans == "N" else library.trsm_t
+    dag = entry.bind(N=n, M=m, F=int(lower == (trans == "N")), LOW=int(lower), TR=code,
+                     UNIT=int(unit))
+    name = f"trsm-{tokenize('lp-trsm', a, b, lower, trans, unit)}"
 
     def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
         i, j = tile[:2]
-        return (rows[i], rows[j]) if array == "L" else (rows[i], cols[j])
+        return (rows[i], rows[j]) if array == "A" else (rows[i], cols[j])
 
-    (x,) = program_blocks(dag, name, {"L": (low.blocks, tuple),
+    (x,) = program_blocks(dag, name, {"A": (a.blocks, tuple),
                                       "B": (b.blocks, lambda t: t[:2])},
-                          [((n, m), lambda c: ("X", c))], shape_of, dtype)
-    out = Array(x, b.shape, b.chunks, dtype)
+                          [((n, m), lambda c: ("X", c))], shape_of, b.dtype)
+    return Array(x, b.shape, b.chunks, b.dtype)
+
+
+@library.trsm.implement
+def trsm(a: Any, b: Any, lower: bool = True, trans: Any = "N", unit: bool = False) -> Array:
+    """``x`` with ``op(a) @ x = b`` for a triangular ``a`` (only its ``lower`` or upper
+    triangle is read; ``trans`` "N", "T" or "C"; ``unit``: unit diagonal) by the programs
+    ``library.trsm``/``trsm_t``; ``b`` a vector or a matrix. ``tg.linalg.solve_triangular``
+    takes the same path."""
+    a, b = asarray(a), asarray(b)
+    dense_only("trsm", a, b)
+    if trans not in ("N", "T", "C"):
+        raise ValueError(f"trsm: trans must be 'N', 'T' or 'C', got {trans!r}")
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"trsm: expected a square triangular matrix, got shape {a.shape}")
+    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+        raise ValueError(f"trsm: b of shape {b.shape} does not match the matrix of shape "
+                         f"{a.shape}")
+    vector = b.ndim == 1
+    if vector:
+        b = b[:, None]
+    dtype = np.result_type(_float(a, "trsm").dtype, _float(b, "trsm").dtype)
+    a = _square_blocks(a.astype(dtype, copy=False), "trsm")
+    b = b.astype(dtype, copy=False)
+    if b.chunks[0] != a.chunks[0]:
+        b = b.rechunk((a.chunks[0], b.chunks[1]))
+    out = triangular_solve(a, b, bool(lower), trans, bool(unit))
     return out[:, 0] if vector else out
+
+
+library.trsm_t.implement(trsm)
 
 
 @library.tsqr.implement

@@ -65,9 +65,16 @@ def _trsm_right(l_kk: np.ndarray, s: np.ndarray, copy: bool = True) -> np.ndarra
     return kern.trsm(l_kk, s, side="R", lower=True, trans="C", copy=copy)
 
 
-def _trsm_left(l_ii: np.ndarray, b: np.ndarray, copy: bool = True) -> np.ndarray:
-    """``inv(l_ii) @ b``: forward substitution on one block."""
-    return kern.trsm(l_ii, b, side="L", lower=True, trans="N", copy=copy)
+_TRANS = "NTC"
+
+
+def _trsm_left(t: np.ndarray, b: np.ndarray, lower: int = 1, trans: int = 0, unit: int = 0,
+               copy: bool = True) -> np.ndarray:
+    """``inv(op(t)) @ b`` for a triangular block ``t`` (its ``lower`` or upper triangle;
+    ``op`` by ``trans``: 0 none, 1 transpose, 2 conjugate transpose; ``unit``: ones on the
+    diagonal, not read)."""
+    return kern.trsm(t, b, side="L", lower=bool(lower), trans=_TRANS[trans], unit=bool(unit),
+                     copy=copy)
 
 
 def _syrk_update(c: np.ndarray, a: np.ndarray, copy: bool = True) -> np.ndarray:
@@ -81,9 +88,11 @@ def _gemm_update(c: np.ndarray, a: np.ndarray, b: np.ndarray, copy: bool = True
     return kern.gemm_update(c, a, b, trans_b="C", copy=copy)
 
 
-def _gemm_sub(c: np.ndarray, a: np.ndarray, b: np.ndarray, copy: bool = True) -> np.ndarray:
-    """``c - a @ b``."""
-    return kern.gemm_update(c, a, b, copy=copy)
+def _gemm_sub(c: np.ndarray, a: np.ndarray, b: np.ndarray, trans: int = 0,
+              copy: bool = True) -> np.ndarray:
+    """``c - op(a) @ b`` (``op`` by ``trans``: 0 none, 1 transpose, 2 conjugate
+    transpose)."""
+    return kern.gemm_op_a(c, a, b, trans=_TRANS[trans], copy=copy)
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -182,7 +191,7 @@ for _k in (
              overwrites=0),
     LPKernel("gemm_update", _gemm_update, "gemm", _gemm_flops, overwrites=0),
     LPKernel("gemm_sub", _gemm_sub, "gemm",
-             lambda c, a, b: matmul_flops(a[0], a[1], b[1]), overwrites=0),
+             lambda c, a, b: matmul_flops(c[0], b[0], b[1]), overwrites=0),
     LPKernel("matmul", _matmul, "product", lambda a, b: matmul_flops(a[0], a[1], b[1])),
     LPKernel("matmul_acc", _matmul_acc, "accumulate",
              lambda c, a, b: matmul_flops(a[0], a[1], b[1]), overwrites=0),

@@ -72,23 +72,29 @@ class Affine:
         return frozenset(x for n, _ in self.terms for x in n.split("*"))
 
     @property
-    def param_products(self) -> frozenset[str]:
-        """The parameters that multiply a loop variable (terms ``"P*v"``)."""
-        return frozenset(n.split("*")[0] for n, _ in self.terms if "*" in n)
+    def product_names(self) -> frozenset[str]:
+        """The names in product terms (``"P*v"``: a parameter times a loop variable or
+        another parameter)."""
+        return frozenset(x for n, _ in self.terms if "*" in n for x in n.split("*"))
 
     def bind_products(self, values: dict[str, int]) -> Affine:
-        """The expression with each term ``P*v`` replaced by ``v`` times the value of
-        ``P``: affine in the loop variables once the parameters are known."""
+        """The expression with each product term ``P*x`` replaced by ``x`` times the value
+        of ``P`` (a constant when ``x`` is a parameter too): affine in the loop variables
+        once the parameters are known."""
         if not any("*" in n for n, _ in self.terms):
             return self
         d: dict[str, int] = {}
+        const = self.const
         for n, c in self.terms:
             if "*" in n:
-                p, v = n.split("*")
-                d[v] = d.get(v, 0) + c * values[p]
+                p, x = n.split("*")
+                if x in values:
+                    const += c * values[p] * values[x]
+                else:
+                    d[x] = d.get(x, 0) + c * values[p]
             else:
                 d[n] = d.get(n, 0) + c
-        return Affine.of(self.const, **d)
+        return Affine.of(const, **d)
 
     def __add__(self, other: Affine) -> Affine:
         d = dict(self.terms)
@@ -321,16 +327,18 @@ class _Parser:
                 if not right.terms:
                     return left.scale(right.const)
                 for par, other in ((left, right), (right, left)):
-                    # a parameter times an expression of loop variables: its coefficient is
-                    # known once the program is bound
-                    if (len(par.terms) == 1 and par.const == 0 and par.terms[0][0] in
-                            self.params and all(n not in self.params and "*" not in n
-                                                for n, _ in other.terms)):
-                        (pname, pc), = par.terms
-                        d = {f"{pname}*{n}": pc * c for n, c in other.terms}
-                        if other.const:
-                            d[pname] = pc * other.const
-                        return Affine.of(0, **d)
+                    # an expression of parameters times an affine expression: its
+                    # coefficients are known once the program is bound
+                    if (all(n in self.params for n, _ in par.terms)
+                            and all("*" not in n for n, _ in other.terms)):
+                        d: dict[str, int] = {}
+                        for pname, pc in par.terms:
+                            for n, c in other.terms:
+                                key = f"{pname}*{n}"
+                                d[key] = d.get(key, 0) + pc * c
+                            if other.const:
+                                d[pname] = d.get(pname, 0) + pc * other.const
+                        return Affine.of(0, **d) + other.scale(par.const)
                 raise self.error(node, "non-affine index (a product of two variables; a "
                                        "parameter may multiply loop variables)")
             raise self.error(node, f"non-affine expression (operator "

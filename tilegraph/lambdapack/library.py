@@ -10,8 +10,11 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
   factor. Tasks: ``N + N(N-1)/2 + N(N^2-1)/6``.
 - ``gemm(A, B, C, M, N, K)``: ``C[i, j, K] = sum_k A[i, k] @ B[k, j]``, a chain over k.
 - ``syrk(A, C, N, K)``: the lower triangle of ``A @ A^H``: ``C[i, j, K]`` for ``j <= i``.
-- ``trsm(L, B, X, N, M)``: ``X = inv(L) @ B`` for lower triangular ``L`` (forward
-  substitution), ``B[i, j, 0]`` the right-hand side.
+- ``trsm(A, B, X, N, M, F, LOW, TR, UNIT)``: ``X = inv(op(A)) @ B`` for a triangular
+  ``A`` (its lower triangle if ``LOW``; ``UNIT``: unit diagonal), ``B[i, j, 0]`` the
+  right-hand side, by forward (``F = 1``) or backward (``F = 0``) substitution; ``trsm_t``
+  the same with ``op`` a transpose (``TR = 1``) or conjugate transpose (``TR = 2``), which
+  reads the blocks of ``A`` mirrored.
 - ``tsqr(A, R, N, B)``: the R factor of a tall-skinny matrix of ``N`` row blocks
   ``A[i, 0]``, combined ``B`` at a time in a tree (a ``reduce``).
 - ``tsqr_q(A, T, U, Q, R, N, B, L)``: Q and R: the tree of ``tsqr`` with its nodes kept
@@ -90,12 +93,28 @@ def _syrk(A, C, N: int, K: int):
 
 
 @program(tile_coords={"B": (0, 1)})
-def _trsm(L, B, X, N: int, M: int):
+def _trsm(A, B, X, N: int, M: int, F: int, LOW: int, TR: int, UNIT: int):
+    # op(A) stored as is (TR = 0: its block (p, q) is A[p, q]); F = 1: forward
+    # substitution (row blocks in order), F = 0: backward
     for j in range(M):
         for i in range(N):
-            X[i, j] = trsm_left(L[i, i], B[i, j, i])  # noqa: F821
+            p = F * i + (1 - F) * (N - 1 - i)
+            X[p, j] = trsm_left(A[p, p], B[p, j, i], lower=LOW, trans=TR, unit=UNIT)  # noqa: F821
             for r in range(i + 1, N):
-                B[r, j, i + 1] = gemm_sub(B[r, j, i], L[r, i], X[i, j])  # noqa: F821
+                q = F * r + (1 - F) * (N - 1 - r)
+                B[q, j, i + 1] = gemm_sub(B[q, j, i], A[q, p], X[p, j], trans=TR)  # noqa: F821
+
+
+@program(tile_coords={"B": (0, 1)})
+def _trsm_t(A, B, X, N: int, M: int, F: int, LOW: int, TR: int, UNIT: int):
+    # op(A) transposed (TR = 1 or 2: its block (p, q) is op(A[q, p])); F as in _trsm
+    for j in range(M):
+        for i in range(N):
+            p = F * i + (1 - F) * (N - 1 - i)
+            X[p, j] = trsm_left(A[p, p], B[p, j, i], lower=LOW, trans=TR, unit=UNIT)  # noqa: F821
+            for r in range(i + 1, N):
+                q = F * r + (1 - F) * (N - 1 - r)
+                B[q, j, i + 1] = gemm_sub(B[q, j, i], A[p, q], X[p, j], trans=TR)  # noqa: F821
 
 
 @program
@@ -130,12 +149,14 @@ gemm = LibraryProgram(_gemm, "A @ B for 2-D Arrays, a chain of block products pe
                              "block.")
 syrk = LibraryProgram(_syrk, "The lower triangle of A @ A^H (the strict upper triangle "
                              "zero).")
-trsm = LibraryProgram(_trsm, "X with L @ X = B, for a lower triangular L (forward "
-                             "substitution).")
+trsm = LibraryProgram(_trsm, "X with op(A) @ X = B for a triangular A (forward or backward "
+                             "substitution; op: none).")
+trsm_t = LibraryProgram(_trsm_t, "X with op(A) @ X = B for a triangular A, op a transpose or "
+                                 "conjugate transpose.")
 tsqr = LibraryProgram(_tsqr, "The R factor of the QR of a tall-skinny Array (one column of "
                              "blocks), its row blocks combined in a tree.")
 tsqr_q = LibraryProgram(_tsqr_q, "Q and R of a tall-skinny Array (one column of blocks): "
                                  "its row blocks factored, their R factors combined B at a "
                                  "time up a tree of L levels, and Q assembled down the tree.")
 
-PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, tsqr, tsqr_q)}
+PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q)}

@@ -56,8 +56,8 @@ class Program:
         self.kernels = dict(kernels)
         self.tile_coords = dict(tile_coords or {})
         self._compiled: dict[tuple, _Compiled] = {}
-        self._products = sorted(set().union(*(
-            e.param_products for st in ir.statements
+        self._products = sorted(set(ir.params) & set().union(*(
+            e.product_names for st in ir.statements
             for a in (st.target, *st.reads) for e in a.index)))
 
     def __repr__(self) -> str:
