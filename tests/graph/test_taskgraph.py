@@ -192,3 +192,33 @@ def test_graph_is_compact_for_many_tasks():
     assert g.dep_idx.shape == (99_999,)
     ptr, idx = g.dependents_csr()
     assert idx[ptr[5] : ptr[6]].tolist() == [6]
+
+
+def test_add_many_adds_direct_tasks_at_once_and_rejects_bad_rows():
+    from operator import add
+
+    from tilegraph.graph import GraphBuilder, GraphError
+
+    b = GraphBuilder()
+    b.add_data("x", 2)
+    b.add_data("y", 3)
+    b.add_many(["s", "d"], add, [["x", "y"], ["s", "x"]], kwargs=[None, None],
+               kind="elementwise", name="add", cost=[1.0, None])
+    g = b.build()
+    assert g.dependencies("d") == ["s", "x"]
+    assert g.meta["kind"][g.index["s"]] == "elementwise"
+    assert g.meta["cost"][g.index["d"]] is None
+    import tilegraph as tg
+
+    assert tg.run(g, ["d"]) == [7]
+    with pytest.raises(GraphError, match="duplicate task key 's'"):
+        b.add_many(["t", "s"], add, [["x", "y"], ["x", "y"]])
+    assert "t" not in b  # nothing of the refused call is left
+    with pytest.raises(GraphError, match="repeat a key"):
+        b.add_many(["u"], add, [["x", "x"]])
+    with pytest.raises(ValueError, match="2 keys but 1 dependency lists"):
+        b.add_many(["v", "w"], add, [["x", "y"]])
+    with pytest.raises(GraphError, match="unknown op kind"):
+        b.add_many(["v"], add, [["x", "y"]], kind="nope")
+    b.add_many(["u2"], add, [["x", "y"]])  # the builder is whole after each refusal
+    assert tg.run(b.build(), ["u2"]) == [5]

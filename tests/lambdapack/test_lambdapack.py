@@ -173,6 +173,8 @@ REJECTED = {
                                       "non-affine index"),
     "or in a condition": ("for i in range(N):\n        if i < 2 or i > 3:\n"
                           "            C[i, 0] = matmul(A[i, 0], A[i, 0])", "joined by 'and'"),
+    "reserved loop variable": ("for t0 in range(N):\n        C[t0, 0] = matmul(A[t0, 0], "
+                               "A[t0, 0])", "is reserved"),
     "call outside a tile write": ("for i in range(N):\n        matmul(A[i, 0], A[i, 0])",
                                   "is not allowed"),
 }

@@ -256,6 +256,61 @@ class GraphBuilder:
         if meta:
             self._set_meta(i, meta)
 
+    def add_many(self, keys: Sequence[Hashable], func: Callable,
+                 deps: Sequence[Sequence[Hashable]], kwargs: Sequence[dict | None] | None = None,
+                 **meta: Any) -> None:
+        """Add ``len(keys)`` tasks calling ``func(*values_of(deps[n]))`` at once (no task
+        lists one dependency twice). A metadata keyword is a list (a value per task, None
+        for none) or one value for all."""
+        if not callable(func):
+            raise GraphError(f"task {keys[0] if keys else None!r}: operation {func!r} is not "
+                             "callable")
+        n = len(keys)
+        if len(deps) != n or (kwargs is not None and len(kwargs) != n):
+            raise ValueError(f"add_many: {n} keys but {len(deps)} dependency lists"
+                             + ("" if kwargs is None else f" and {len(kwargs)} kwargs"))
+        if not n:
+            return
+        if "kind" in meta:
+            kinds = meta["kind"] if isinstance(meta["kind"], list) else [meta["kind"]]
+            for k in set(kinds):
+                self._check_kind(keys[0], k)
+        for d in deps:
+            if len(set(d)) != len(d):
+                raise GraphError(f"add_many: task dependencies {list(d)!r} repeat a key; "
+                                 "use add() with args")
+        for name, values in meta.items():
+            if name not in self._meta:
+                raise TypeError(f"unknown task metadata {name!r}; known: "
+                                f"{', '.join(META_COLUMNS)}")
+            if isinstance(values, list) and len(values) != n:
+                raise ValueError(f"add_many: {n} keys but {len(values)} values of {name!r}")
+        start = len(self._keys)
+        index = self._index
+        for off, key in enumerate(keys):
+            if index.setdefault(key, start + off) != start + off:
+                del self._keys[start:]
+                for k in keys[:off]:
+                    index.pop(k, None)
+                raise GraphError(f"duplicate task key {key!r}: every task needs its own key")
+            self._keys.append(key)
+        self._funcs.extend([func] * n)
+        self._args.extend([()] * n)
+        self._modes.extend(bytes([MODE_DIRECT]) * n)
+        self._deps.extend(deps)
+        if kwargs is not None:
+            own = self._kwargs
+            for off, kw in enumerate(kwargs):
+                if kw:
+                    own[start + off] = dict(kw)
+        cols = self._meta
+        for name, values in meta.items():
+            col = cols[name]
+            if isinstance(values, list):
+                col.update((start + off, v) for off, v in enumerate(values) if v is not None)
+            elif values is not None:
+                col.update((start + off, values) for off in range(n))
+
     def add(
         self,
         key: Hashable,

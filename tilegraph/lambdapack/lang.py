@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
 from dataclasses import dataclass
 from fractions import Fraction
@@ -278,6 +279,21 @@ class ProgramIR:
     source: str
 
 
+# names the generated lookups use for themselves: a program cannot name its variables so
+_RESERVED = frozenset({
+    "P", "box", "out", "add", "idx", "args", "tile", "row", "rows", "key", "get", "uses",
+    "in_key", "func", "kind", "kname", "kw", "kwargs", "shape", "flops", "nbytes", "slow",
+    "Dep", "sm", "nbm", "add_many", "t", "ceil_div", "min", "max", "range", "reduce"})
+_RESERVED_PATTERN = re.compile(r"^(_.*|[tawd][0-9]+)$")
+
+
+def _check_name(name: str) -> str | None:
+    if name in _RESERVED or _RESERVED_PATTERN.match(name):
+        return (f"the name {name!r} is reserved (names starting with '_', t0, a0, w0, d0, ... "
+                f"and {', '.join(sorted(_RESERVED))}); choose another")
+    return None
+
+
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
@@ -464,6 +480,8 @@ class _Parser:
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                     node.targets[0], ast.Name):
                 name = node.targets[0].id
+                if _check_name(name):
+                    raise self.error(node, _check_name(name))
                 if name in self.arrays or name in self.params:
                     raise self.error(node, f"{name!r} is a parameter and cannot be assigned")
                 if isinstance(node.value, ast.Call):
@@ -493,6 +511,8 @@ class _Parser:
         if not isinstance(node.target, ast.Name):
             raise self.error(node, "the loop variable must be one name")
         var = node.target.id
+        if _check_name(var):
+            raise self.error(node, _check_name(var))
         if var in self.params or var in self.arrays or any(lp.var == var for lp in loops):
             raise self.error(node, f"loop variable {var!r} shadows a parameter or an "
                                    "enclosing loop variable")
@@ -558,6 +578,8 @@ class _Parser:
         if not isinstance(comp.target, ast.Name):
             raise self.error(gen, "the generator variable must be one name")
         var = comp.target.id
+        if _check_name(var):
+            raise self.error(gen, _check_name(var))
         if var in scope or var in self.params or var in self.arrays:
             raise self.error(gen, f"generator variable {var!r} shadows another name")
         lo, hi, step = self.range_of(comp.iter, scope)
@@ -666,6 +688,9 @@ def parse(fn: Any) -> ProgramIR:
     for arg in a.args:
         ann = arg.annotation
         if isinstance(ann, ast.Name) and ann.id == "int":
+            if _check_name(arg.arg):
+                raise ProgramError(f"lambdapack program {fdef.name!r}, parameter "
+                                   f"{arg.arg!r}: {_check_name(arg.arg)}")
             params.append(arg.arg)
         else:
             arrays.append(arg.arg)

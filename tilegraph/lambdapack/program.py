@@ -718,7 +718,8 @@ class DAG:
 
             handler(rows, self._p, name, written.get, uses, in_key, add, func, kind, kname,
                     kw, shape_t, cost_of(flops) if flops is not None and shape_of is not None
-                    else _no_cost, nbytes, slow, Dep, shape_memo.get, nb_memo.get)
+                    else _no_cost, nbytes, slow, Dep, shape_memo.get, nb_memo.get,
+                    builder.add_many)
 
     def _emit_generic(self, add: Callable, name: str, nodes: list[Node], kernel: LPKernel,
                       pos: tuple[int, ...], shape: Callable, in_key: Callable, itemsize: int,
