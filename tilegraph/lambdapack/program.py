@@ -160,24 +160,11 @@ class _Compiled:
         params = ir.params
         self.writers: dict[str, list[int]] = {}
         self.readers: dict[str, list[tuple[int, int]]] = {}
-        self.write_solver: dict[int, Callable] = {}
-        self.write_elim: dict[int, Elimination] = {}
-        self.read_solver: dict[tuple[int, int], Callable] = {}
         self.loops: dict[int, tuple[Loop, ...]] = {}
-        self.expand: dict[int, Callable] = {}
-        self.info: dict[int, Callable] = {}
         self.emitters: dict[tuple, Callable] = {}
-        for s in ir.statements:
-            if s.plain:
-                fname = f"e{s.id}"
-                self.expand[s.id] = compile_source(expand_source(fname, s, params), fname)
-                fname = f"i{s.id}"
-                self.info[s.id] = compile_source(info_source(fname, s, params), fname)
+        statements = ir.statements
+        for s in statements:
             self.writers.setdefault(s.target.array, []).append(s.id)
-            fname = f"w{s.id}"
-            self.write_solver[s.id] = compile_source(
-                solver_source(fname, bound(s.target), s.loops, s.conds, params), fname)
-            self.write_elim[s.id] = Elimination(bound(s.target), s.loops)
             loops = s.loops
             if s.reduce is not None:
                 r = s.reduce
@@ -188,9 +175,53 @@ class _Compiled:
             for pos, a in enumerate(s.args):
                 if isinstance(a, Access):
                     self.readers.setdefault(a.array, []).append((s.id, pos))
-                    fname = f"r{s.id}_{pos}"
-                    self.read_solver[(s.id, pos)] = compile_source(
-                        solver_source(fname, bound(a), loops, s.conds, params), fname)
+
+        # the functions are generated and compiled when first used
+        def expand(sid: int) -> Callable:
+            return compile_source(expand_source(f"e{sid}", statements[sid], params), f"e{sid}")
+
+        def info(sid: int) -> Callable:
+            return compile_source(info_source(f"i{sid}", statements[sid], params), f"i{sid}")
+
+        def write_solver(sid: int) -> Callable:
+            s = statements[sid]
+            return compile_source(solver_source(f"w{sid}", bound(s.target), s.loops, s.conds,
+                                                params), f"w{sid}")
+
+        def write_elim(sid: int) -> Elimination:
+            s = statements[sid]
+            return Elimination(bound(s.target), s.loops)
+
+        def read_solver(key: tuple[int, int]) -> Callable:
+            sid, pos = key
+            s = statements[sid]
+            name = f"r{sid}_{pos}"
+            return compile_source(solver_source(name, bound(s.args[pos]), self.loops[sid],
+                                                s.conds, params), name)
+
+        self.expand = _Lazy(expand)
+        self.info = _Lazy(info)
+        self.write_solver = _Lazy(write_solver)
+        self.write_elim = _Lazy(write_elim)
+        self.read_solver = _Lazy(read_solver)
+
+
+class _Lazy(dict):
+    """A table whose entries are made by ``factory(key)`` when first looked up."""
+
+    def __init__(self, factory: Callable[[Any], Any]):
+        super().__init__()
+        self.factory = factory
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.factory(key)
+        return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
 
 def _emitter(self: _Compiled, s: Statement, overwrites: int | None,
