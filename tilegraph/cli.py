@@ -1,5 +1,5 @@
-"""The ``tilegraph`` command: ``demo`` and ``run``. (The workload suite against NumPy and dask
-is ``python bench/suite.py``, from a checkout of the repository.)"""
+"""The ``tilegraph`` command: ``demo``, ``run`` and ``autopar``. (The workload suite against
+NumPy and dask is ``python bench/suite.py``, from a checkout of the repository.)"""
 
 from __future__ import annotations
 
@@ -55,6 +55,46 @@ def run_script(nprocs: int, script: str, args: list[str]) -> int:
     return subprocess.call([*cmd, sys.executable, "-m", "mpi4py", script, *args], env=env)
 
 
+def autopar_command(script: str, workers: int | None, explain: bool, dot: str | None,
+                    args: list[str]) -> int:
+    """``tilegraph autopar``: explain the script's task graph, or run it in parallel; the
+    exit status is the script's (1 after an exception, whose traceback is printed as
+    ``python script.py`` prints it)."""
+    from tilegraph.autopar import AnalysisError, analyze
+    from tilegraph.autopar.explain import explain as explain_text
+    from tilegraph.autopar.explain import to_dot
+    from tilegraph.autopar.runner import ScriptError, ScriptExit, run_script
+
+    if not os.path.isfile(script):
+        print(f"tilegraph autopar: no such script: {script}", file=sys.stderr)
+        return 2
+    try:
+        graph = analyze(script)
+    except AnalysisError as exc:
+        print(f"tilegraph autopar: {exc}", file=sys.stderr)
+        return 2
+    if explain or dot:
+        if explain:
+            sys.stdout.write(explain_text(graph))
+        if dot == "-":
+            sys.stdout.write(to_dot(graph))
+        elif dot:
+            with open(dot, "w", encoding="utf-8") as f:
+                f.write(to_dot(graph))
+        return 0
+    try:
+        run_script(script, workers or os.cpu_count() or 1, argv=[script, *args], graph=graph)
+    except ScriptError as exc:
+        sys.stderr.write(exc.traceback)
+        return exc.exit_code
+    except ScriptExit as exc:
+        return exc.code
+    except KeyboardInterrupt:
+        print("tilegraph autopar: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from tilegraph import __version__
 
@@ -73,7 +113,24 @@ def main(argv: list[str] | None = None) -> int:
                      help="number of MPI processes (ranks)")
     run.add_argument("script", help="the Python script every rank runs")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+    auto = sub.add_parser(
+        "autopar", help="run a serial Python script in parallel on forked worker processes, "
+                        "or explain its task graph")
+    auto.add_argument("script", help="the Python script (its own arguments go after '--')")
+    auto.add_argument("--workers", type=_positive, default=None,
+                      help="worker processes (default: one per core; 1 runs it serially)")
+    auto.add_argument("--explain", action="store_true",
+                      help="print the tasks, the edges and the critical path; run nothing")
+    auto.add_argument("--dot", metavar="FILE",
+                      help="write the task graph as Graphviz dot text ('-': standard output)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if argv and argv[0] == "autopar" and "--" in argv:  # the script's own arguments
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if args.command == "autopar":
+        return autopar_command(args.script, args.workers, args.explain, args.dot, script_args)
     if args.command == "run":
         return run_script(args.nprocs, args.script, args.args)
     if args.command == "demo":
