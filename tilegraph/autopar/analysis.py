@@ -567,6 +567,13 @@ class _Collector(ast.NodeVisitor):
                 if isinstance(value, ast.Call) and self.ctx.qualname(value.func) in (
                         "open", "io.open", "codecs.open", "gzip.open"):
                     self.s.file_vars |= names
+                    path = self.ctx.literal_path(value.args[0] if value.args else None)
+                    if path is not None and (os.path.isabs(path) or not self.ctx.changes_cwd):
+                        path = os.path.normpath(path)
+                    else:
+                        path = "?"
+                    for n in names:
+                        self.ctx.file_var_paths[n] = path
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assign(node.targets, node.value)
@@ -683,6 +690,13 @@ class _Collector(ast.NodeVisitor):
                     root = _root_name(a)
                     if root is not None:
                         self.mutate(root)
+        for a in [*args, *kw.values()]:  # a stateful module handed to a function
+            if isinstance(a, ast.Name) and a.id in self.ctx.modules:
+                mq = self.ctx.modules[a.id]
+                if mq == "random" or mq.startswith("numpy.random"):
+                    self.effect("random", "global", "w")
+                elif mq.startswith(("matplotlib.pyplot", "pylab")):
+                    self.effect("figure", "pyplot", "w")
         if "out" in kw:
             root = _root_name(kw["out"])
             if root is not None:
@@ -773,6 +787,7 @@ class _Collector(ast.NodeVisitor):
             return
         if root in self.ctx.file_vars_all:
             self.mutate(root)
+            self.effect("file", self.ctx.file_var_paths.get(root, "?"), "w")
         elif attr not in PURE_METHODS:
             self.mutate(root)
             for a in [*args, *kw.values()]:
@@ -782,7 +797,7 @@ class _Collector(ast.NodeVisitor):
 
     def _file(self, node: ast.AST | None, mode: str) -> None:
         path = self.ctx.literal_path(node)
-        if path is not None and not os.path.isabs(path):
+        if path is None or not os.path.isabs(path):
             self.effect("cwd", "cwd", "r")
             if self.ctx.changes_cwd:
                 path = None
@@ -855,6 +870,7 @@ class _Context:
         self.method_summaries: dict[str, _Summary] = defaultdict(_Summary)
         self.del_through: list[tuple[_Collector, str]] = []
         self.file_vars_all: set[str] = set()
+        self.file_var_paths: dict[str, str] = {}
         self._globals_decl: dict[int, set[str]] = {}
         self.changes_cwd = False
         assigned: dict[str, int] = defaultdict(int)

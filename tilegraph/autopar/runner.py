@@ -28,7 +28,9 @@ field                     meaning
                           started, everything before it finishes, then it is reported
 ========================  ===============================================================
 
-A task runs on the worker that holds the most bytes of its inputs among the idle ones (its
+A task that writes files starts only when every task before it has finished (an exception
+stops the run before the serial run would have written anything later). A task runs on the
+worker that holds the most bytes of its inputs among the idle ones (its
 group's worker if it has one); missing inputs are exported by their owners (pickle protocol 5,
 NumPy buffers out of band) and relayed to it. Imports, ``def`` and ``class`` statements that
 depend only on each other run on every worker first. ``os.chdir``, ``os.environ`` and
@@ -59,7 +61,6 @@ from typing import Any
 
 from tilegraph.autopar.analysis import ScriptGraph, analyze, load_script, parse_script
 
-_STATE_KINDS = {"cwd", "env", "import"}
 _MOVE_WAIT_BYTES = 32 << 20   # wait for a busy worker rather than move this much more data
 
 
@@ -169,18 +170,31 @@ def _size(value: Any) -> int:
 # -- the worker --------------------------------------------------------------------------------
 
 
-def _process_state() -> tuple[str, dict[str, str], list[str]]:
-    return os.getcwd(), dict(os.environ), list(sys.path)
+_STATE_PARTS = ("cwd", "env", "path")
 
 
-def _apply_state(state: tuple[str, dict[str, str], list[str]]) -> None:
-    cwd, env, path = state
-    if os.getcwd() != cwd:
-        os.chdir(cwd)
-    if dict(os.environ) != env:
-        os.environ.clear()
-        os.environ.update(env)
-    sys.path[:] = path
+def _process_state(parts: list[str]) -> dict[str, Any]:
+    """The parts of the process state a task may have changed."""
+    out: dict[str, Any] = {}
+    if "cwd" in parts:
+        out["cwd"] = os.getcwd()
+    if "env" in parts:
+        out["env"] = dict(os.environ)
+    if "path" in parts:
+        out["path"] = list(sys.path)
+    return out
+
+
+def _apply_state(part: str, value: Any) -> None:
+    if part == "cwd":
+        if os.getcwd() != value:
+            os.chdir(value)
+    elif part == "env":
+        if dict(os.environ) != value:
+            os.environ.clear()
+            os.environ.update(value)
+    elif part == "path":
+        sys.path[:] = value
 
 
 def _error_info(exc: BaseException, path: str) -> tuple[str, str | None, int | None]:
@@ -225,7 +239,7 @@ def _worker(index: int, conn: Connection, codes: list[Any], path: str,
         if op == "stop":
             return
         if op == "state":
-            _apply_state(msg[1])
+            _apply_state(msg[1], msg[2])
         elif op == "free":
             for name in msg[1]:
                 ns.pop(name, None)
@@ -268,7 +282,7 @@ def _worker(index: int, conn: Connection, codes: list[Any], path: str,
             if barrier:
                 names = [n for n in ns if not (n.startswith("__") and n.endswith("__"))]
             defined = {n: (_size(ns[n]) if n in ns else None) for n in names}
-            state = _process_state() if want_state else None
+            state = _process_state(want_state) if want_state else None
             _send(conn, ("done", i, index, out.getvalue(), err.getvalue(), defined, state,
                          error))
 
@@ -322,12 +336,19 @@ class _Scheduler:
         self.staging: dict[int, dict[str, Any]] = {}
         self.tokens = 0
         self.exports: dict[int, tuple[int, list[str]]] = {}   # token -> (task, names)
-        self.state_writers: list[tuple[int, Any]] = []      # (task, state) finished
-        self.worker_state: list[int] = [-1] * workers
+        # part of the process state -> [(task, value)] of the finished tasks that set it
+        self.state_writers: dict[str, list[tuple[int, Any]]] = defaultdict(list)
+        self.worker_state: list[dict[str, int]] = [dict.fromkeys(_STATE_PARTS, -1)
+                                                   for _ in range(workers)]
         self.ran_on = [0] * workers
         self.transfers = 0
         self.bytes_moved = 0
         self.codes = _compile(graph)
+        # a task that writes files starts only once every task before it has finished, so
+        # that an exception stops the run before any later file is written
+        self.gated = [any(e.kind == "file" and e.mode == "w" for e in t.effects)
+                      for t in tasks]
+        self.first_undone = 0
 
     # -- processes ----------------------------------------------------------------------------
 
@@ -474,7 +495,7 @@ class _Scheduler:
         stop = self.failure[0] if self.failure is not None else None
         while self.ready and None in self.busy:
             i = heapq.heappop(self.ready)
-            if stop is not None and i > stop:
+            if (stop is not None and i > stop) or (self.gated[i] and self._undone_before(i)):
                 deferred.append(i)
                 continue
             names = self._inputs(i)
@@ -501,6 +522,11 @@ class _Scheduler:
         for i in deferred:
             heapq.heappush(self.ready, i)
 
+    def _undone_before(self, i: int) -> bool:
+        while self.first_undone < len(self.graph.tasks) and self.first_undone in self.done:
+            self.first_undone += 1
+        return self.first_undone < i
+
     def _stage(self, i: int, w: int, names: list[str]) -> None:
         t = self.graph.tasks[i]
         self.busy[w] = i
@@ -519,25 +545,25 @@ class _Scheduler:
         if not missing:
             self._launch(i)
 
-    def _state_for(self, i: int) -> tuple[int, Any]:
-        best = (-1, None)
-        for j, state in self.state_writers:
-            if j < i and j > best[0]:
-                best = (j, state)
+    def _state_for(self, i: int, part: str) -> tuple[int, Any]:
+        """The value of a part of the process state that the last finished task before
+        ``i`` in program order left (``-1``: the state the workers started with)."""
+        best: tuple[int, Any] = (-1, None)
+        for j, value in self.state_writers[part]:
+            if best[0] < j < i:
+                best = (j, value)
         return best
 
     def _launch(self, i: int) -> None:
         st = self.staging.pop(i)
         w = st["worker"]
         t = self.graph.tasks[i]
-        j, state = self._state_for(i)
-        if j != self.worker_state[w] and state is not None:
-            self.post(w, ("state", state))
-            self.worker_state[w] = j
-        want_state = t.barrier is not None or any(
-            e.kind in _STATE_KINDS and e.mode == "w" for e in t.effects) or any(
-            e.kind == "import" for e in t.effects)
-        self.post(w, ("run", i, sorted(t.defines), want_state, t.barrier is not None))
+        for part in _STATE_PARTS:
+            j, value = self._state_for(i, part)
+            if j != self.worker_state[w][part] and value is not None:
+                self.post(w, ("state", part, value))
+                self.worker_state[w][part] = j
+        self.post(w, ("run", i, sorted(t.defines), _state_written(t), t.barrier is not None))
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -589,8 +615,9 @@ class _Scheduler:
         self.busy[w] = None
         self.ran_on[w] += 1
         if state is not None:
-            self.state_writers.append((i, state))
-            self.worker_state[w] = i
+            for part, value in state.items():
+                self.state_writers[part].append((i, value))
+                self.worker_state[w][part] = i
         if error is not None:
             self._record_error(i, out, err, error)
             self.done.add(i)
@@ -657,6 +684,21 @@ class _Scheduler:
             self.next_release += 1
             if self.failure is not None and self.next_release > self.failure[0]:
                 break
+
+
+def _state_written(t: Any) -> list[str]:
+    """The parts of the process state task ``t`` may change."""
+    if t.barrier is not None:
+        return list(_STATE_PARTS)
+    parts = []
+    if any(e.kind == "cwd" and e.mode == "w" for e in t.effects):
+        parts.append("cwd")
+    if any(e.kind == "env" and e.mode == "w" for e in t.effects):
+        parts.append("env")
+    if any(e.kind == "import" and e.detail == "sys.path" and e.mode == "w"
+           for e in t.effects):
+        parts.append("path")
+    return parts
 
 
 def _compile(graph: ScriptGraph) -> list[Any]:
