@@ -150,6 +150,8 @@ _FILE_METHODS = {
     "unlink": "w", "rmdir": "w", "touch": "w", "rename": "w", "replace": "w", "exists": "r",
     "is_file": "r", "is_dir": "r", "iterdir": "r", "glob": "r", "rglob": "r", "stat": "r",
 }
+# Builtins that return iterators.
+_ITERATOR_CALLS = frozenset({"iter", "map", "filter", "zip", "enumerate", "reversed"})
 # Calls whose result cannot be moved between processes: their variables stay on one worker.
 _UNPICKLABLE_CALLS = frozenset({
     "open", "iter", "io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open",
@@ -414,6 +416,8 @@ class _Collector(ast.NodeVisitor):
         if self.is_local(name):
             return
         self.s.reads.add(name)
+        if name in self.ctx.iterators and not self.scopes:
+            self.s.mutates.add(name)   # using an iterator may advance it
         if name in self.ctx.user_callables:
             self.s.refs.add(name)
 
@@ -564,6 +568,8 @@ class _Collector(ast.NodeVisitor):
                 self.s.aliases.append((names, self._alias_sources(value)))
                 if self._unpicklable_value(value):
                     self.s.unpicklable |= names
+                if self._iterator_value(value):
+                    self.ctx.iterators |= names
                 if isinstance(value, ast.Call) and self.ctx.qualname(value.func) in (
                         "open", "io.open", "codecs.open", "gzip.open"):
                     self.s.file_vars |= names
@@ -707,6 +713,10 @@ class _Collector(ast.NodeVisitor):
         if name in _BARRIER_BUILTINS and (name not in ("vars", "locals") or not args) and \
                 not (name == "locals" and self.scopes):
             self.barrier(_BARRIER_BUILTINS[name])
+        elif name == "next" and args:
+            root = _root_name(args[0])
+            if root is not None:
+                self.mutate(root)
         elif name == "print":
             target = kw.get("file")
             tq = self.ctx.qualname(target) if target is not None else None
@@ -820,7 +830,8 @@ class _Collector(ast.NodeVisitor):
                 if fq is not None and (fq.startswith("math.") or fq in _FRESH_BUILTINS):
                     continue
                 if isinstance(n.func, ast.Name) and n.func.id in self.ctx.summaries:
-                    out |= self.ctx.summaries[n.func.id].reads - self.ctx.user_callables
+                    out |= (self.ctx.summaries[n.func.id].reads - self.ctx.user_callables
+                            - set(self.ctx.modules))
             if isinstance(n, ast.Name):
                 if not self.is_local(n.id) and n.id not in self.ctx.modules and \
                         n.id not in self.ctx.user_callables:
@@ -844,6 +855,18 @@ class _Collector(ast.NodeVisitor):
             if isinstance(value.func, ast.Name) and value.func.id in self.ctx.generators:
                 return True
             return q in _UNPICKLABLE_CALLS
+        return False
+
+    def _iterator_value(self, value: ast.AST) -> bool:
+        """Whether ``value`` may be an iterator, whose every use may advance it."""
+        if isinstance(value, ast.GeneratorExp):
+            return True
+        if isinstance(value, ast.Call):
+            q = self.ctx.qualname(value.func) or ""
+            if isinstance(value.func, ast.Name) and value.func.id in self.ctx.iterator_funcs:
+                return True
+            return q in _ITERATOR_CALLS or q.startswith("itertools.") or \
+                q in _UNPICKLABLE_CALLS
         return False
 
 
@@ -871,6 +894,8 @@ class _Context:
         self.del_through: list[tuple[_Collector, str]] = []
         self.file_vars_all: set[str] = set()
         self.file_var_paths: dict[str, str] = {}
+        self.iterators: set[str] = set()         # names bound to iterators (so far)
+        self.iterator_funcs: set[str] = set()    # user functions that may return one
         self._globals_decl: dict[int, set[str]] = {}
         self.changes_cwd = False
         assigned: dict[str, int] = defaultdict(int)
@@ -898,6 +923,9 @@ class _Context:
                     if not isinstance(node, ast.ClassDef) and any(
                             isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
                         self.generators.add(node.name)
+                        self.iterator_funcs.add(node.name)
+                    elif not isinstance(node, ast.ClassDef) and _returns_iterator(node):
+                        self.iterator_funcs.add(node.name)
                 elif isinstance(node, ast.Assign):
                     if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                         if isinstance(node.value, ast.Lambda):
@@ -963,6 +991,24 @@ class _Context:
         if names is None:
             names = [n for n in dir(mod) if not n.startswith("_")]
         return [str(n) for n in names]
+
+
+def _returns_iterator(fn: ast.AST) -> bool:
+    """Whether a function has a ``return`` of a generator expression or of a call to
+    ``iter``/``map``/``filter``/``zip``/``enumerate``/``reversed`` or ``itertools``."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Return) and n.value is not None:
+            v = n.value
+            if isinstance(v, ast.GeneratorExp):
+                return True
+            if isinstance(v, ast.Call):
+                f = v.func
+                if isinstance(f, ast.Name) and f.id in _ITERATOR_CALLS:
+                    return True
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                        f.value.id == "itertools":
+                    return True
+    return False
 
 
 def _top_bindings(st: ast.stmt) -> Iterable[ast.AST]:

@@ -573,8 +573,8 @@ class _Scheduler:
             token, bad = msg[1], msg[2]
             i, names = self.exports.pop(token)
             st = self.staging.get(i)
-            if st is None:
-                return
+            if st is None or token not in st["pending"]:
+                return   # an export for a staging that was given up
             if bad:
                 for v in bad:
                     self.stuck[v] = w
