@@ -839,9 +839,11 @@ class _Collector(ast.NodeVisitor):
                 continue
             if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
                               ast.GeneratorExp)):
+                inner = _comprehension_locals(n)
                 for m in ast.walk(n):
                     if isinstance(m, ast.Name) and not self.is_local(m.id) and \
-                            m.id not in self.ctx.modules and m.id not in self.ctx.user_callables:
+                            m.id not in inner and m.id not in self.ctx.modules and \
+                            m.id not in self.ctx.user_callables:
                         out.add(m.id)
                 continue
             stack.extend(ast.iter_child_nodes(n))
@@ -899,6 +901,7 @@ class _Context:
         self._globals_decl: dict[int, set[str]] = {}
         self.changes_cwd = False
         assigned: dict[str, int] = defaultdict(int)
+        const_bound: dict[str, int] = defaultdict(int)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -916,7 +919,11 @@ class _Context:
                 if q in ("os.chdir", "os.fchdir"):
                     self.changes_cwd = True
         for st in tree.body:
+            local_targets = {id(m) for n in _top_bindings(st) if isinstance(n, ast.comprehension)
+                             for m in ast.walk(n.target)}
             for node in _top_bindings(st):
+                if id(node) in local_targets:
+                    continue
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     self.user_callables.add(node.name)
                     self.user_names.add(node.name)
@@ -927,6 +934,10 @@ class _Context:
                     elif not isinstance(node, ast.ClassDef) and _returns_iterator(node):
                         self.iterator_funcs.add(node.name)
                 elif isinstance(node, ast.Assign):
+                    if _is_immutable_literal(node.value):
+                        for t in node.targets:
+                            if isinstance(t, ast.Name):
+                                const_bound[t.id] += 1
                     if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                         if isinstance(node.value, ast.Lambda):
                             self.user_callables.add(node.targets[0].id)
@@ -939,6 +950,9 @@ class _Context:
         for name in list(self.constants):
             if assigned[name] != 1:
                 del self.constants[name]
+        # names only ever bound, by plain assignments, to numbers, strings and the like
+        self.immutables: set[str] = {n for n, k in const_bound.items()
+                                     if k == assigned[n]}
         for name in self.user_names:  # a rebound import name is a variable
             if name in self.modules and assigned[name]:
                 del self.modules[name]
@@ -991,6 +1005,28 @@ class _Context:
         if names is None:
             names = [n for n in dir(mod) if not n.startswith("_")]
         return [str(n) for n in names]
+
+
+def _comprehension_locals(node: ast.AST) -> set[str]:
+    """The names bound by the targets of the comprehensions (or a lambda's parameters)
+    inside ``node``."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.comprehension):
+            out |= {m.id for m in ast.walk(n.target) if isinstance(m, ast.Name)}
+        elif isinstance(n, ast.Lambda):
+            out |= _local_names(n)[0]
+    return out
+
+
+def _is_immutable_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _is_immutable_literal(node.operand)
+    if isinstance(node, ast.Tuple):
+        return all(_is_immutable_literal(e) for e in node.elts)
+    return False
 
 
 def _returns_iterator(fn: ast.AST) -> bool:
@@ -1162,6 +1198,8 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
         for targets, sources in s.aliases:
             for t in targets:
                 for src in sources:
+                    if src in ctx.immutables or t in ctx.immutables:
+                        continue   # a number or a string is never changed in place
                     if t in ids and src in ids and t != src:
                         alias.union(ids[t], ids[src])
     members: dict[int, set[str]] = defaultdict(set)
@@ -1221,7 +1259,7 @@ def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Ed
     readers: dict[str, list[int]] = defaultdict(list)
     res_writer: dict[tuple[str, str], int] = {}
     res_readers: dict[tuple[str, str], list[int]] = defaultdict(list)
-    file_log: list[tuple[int, str, str]] = []   # (task, path, mode) of every file access
+    files = _FileOrder()
     last_barrier: int | None = None
     since_barrier: list[int] = []
     for i, (_, s, uses, defines) in enumerate(info):
@@ -1267,18 +1305,66 @@ def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Ed
                 res_readers[key] = []
             else:
                 res_readers[key].append(i)
-        files = {(e.detail, e.mode) for e in effects if e.kind == "file"}
-        for path, mode in sorted(files):
-            for j, other, omode in file_log:
-                if (path == "?" or other == "?" or path == other) and "w" in (mode, omode):
-                    add(j, i, "file", path if path != "?" else other)
-        file_log += [(i, p, m) for p, m in sorted(files)]
+        files.access(i, {(e.detail, e.mode) for e in effects if e.kind == "file"}, add)
         if s.barriers:
             last_barrier = i
             since_barrier = []
         else:
             since_barrier.append(i)
     return edges
+
+
+class _FileOrder:
+    """Ordering edges between file accesses: a write is ordered after every earlier access
+    of the same path, a read after the earlier writes; an unknown path (``?``) may be any
+    path. Kept in time linear in the accesses: an unknown write stands for every earlier
+    access, so later accesses only look back to it."""
+
+    def __init__(self) -> None:
+        self.writer: dict[str, int] = {}                        # path -> last writer
+        self.readers: dict[str, list[int]] = defaultdict(list)  # path -> readers since
+        self.unknown_writer = -1
+        self.unknown_readers: list[int] = []          # unknown reads since unknown_writer
+        self.since: list[tuple[int, str, str]] = []   # known accesses since unknown_writer
+
+    def access(self, i: int, ops: set[tuple[str, str]], add) -> None:
+        for path, mode in sorted(ops):
+            u = self.unknown_writer
+            if path != "?":
+                if u >= 0:
+                    add(u, i, "file", path)
+                if self.writer.get(path, -1) > u:
+                    add(self.writer[path], i, "file", path)
+                if mode == "w":
+                    for r in self.readers.get(path, ()):
+                        if r > u:
+                            add(r, i, "file", path)
+                    for r in self.unknown_readers:
+                        add(r, i, "file", path)
+            else:
+                if u >= 0:
+                    add(u, i, "file", "?")
+                for j, other, omode in self.since:
+                    if mode == "w" or omode == "w":
+                        add(j, i, "file", other)
+                if mode == "w":
+                    for r in self.unknown_readers:
+                        add(r, i, "file", "?")
+        for path, mode in sorted(ops):
+            if path == "?":
+                if mode == "w":
+                    self.unknown_writer = i
+                    self.unknown_readers = []
+                    self.since = []
+                else:
+                    self.unknown_readers.append(i)
+            else:
+                if mode == "w":
+                    self.writer[path] = i
+                    self.readers[path] = []
+                else:
+                    self.readers[path].append(i)
+                self.since.append((i, path, mode))
 
 
 def _groups(info, ctx, members, alias, ids, mutated_classes):
@@ -1300,6 +1386,19 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
     for _, s, _, _ in info:
         pinned_names |= s.unpicklable
     pinned_classes = {alias.find(ids[v]) for v in pinned_names if v in ids}
+    class_reason: dict[str, str] = {}
+
+    def reason_of(key: str, c: int) -> str:
+        if key not in class_reason:
+            if key.startswith("pin:"):
+                class_reason[key] = "values that cannot be pickled: " + ", ".join(
+                    sorted(members[c] & pinned_names))
+            else:
+                names = sorted(members[c])
+                more = f" and {len(names) - 8} more" if len(names) > 8 else ""
+                class_reason[key] = "mutated aliases: " + ", ".join(names[:8]) + more
+        return class_reason[key]
+
     for i, (_, s, uses, defines) in enumerate(info):
         kinds = {e.kind for e in s.effects}
         if "random" in kinds:
@@ -1311,10 +1410,9 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
                 continue
             c = alias.find(ids[v])
             if c in pinned_classes:
-                join(i, f"pin:{c}", "values that cannot be pickled: "
-                     + ", ".join(sorted(members[c] & pinned_names)))
+                join(i, f"pin:{c}", reason_of(f"pin:{c}", c))
             elif c in mutated_classes and len(members[c]) > 1:
-                join(i, f"alias:{c}", "mutated aliases: " + ", ".join(sorted(members[c])))
+                join(i, f"alias:{c}", reason_of(f"alias:{c}", c))
     # a value made inside a group is mutated there too (a figure's axes, a file's writer)
     owner: dict[str, int] = {}
     for i, (_, s, _uses, defines) in enumerate(info):
