@@ -8,7 +8,7 @@ figure includes starting Python, importing tilegraph, analysing and forking), be
 ``--repeat`` runs. The generated 2,000-line script mixes assignments, calls of functions
 that read globals, prints, file writes and loops. Goals: speed-up >= 1.5x on 2 workers;
 analysis <= 1 s.
-Run: ``python bench/autopar.py [--n 6000000] [--repeat 3]``.
+Run: ``python bench/autopar.py [--n 40000000] [--repeat 2]``.
 """
 
 from __future__ import annotations
@@ -72,9 +72,9 @@ def best_time(cmd: list[str], cwd: str, repeat: int, env: dict) -> tuple[float, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=6_000_000,
-                        help="loop iterations of each heavy half (default 6000000)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each command")
+    parser.add_argument("--n", type=int, default=40_000_000,
+                        help="loop iterations of each heavy half (default 40000000)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each command")
     parser.add_argument("--lines", type=int, default=2000,
                         help="lines of the generated script to analyse (default 2000)")
     args = parser.parse_args()

@@ -56,14 +56,14 @@ def run_script(nprocs: int, script: str, args: list[str]) -> int:
 
 
 def autopar_command(script: str, workers: int | None, explain: bool, dot: str | None,
-                    args: list[str]) -> int:
+                    args: list[str], profile: bool = False) -> int:
     """``tilegraph autopar``: explain the script's task graph, or run it in parallel; the
     exit status is the script's (1 after an exception, whose traceback is printed as
     ``python script.py`` prints it)."""
     from tilegraph.autopar import AnalysisError, analyze
     from tilegraph.autopar.explain import explain as explain_text
-    from tilegraph.autopar.explain import to_dot
-    from tilegraph.autopar.runner import ScriptError, ScriptExit, run_script
+    from tilegraph.autopar.explain import profile_lines, to_dot
+    from tilegraph.autopar.runner import ScriptError, ScriptExit, profile_script, run_script
 
     if not os.path.isfile(script):
         print(f"tilegraph autopar: no such script: {script}", file=sys.stderr)
@@ -73,8 +73,19 @@ def autopar_command(script: str, workers: int | None, explain: bool, dot: str | 
     except AnalysisError as exc:
         print(f"tilegraph autopar: {exc}", file=sys.stderr)
         return 2
+    if profile and not explain:
+        print("tilegraph autopar: --profile goes with --explain", file=sys.stderr)
+        return 2
     if explain or dot:
-        if explain:
+        if explain and profile:
+            try:
+                measured = profile_script(graph, [script, *args])
+            except ScriptError as exc:
+                sys.stderr.write(exc.traceback)
+                return exc.exit_code
+            sys.stdout.write(explain_text(graph, list(measured.seconds)))
+            sys.stdout.write("\n" + profile_lines(graph, measured.seconds, measured.nbytes))
+        elif explain:
             sys.stdout.write(explain_text(graph))
         if dot == "-":
             sys.stdout.write(to_dot(graph))
@@ -121,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="worker processes (default: one per core; 1 runs it serially)")
     auto.add_argument("--explain", action="store_true",
                       help="print the tasks, the edges and the critical path; run nothing")
+    auto.add_argument("--profile", action="store_true",
+                      help="with --explain: run the script once serially (its output is "
+                           "dropped), timing each statement, and simulate 1, 2, 4, 8 workers")
     auto.add_argument("--dot", metavar="FILE",
                       help="write the task graph as Graphviz dot text ('-': standard output)")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -130,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
     if args.command == "autopar":
-        return autopar_command(args.script, args.workers, args.explain, args.dot, script_args)
+        return autopar_command(args.script, args.workers, args.explain, args.dot, script_args,
+                               profile=args.profile)
     if args.command == "run":
         return run_script(args.nprocs, args.script, args.args)
     if args.command == "demo":

@@ -239,3 +239,27 @@ def test_ctrl_c_leaves_no_worker_process(tmp_path):
     assert proc.wait(timeout=30) == 130
     _gone, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
+
+
+def test_profile_times_statements_and_the_simulation_answers_how_many_workers(
+        tmp_path, capsys, monkeypatch):
+    from tilegraph.autopar.explain import simulate_workers
+    from tilegraph.autopar.runner import profile_script
+
+    script = tmp_path / "sleeps.py"
+    script.write_text("import time\nx = [0] * 1000\na = time.sleep(0.1)\n"
+                      "b = time.sleep(0.1)\nprint('out')\n")
+    monkeypatch.chdir(tmp_path)
+    graph = analyze(script)
+    prof = profile_script(graph)
+    assert len(prof.seconds) == 5 and prof.seconds[2] >= 0.09 and prof.seconds[3] >= 0.09
+    assert prof.nbytes[1] >= 8000
+    assert capsys.readouterr().out == ""          # the profile run's output is dropped
+    rows = simulate_workers(graph, prof.seconds, prof.nbytes)
+    assert [r[0] for r in rows] == [1, 2, 4, 8]
+    one, two = rows[0][1], rows[1][1]
+    assert one >= 0.18 and two < one * 0.7
+    assert cli_main(["autopar", str(script), "--explain", "--profile"]) == 0
+    text = capsys.readouterr().out
+    assert "profile: the serial run took" in text and "2 workers" in text
+    assert cli_main(["autopar", str(script), "--profile"]) == 2

@@ -247,11 +247,12 @@ class ScriptGraph:
 
     def critical_path(self, weights: list[float] | None = None) -> list[int]:
         """The longest chain of tasks (by ``weights``, one per task; default 1 each), as
-        task indices in order."""
+        task indices in order. Edges of the ``output-stream`` class do not count: the runner
+        captures each statement's output and prints it in program order anyway."""
         w = weights if weights is not None else [1.0] * len(self.tasks)
         best = [0.0] * len(self.tasks)
         prev: list[int | None] = [None] * len(self.tasks)
-        preds = self.predecessors()
+        preds = self.predecessors(skip=("output-stream",))
         for i in range(len(self.tasks)):
             top, arg = 0.0, None
             for p in sorted(preds[i]):

@@ -88,3 +88,78 @@ def to_dot(graph: ScriptGraph) -> str:
                      f'color="{colour}"{dashed}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _noop(*_: object) -> None:
+    return None
+
+
+def simulate_workers(graph: ScriptGraph, seconds: list[float] | tuple[float, ...],
+                     nbytes: list[int] | tuple[int, ...],
+                     workers: tuple[int, ...] = (1, 2, 4, 8)) -> list[tuple[int, float, int]]:
+    """``(workers, seconds, peak bytes per worker)`` for each worker count: the task graph
+    with the measured seconds and sizes, placed as the runner places it (each task on the
+    worker where it would finish first, counting the time to move its inputs; tasks that
+    share state on one worker) and run by :func:`tilegraph.plan.simulate.simulate` with
+    the default cost model for moving values."""
+    import numpy as np
+
+    from tilegraph.graph import GraphBuilder
+    from tilegraph.plan.cost import CostModel
+    from tilegraph.plan.simulate import simulate
+
+    if len(seconds) != len(graph.tasks) or len(nbytes) != len(graph.tasks):
+        raise ValueError(f"need one time and one size per task ({len(graph.tasks)}), got "
+                         f"{len(seconds)} and {len(nbytes)}")
+    model = CostModel()
+    preds = graph.predecessors(skip=("output-stream",))
+    builder = GraphBuilder()
+    for t in graph.tasks:
+        size = 0 if t.replicated else int(nbytes[t.index])
+        builder.add(("task", t.index), _noop, deps=[("task", p) for p in sorted(preds[t.index])],
+                    cost=max(float(seconds[t.index]), 1e-9) * model.flop_rate, nbytes=size,
+                    name=t.label)
+    tg = builder.build()
+    rows = []
+    order = [tg.index[("task", t.index)] for t in graph.tasks]
+    for p in workers:
+        placement = np.zeros(len(tg), dtype=np.int64)
+        free = [0.0] * p
+        finish = [0.0] * len(graph.tasks)
+        for t in graph.tasks:
+            i = t.index
+            choices = range(p)
+            if t.group is not None and t.group != i:
+                choices = [int(placement[order[t.group]])]
+            best, where = float("inf"), 0
+            for w in choices:
+                start = free[w]
+                for q in preds[i]:
+                    arrive = finish[q]
+                    if int(placement[order[q]]) != w and not graph.tasks[q].replicated:
+                        arrive += model.transfer_seconds(nbytes[q])
+                    start = max(start, arrive)
+                if start + seconds[i] < best - 1e-12:
+                    best, where = start + seconds[i], w
+            placement[order[i]] = where
+            finish[i] = best
+            free[where] = best
+        sim = simulate(tg, placement, p, model=model, gather_to=None)
+        rows.append((p, sim.makespan, int(sim.peak_memory.max()) if p else 0))
+    return rows
+
+
+def profile_lines(graph: ScriptGraph, seconds: list[float] | tuple[float, ...],
+                  nbytes: list[int] | tuple[int, ...]) -> str:
+    """The answer to "how long on 1, 2, 4, 8 workers, and with how much memory"."""
+    from tilegraph.util import human
+
+    total = float(sum(seconds))
+    out = [f"profile: the serial run took {total:.3f} s (statements only); simulated:"]
+    base = None
+    for p, secs, peak in simulate_workers(graph, seconds, nbytes):
+        base = secs if base is None else base
+        speed = base / secs if secs > 0 else float("inf")
+        out.append(f"  {p} worker{'s' if p > 1 else ' '}  {secs:9.3f} s  "
+                   f"speed-up {speed:5.2f}x  peak {human(peak)} per worker")
+    return "\n".join(out) + "\n"
