@@ -226,7 +226,9 @@ def test_ctrl_c_leaves_no_worker_process(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "tilegraph.cli", "autopar", str(script),
                              "--workers", "2"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # as from a terminal, whatever this process does with SIGINT
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 30
     children: list[psutil.Process] = []

@@ -221,9 +221,23 @@ def _exit_code(exc: SystemExit) -> tuple[int, str]:
     return 1, f"{code}\n"
 
 
+def _die_with_parent() -> None:
+    """On Linux, a worker gets SIGTERM when the scheduler's process dies, even by SIGKILL."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _worker(index: int, conn: Connection, codes: list[Any], path: str,
             argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the scheduler handles Ctrl-C
+    _die_with_parent()
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __builtins__=__builtins__)
     sys.modules["__main__"] = main
