@@ -271,3 +271,20 @@ def test_analysis_of_a_long_script_is_fast():
     g = analyze("\n".join(lines) + "\n")
     assert len(g.tasks) == 2000
     assert time.perf_counter() - t0 < 5.0   # about 0.1 s; generous for loaded machines
+
+
+def test_methods_of_the_scripts_classes_that_change_nothing_are_read_only():
+    g = analyze(textwrap.dedent("""
+        class P:
+            def __init__(self, x):
+                self.x = x
+            def norm(self):
+                return abs(self.x)
+            def move(self, d):
+                self.x += d
+        p = P(3)
+        n = p.norm()
+        p.move(1)
+        """).lstrip("\n"))
+    assert g.tasks[2].mutates == frozenset()
+    assert g.tasks[3].mutates == {"n", "p"}   # n = p.norm() may share an object with p

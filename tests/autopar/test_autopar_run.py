@@ -265,3 +265,13 @@ def test_profile_times_statements_and_the_simulation_answers_how_many_workers(
     text = capsys.readouterr().out
     assert "profile: the serial run took" in text and "2 workers" in text
     assert cli_main(["autopar", str(script), "--profile"]) == 2
+
+
+def test_a_relative_script_path_gives_the_absolute_file_in_the_traceback(
+        tmp_path, capsys, monkeypatch):
+    (tmp_path / "rel.py").write_text("a = 1\nb = 2\nc = a / 0\n")
+    monkeypatch.chdir(tmp_path)
+    serial = subprocess.run([sys.executable, "rel.py"], capture_output=True, text=True,
+                            timeout=60)
+    assert cli_main(["autopar", "rel.py", "--workers", "2"]) == 1
+    assert capsys.readouterr().err == serial.stderr

@@ -150,6 +150,13 @@ _FILE_METHODS = {
     "unlink": "w", "rmdir": "w", "touch": "w", "rename": "w", "replace": "w", "exists": "r",
     "is_file": "r", "is_dir": "r", "iterdir": "r", "glob": "r", "rglob": "r", "stat": "r",
 }
+# Methods of the builtin containers and files that change their object: a method of the
+# script's own classes with one of these names is never taken as read-only.
+_KNOWN_MUTATORS = frozenset("""
+append extend insert remove pop clear update add discard sort reverse setdefault popitem
+write writelines fill resize put close flush seek truncate send throw
+""".split())
+
 # Builtins that return iterators.
 _ITERATOR_CALLS = frozenset({"iter", "map", "filter", "zip", "enumerate", "reversed"})
 # Calls whose result cannot be moved between processes: their variables stay on one worker.
@@ -799,7 +806,7 @@ class _Collector(ast.NodeVisitor):
         if root in self.ctx.file_vars_all:
             self.mutate(root)
             self.effect("file", self.ctx.file_var_paths.get(root, "?"), "w")
-        elif attr not in PURE_METHODS:
+        elif attr not in PURE_METHODS and attr not in self.ctx.pure_user_methods:
             self.mutate(root)
             for a in [*args, *kw.values()]:
                 srcs = self._alias_sources(a)
@@ -899,6 +906,7 @@ class _Context:
         self.file_var_paths: dict[str, str] = {}
         self.iterators: set[str] = set()         # names bound to iterators (so far)
         self.iterator_funcs: set[str] = set()    # user functions that may return one
+        self.pure_user_methods: set[str] = set()  # methods that change nothing
         self._globals_decl: dict[int, set[str]] = {}
         self.changes_cwd = False
         assigned: dict[str, int] = defaultdict(int)
@@ -1133,6 +1141,12 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
             ctx.summaries[name] = s
     for cls in class_members:
         ctx.summaries.setdefault(cls, _Summary())
+    # methods of the script's classes that change neither their object nor any global
+    for name, keys in methods.items():
+        if name not in _KNOWN_MUTATORS and not any(
+                direct[k].mutated_params or direct[k].writes or direct[k].mutates
+                for k in keys):
+            ctx.pure_user_methods.add(name)
 
 
 # -- the graph ---------------------------------------------------------------------------------

@@ -374,8 +374,9 @@ class _Scheduler:
         self.senders: list[threading.Thread] = []
         for w in range(self.n):
             parent, child = ctx.Pipe(duplex=True)
-            p = ctx.Process(target=_worker, args=(w, child, self.codes, self.graph.path,
-                                                  self.argv), daemon=True,
+            p = ctx.Process(target=_worker, args=(w, child, self.codes,
+                                                  _filename(self.graph.path), self.argv),
+                            daemon=True,
                             name=f"tilegraph-autopar-{w}")
             p.start()
             child.close()
@@ -715,10 +716,16 @@ def _state_written(t: Any) -> list[str]:
     return parts
 
 
+def _filename(path: str) -> str:
+    """The file name the script's code carries: absolute, as ``python script.py`` has it."""
+    return path if path.startswith("<") else os.path.abspath(path)
+
+
 def _compile(graph: ScriptGraph) -> list[Any]:
     """Every top-level statement compiled alone, keeping the script's file and lines."""
     tree = parse_script(graph.path, graph.source)
-    return [compile(_module([st]), graph.path, "exec") for st in tree.body]
+    name = _filename(graph.path)
+    return [compile(_module([st]), name, "exec") for st in tree.body]
 
 
 def _module(body: list[Any]) -> Any:
@@ -740,6 +747,7 @@ def run_serial(path: str, source: str, argv: list[str] | None = None) -> None:
     """Run the script in this process, as ``python script.py`` would (a fresh ``__main__``
     namespace, ``sys.argv`` and ``sys.path[0]`` set for it)."""
     tree = parse_script(path, source)
+    path = _filename(path)
     code = compile(tree, path, "exec")
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __builtins__=__builtins__)
@@ -857,8 +865,9 @@ def profile_script(graph: ScriptGraph, argv: list[str] | None = None) -> Profile
     import time
 
     codes = _compile(graph)
+    filename = _filename(graph.path)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=graph.path, __builtins__=__builtins__)
+    main.__dict__.update(__file__=filename, __builtins__=__builtins__)
     ns = main.__dict__
     saved = (sys.modules.get("__main__"), list(sys.argv), list(sys.path), sys.stdout,
              sys.stderr, os.getcwd())
@@ -877,7 +886,7 @@ def profile_script(graph: ScriptGraph, argv: list[str] | None = None) -> Profile
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:
-                text, fname, line = _error_info(exc, graph.path)
+                text, fname, line = _error_info(exc, filename)
                 raise ScriptError(text, fname, line) from None
             seconds.append(time.perf_counter() - t0)
             sizes.append(sum(_size(ns[v]) for v in t.defines if v in ns))
