@@ -1,5 +1,5 @@
-"""The ``tilegraph`` command: ``demo``, ``run`` and ``clean``. (The workload suite against NumPy
-and dask is ``python bench/suite.py``, from a checkout of the repository.)"""
+"""The ``tilegraph`` command: ``demo``, ``run``, ``clean`` and ``autopar``. (The workload suite
+against NumPy and dask is ``python bench/suite.py``, from a checkout of the repository.)"""
 
 from __future__ import annotations
 
@@ -179,6 +179,57 @@ def clean(directories: list[str], dry_run: bool = False) -> int:
     return 0
 
 
+def autopar_command(script: str, workers: int | None, explain: bool, dot: str | None,
+                    args: list[str], profile: bool = False) -> int:
+    """``tilegraph autopar``: explain the script's task graph, or run it in parallel; the
+    exit status is the script's (1 after an exception, whose traceback is printed as
+    ``python script.py`` prints it)."""
+    from tilegraph.autopar import AnalysisError, analyze
+    from tilegraph.autopar.explain import explain as explain_text
+    from tilegraph.autopar.explain import profile_lines, to_dot
+    from tilegraph.autopar.runner import ScriptError, ScriptExit, profile_script, run_script
+
+    if not os.path.isfile(script):
+        print(f"tilegraph autopar: no such script: {script}", file=sys.stderr)
+        return 2
+    try:
+        graph = analyze(script)
+    except AnalysisError as exc:
+        print(f"tilegraph autopar: {exc}", file=sys.stderr)
+        return 2
+    if profile and not explain:
+        print("tilegraph autopar: --profile goes with --explain", file=sys.stderr)
+        return 2
+    if explain or dot:
+        if explain and profile:
+            try:
+                measured = profile_script(graph, [script, *args])
+            except ScriptError as exc:
+                sys.stderr.write(exc.traceback)
+                return exc.exit_code
+            sys.stdout.write(explain_text(graph, list(measured.seconds)))
+            sys.stdout.write("\n" + profile_lines(graph, measured.seconds, measured.nbytes))
+        elif explain:
+            sys.stdout.write(explain_text(graph))
+        if dot == "-":
+            sys.stdout.write(to_dot(graph))
+        elif dot:
+            with open(dot, "w", encoding="utf-8") as f:
+                f.write(to_dot(graph))
+        return 0
+    try:
+        run_script(script, workers or os.cpu_count() or 1, argv=[script, *args], graph=graph)
+    except ScriptError as exc:
+        sys.stderr.write(exc.traceback)
+        return exc.exit_code
+    except ScriptExit as exc:
+        return exc.code
+    except KeyboardInterrupt:
+        print("tilegraph autopar: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from tilegraph import __version__
 
@@ -203,7 +254,28 @@ def main(argv: list[str] | None = None) -> int:
                          help="directories to clean (default: the temp dir)")
     cleaner.add_argument("--dry-run", action="store_true",
                          help="only list what would be removed")
+    auto = sub.add_parser(
+        "autopar", help="run a serial Python script in parallel on forked worker processes, "
+                        "or explain its task graph")
+    auto.add_argument("script", help="the Python script (its own arguments go after '--')")
+    auto.add_argument("--workers", type=_positive, default=None,
+                      help="worker processes (default: one per core; 1 runs it serially)")
+    auto.add_argument("--explain", action="store_true",
+                      help="print the tasks, the edges and the critical path; run nothing")
+    auto.add_argument("--profile", action="store_true",
+                      help="with --explain: run the script once serially (its output is "
+                           "dropped), timing each statement, and simulate 1, 2, 4, 8 workers")
+    auto.add_argument("--dot", metavar="FILE",
+                      help="write the task graph as Graphviz dot text ('-': standard output)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if argv and argv[0] == "autopar" and "--" in argv:  # the script's own arguments
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if args.command == "autopar":
+        return autopar_command(args.script, args.workers, args.explain, args.dot, script_args,
+                               profile=args.profile)
     if args.command == "run":
         return run_script(args.nprocs, args.script, args.args)
     if args.command == "clean":

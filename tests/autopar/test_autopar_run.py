@@ -1,0 +1,277 @@
+"""Running scripts in parallel: the same standard output and files as ``python script.py``
+for 1, 2 and 4 workers, serial tracebacks, and no worker process left behind."""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tilegraph.autopar import analyze
+from tilegraph.autopar.runner import ScriptError, ScriptExit, has_parallelism, run_script
+from tilegraph.cli import main as cli_main
+
+CORPUS = pathlib.Path(__file__).parent / "corpus"
+ROOT = pathlib.Path(__file__).parents[2]
+SCRIPTS = ["clean_data.py", "numpy_analysis.py", "simulation.py", "chdir.py",
+           "global_reassign.py", "unpicklable.py"]
+try:
+    import matplotlib  # noqa: F401
+
+    SCRIPTS.append("plots.py")
+except ImportError:  # pragma: no cover - matplotlib is optional
+    pass
+
+
+def _files(root: pathlib.Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _serial(script: pathlib.Path, where: pathlib.Path) -> subprocess.CompletedProcess:
+    where.mkdir()
+    env = dict(os.environ, MPLBACKEND="Agg")
+    return subprocess.run([sys.executable, str(script)], cwd=where, capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def _no_children() -> None:
+    left = [p for p in psutil.Process().children(recursive=True) if p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], f"worker processes left: {left}"
+
+
+@pytest.fixture(scope="module")
+def serial_runs(tmp_path_factory):
+    """The reference: every corpus script run by ``python script.py`` in a fresh dir."""
+    base = tmp_path_factory.mktemp("serial")
+    out = {}
+    for name in SCRIPTS:
+        where = base / name.removesuffix(".py")
+        done = _serial(CORPUS / name, where)
+        assert done.returncode == 0, done.stderr
+        out[name] = (done.stdout, _files(where))
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_corpus_output_and_files_are_those_of_the_serial_run(name, workers, serial_runs,
+                                                             tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("AUTOPAR_TEST_VALUE", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    run_script(CORPUS / name, workers, stdout=out, stderr=err)
+    os.chdir(tmp_path)
+    expected_out, expected_files = serial_runs[name]
+    assert out.getvalue() == expected_out
+    assert _files(tmp_path) == expected_files
+    _no_children()
+
+
+def test_the_corpus_has_parallelism():
+    for name in SCRIPTS:
+        if name != "chdir.py":
+            assert has_parallelism(analyze(CORPUS / name)), name
+
+
+def _failing_script(tmp_path: pathlib.Path) -> pathlib.Path:
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import time\n"
+        "a = sum(range(100))\n"
+        "print('before', a)\n"
+        "def divide(x):\n"
+        "    return x // 0\n"
+        "b = sum(range(200))\n"
+        "c = divide(a)\n"
+        "print('never')\n"
+        "time.sleep(0.5)\n"
+        "with open('after.txt', 'w') as f:\n"
+        "    f.write('no')\n")
+    return script
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_an_exception_reports_the_serial_file_and_line_and_stops_the_rest(
+        workers, tmp_path, monkeypatch):
+    script = _failing_script(tmp_path)
+    serial = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)
+    monkeypatch.chdir(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(ScriptError) as info:
+        run_script(script, workers, stdout=out, stderr=err)
+    exc = info.value
+    assert (exc.filename, exc.lineno) == (str(script), 5)
+    assert out.getvalue() == serial.stdout == "before 4950\n"
+    # the same frames (file, line, function) and the same last line as the serial traceback
+    def frames(text):
+        return [ln.strip() for ln in text.splitlines() if ln.strip().startswith("File ")]
+    assert frames(exc.traceback) == frames(serial.stderr)
+    assert exc.traceback.strip().splitlines()[-1] == serial.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "after.txt").exists()
+    _no_children()
+
+
+def test_the_cli_prints_the_traceback_and_exits_1(tmp_path, capsys, monkeypatch):
+    script = _failing_script(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["autopar", str(script), "--workers", "2"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "before 4950\n"
+    assert f'File "{script}", line 5, in divide' in captured.err
+    assert captured.err.rstrip().endswith("ZeroDivisionError: integer division or modulo by zero")
+    _no_children()
+
+
+def test_sys_exit_stops_with_its_status(tmp_path, monkeypatch):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\na = 1\nprint(a)\nb = 2\nsys.exit(3)\nprint('no')\n")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with pytest.raises(ScriptExit) as info:
+        run_script(script, 2, stdout=out, stderr=io.StringIO())
+    assert info.value.code == 3 and out.getvalue() == "1\n"
+    _no_children()
+
+
+def test_values_that_cannot_be_pickled_stay_where_they_are(tmp_path, monkeypatch):
+    # the analysis cannot see that make() returns a generator: the run finds out
+    script = tmp_path / "gen.py"
+    script.write_text(
+        "import itertools\n"
+        "def make():\n"
+        "    return itertools.chain((i for i in range(5)), [9])\n"
+        "g = make()\n"
+        "x = sum(range(1000))\n"
+        "y = sum(range(2000))\n"
+        "first = next(g)\n"
+        "rest = list(g)\n"
+        "print(first, rest, x + y)\n")
+    monkeypatch.chdir(tmp_path)
+    for workers in (2, 4):
+        out = io.StringIO()
+        run_script(script, workers, stdout=out)
+        assert out.getvalue() == "0 [1, 2, 3, 4, 9] 2498500\n"
+    _no_children()
+
+
+def test_barriers_and_names_defined_by_exec(tmp_path, monkeypatch):
+    script = tmp_path / "dyn.py"
+    script.write_text("a = [1, 2]\nb = sum(range(10))\nexec('c = len(a) + b')\n"
+                      "d = c * 2\ne = sum(range(5))\nprint(c, d, e)\n")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    run_script(script, 2, stdout=out)
+    assert out.getvalue() == "47 94 10\n"
+    _no_children()
+
+
+def test_numpy_arrays_move_between_workers_writable(tmp_path, monkeypatch):
+    script = tmp_path / "arrays.py"
+    script.write_text("import numpy as np\na = np.arange(100000.0)\nb = np.ones(100000)\n"
+                      "a[0] = 5.0\nb[1] = 2.0\nc = a + b\nc[2] = -1\nprint(c[:3], c.sum())\n")
+    monkeypatch.chdir(tmp_path)
+    serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    out = io.StringIO()
+    stats = run_script(script, 2, stdout=out)
+    assert out.getvalue() == serial.stdout
+    assert stats.workers == 2
+    _no_children()
+
+
+def test_bad_worker_counts_and_missing_scripts(tmp_path, capsys):
+    script = tmp_path / "ok.py"
+    script.write_text("x = 1\n")
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="workers must be an integer >= 1"):
+            run_script(script, bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no such script"):
+        run_script(str(tmp_path / "missing.py"), 2)
+    assert cli_main(["autopar", str(tmp_path / "missing.py")]) == 2
+    assert "no such script" in capsys.readouterr().err
+    (tmp_path / "bad.py").write_text("x = (\n")
+    assert cli_main(["autopar", str(tmp_path / "bad.py")]) == 2
+    assert "syntax error in" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["autopar", str(script), "--workers", "0"])
+
+
+def test_cli_explain_dot_and_script_arguments(tmp_path, capsys, monkeypatch):
+    script = tmp_path / "args.py"
+    script.write_text("import sys\na = sys.argv[1:]\nb = len(a)\nprint(a, b)\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["autopar", str(script), "--explain"]) == 0
+    text = capsys.readouterr().out
+    assert "critical path" in text and "def-use" in text
+    assert cli_main(["autopar", str(script), "--dot", str(tmp_path / "g.dot")]) == 0
+    assert (tmp_path / "g.dot").read_text().startswith("digraph script {")
+    assert cli_main(["autopar", str(script), "--workers", "2", "--", "x", "--y"]) == 0
+    assert capsys.readouterr().out == "['x', '--y'] 2\n"
+
+
+def test_ctrl_c_leaves_no_worker_process(tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text("import time\na = time.sleep(30)\nb = time.sleep(30)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tilegraph.cli", "autopar", str(script),
+                             "--workers", "2"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # as from a terminal, whatever this process does with SIGINT
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 30
+    children: list[psutil.Process] = []
+    while time.monotonic() < deadline and len(children) < 2:
+        time.sleep(0.1)
+        children = parent.children(recursive=True)
+    assert len(children) >= 2, "the workers did not start"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    _gone, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == []
+
+
+def test_profile_times_statements_and_the_simulation_answers_how_many_workers(
+        tmp_path, capsys, monkeypatch):
+    from tilegraph.autopar.explain import simulate_workers
+    from tilegraph.autopar.runner import profile_script
+
+    script = tmp_path / "sleeps.py"
+    script.write_text("import time\nx = [0] * 1000\na = time.sleep(0.1)\n"
+                      "b = time.sleep(0.1)\nprint('out')\n")
+    monkeypatch.chdir(tmp_path)
+    graph = analyze(script)
+    prof = profile_script(graph)
+    assert len(prof.seconds) == 5 and prof.seconds[2] >= 0.09 and prof.seconds[3] >= 0.09
+    assert prof.nbytes[1] >= 8000
+    assert capsys.readouterr().out == ""          # the profile run's output is dropped
+    rows = simulate_workers(graph, prof.seconds, prof.nbytes)
+    assert [r[0] for r in rows] == [1, 2, 4, 8]
+    one, two = rows[0][1], rows[1][1]
+    assert one >= 0.18 and two < one * 0.7
+    assert cli_main(["autopar", str(script), "--explain", "--profile"]) == 0
+    text = capsys.readouterr().out
+    assert "profile: the serial run took" in text and "2 workers" in text
+    assert cli_main(["autopar", str(script), "--profile"]) == 2
+
+
+def test_a_relative_script_path_gives_the_absolute_file_in_the_traceback(
+        tmp_path, capsys, monkeypatch):
+    (tmp_path / "rel.py").write_text("a = 1\nb = 2\nc = a / 0\n")
+    monkeypatch.chdir(tmp_path)
+    serial = subprocess.run([sys.executable, "rel.py"], capture_output=True, text=True,
+                            timeout=60)
+    assert cli_main(["autopar", "rel.py", "--workers", "2"]) == 1
+    assert capsys.readouterr().err == serial.stderr

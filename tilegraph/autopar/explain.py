@@ -1,0 +1,165 @@
+"""Showing a script's task graph: the table of edges, the critical path, Graphviz dot."""
+
+from __future__ import annotations
+
+from tilegraph.autopar.analysis import EDGE_TYPES, ScriptGraph
+
+_COLOURS = {"def-use": "black", "anti": "orange", "output": "red",
+            "output-stream": "gray50", "file": "blue", "cwd": "purple", "env": "purple",
+            "random": "darkgreen", "figure": "brown", "import": "gray70", "barrier": "red"}
+
+
+def edge_table(graph: ScriptGraph) -> list[tuple[str, str, str, str]]:
+    """``(from, to, type, variable)`` rows, ``from``/``to`` as ``line N``, sorted by the
+    lines of the tasks and then by the type of the edge (in :data:`EDGE_TYPES` order)."""
+    rank = {t: k for k, t in enumerate(EDGE_TYPES)}
+    edges = sorted(graph.edges, key=lambda e: (e.dst, e.src, rank[e.type], e.variable))
+    return [(f"line {graph.tasks[e.src].lineno}", f"line {graph.tasks[e.dst].lineno}",
+             e.type, e.variable) for e in edges]
+
+
+def explain(graph: ScriptGraph, profile: list[float] | None = None) -> str:
+    """The explanation ``tilegraph autopar script.py --explain`` prints: the tasks, the
+    table of edges, the groups of tasks kept on one worker, and the critical path (by the
+    measured seconds of each task when ``profile`` is given, else by statement count)."""
+    out = [f"{graph.path}: {len(graph.tasks)} tasks, {len(graph.edges)} edges"]
+    out.append("")
+    out.append("tasks:")
+    for t in graph.tasks:
+        flags = []
+        if t.replicated:
+            flags.append("on every worker")
+        if t.group is not None:
+            flags.append(f"group {graph.tasks[t.group].lineno}")
+        if t.barrier:
+            flags.append(f"barrier: {t.barrier}")
+        secs = f"  {profile[t.index]:.3f} s" if profile is not None else ""
+        extra = f"  [{'; '.join(flags)}]" if flags else ""
+        out.append(f"  {t.label:<14} {t.headline}{secs}{extra}")
+    rows = edge_table(graph)
+    out.append("")
+    out.append("edges:")
+    header = ("from", "to", "type", "variable")
+    widths = [max(len(header[k]), *(len(r[k]) for r in rows)) if rows else len(header[k])
+              for k in range(4)]
+    fmt = "  " + "  ".join(f"{{:<{w}}}" for w in widths)
+    out.append(fmt.format(*header).rstrip())
+    for r in rows:
+        out.append(fmt.format(*r).rstrip())
+    if not rows:
+        out.append("  (none: every statement is independent)")
+    if graph.group_reasons:
+        out.append("")
+        out.append("kept on one worker:")
+        for g, reason in sorted(graph.group_reasons.items()):
+            lines = [t.lineno for t in graph.tasks if t.group == g]
+            out.append(f"  lines {', '.join(map(str, lines))}: {reason}")
+    chain = graph.critical_path(profile)
+    out.append("")
+    if profile is not None:
+        total = sum(profile)
+        length = sum(profile[i] for i in chain)
+        out.append(f"critical path ({len(chain)} statements, {length:.3f} s of "
+                   f"{total:.3f} s serial):")
+    else:
+        out.append(f"critical path ({len(chain)} of {len(graph.tasks)} statements):")
+    for i in chain:
+        t = graph.tasks[i]
+        out.append(f"  {t.label:<14} {t.headline}")
+    return "\n".join(out) + "\n"
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def to_dot(graph: ScriptGraph) -> str:
+    """Graphviz dot text of the graph: one node per statement (its line and first line of
+    source), one edge per dependency, coloured by type and labelled with its variable."""
+    lines = ["digraph script {", "  rankdir=TB;", '  node [shape=box, fontname="monospace"];']
+    crit = set(graph.critical_path())
+    for t in graph.tasks:
+        style = ', style="bold"' if t.index in crit else ""
+        lines.append(f'  t{t.index} [label="{_quote(t.label + ": " + t.headline)}"{style}];')
+    for e in graph.edges:
+        colour = _COLOURS.get(e.type, "black")
+        dashed = "" if e.type == "def-use" else ", style=dashed"
+        lines.append(f'  t{e.src} -> t{e.dst} [label="{_quote(e.type + " " + e.variable)}", '
+                     f'color="{colour}"{dashed}];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _noop(*_: object) -> None:
+    return None
+
+
+def simulate_workers(graph: ScriptGraph, seconds: list[float] | tuple[float, ...],
+                     nbytes: list[int] | tuple[int, ...],
+                     workers: tuple[int, ...] = (1, 2, 4, 8)) -> list[tuple[int, float, int]]:
+    """``(workers, seconds, peak bytes per worker)`` for each worker count: the task graph
+    with the measured seconds and sizes, placed as the runner places it (each task on the
+    worker where it would finish first, counting the time to move its inputs; tasks that
+    share state on one worker) and run by :func:`tilegraph.plan.simulate.simulate` with
+    the default cost model for moving values."""
+    import numpy as np
+
+    from tilegraph.graph import GraphBuilder
+    from tilegraph.plan.cost import CostModel
+    from tilegraph.plan.simulate import simulate
+
+    if len(seconds) != len(graph.tasks) or len(nbytes) != len(graph.tasks):
+        raise ValueError(f"need one time and one size per task ({len(graph.tasks)}), got "
+                         f"{len(seconds)} and {len(nbytes)}")
+    model = CostModel()
+    preds = graph.predecessors(skip=("output-stream",))
+    builder = GraphBuilder()
+    for t in graph.tasks:
+        size = 0 if t.replicated else int(nbytes[t.index])
+        builder.add(("task", t.index), _noop, deps=[("task", p) for p in sorted(preds[t.index])],
+                    cost=max(float(seconds[t.index]), 1e-9) * model.flop_rate, nbytes=size,
+                    name=t.label)
+    tg = builder.build()
+    rows = []
+    order = [tg.index[("task", t.index)] for t in graph.tasks]
+    for p in workers:
+        placement = np.zeros(len(tg), dtype=np.int64)
+        free = [0.0] * p
+        finish = [0.0] * len(graph.tasks)
+        for t in graph.tasks:
+            i = t.index
+            choices = range(p)
+            if t.group is not None and t.group != i:
+                choices = [int(placement[order[t.group]])]
+            best, where = float("inf"), 0
+            for w in choices:
+                start = free[w]
+                for q in preds[i]:
+                    arrive = finish[q]
+                    if int(placement[order[q]]) != w and not graph.tasks[q].replicated:
+                        arrive += model.transfer_seconds(nbytes[q])
+                    start = max(start, arrive)
+                if start + seconds[i] < best - 1e-12:
+                    best, where = start + seconds[i], w
+            placement[order[i]] = where
+            finish[i] = best
+            free[where] = best
+        sim = simulate(tg, placement, p, model=model, gather_to=None)
+        rows.append((p, sim.makespan, int(sim.peak_memory.max()) if p else 0))
+    return rows
+
+
+def profile_lines(graph: ScriptGraph, seconds: list[float] | tuple[float, ...],
+                  nbytes: list[int] | tuple[int, ...]) -> str:
+    """The answer to "how long on 1, 2, 4, 8 workers, and with how much memory"."""
+    from tilegraph.util import human
+
+    total = float(sum(seconds))
+    out = [f"profile: the serial run took {total:.3f} s (statements only); simulated:"]
+    base = None
+    for p, secs, peak in simulate_workers(graph, seconds, nbytes):
+        base = secs if base is None else base
+        speed = base / secs if secs > 0 else float("inf")
+        out.append(f"  {p} worker{'s' if p > 1 else ' '}  {secs:9.3f} s  "
+                   f"speed-up {speed:5.2f}x  peak {human(peak)} per worker")
+    return "\n".join(out) + "\n"
