@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
 from tilegraph.algebra.semiring import cblas
 
@@ -104,6 +103,8 @@ def _private(x: np.ndarray, copy: bool) -> np.ndarray:
 def potrf(a: np.ndarray, where: Any = None) -> np.ndarray:
     """The lower Cholesky factor of the Hermitian positive definite block ``a`` (a new
     array, zero above the diagonal). Raises :class:`LinAlgError` naming ``where``."""
+    import scipy.linalg
+
     out = np.array(a, order="C", copy=True)
     n = out.shape[0]
     entry = _library().get(f"LAPACKE_{_CODES.get(out.dtype, '?')}potrf")
@@ -158,6 +159,8 @@ def trsm(t: np.ndarray, b: np.ndarray, *, side: str, lower: bool, trans: str = "
 
 def _trsm_scipy(t: np.ndarray, x: np.ndarray, side: str, lower: bool, trans: str,
                 unit: bool, alpha: float) -> np.ndarray:
+    import scipy.linalg
+
     code = {"N": 0, "T": 1, "C": 2}[trans]
     if side == "L":
         x[...] = scipy.linalg.solve_triangular(t, alpha * x, lower=lower, trans=code,
@@ -277,6 +280,8 @@ def panel_lu(*blocks: np.ndarray, where: Any, check: bool) -> tuple[np.ndarray, 
     and the permutation ``perm`` of the panel's rows (``panel[perm] = L @ U``). With
     ``check``, a zero pivot raises :class:`LinAlgError` naming ``where``."""
     import warnings
+
+    import scipy.linalg
 
     panel = np.concatenate(blocks, axis=0)
     with warnings.catch_warnings():

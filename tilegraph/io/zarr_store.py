@@ -34,8 +34,6 @@ from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
-import zarr
-import zarr.errors
 
 from tilegraph.debris import restore_interrupted
 from tilegraph.io._atomic import (
@@ -66,16 +64,22 @@ _SPARSE_FORMATS = ("csr", "csc")
 # values per zarr chunk of a block's data/indices/indptr arrays
 _COMPONENT_CHUNK = 1 << 22
 
-# What zarr raises for a path that exists but holds no readable array (a plain directory, a
-# file, a group, broken metadata).
-_NOT_AN_ARRAY = (
-    zarr.errors.BaseZarrError,
-    ValueError,
-    KeyError,
-    TypeError,
-    NotADirectoryError,
-    FileNotFoundError,
-)
+
+
+def _zarr() -> Any:
+    """The zarr module, imported when a zarr array is first read or written (importing it
+    takes longer than the rest of tilegraph)."""
+    import zarr
+    import zarr.errors
+
+    return zarr
+
+
+def _not_an_array() -> tuple[type[BaseException], ...]:
+    """What zarr raises for a path that exists but holds no readable array (a plain
+    directory, a file, a group, broken metadata)."""
+    return (_zarr().errors.BaseZarrError, ValueError, KeyError, TypeError,
+            NotADirectoryError, FileNotFoundError)
 
 
 def _open_zarr(path: str | os.PathLike[str]) -> Any:
@@ -84,8 +88,8 @@ def _open_zarr(path: str | os.PathLike[str]) -> Any:
     if not os.path.exists(path):
         raise FileNotFoundError(f"no zarr array at {path!r}: the path does not exist")
     try:
-        return zarr.open_array(path, mode="r")
-    except _NOT_AN_ARRAY as exc:
+        return _zarr().open_array(path, mode="r")
+    except _not_an_array() as exc:
         raise ValueError(f"{path!r} is not a zarr array: {exc}") from exc
 
 
@@ -95,7 +99,7 @@ def zarr_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype, 
     For a sharded array the chunk shape returned is the shard shape: the unit that is stored
     as one object and that writers must not share.
 
-    >>> import os, shutil, tempfile
+    >>> import os, shutil, tempfile, zarr
     >>> d = tempfile.mkdtemp()
     >>> _ = zarr.create_array(os.path.join(d, "a.zarr"), shape=(5, 4), dtype="f8", chunks=(2, 4))
     >>> zarr_info(os.path.join(d, "a.zarr"))
@@ -122,9 +126,9 @@ def read_zarr_block(path: Any, slices: Any, expect: InputSnapshot | None = None
 
     ``path`` may be a path (the array is opened read-only for this call) or an array-like
     object already opened (anything with ``.shape`` and ``__getitem__``, such as a
-    ``zarr.Array``). The result never shares memory with the source.
+    ``_zarr().Array``). The result never shares memory with the source.
 
-    >>> import os, shutil, tempfile
+    >>> import os, shutil, tempfile, zarr
     >>> d = tempfile.mkdtemp()
     >>> z = zarr.create_array(os.path.join(d, "a.zarr"), shape=(3, 4), dtype="i8", chunks=(2, 2))
     >>> z[...] = np.arange(12).reshape(3, 4)
@@ -294,7 +298,7 @@ class ZarrWriter(AtomicWriter):
         self._state = "open"
         self._finalizer = weakref.finalize(self, remove_path, self._tmp)
         try:
-            self._array: Any = zarr.create_array(
+            self._array: Any = _zarr().create_array(
                 self._tmp,
                 shape=self.shape,
                 dtype=self.dtype,
@@ -382,8 +386,8 @@ def sparse_zarr_info(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not os.path.isdir(path):
         return None
     try:
-        group = zarr.open_group(path, mode="r")
-    except _NOT_AN_ARRAY:
+        group = _zarr().open_group(path, mode="r")
+    except _not_an_array():
         return None
     spec = dict(group.attrs).get(SPARSE_ATTRIBUTE)
     if spec is None:
@@ -444,9 +448,9 @@ def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int],
                          f"{grid} of {path!r}")
     base = _block_path(path, coord)
     try:
-        parts = [np.asarray(zarr.open_array(os.path.join(base, part), mode="r")[...])
+        parts = [np.asarray(_zarr().open_array(os.path.join(base, part), mode="r")[...])
                  for part in ("data", "indices", "indptr")]
-    except _NOT_AN_ARRAY as exc:
+    except _not_an_array() as exc:
         raise ValueError(f"{path!r}: block {coord} is missing or unreadable: {exc}") from exc
     shape = (chunks[0][coord[0]], chunks[1][coord[1]])
     if expect is not None:  # replaced while being read
@@ -532,8 +536,8 @@ class SparseZarrWriter(AtomicWriter):
         spec = {"version": _SPARSE_VERSION, "format": self.format, "shape": list(self.shape),
                 "chunks": [list(c) for c in self.chunks], "dtype": self.dtype.str}
         try:
-            zarr.create_group(self._tmp, zarr_format=3, attributes={SPARSE_ATTRIBUTE: spec})
-            zarr.create_group(os.path.join(self._tmp, "blocks"), zarr_format=3)
+            _zarr().create_group(self._tmp, zarr_format=3, attributes={SPARSE_ATTRIBUTE: spec})
+            _zarr().create_group(os.path.join(self._tmp, "blocks"), zarr_format=3)
         except BaseException:
             self._state = "aborted"
             self._finalizer()
@@ -587,9 +591,9 @@ class SparseZarrWriter(AtomicWriter):
         parts = {"data": np.asarray(blk.data, dtype=self.dtype),
                  "indices": np.asarray(blk.indices), "indptr": np.asarray(blk.indptr)}
         base = _block_path(self._tmp, coord)
-        zarr.create_group(base, zarr_format=3)
+        _zarr().create_group(base, zarr_format=3)
         for name, values in parts.items():
-            arr = zarr.create_array(os.path.join(base, name), shape=values.shape,
+            arr = _zarr().create_array(os.path.join(base, name), shape=values.shape,
                                     dtype=values.dtype,
                                     chunks=(min(max(1, values.size), _COMPONENT_CHUNK),),
                                     zarr_format=3)
@@ -612,7 +616,7 @@ class SparseZarrWriter(AtomicWriter):
             nnz = [[self._nnz[(i, j)] for j in range(self.grid[1])]
                    for i in range(self.grid[0])]
             try:
-                group = zarr.open_group(self._tmp, mode="r+")
+                group = _zarr().open_group(self._tmp, mode="r+")
                 spec = dict(group.attrs)[SPARSE_ATTRIBUTE]
                 group.attrs.update({SPARSE_ATTRIBUTE: {**spec, "nnz": nnz}})
             except BaseException:
