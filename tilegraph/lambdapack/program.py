@@ -734,13 +734,9 @@ class DAG:
                 if slot_w is not None else (static_kw or None,)
             handler = self._comp.emitter(s, slot_w, pos)
 
-            nb_memo: dict[tuple, int | None] = {}
-
-            def nbytes(tile: tuple, arr: str = s.target.array, memo: dict = nb_memo
-                       ) -> int | None:
-                sh = shape(arr, tile)
-                v = memo[tile] = None if sh is None else itemsize * math.prod(sh)
-                return v
+            def nbytes(tile: tuple, arr: str = s.target.array) -> int | None:
+                sh = shape_of(arr, tile) if shape_of is not None else None
+                return None if sh is None else itemsize * math.prod(sh)
 
             def slow(row: tuple, sid: int = sid, kernel: LPKernel = kernel,
                      pos: tuple = pos, static_kw: dict = static_kw) -> None:
@@ -748,9 +744,8 @@ class DAG:
                                    itemsize, uses, static_kw)
 
             handler(rows, self._p, name, written.get, uses, in_key, add, func, kind, kname,
-                    kw, shape_t, cost_of(flops) if flops is not None and shape_of is not None
-                    else _no_cost, nbytes, slow, Dep, shape_memo.get, nb_memo.get,
-                    builder.add_many)
+                    kw, shape_t, flops if shape_of is not None else None, nbytes, slow, Dep,
+                    shape_memo.get, builder.add_many)
 
     def _emit_generic(self, add: Callable, name: str, nodes: list[Node], kernel: LPKernel,
                       pos: tuple[int, ...], shape: Callable, in_key: Callable, itemsize: int,
@@ -907,18 +902,6 @@ class DAG:
         subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=self.to_dot(max_nodes),
                        text=True, check=True, capture_output=True)
         return str(path)
-
-
-def _no_cost(*shapes: Any) -> None:
-    return None
-
-
-def cost_of(flops: Callable[..., float]) -> Callable[..., float | None]:
-    """``flops`` of tile shapes as a float, None where a shape is unknown."""
-    def cost(*shapes: Any) -> float | None:
-        return None if None in shapes else float(flops(*shapes))
-
-    return cost
 
 
 def _holds(c: Any, env: dict[str, int]) -> bool:

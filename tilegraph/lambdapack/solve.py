@@ -349,13 +349,13 @@ def info_source(name: str, s: Statement, params: tuple[str, ...]) -> str:
 def emit_source(name: str, s: Statement, params: tuple[str, ...], overwrites: int | None,
                 coords: tuple[int, ...]) -> str:
     """The source of ``def name(rows, P, key, get, uses, in_key, add, func, kind, kname,
-    kw, shape, flops, nbytes, slow, Dep, sm, nbm, add_many)`` (``key``: the tasks' name; ``sm`` and
-    ``nbm`` look up shapes and output bytes already known, ``shape`` and ``nbytes`` find
-    them): adds the task of every row of statement ``s`` (rows
+    kw, shape, flops, nbytes, slow, Dep, sm, add_many)`` (``key``: the tasks' name; ``sm``
+    looks up the shapes already known, ``shape`` finds one; ``flops`` of the read shapes, or
+    None; ``nbytes`` of a written tile): adds the task of every row of statement ``s`` (rows
     as :func:`expand_source` makes them) to a builder, unrolled over the statement's
     arguments. A row whose reads name one task twice goes to ``slow(row)``."""
     lines = [f"def {name}(rows, P, key, get, uses, in_key, add, func, kind, kname, kw, shape, "
-             "flops, nbytes, slow, Dep, sm, nbm, add_many):"]
+             "flops, nbytes, slow, Dep, sm, add_many):"]
     if params:
         lines.append(f"    {', '.join(params)}{',' if len(params) == 1 else ''} = P")
     lines.append("    for row in rows:")
@@ -402,7 +402,9 @@ def emit_source(name: str, s: Statement, params: tuple[str, ...], overwrites: in
     direct = all(isinstance(a, Access) for a in s.args)
     args_src = "None" if direct else (
         "(" + ", ".join(call) + ("," if len(call) == 1 else "") + ")")
-    cost = f"flops({', '.join(shapes)})" if shapes else "None"
+    # flops is None when the shapes are not known; a shape may be None (unknown)
+    cost = (f"(None if flops is None or None in ({', '.join(shapes)},) else "
+            f"float(flops({', '.join(shapes)})))") if shapes else "None"
     coord_src = "(" + ", ".join(f"tile[{p}]" for p in coords if p < len(s.target.index)) + (
         "," if len([p for p in coords if p < len(s.target.index)]) == 1 else "") + ")"
     if direct:  # collected and added at once
@@ -412,13 +414,13 @@ def emit_source(name: str, s: Statement, params: tuple[str, ...], overwrites: in
         lines.append(f"        _d.append([{', '.join(deps)}])")
         lines.append("        _w.append(kwargs)")
         lines.append(f"        _c.append({coord_src})")
-        lines.append("        _nb.append(nbm(tile) or nbytes(tile))")
+        lines.append("        _nb.append(nbytes(tile))")
         lines.append(f"        _f.append({cost})")
         lines.append("    add_many(_k, func, _d, _w, kind=kind, name=kname, coords=_c, "
                      "nbytes=_nb, cost=_f)")
     else:
         lines.append(f"        add((key, {s.id}, *idx), func, "
                      f"deps=[{', '.join(deps)}], args={args_src}, kwargs=kwargs, kind=kind, "
-                     f"name=kname, coords={coord_src}, nbytes=nbm(tile) or nbytes(tile), "
+                     f"name=kname, coords={coord_src}, nbytes=nbytes(tile), "
                      f"cost={cost})")
     return "\n".join(lines)
