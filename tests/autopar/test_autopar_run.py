@@ -275,3 +275,20 @@ def test_a_relative_script_path_gives_the_absolute_file_in_the_traceback(
                             timeout=60)
     assert cli_main(["autopar", "rel.py", "--workers", "2"]) == 1
     assert capsys.readouterr().err == serial.stderr
+
+
+def test_workers_times_blas_threads_stay_within_the_cores(tmp_path, monkeypatch):
+    from tilegraph.runtime.blas import cores
+
+    script = tmp_path / "blas.py"
+    script.write_text(
+        "from threadpoolctl import threadpool_info\n"
+        "a = max(i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas')\n"
+        "b = max(i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas')\n"
+        "print(a * 2 <= max(2, CORES), b * 2 <= max(2, CORES))\n".replace(
+            "CORES", str(cores())))
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    run_script(script, 2, stdout=out)
+    assert out.getvalue() == "True True\n"
+    _no_children()

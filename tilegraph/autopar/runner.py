@@ -60,6 +60,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from tilegraph.autopar.analysis import ScriptGraph, analyze, load_script, parse_script
+from tilegraph.runtime.blas import cores
 
 _MOVE_WAIT_BYTES = 32 << 20   # wait for a busy worker rather than move this much more data
 
@@ -235,9 +236,14 @@ def _die_with_parent() -> None:
 
 
 def _worker(index: int, conn: Connection, codes: list[Any], path: str,
-            argv: list[str]) -> None:
+            argv: list[str], blas: int = 1) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the scheduler handles Ctrl-C
     _die_with_parent()
+    # workers x BLAS threads stay within the cores: NumPy statements on several workers
+    # would otherwise each start a BLAS thread per core and slow each other down
+    from threadpoolctl import threadpool_limits
+
+    limits = threadpool_limits(limits=blas, user_api="blas")  # noqa: F841 (held for life)
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __builtins__=__builtins__)
     sys.modules["__main__"] = main
@@ -375,7 +381,8 @@ class _Scheduler:
         for w in range(self.n):
             parent, child = ctx.Pipe(duplex=True)
             p = ctx.Process(target=_worker, args=(w, child, self.codes,
-                                                  _filename(self.graph.path), self.argv),
+                                                  _filename(self.graph.path), self.argv,
+                                                  max(1, cores() // self.n)),
                             daemon=True,
                             name=f"tilegraph-autopar-{w}")
             p.start()
