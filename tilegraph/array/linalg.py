@@ -44,6 +44,7 @@ from tilegraph.algebra.linalg_kernels import LinAlgError
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.array.lp_arrays import cholesky as lp_cholesky
 from tilegraph.array.lp_arrays import triangular_solve
+from tilegraph.array.lp_arrays import trsm as lp_trsm
 from tilegraph.array.lp_arrays import tsqr as lp_tsqr
 from tilegraph.graph.kinds import (
     lu_flops,
@@ -150,22 +151,8 @@ def solve_triangular(a: Any, b: Any, lower: bool = False, trans: Any = 0,
     >>> bool(np.allclose(L @ x.compute(), np.ones(3)))
     True
     """
-    t = _trans_code(trans)
-    a = _square(a, "solve_triangular")
-    b = asarray(b)
-    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-        raise ValueError(f"solve_triangular: b of shape {b.shape} does not match the matrix "
-                         f"of shape {a.shape} (b needs {a.shape[0]} rows)")
-    vector = b.ndim == 1
-    if vector:
-        b = b[:, None]
-    dtype = np.result_type(a.dtype, _float_dtype(b.dtype, "solve_triangular"))
-    a = a.astype(dtype) if a.dtype != dtype else a
-    b = b.astype(dtype) if b.dtype != dtype else b
-    if b.chunks[0] != a.chunks[0]:
-        b = b.rechunk((a.chunks[0], b.chunks[1]))
-    x = triangular_solve(a, b, bool(lower), t, bool(unit_diagonal))
-    return x[:, 0] if vector else x
+    return lp_trsm(_square(a, "solve_triangular"), b, bool(lower), _trans_code(trans),
+                   bool(unit_diagonal), op="solve_triangular")
 
 
 # -- QR -------------------------------------------------------------------------------------

@@ -199,25 +199,26 @@ def triangular_solve(a: Array, b: Array, lower: bool, trans: str, unit: bool) ->
 
 
 @library.trsm.implement
-def trsm(a: Any, b: Any, lower: bool = True, trans: Any = "N", unit: bool = False) -> Array:
+def trsm(a: Any, b: Any, lower: bool = True, trans: Any = "N", unit: bool = False,
+         op: str = "trsm") -> Array:
     """``x`` with ``op(a) @ x = b`` for a triangular ``a`` (only its ``lower`` or upper
     triangle is read; ``trans`` "N", "T" or "C"; ``unit``: unit diagonal) by the programs
     ``library.trsm``/``trsm_t``; ``b`` a vector or a matrix. ``tg.linalg.solve_triangular``
-    takes the same path."""
+    is this function (errors name ``op``)."""
     a, b = asarray(a), asarray(b)
-    dense_only("trsm", a, b)
+    dense_only(op, a, b)
     if trans not in ("N", "T", "C"):
-        raise ValueError(f"trsm: trans must be 'N', 'T' or 'C', got {trans!r}")
+        raise ValueError(f"{op}: trans must be 'N', 'T' or 'C', got {trans!r}")
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"trsm: expected a square triangular matrix, got shape {a.shape}")
+        raise ValueError(f"{op}: expected a square matrix, got shape {a.shape}")
     if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-        raise ValueError(f"trsm: b of shape {b.shape} does not match the matrix of shape "
-                         f"{a.shape}")
+        raise ValueError(f"{op}: b of shape {b.shape} does not match the matrix of shape "
+                         f"{a.shape} (b needs {a.shape[0]} rows)")
     vector = b.ndim == 1
     if vector:
         b = b[:, None]
-    dtype = np.result_type(_float(a, "trsm").dtype, _float(b, "trsm").dtype)
-    a = _square_blocks(a.astype(dtype, copy=False), "trsm")
+    dtype = np.result_type(_float(a, op).dtype, _float(b, op).dtype)
+    a = _square_blocks(a.astype(dtype, copy=False), op)
     b = b.astype(dtype, copy=False)
     if b.chunks[0] != a.chunks[0]:
         b = b.rechunk((a.chunks[0], b.chunks[1]))
