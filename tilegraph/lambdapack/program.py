@@ -13,6 +13,7 @@ MPI backends.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
@@ -683,20 +684,17 @@ class DAG:
         over a tile it reads does so only when that tile was made by the program and is read
         by this one task (once)."""
         per_statement, written = self._rows()
-        uses: dict[tuple, int] = {}
+        uses: Counter = Counter()  # reads of each (array, tile)
         for sid, rows in per_statement:
             s = self.statements[sid]
             if not s.plain:
-                for node in rows:
-                    for what, value in self.inputs(node):
-                        if what == "tile":
-                            uses[value[:2]] = uses.get(value[:2], 0) + 1
+                uses.update(value[:2] for node in rows for what, value in self.inputs(node)
+                            if what == "tile")
                 continue
-            reads = [(n, a.array) for n, a in enumerate(s.args) if isinstance(a, Access)]
-            for _, args, _ in rows:
-                for n, arr in reads:
-                    t = (arr, args[n])
-                    uses[t] = uses.get(t, 0) + 1
+            for n, a in enumerate(s.args):
+                if isinstance(a, Access):
+                    arr = a.array
+                    uses.update((arr, row[1][n]) for row in rows)
         shape_memo: dict[tuple, Any] = {}
 
         def shape(array: str, tile: tuple) -> Any:
