@@ -229,20 +229,26 @@ def trsm(a: Any, b: Any, lower: bool = True, trans: Any = "N", unit: bool = Fals
 library.trsm_t.implement(trsm)
 
 
+def _tall(a: Any, branch: Any, op: str, what: str) -> Array:
+    """``a`` as a floating-point matrix with one column of blocks, ``branch`` checked."""
+    a = _float(asarray(a), op)
+    dense_only(op, a)
+    if a.ndim != 2:
+        raise ValueError(f"{op}: expected a 2-D matrix, got shape {a.shape}")
+    if isinstance(branch, bool) or not isinstance(branch, int) or branch < 2:
+        raise ValueError(f"tsqr: {what} must be an integer >= 2, got {branch!r}")
+    if a.numblocks[1] != 1:
+        a = a.rechunk((a.chunks[0], (a.shape[1],)))
+    return a
+
+
 @library.tsqr.implement
 def tsqr_r(a: Any, branch: int = 2) -> Array:
     """The ``n x n`` R factor (one block) of a tall-skinny ``m x n`` matrix, every row block
     having at least ``n`` rows, by the program ``library.tsqr``: the row blocks are factored
     and the R factors combined ``branch`` at a time. Row signs are LAPACK's (not
     normalised): ``R^H R = A^H A``."""
-    a = _float(asarray(a), "tsqr")
-    dense_only("tsqr", a)
-    if a.ndim != 2:
-        raise ValueError(f"tsqr: expected a 2-D matrix, got shape {a.shape}")
-    if isinstance(branch, bool) or not isinstance(branch, int) or branch < 2:
-        raise ValueError(f"tsqr: branch must be an integer >= 2, got {branch!r}")
-    if len(a.chunks[1]) != 1:
-        a = a.rechunk((a.chunks[0], (a.shape[1],)))
+    a = _tall(a, branch, "tsqr", "branch")
     rows, n = a.chunks[0], a.shape[1]
     if any(r < n for r in rows):
         raise ValueError(f"tsqr: every row block needs at least {n} rows (the columns); "
@@ -274,15 +280,8 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
     they are not) by the program ``library.tsqr_q``: ``q`` has ``a``'s row blocks, ``r``
     (one block) a non-negative real diagonal; the row blocks' R factors are combined
     ``split_every`` at a time."""
-    a = _float(asarray(a), "qr")
-    dense_only("qr", a)
-    if a.ndim != 2:
-        raise ValueError(f"qr: expected a 2-D matrix, got shape {a.shape}")
-    if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
-        raise ValueError(f"tsqr: split_every must be an int >= 2, got {split_every!r}")
+    a = _tall(a, split_every, "qr", "split_every")
     m, n = a.shape
-    if a.numblocks[1] != 1:
-        a = a.rechunk((a.chunks[0], (n,)))
     rows = a.chunks[0]
     k = min(m, n)
     nb = len(rows)

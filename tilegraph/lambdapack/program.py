@@ -600,8 +600,7 @@ class DAG:
 
     def check_writes(self) -> None:
         """Raise :class:`ProgramError` if two nodes write one tile (expands the DAG)."""
-        for _ in self.expand():
-            pass
+        self._rows()
 
     def node_key(self, name: str, node: Node) -> Hashable:
         return (name, node[0], *node[1])

@@ -373,29 +373,18 @@ class MemoryManager:
         deficit = self.live + self.reserved + self.prefetch_bytes - self.limit
         if deficit <= 0:
             return
-        ex = self.ex
-        pinned = ex.pinned()
-        candidates = [(ex.next_use(v), v) for v, value in ex.results.items()
-                      if v not in pinned and v not in self.io_busy
-                      and (self.reloadable[v] or spillable(value))]
-        candidates.sort(reverse=True)
-        victims, freed = [], 0
-        for _, v in candidates:
-            victims.append(v)
-            freed += self.sizes.get(v, 0)
-            if freed >= deficit:
-                break
+        victims = self._victims(deficit)
         if victims:
             self._write_out(victims)
 
-    def _victims(self, deficit: int, task: int) -> list[int]:
-        """The coldest results that may go to disk, enough to cover ``deficit`` bytes. A
-        result whose next consumer comes before ``task`` in priority order is never one:
-        the priority order binds every worker."""
+    def _victims(self, deficit: int, task: int | None = None) -> list[int]:
+        """The coldest results that may go to disk, enough to cover ``deficit`` bytes,
+        never one pinned by a running task. For the admission of ``task``: never one of its
+        inputs, nor a result whose next consumer comes before ``task`` in priority order
+        (the priority order binds every worker)."""
         ex = self.ex
-        own = set(ex.deps(task)) | ex.pinned()
-        prio = ex.priority
-        mine = prio[task]
+        own = ex.pinned() if task is None else set(ex.deps(task)) | ex.pinned()
+        mine = -1 if task is None else ex.priority[task]
         candidates = []
         for v, value in ex.results.items():
             if v in own or v in self.io_busy:
