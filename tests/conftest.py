@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tilegraph.runtime.backends import BACKENDS, Backend
+from tilegraph.runtime.backends import BACKENDS, IDLE_THREAD_NAME, Backend
 
 # (backend, workers) pairs: every conformance test runs on each.
 ALL_BACKENDS = [("sync", None), ("threads", 1), ("threads", 2), ("threads", 4)]
@@ -48,5 +48,7 @@ def forbid_compute():
 def no_stray_threads():
     """Every test must leave no tilegraph thread running behind it."""
     yield
-    stray = [t.name for t in threading.enumerate() if t.name.startswith("tilegraph-")]
+
+    stray = [t.name for t in threading.enumerate()
+             if t.name.startswith("tilegraph-") and t.name != IDLE_THREAD_NAME]
     assert not stray, f"threads left running: {stray}"

@@ -213,6 +213,9 @@ _checks: dict[str, Callable[[Any], Any]] = {
 }
 
 
+OPTIONS = frozenset(_checks)  # the names of every option
+
+
 def _check_names(options: dict[str, Any], where: str) -> None:
     unknown = sorted(options.keys() - _checks.keys())
     if unknown:

@@ -29,9 +29,11 @@ Stages:
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -349,12 +351,24 @@ def _pack(keys: Any, values: dict) -> Any:
     return values[keys]
 
 
-def get(dsk: Any, keys: Any, **options: Any) -> Any:
+def get(dsk: Any, keys: Any, cache: Any = None, num_workers: int | None = None,
+        pool: Any = None, **options: Any) -> Any:
     """Compute ``keys`` of the dask-style graph ``dsk``, like ``dask.get``.
 
     ``keys`` is one key, or a list (possibly nested) of keys; the result has the same shape,
     with tuples for lists, as ``dask.get`` returns it.
-    Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``. With
+    Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``, taking what
+    dask passes to its schedulers: ``num_workers`` (worker threads, unless ``workers=`` is
+    given), ``pool`` (an executor: its ``_max_workers`` sets the worker threads; the tasks
+    run on tilegraph's own workers), ``cache`` (a dict of values already known, which
+    replace those keys' tasks, and which receives the outputs' values) and any other
+    keyword dask forwards from ``compute(...)`` (ignored, as dask's schedulers ignore what
+    they do not use; a name close to an option's, a typo, is an error). Options of
+    :mod:`tilegraph.config` are used and checked; called directly with a dict graph, an
+    unknown option is an error.
+    dask's callbacks (``dask.callbacks.Callback`` objects, given as ``callbacks=`` or
+    registered globally, e.g. ``dask.diagnostics.ProgressBar``) are called as dask's own
+    schedulers call them (:mod:`tilegraph.runtime.dask_callbacks`). With
     ``backend="mpi"``, small values are returned on every rank; larger ones on rank 0 and
     ``None`` on the other ranks (see :func:`run`).
 
@@ -365,18 +379,82 @@ def get(dsk: Any, keys: Any, **options: Any) -> Any:
     >>> get(dsk, [["x", "y"], "z"])
     ((1, 2), 3)
     """
-    config.resolve(options, "get()")
-    graph = from_dask(dsk)
+    own = {k: v for k, v in options.items() if k in config.OPTIONS}
+    if len(own) < len(options) and (isinstance(dsk, Mapping) or _typos(options)):
+        config.resolve(options, "get()")  # a direct call: an unknown option is an error
+    hooks = None
+    if "callbacks" in own:
+        from tilegraph.runtime.dask_callbacks import split_callbacks
+
+        hooks, own["callbacks"] = split_callbacks(own["callbacks"])
+    if "workers" not in own:
+        if num_workers is None and pool is not None:
+            num_workers = getattr(pool, "_max_workers", None)
+        if num_workers is not None:
+            own["workers"] = num_workers
+    config.resolve(own, "get()")
     flat = list(_flatten(keys))
-    for k in flat:
-        try:
-            present = k in graph.index
-        except TypeError:
-            raise TypeError(f"keys must be hashable, got {k!r} ({type(k).__name__})") from None
-        if not present:
-            raise KeyError(f"key {k!r} is not in the task graph")
-    unique = list(dict.fromkeys(flat))
-    values = run(graph, unique, **options)
+    if hooks is None and "dask.callbacks" not in sys.modules and not cache:
+        values = _get(dsk, flat, own, None)
+    else:
+        from tilegraph.runtime.dask_callbacks import active_callbacks
+
+        if not isinstance(dsk, Mapping) and hasattr(dsk, "__dask_graph__"):
+            dsk = dsk.__dask_graph__()
+        if cache:
+            if not isinstance(cache, Mapping):
+                raise TypeError(f"get(): cache must be a dict of known values, got "
+                                f"{type(cache).__name__}")
+            dsk = {**dsk, **{k: (partial(_known, v),) for k, v in cache.items() if k in dsk}}
+        with active_callbacks(hooks) as active:
+            values = _get(dsk, flat, own, active)
+        if cache is not None and values is not None:
+            cache.update(values)
     if values is None:  # an MPI rank other than 0: the values were gathered on rank 0
         return None
-    return _pack(keys, dict(zip(unique, values, strict=True)))
+    return _pack(keys, values)
+
+
+def _typos(options: dict[str, Any]) -> list[str]:
+    """Names among ``options`` that are close to an option's name but are not one."""
+    import difflib
+
+    return [k for k in options if k not in config.OPTIONS
+            and difflib.get_close_matches(k, config.OPTIONS, n=1, cutoff=0.8)]
+
+
+def _known(value: Any) -> Any:
+    return value
+
+
+def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
+    """The values of the keys ``flat`` of ``dsk`` by key (``None`` on an MPI rank that does
+    not return them), with dask's ``hooks`` (:mod:`tilegraph.runtime.dask_callbacks`)."""
+    run_hooks = None
+    if hooks:
+        from tilegraph.runtime.dask_callbacks import RunHooks
+
+        run_hooks = RunHooks(hooks, dsk, flat)
+        run_hooks.start()
+    errored = True
+    try:
+        graph = from_dask(dsk)
+        for k in flat:
+            try:
+                present = k in graph.index
+            except TypeError:
+                raise TypeError(f"keys must be hashable, got {k!r} "
+                                f"({type(k).__name__})") from None
+            if not present:
+                raise KeyError(f"key {k!r} is not in the task graph")
+        unique = list(dict.fromkeys(flat))
+        if run_hooks is not None:
+            graph = run_hooks.announced(graph.cull(unique))
+            values = run(graph, unique, fuse=False, **own)
+        else:
+            values = run(graph, unique, **own)
+        errored = False
+    finally:
+        if run_hooks is not None:
+            run_hooks.finish(errored)
+    return None if values is None else dict(zip(unique, values, strict=True))

@@ -4,7 +4,7 @@ A dask-style graph maps keys to values. A value is read as dask (2024.12 and lat
 
 - a tuple whose first element is callable is a task ``(func, *args)``;
 - an ``int``, ``float``, ``str`` or ``tuple`` equal to a key of the graph is a reference to
-  that key's value (an alias at top level);
+  that key's value (an alias at top level), and so is dask's ``TaskRef``;
 - lists, tuples, sets and namedtuples are walked, so keys and task tuples inside them are
   replaced by values; dicts are literal;
 - dask's own task objects (``dask._task_spec.Task``, ``Alias``, ``DataNode``, ...) are run
@@ -82,6 +82,18 @@ def _is_dask_node(value: Any) -> bool:
     return known
 
 
+_ref_types: dict[type, bool] = {}
+
+
+def _is_task_ref(value: Any) -> bool:
+    """True for dask's ``TaskRef`` (a reference to another key's value)."""
+    tp = type(value)
+    known = _ref_types.get(tp)
+    if known is None:
+        known = _ref_types[tp] = _dask_class(value, "TaskRef") is not None
+    return known
+
+
 def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
@@ -122,6 +134,8 @@ class _Reader:
             return Call(x[0], args), True
         if self.is_key(x):
             return self.ref(x), True
+        if _is_task_ref(x):
+            return self.ref(x.key), True
         if isinstance(x, (list, tuple, set, frozenset)):
             parts = [self.read(a) for a in x]
             if not any(dyn for _, dyn in parts):
@@ -178,9 +192,19 @@ def gc_paused() -> Iterator[None]:
 
 def _read_graph(dsk: dict) -> TaskGraph:
     builder = GraphBuilder()
+    read_into(builder, dsk)
+    return builder.build()
+
+
+def read_into(builder: GraphBuilder, dsk: Mapping) -> None:
+    """Add the tasks of the dask-style graph ``dsk`` to ``builder``, except those whose keys
+    it has already (a key names one computation in dask, so the same key is the same
+    task: two dask collections sharing inputs are read into one plan)."""
     reader = _Reader(dsk)
     is_key = reader.is_key
     for key, value in dsk.items():
+        if key in builder:
+            continue
         if type(value) is tuple and value and callable(value[0]):
             args = value[1:]
             # fast path: every argument is a distinct key -> func(*values), no template
@@ -194,6 +218,10 @@ def _read_graph(dsk: dict) -> TaskGraph:
         if _is_dask_node(value):
             _add_dask_node(builder, key, value)
             continue
+        if _is_task_ref(value):  # a bare reference: an alias, as dask reads it
+            if value.key != key:
+                builder.add(key, identity, deps=[value.key], name="alias")
+            continue
         reader.reset()
         template, dynamic = reader.read(value)
         if not dynamic:
@@ -203,7 +231,6 @@ def _read_graph(dsk: dict) -> TaskGraph:
         else:
             builder.add(key, identity, deps=reader.deps, args=(template,),
                         name=type(value).__name__)
-    return builder.build()
 
 
 def _add_dask_node(builder: GraphBuilder, key: Hashable, node: Any) -> None:

@@ -391,6 +391,8 @@ _COLUMNS = frozenset(("keys", "index", "funcs", "args", "kwargs", "modes", "dep_
                       "dep_idx", "meta"))
 
 
+_SMALL_GRAPH = 256  # tasks: graphs up to this size are culled by a walk in Python
+
 class TaskGraph:
     """An immutable graph of tasks over blocks. Build one with :class:`GraphBuilder` or
     :meth:`TaskGraph.from_dask`; see the module docstring for the layout."""
@@ -566,13 +568,23 @@ class TaskGraph:
 
     def ancestors_mask(self, targets: np.ndarray) -> np.ndarray:
         """Boolean mask of the tasks the ``targets`` (indices) need, targets included."""
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import breadth_first_order
-
         n = len(self.keys)
         mask = np.zeros(n, dtype=bool)
         if len(targets) == 0:
             return mask
+        if n <= _SMALL_GRAPH:  # a walk in Python beats building a sparse matrix
+            ptr, idx = self.dep_ptr.tolist(), self.dep_idx.tolist()
+            seen = bytearray(n)
+            stack = [int(t) for t in targets]
+            while stack:
+                i = stack.pop()
+                if not seen[i]:
+                    seen[i] = 1
+                    stack.extend(idx[ptr[i] : ptr[i + 1]])
+            return np.frombuffer(bytes(seen), dtype=bool).copy()
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import breadth_first_order
+
         # A virtual root n depends on every target, then BFS along dependency edges in C.
         ptr = np.concatenate([self.dep_ptr, [self.dep_ptr[-1] + len(targets)]])
         idx = np.concatenate([self.dep_idx, np.asarray(targets, dtype=np.int64)])

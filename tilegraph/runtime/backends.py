@@ -30,11 +30,14 @@ the executor core, once. A backend that runs task bodies somewhere else passes
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -207,36 +210,149 @@ class ThreadsBackend(Backend):
         return threads_policy(graph, seconds) if self.workers > 1 else None
 
     def run(self, execution: Execution) -> None:
-        threads = [
-            threading.Thread(
-                target=_guarded, args=(execution, w), name=f"tilegraph-worker-{w}", daemon=True
-            )
-            for w in range(self.workers)
-        ]
+        workers = _RunWorkers(self.workers)
         with blas_threads(max(1, cores() // (self.workers * self.share))):
             try:
-                for t in threads:
-                    t.start()
-                while not execution.done_event.wait(0.5):
+                for w in range(self.workers):
+                    POOL.submit(_pooled_worker, (execution, w, workers),
+                                then=partial(workers.left, w))
+                while not execution.done_event.wait(0.05):  # Ctrl-C seen in 50 ms
                     pass
             except BaseException as exc:  # KeyboardInterrupt while starting or waiting
                 execution.cancel(exc)
                 raise
             finally:
-                _join_all(threads, execution)
+                workers.abandon_unclaimed()
+                _wait_workers(workers, execution)
                 execution.finish_io()
 
 
-def _join_all(threads: list[threading.Thread], execution: Execution) -> None:
-    """Wait for every started worker; a further Ctrl-C cannot make us leave threads behind
-    (the run is already cancelled, so each worker stops after its current task)."""
-    for t in threads:
-        while t.ident is not None:
+IDLE_THREAD_NAME = "tilegraph-pool-idle"
+
+
+class _RunWorkers:
+    """The worker loops of one run handed to the pool. A pool thread *claims* worker ``w``
+    before running its loop; the caller, once the run is over (or interrupted, perhaps
+    while handing the loops out), *abandons* every loop not yet claimed and waits until
+    every claimed loop has left. Both happen under one lock, so no loop is waited for that
+    will never run, and none runs unwaited for."""
+
+    __slots__ = ("_claimed", "_cond", "_running")
+
+    def __init__(self, n: int):
+        self._claimed = [None] * n  # None: not yet; True: claimed; False: abandoned
+        self._running = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def claim(self, w: int) -> bool:
+        with self._cond:
+            if self._claimed[w] is False:
+                return False
+            self._claimed[w] = True
+            self._running += 1
+            return True
+
+    def left(self, w: int) -> None:
+        """Worker ``w``'s pool thread is idle again (whether it ran the loop or not)."""
+        with self._cond:
+            if self._claimed[w]:
+                self._claimed[w] = False  # (counted once)
+                self._running -= 1
+                self._cond.notify_all()
+
+    def abandon_unclaimed(self) -> None:
+        with self._cond:
+            for w, c in enumerate(self._claimed):
+                if c is None:
+                    self._claimed[w] = False
+
+    def wait(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._running == 0)
+
+
+def _pooled_worker(execution: Execution, worker: int, workers: _RunWorkers) -> None:
+    if not workers.claim(worker):
+        return
+    thread = threading.current_thread()
+    thread.name = f"tilegraph-worker-{worker}"
+    try:
+        _guarded(execution, worker)
+    finally:
+        thread.name = IDLE_THREAD_NAME
+
+
+def _wait_workers(workers: _RunWorkers, execution: Execution) -> None:
+    """Wait for every started worker of the run; a further Ctrl-C cannot make us leave a
+    worker behind (the run is already cancelled, so each stops after its current task)."""
+    while True:
+        try:
+            workers.wait()
+            return
+        except KeyboardInterrupt:
+            execution.cancel(KeyboardInterrupt())
+
+
+class WorkerPool:
+    """Daemon threads kept between runs, so a run does not pay for starting threads (a tiny
+    compute costs about as much as starting two threads). ``submit(fn, args, then)`` hands
+    the call ``fn(*args)`` to an idle thread, and calls ``then()`` once that thread is idle
+    again (so the next run finds it), or to a new one when none is idle, so a task that itself runs a
+    graph (a nested compute) never waits for a thread. At most ``max_idle`` threads stay
+    idle; the others end. Idle threads are named ``IDLE_THREAD_NAME``. After ``fork`` the
+    child starts with an empty pool."""
+
+    def __init__(self, max_idle: int | None = None):
+        self.max_idle = max_idle if max_idle is not None else max(4, 2 * cores())
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue] = []
+        self._count = 0
+
+    def submit(self, fn: Callable[..., Any], args: tuple = (),
+               then: Callable[[], None] | None = None) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                self._count += 1
+                number = self._count
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            thread = threading.Thread(target=self._loop, args=(inbox,),
+                                      name=f"tilegraph-pool-{number}", daemon=True)
+            inbox.put((fn, args, then))
+            thread.start()
+            return
+        inbox.put((fn, args, then))
+
+    def _loop(self, inbox: queue.SimpleQueue) -> None:
+        while True:
+            fn, args, then = inbox.get()
             try:
-                t.join()
-                break
-            except KeyboardInterrupt:
-                execution.cancel(KeyboardInterrupt())
+                fn(*args)
+            except BaseException:  # fn reports its own failures; the thread lives on
+                pass
+            with self._lock:
+                stay = len(self._idle) < self.max_idle
+                if stay:
+                    self._idle.append(inbox)
+            if then is not None:
+                then()
+            if not stay:
+                return
+
+    def idle(self) -> int:
+        """Threads waiting for work."""
+        with self._lock:
+            return len(self._idle)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+POOL = WorkerPool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=POOL._after_fork)
 
 
 def _mpi_backend(workers: int | None = None) -> Backend:

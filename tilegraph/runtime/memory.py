@@ -11,6 +11,7 @@ back just before a consumer runs.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import tempfile
@@ -36,11 +37,17 @@ DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
 def default_limit(processes: int = 1) -> int:
     """A safe budget when none is given: a fraction of the machine's memory, divided among
     the ``processes`` on this host that each hold a budget (MPI ranks)."""
-    import psutil
-
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ValueError(f"default_limit: processes must be a positive int, got {processes!r}")
-    return int(psutil.virtual_memory().total * DEFAULT_FRACTION) // processes
+    return int(_total_memory() * DEFAULT_FRACTION) // processes
+
+
+@functools.cache
+def _total_memory() -> int:
+    """The machine's physical memory in bytes (asked once: it does not change)."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
 
 
 def task_estimates(graph: Any) -> list[int]:
