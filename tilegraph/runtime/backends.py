@@ -296,11 +296,11 @@ def _wait_workers(workers: _RunWorkers, execution: Execution) -> None:
 class WorkerPool:
     """Daemon threads kept between runs, so a run does not pay for starting threads (a tiny
     compute costs about as much as starting two threads). ``submit(fn, args, then)`` hands
-    the call ``fn(*args)`` to an idle thread, and calls ``then()`` once that thread is idle
-    again (so the next run finds it), or to a new one when none is idle, so a task that itself runs a
-    graph (a nested compute) never waits for a thread. At most ``max_idle`` threads stay
-    idle; the others end. Idle threads are named ``IDLE_THREAD_NAME``. After ``fork`` the
-    child starts with an empty pool."""
+    the call ``fn(*args)`` to an idle thread, or to a new one when none is idle (so a task
+    that itself runs a graph, a nested compute, never waits for a thread), and calls
+    ``then()`` once that thread is idle again (so the next run finds it). At most
+    ``max_idle`` threads stay idle; the others end. Idle threads are named
+    ``IDLE_THREAD_NAME``. After ``fork`` the child starts with an empty pool."""
 
     def __init__(self, max_idle: int | None = None):
         self.max_idle = max_idle if max_idle is not None else max(4, 2 * cores())
