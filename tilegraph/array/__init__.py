@@ -18,11 +18,15 @@ from tilegraph.array.contraction import (
 )
 from tilegraph.array.core import Array, asarray, compute, from_numpy
 from tilegraph.array.creation import arange, eye, full, linspace, ones, zeros
+from tilegraph.array.dask_interop import from_dask
+from tilegraph.array.dask_interop import install as _install_dask_protocol
 from tilegraph.array.elementwise import astype, elemwise, map_blocks, where
 from tilegraph.array.io import from_npy, from_zarr, to_npy, to_zarr
 from tilegraph.array.loops import while_loop
 from tilegraph.array.manipulation import concatenate, stack
 from tilegraph.array.sparse import SparseArray, from_scipy
+
+_install_dask_protocol(Array)  # tilegraph arrays are dask collections (dask_interop)
 
 
 def _via_method(name: str, impl: _Callable) -> _Callable:
@@ -57,7 +61,7 @@ rechunk = _via_method("rechunk", _manipulation.rechunk)
 
 __all__ = [
     "Array", "SparseArray", "all", "any", "arange", "argmax", "argmin", "asarray", "astype",
-    "compute", "concatenate", "dot", "einsum", "elemwise", "eye", "from_npy", "from_numpy",
+    "compute", "concatenate", "dot", "einsum", "elemwise", "eye", "from_dask", "from_npy", "from_numpy",
     "from_scipy", "from_zarr", "full", "linspace", "map_blocks", "matmul", "max", "mean", "min",
     "ones", "outer", "prod", "rechunk", "reshape", "semiring_matmul", "stack", "std", "sum",
     "swapaxes", "tensordot", "to_npy", "to_zarr", "transpose", "var", "where", "while_loop",

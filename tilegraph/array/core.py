@@ -385,7 +385,12 @@ def dense_only(op: str, *arrays: Any) -> None:
 
 
 def asarray(x: Any, chunks: Any = "auto", dtype: Any = None) -> Array:
-    """``x`` as a blocked array (an Array is returned as it is, or rechunked/cast)."""
+    """``x`` as a blocked array (an Array is returned as it is, or rechunked/cast; a dask
+    array joins the plan lazily, by :func:`~tilegraph.array.dask_interop.from_dask`)."""
+    if not isinstance(x, (Array, np.ndarray)) and hasattr(type(x), "__dask_graph__"):
+        from tilegraph.array.dask_interop import from_dask  # lazily, not computed here
+
+        x = from_dask(x)
     if isinstance(x, Array):
         out = x if chunks == "auto" else x.rechunk(chunks)
         return out if dtype is None else out.astype(dtype)

@@ -17,7 +17,7 @@ import numpy as np
 
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import common_refinement, numblocks
-from tilegraph.array.core import Array, dense_only, from_numpy, tokenize
+from tilegraph.array.core import Array, asarray, dense_only, from_numpy, tokenize
 from tilegraph.graph.taskgraph import Dep, funcname
 
 
@@ -30,6 +30,7 @@ def align(op: str, args: Sequence[Any]) -> tuple[tuple[int, ...], tuple, list[An
     Arrays and every Array rechunked to the common block boundaries."""
     # array-likes (lists, tuples) take part in broadcasting as NumPy arrays, as in NumPy
     args = [np.asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
+    args = [asarray(a) if hasattr(type(a), "__dask_graph__") else a for a in args]  # lazily
     args = [from_numpy(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in args]
     arrays = [a for a in args if isinstance(a, Array)]
     try:

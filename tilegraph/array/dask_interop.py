@@ -1,0 +1,187 @@
+"""tilegraph arrays and dask collections, both ways, lazily.
+
+- A tilegraph :class:`~tilegraph.array.core.Array` is a dask collection: it has
+  ``__dask_graph__`` (its plan as a dask-style dict), ``__dask_keys__`` (its blocks' keys,
+  nested by block row as dask arrays nest them), ``__dask_postcompute__``,
+  ``__dask_postpersist__``, ``__dask_tokenize__`` and ``__dask_scheduler__``
+  (:func:`tilegraph.get`), so ``dask.compute(x)``, ``dask.persist(x)``, ``dask.delayed`` and
+  xarray treat it as lazy, and compute it on tilegraph unless told otherwise.
+  :func:`to_dask` (``x.to_dask()``) gives a ``dask.array.Array`` with the same blocks.
+- :func:`from_dask` folds a dask array's graph into tilegraph's plan: the dask tasks are read
+  into the same TaskGraph as the tilegraph operations around them when the plan is lowered,
+  so nothing is computed when it is called; the blocks keep dask's chunks and keys.
+  ``tg.asarray(dask_array)`` and ``x + dask_array`` go through it.
+
+dask is imported only by the functions that need it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra.blocks import Blocks, lower
+from tilegraph.array.chunks import numblocks
+from tilegraph.array.core import Array
+from tilegraph.graph.dask_spec import read_into
+from tilegraph.graph.dask_spec import to_dask as graph_to_dask
+from tilegraph.graph.taskgraph import GraphBuilder
+
+_GRAPHS: OrderedDict[str, dict] = OrderedDict()  # the last few arrays' dask graphs, by name
+_GRAPHS_KEPT = 8
+
+
+def is_dask_collection(x: Any) -> bool:
+    """Whether ``x`` is a dask collection that is not a tilegraph array (checked without
+    importing dask)."""
+    return hasattr(type(x), "__dask_graph__") and not isinstance(x, Array)
+
+
+# -- dask arrays into tilegraph ----------------------------------------------------------------
+
+
+def from_dask(x: Any) -> Array:
+    """A tilegraph array computing the dask array ``x``: its tasks join tilegraph's plan
+    when the plan is lowered (nothing is computed now), its blocks keep dask's chunks.
+
+    >>> import dask.array as da, numpy as np, tilegraph as tg
+    >>> d = da.arange(10, chunks=4) * 2
+    >>> y = tg.from_dask(d)
+    >>> y.chunks
+    ((4, 4, 2),)
+    >>> (y + 1).compute()
+    array([ 1,  3,  5,  7,  9, 11, 13, 15, 17, 19])
+    """
+    if isinstance(x, Array):
+        return x
+    if not is_dask_collection(x) or not all(hasattr(type(x), a) for a in ("chunks", "dtype",
+                                                                            "name")):
+        raise TypeError(f"from_dask: expected a dask array, got {type(x).__name__}")
+    chunks = tuple(tuple(c) for c in x.chunks)
+    if any(isinstance(c, float) and math.isnan(c) for axis in chunks for c in axis):
+        raise ValueError(f"from_dask: the dask array {x.name!r} has unknown chunk sizes "
+                         f"{chunks}; call x.compute_chunk_sizes() on it first")
+    shape = tuple(int(sum(axis)) for axis in chunks)
+    label = x.name
+    grid = numblocks(chunks)
+    holder = [x]
+
+    def graph() -> dict:
+        import dask
+
+        (opt,) = dask.optimize(holder[0])
+        return dict(opt.__dask_graph__())
+
+    def emit(builder: GraphBuilder) -> None:
+        read_into(builder, graph())
+
+    def ntasks() -> int:
+        return len(holder[0].__dask_graph__())
+
+    return Array(Blocks(label, grid, (), emit, ntasks=ntasks), shape, chunks, x.dtype)
+
+
+# -- tilegraph arrays as dask collections ------------------------------------------------------
+
+
+def dask_graph(x: Array) -> dict:
+    """``x``'s plan as a dask-style dict (the tasks of its blocks and their inputs)."""
+    got = _GRAPHS.get(x.name)
+    if got is not None:
+        _GRAPHS.move_to_end(x.name)
+        return got
+    dsk = graph_to_dask(lower([x.blocks]).build())
+    _GRAPHS[x.name] = dsk
+    while len(_GRAPHS) > _GRAPHS_KEPT:
+        _GRAPHS.popitem(last=False)
+    return dsk
+
+
+def dask_keys(x: Array) -> list:
+    """The keys of ``x``'s blocks, nested by axis as dask arrays nest theirs."""
+    keys = x.blocks.keys
+    if x.ndim == 0:
+        return [keys[()]]
+    return keys.tolist()
+
+
+def assemble(results: Any, ndim: int) -> np.ndarray:
+    """The array whose blocks are ``results`` (nested as :func:`dask_keys`)."""
+    if ndim == 0:
+        value = results[0] if isinstance(results, (list, tuple)) else results
+        return np.asarray(value)[()]
+    if ndim == 1:
+        parts = [np.asarray(b) for b in results]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return np.block(_as_lists(results))
+
+
+def _as_lists(x: Any) -> Any:
+    if isinstance(x, (list, tuple)):
+        return [_as_lists(v) for v in x]
+    return np.asarray(x)
+
+
+def postcompute(x: Array) -> tuple:
+    return assemble, (x.ndim,)
+
+
+def postpersist(x: Array) -> tuple:
+    return rebuild, (x.name, x.shape, x.chunks, x.dtype)
+
+
+def rebuild(dsk: Any, name: str, shape: tuple, chunks: tuple, dtype: Any,
+            rename: dict | None = None) -> Array:
+    """The persisted array: its blocks are the values ``dsk`` holds for its keys."""
+    new = (rename or {}).get(name, name)
+    grid = numblocks(chunks)
+    values = {coord: dsk[(name, *coord)] for coord in np.ndindex(*grid)}
+
+    def emit(builder: GraphBuilder) -> None:
+        for coord, value in values.items():
+            builder.add_data((new, *coord), value)
+
+    return Array(Blocks(new, grid, (), emit), shape, chunks, dtype)
+
+
+def to_dask(x: Array) -> Any:
+    """``x`` as a ``dask.array.Array`` with the same blocks, keys and chunks; its graph is
+    ``x``'s plan (dask's schedulers run the same tasks).
+
+    >>> import numpy as np, tilegraph as tg
+    >>> d = tg.from_numpy(np.arange(6.0), chunks=4).to_dask()
+    >>> type(d).__name__, d.chunks, float(d.sum().compute())
+    ('Array', ((4, 2),), 15.0)
+    """
+    import dask.array as da
+
+    meta = np.empty((0,) * x.ndim, dtype=x.dtype)
+    return da.Array(dict(dask_graph(x)), x.name, x.chunks, meta=meta)
+
+
+def dask_scheduler(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    """:func:`tilegraph.get`, the scheduler dask uses for tilegraph arrays by default."""
+    from tilegraph.pipeline import get
+
+    return get(dsk, keys, **kwargs)
+
+
+def _no_optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    return dsk
+
+
+def install(cls: type) -> None:
+    """Give ``cls`` (the Array class) the dask collection protocol."""
+    cls.__dask_graph__ = lambda self: dask_graph(self)
+    cls.__dask_keys__ = lambda self: dask_keys(self)
+    cls.__dask_layers__ = lambda self: (self.name,)
+    cls.__dask_postcompute__ = lambda self: postcompute(self)
+    cls.__dask_postpersist__ = lambda self: postpersist(self)
+    cls.__dask_tokenize__ = lambda self: ("tilegraph.Array", self.name)
+    cls.__dask_optimize__ = staticmethod(_no_optimize)
+    cls.__dask_scheduler__ = staticmethod(dask_scheduler)
+    cls.to_dask = to_dask
+
