@@ -21,7 +21,7 @@ from tilegraph.array.creation import arange, eye, full, linspace, ones, zeros
 from tilegraph.array.dask_interop import from_dask
 from tilegraph.array.dask_interop import install as _install_dask_protocol
 from tilegraph.array.elementwise import astype, elemwise, map_blocks, where
-from tilegraph.array.io import from_npy, from_zarr, to_npy, to_zarr
+from tilegraph.array.io import from_array, from_npy, from_zarr, to_npy, to_zarr
 from tilegraph.array.loops import while_loop
 from tilegraph.array.manipulation import concatenate, stack
 from tilegraph.array.sparse import SparseArray, from_scipy
@@ -61,7 +61,8 @@ rechunk = _via_method("rechunk", _manipulation.rechunk)
 
 __all__ = [
     "Array", "SparseArray", "all", "any", "arange", "argmax", "argmin", "asarray", "astype",
-    "compute", "concatenate", "dot", "einsum", "elemwise", "eye", "from_dask", "from_npy", "from_numpy",
+    "compute", "concatenate", "dot", "einsum", "elemwise", "eye", "from_array", "from_dask",
+    "from_npy", "from_numpy",
     "from_scipy", "from_zarr", "full", "linspace", "map_blocks", "matmul", "max", "mean", "min",
     "ones", "outer", "prod", "rechunk", "reshape", "semiring_matmul", "stack", "std", "sum",
     "swapaxes", "tensordot", "to_npy", "to_zarr", "transpose", "var", "where", "while_loop",

@@ -386,11 +386,14 @@ def dense_only(op: str, *arrays: Any) -> None:
 
 def asarray(x: Any, chunks: Any = "auto", dtype: Any = None) -> Array:
     """``x`` as a blocked array (an Array is returned as it is, or rechunked/cast; a dask
-    array joins the plan lazily, by :func:`~tilegraph.array.dask_interop.from_dask`)."""
-    if not isinstance(x, (Array, np.ndarray)) and hasattr(type(x), "__dask_graph__"):
-        from tilegraph.array.dask_interop import from_dask  # lazily, not computed here
+    array joins the plan lazily, by :func:`~tilegraph.array.dask_interop.from_dask`; an
+    h5py or zarr array is read block by block, by :func:`~tilegraph.array.io.from_array`)."""
+    if not isinstance(x, (Array, np.ndarray)):
+        from tilegraph.array.io import from_array, is_lazy_source
 
-        x = from_dask(x)
+        if hasattr(type(x), "__dask_graph__") or is_lazy_source(x):  # not read here
+            x = from_array(x, chunks=chunks)
+            return x if dtype is None else x.astype(dtype)
     if isinstance(x, Array):
         out = x if chunks == "auto" else x.rechunk(chunks)
         return out if dtype is None else out.astype(dtype)

@@ -20,7 +20,7 @@ import numpy as np
 
 from tilegraph.algebra.blocks import Blocks, source
 from tilegraph.array.chunks import all_block_slices, block_shape, normalize_chunks, numblocks
-from tilegraph.array.core import Array, tokenize
+from tilegraph.array.core import Array, tokenize, unique_name
 from tilegraph.array.sparse import SparseArray, sparse_block_nbytes
 from tilegraph.graph.taskgraph import Dep, Lit
 from tilegraph.io import (
@@ -85,7 +85,93 @@ def _sparse_from_zarr(path: str, info: dict[str, Any], chunks: Any) -> SparseArr
     return x if chunks is None else x.rechunk(chunks)
 
 
-def from_zarr(path: str | os.PathLike, chunks: Any = None) -> Array:
+def _read_region(source: Any, slices: tuple, shape: tuple, lock: Any) -> np.ndarray:
+    """Block ``slices`` of ``source`` (anything indexable by a tuple of slices) as a NumPy
+    array of the planned ``shape``."""
+    if lock is not None:
+        with lock:
+            block = source[slices]
+    else:
+        block = source[slices]
+    block = np.asarray(block)
+    if block.shape != shape:
+        raise ValueError(f"from_array: reading {slices} of {type(source).__name__} gave "
+                         f"shape {block.shape}, expected {shape}")
+    return block
+
+
+def is_lazy_source(x: Any) -> bool:
+    """Whether ``x`` is an array-like that reads its data when indexed (an h5py or zarr
+    array, a netCDF variable): it has ``shape``, ``dtype`` and ``__getitem__`` and is
+    neither a NumPy array nor an array type that computes (no ``__array_ufunc__``)."""
+    return (not isinstance(x, (np.ndarray, np.generic, Array))
+            and all(hasattr(x, a) for a in ("shape", "dtype", "__getitem__"))
+            and not hasattr(type(x), "__array_ufunc__")
+            and isinstance(getattr(x, "shape", None), tuple))
+
+
+def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False) -> Array:
+    """A blocked array over any array-like ``x`` with ``shape``, ``dtype`` and
+    ``__getitem__`` (an h5py dataset, a zarr array, a netCDF variable, a memory map): each
+    task reads its own block, ``x[slices]``, so ``x`` is never read whole. ``chunks``
+    (default ``"auto"``, blocks of about 64 MiB) as for :func:`~tilegraph.from_numpy`;
+    ``lock=True`` (or a lock object) serialises the reads, for sources that are not
+    thread-safe. A NumPy array gives :func:`~tilegraph.from_numpy`, a dask array
+    :func:`~tilegraph.from_dask`, a tilegraph array itself (rechunked if asked).
+
+    >>> import numpy as np, tilegraph as tg
+    >>> class Source:  # reads one region at a time
+    ...     shape, dtype = (5, 4), np.dtype("f8")
+    ...     def __getitem__(self, idx):
+    ...         return np.arange(20.0).reshape(5, 4)[idx]
+    >>> x = tg.from_array(Source(), chunks=(2, 3))
+    >>> x.chunks, float(x.sum().compute())
+    (((2, 2, 1), (3, 1)), 190.0)
+    """
+    from tilegraph.array.core import from_numpy
+
+    if isinstance(x, Array):
+        return x if chunks == "auto" else x.rechunk(chunks)
+    if isinstance(x, np.ndarray):
+        return from_numpy(x, chunks=chunks)
+    if hasattr(type(x), "__dask_graph__"):
+        from tilegraph.array.dask_interop import from_dask
+
+        out = from_dask(x)
+        return out if chunks == "auto" else out.rechunk(chunks)
+    missing = [a for a in ("shape", "dtype", "__getitem__") if not hasattr(x, a)]
+    if missing:
+        raise TypeError(f"from_array: {type(x).__name__} has no {', '.join(missing)}; it "
+                        "needs shape, dtype and __getitem__ (or use tg.asarray for data "
+                        "in memory)")
+    shape = tuple(int(n) for n in x.shape)
+    dtype = np.dtype(x.dtype)
+    if dtype.kind == "O":
+        raise TypeError("from_array: arrays of Python objects are not supported")
+    if lock is True:
+        import threading
+
+        lock = threading.Lock()
+    elif lock is False or lock is None:
+        lock = None
+    elif not (hasattr(lock, "__enter__") and hasattr(lock, "__exit__")):
+        raise TypeError(f"from_array: lock must be True, False or a lock, got {lock!r}")
+    chunks = normalize_chunks(chunks, shape, dtype)
+    slices = all_block_slices(chunks)
+    name = unique_name("from_array")
+    itemsize = dtype.itemsize
+
+    def task(c: tuple[int, ...]) -> tuple:
+        slc = slices[c]
+        return _read_region, (x, Lit(slc), Lit(tuple(s.stop - s.start for s in slc)), lock)
+
+    blocks = source(name, numblocks(chunks), task, kind="load", name="from_array",
+                    nbytes=lambda c: itemsize * math.prod(s.stop - s.start
+                                                          for s in slices[c]))
+    return Array(blocks, shape, chunks, dtype)
+
+
+def from_zarr(path: Any, chunks: Any = None, component: str | None = None) -> Array:
     """The zarr array at ``path``; blocks default to the zarr chunks. The array is
     snapshotted now (its directory, metadata, shape and dtype) and every block read checks
     it, as for :func:`from_npy`. A sparse zarr group
@@ -99,8 +185,19 @@ def from_zarr(path: str | os.PathLike, chunks: Any = None) -> Array:
     >>> type(y).__name__, y.chunks, y.to_scipy().nnz
     ('SparseArray', ((2, 1), (2, 1)), 3)
     >>> shutil.rmtree(d)
+
+    ``path`` may also be an open ``zarr.Array`` (read block by block, as by
+    :func:`from_array`), or a ``zarr.Group`` or the path of a group, with ``component=``
+    naming the array inside it.
     """
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return _from_zarr_object(path, chunks, component)
     path = os.fspath(path)
+    if component is not None:
+        if not isinstance(component, str) or not component.strip("/"):
+            raise TypeError(f"from_zarr: component must be the name of an array in the "
+                            f"group, got {component!r}")
+        path = os.path.join(path, *component.strip("/").split("/"))
     info = sparse_zarr_info(path)
     if info is not None:
         return _sparse_from_zarr(path, info, chunks)
@@ -109,6 +206,30 @@ def from_zarr(path: str | os.PathLike, chunks: Any = None) -> Array:
     snap = replace(snap, shape=shape, dtype=str(np.dtype(dtype)))
     return _reader_array("from_zarr", read_zarr_block, path, shape, np.dtype(dtype),
                          zchunks if chunks is None else chunks, snap)
+
+
+def _from_zarr_object(obj: Any, chunks: Any, component: str | None) -> Array:
+    """:func:`from_zarr` of an open zarr array or group."""
+    import zarr
+
+    if isinstance(obj, zarr.Group):
+        if component is None:
+            raise TypeError("from_zarr: a zarr group needs component= naming the array in "
+                            f"it (it holds: {', '.join(sorted(obj.array_keys())) or 'none'})")
+        try:
+            obj = obj[component]
+        except KeyError:
+            raise KeyError(f"from_zarr: the group has no array {component!r} (it holds: "
+                           f"{', '.join(sorted(obj.array_keys())) or 'none'})") from None
+        if not isinstance(obj, zarr.Array):
+            raise TypeError(f"from_zarr: {component!r} is a group, not an array")
+    elif component is not None:
+        raise TypeError("from_zarr: component= is for a group; got a zarr array")
+    if not isinstance(obj, zarr.Array):
+        raise TypeError(f"from_zarr: expected a path, a zarr.Array or a zarr.Group, got "
+                        f"{type(obj).__name__}")
+    stored = tuple(int(c) for c in (obj.shards or obj.chunks))
+    return from_array(obj, chunks=stored if chunks is None else chunks)
 
 
 def _write_block(writer: Any, slices: tuple, block: np.ndarray) -> None:
@@ -192,4 +313,4 @@ def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **option
     _store(x, writer, options)
 
 
-__all__ = ["from_npy", "from_zarr", "to_npy", "to_zarr"]
+__all__ = ["from_array", "from_npy", "from_zarr", "to_npy", "to_zarr"]
