@@ -14,7 +14,8 @@ defaults (pass options per call, or enter ``config.set`` in that thread).
 =============  ========================  ====================================================
 option         default                   meaning
 =============  ========================  ====================================================
-``backend``    ``"threads"``             where tasks run: ``"threads"``, ``"sync"`` or ``"mpi"``
+``backend``    ``"threads"``             where tasks run: ``"threads"``, ``"sync"``, ``"mpi"``
+                                         or ``"dask"`` (a dask.distributed cluster)
                                          (the environment variable ``TILEGRAPH_BACKEND``,
                                          set by ``tilegraph run``, changes the default)
 ``workers``    ``None`` (= cores)        worker threads of the threads backend (with MPI:
@@ -41,6 +42,9 @@ option         default                   meaning
 ``mpi_timeout`` ``60`` (seconds)         how long an MPI rank waits for the others to join
                                          a ``compute()`` before failing with an error that
                                          names the ranks that did not call it
+``client``     ``None``                  with ``backend="dask"``: the ``distributed.Client``
+                                         or scheduler address of the cluster to run on
+                                         (``None``: the current client)
 ``mpi_broadcast_limit`` ``"1MiB"``       with MPI, results of at most this many bytes (all
                                          outputs of a call together) are returned on every
                                          rank; larger ones on rank 0 only (``None`` on the
@@ -69,6 +73,7 @@ _defaults: dict[str, Any] = {
     "max_tasks": 50_000_000,
     "mpi_timeout": 60.0,
     "mpi_broadcast_limit": 1 << 20,
+    "client": None,
 }
 # the options set by the ``config.set`` blocks this context is inside (innermost wins)
 _overrides: ContextVar[Mapping[str, Any]] = ContextVar("tilegraph_config",
@@ -197,6 +202,14 @@ def _default_backend() -> str:
     return _check_backend(os.environ.get("TILEGRAPH_BACKEND") or "threads")
 
 
+def _check_client(value: Any) -> Any:
+    if value is None or isinstance(value, str) or (
+            hasattr(value, "submit") and hasattr(value, "scheduler_info")):
+        return value
+    raise TypeError(f"client must be a distributed.Client or a scheduler address such as "
+                    f"'tcp://127.0.0.1:8786', got {type(value).__name__}")
+
+
 _checks: dict[str, Callable[[Any], Any]] = {
     "placement": _check_placement,
     "report": _check_report,
@@ -210,6 +223,7 @@ _checks: dict[str, Callable[[Any], Any]] = {
     "max_tasks": _check_max_tasks,
     "mpi_timeout": _check_mpi_timeout,
     "mpi_broadcast_limit": _check_mpi_broadcast_limit,
+    "client": _check_client,
 }
 
 

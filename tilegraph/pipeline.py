@@ -181,7 +181,7 @@ def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
 
 
 def _backend(opts: dict[str, Any]) -> Backend:
-    backend = make_backend(opts["backend"], opts["workers"])
+    backend = make_backend(opts["backend"], opts["workers"], client=opts["client"])
     backend.collective_timeout = opts["mpi_timeout"]
     return backend
 

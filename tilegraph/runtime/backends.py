@@ -361,19 +361,31 @@ def _mpi_backend(workers: int | None = None) -> Backend:
     return MPIBackend(workers)
 
 
+def _dask_backend(workers: int | None = None, client: Any = None) -> Backend:
+    from tilegraph.runtime.dask_backend import DaskBackend  # distributed only when asked for
+
+    return DaskBackend(client, workers)
+
+
 BACKENDS: dict[str, Callable[..., Backend]] = {
     "sync": lambda workers=None: SyncBackend(),
     "threads": lambda workers=None: ThreadsBackend(workers),
     "mpi": _mpi_backend,
+    "dask": _dask_backend,
 }
 
 
-def make_backend(name: str, workers: int | None = None) -> Backend:
-    """The backend called ``name`` (see ``BACKENDS``)."""
+def make_backend(name: str, workers: int | None = None, client: Any = None) -> Backend:
+    """The backend called ``name`` (see ``BACKENDS``); ``client`` (a
+    ``distributed.Client`` or a scheduler address) is for ``"dask"`` only."""
     try:
         factory = BACKENDS[name]
     except KeyError:
         raise ValueError(
             f"unknown backend {name!r}; choose one of: {', '.join(sorted(BACKENDS))}"
         ) from None
+    if client is not None:
+        if name != "dask":
+            raise ValueError(f"client= is an option of backend='dask', not {name!r}")
+        return factory(workers=workers, client=client)
     return factory(workers=workers)
