@@ -93,5 +93,5 @@ def test_bad_options(client):
         tg.ones(3).sum().compute(backend="dask", client=3)
     with pytest.raises(ValueError, match="workers= is not used"):
         tg.ones(3).sum().compute(backend="dask", client=client, workers=2)
-    with pytest.raises(ValueError, match="needs a dask.distributed cluster"):
+    with pytest.raises(ValueError, match=r"needs a dask\.distributed cluster"):
         tg.ones(3).sum().compute(backend="dask")
