@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean sysdeps
+.PHONY: run test lint bench clean sysdeps dask-suite
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ lint: $(STAMP)
 test: lint sysdeps
 	$(PY) -m pytest -q
 
+# dask's own array, bag and delayed test modules, on dask's scheduler and with every compute
+# routed through tilegraph.get, compared test by test (long: about half an hour).
+dask-suite: $(STAMP)
+	$(PY) tests/dask_suite/run.py --out dask-suite-results
+
 bench: $(STAMP)
 	$(PY) bench/scheduler_overhead.py
 	$(PY) bench/chain_memory.py
@@ -44,6 +49,7 @@ bench: $(STAMP)
 	$(PY) bench/mpi_matmul.py
 	$(PY) bench/linalg.py
 	$(PY) bench/lambdapack.py
+	$(PY) bench/interop.py
 	mkdir -p bench/results
 	$(PY) bench/suite.py --csv bench/results/suite.csv --png bench/results/suite.png
 

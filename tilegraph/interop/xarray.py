@@ -1,0 +1,259 @@
+"""xarray's chunk manager for tilegraph: ``chunked_array_type="tilegraph"``.
+
+Registered as the entry point ``tilegraph`` of the group ``xarray.chunkmanagers`` (see
+``pyproject.toml``), so that::
+
+    ds = xr.open_dataset(path, chunks={"x": 100}, chunked_array_type="tilegraph")
+    ds2 = ds.chunk({"x": 100}, chunked_array_type="tilegraph")
+
+hold tilegraph arrays; arithmetic, reductions and ``.compute()``/``.values`` run on
+tilegraph (``from_array_kwargs={"backend": ...}`` is not needed: options are the usual
+``tilegraph.config.set(...)``), and ``to_zarr`` writes block by block through
+:meth:`TilegraphManager.store`.
+
+tilegraph arrays are also dask collections (:mod:`tilegraph.array.dask_interop`), which
+xarray's dask manager would claim too; loading this manager makes the dask manager leave
+tilegraph arrays to it (xarray refuses an array two managers claim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from xarray.namedarray.parallelcompat import ChunkManagerEntrypoint
+
+from tilegraph.array.chunks import normalize_chunks
+from tilegraph.array.core import Array, compute
+
+
+def _dask_manager_leaves_tilegraph_arrays() -> None:
+    try:
+        from xarray.namedarray.daskmanager import DaskManager
+    except ImportError:  # pragma: no cover - xarray without its dask manager
+        return
+    claims = DaskManager.is_chunked_array
+    if getattr(claims, "leaves_tilegraph", False):
+        return
+
+    def is_chunked_array(self: Any, data: Any) -> bool:
+        return not isinstance(data, Array) and claims(self, data)
+
+    is_chunked_array.leaves_tilegraph = True  # type: ignore[attr-defined]
+    DaskManager.is_chunked_array = is_chunked_array  # type: ignore[method-assign]
+
+
+class TilegraphManager(ChunkManagerEntrypoint):
+    """The chunk manager xarray uses for ``chunked_array_type="tilegraph"``."""
+
+    available = True
+
+    def __init__(self) -> None:
+        self.array_cls = Array
+        _dask_manager_leaves_tilegraph_arrays()
+
+    def is_chunked_array(self, data: Any) -> bool:
+        return isinstance(data, Array)
+
+    def chunks(self, data: Array) -> tuple[tuple[int, ...], ...]:
+        return data.chunks
+
+    def normalize_chunks(self, chunks: Any, shape: tuple[int, ...] | None = None,
+                         limit: int | None = None, dtype: Any = None,
+                         previous_chunks: Any = None) -> tuple[tuple[int, ...], ...]:
+        """Block sizes per axis (``limit`` and ``previous_chunks`` are not used: "auto"
+        blocks are tilegraph's)."""
+        if shape is None:
+            raise ValueError("normalize_chunks needs the array's shape")
+        if isinstance(chunks, dict):
+            chunks = tuple(chunks.get(i, -1) for i in range(len(shape)))
+        return normalize_chunks(chunks, shape, dtype if dtype is not None else float)
+
+    def get_auto_chunk_size(self) -> int:
+        """Bytes per block that ``chunks="auto"`` aims at."""
+        from tilegraph.array.chunks import AUTO_BLOCK_BYTES
+
+        return AUTO_BLOCK_BYTES
+
+    def from_array(self, data: Any, chunks: Any, **kwargs: Any) -> Array:
+        """A tilegraph array reading ``data`` (an xarray lazily indexed backend array, a
+        NumPy array, ...) block by block. dask's keywords xarray passes (``name``,
+        ``lock``, ``inline_array``, ``meta``) are accepted; ``lock`` serialises the reads."""
+        from tilegraph.array.io import from_array
+
+        if isinstance(data, Array):
+            return data.rechunk(chunks)
+        lock = kwargs.get("lock", False)
+        if lock is not False and lock is not None and lock is not True and not (
+                hasattr(lock, "__enter__") and hasattr(lock, "__exit__")):
+            lock = True
+        if isinstance(data, np.ndarray):
+            from tilegraph.array.core import from_numpy
+
+            return from_numpy(data, chunks=chunks)
+        return from_array(data, chunks=chunks, lock=lock or False)
+
+    def rechunk(self, data: Array, chunks: Any, **kwargs: Any) -> Array:
+        if isinstance(chunks, dict):
+            chunks = tuple(chunks.get(i, c) for i, c in enumerate(data.chunks))
+        return data.rechunk(chunks)
+
+    def compute(self, *data: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """NumPy values of the tilegraph arrays among ``data`` (one shared plan); other
+        objects are returned as they are. ``kwargs`` are tilegraph's run options."""
+        return compute(*data, **kwargs)
+
+    def persist(self, *data: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Each tilegraph array computed and held in memory as a blocked array with the
+        same blocks (later operations start from the values)."""
+        from tilegraph.array.core import from_numpy
+
+        values = compute(*data, **kwargs)
+        return tuple(from_numpy(np.asarray(v), chunks=d.chunks) if isinstance(d, Array)
+                     else v for d, v in zip(data, values, strict=True))
+
+    @property
+    def array_api(self) -> Any:
+        import tilegraph
+
+        return tilegraph
+
+    def reduction(self, arr: Array, func: Callable, combine_func: Callable | None = None,
+                  aggregate_func: Callable | None = None, axis: Any = None,
+                  dtype: Any = None, keepdims: bool = False) -> Array:
+        """``aggregate_func(func(blocks))`` over ``axis``: each block is reduced by
+        ``func``, the partial results along ``axis`` are put together and reduced by
+        ``aggregate_func`` (or ``combine_func``, or ``func``)."""
+        axes = tuple(range(arr.ndim)) if axis is None else (
+            (axis,) if isinstance(axis, int) else tuple(axis))
+        axes = tuple(a % arr.ndim for a in axes)
+        dtype = np.dtype(dtype) if dtype is not None else arr.dtype
+        chunks = tuple((1,) * len(c) if i in axes else c for i, c in enumerate(arr.chunks))
+        partial = arr.map_blocks(_reduce_block, func, axes, dtype=dtype, chunks=chunks)
+        whole = {i: -1 for i in axes}
+        partial = partial.rechunk(tuple(whole.get(i, c) for i, c in
+                                        enumerate(partial.chunks)))
+        final = aggregate_func or combine_func or func
+        out_chunks = tuple((1,) if i in axes else c for i, c in enumerate(partial.chunks))
+        out = partial.map_blocks(_reduce_block, final, axes, dtype=dtype, chunks=out_chunks)
+        if keepdims:
+            return out
+        shape = tuple(n for i, n in enumerate(out.shape) if i not in axes)
+        return out.reshape(shape)
+
+    def map_blocks(self, func: Callable, *args: Any, dtype: Any = None, chunks: Any = None,
+                   drop_axis: Any = None, new_axis: Any = None, **kwargs: Any) -> Array:
+        """``func`` on each block (the tilegraph :func:`~tilegraph.map_blocks`); dask's
+        ``name``/``token``/``meta`` keywords are dropped."""
+        from tilegraph.array.elementwise import map_blocks
+
+        for k in ("name", "token", "meta"):
+            kwargs.pop(k, None)
+        if drop_axis or new_axis is not None:
+            raise NotImplementedError("map_blocks with drop_axis/new_axis is not supported "
+                                      "by the tilegraph chunk manager")
+        return map_blocks(func, *args, dtype=dtype, chunks=chunks, **kwargs)
+
+    def apply_gufunc(self, func: Callable, signature: str, *args: Any, axes: Any = None,
+                     axis: Any = None, keepdims: bool = False, output_dtypes: Any = None,
+                     output_sizes: Any = None, vectorize: bool | None = None,
+                     allow_rechunk: bool = False, meta: Any = None, **kwargs: Any) -> Any:
+        """Elementwise generalized ufuncs (signatures without core dimensions, e.g.
+        ``xr.apply_ufunc(..., dask="parallelized")`` of an elementwise function): ``func``
+        runs on each block of the broadcast arguments."""
+        from tilegraph.array.elementwise import elemwise
+
+        ins, _, outs = signature.replace(" ", "").partition("->")
+        if ins.replace("(", "").replace(")", "").replace(",", "") or \
+                outs.replace("(", "").replace(")", "").replace(",", ""):
+            raise NotImplementedError(f"apply_gufunc: signature {signature!r} has core "
+                                      "dimensions; the tilegraph chunk manager supports "
+                                      "elementwise functions only")
+        if vectorize:
+            func = np.vectorize(func, otypes=output_dtypes)
+        dtype = output_dtypes[0] if output_dtypes else None
+        return elemwise(func, *args, dtype=dtype, kwargs=kwargs or None)
+
+    def unify_chunks(self, *args: Any, **kwargs: Any) -> tuple[dict, list]:
+        """dask's ``unify_chunks(array, index, array, index, ...)``: every array rechunked
+        to the common block boundaries of each named index."""
+        from tilegraph.array.chunks import common_refinement
+
+        pairs = list(zip(args[::2], args[1::2], strict=True))
+        sizes: dict[Any, list] = {}
+        for arr, ind in pairs:
+            if isinstance(arr, Array):
+                for c, i in zip(arr.chunks, ind, strict=True):
+                    sizes.setdefault(i, []).append(c)
+        common = {i: common_refinement(*[c for c in cs if sum(c) == max(map(sum, cs))])
+                  for i, cs in sizes.items()}
+        out = []
+        for arr, ind in pairs:
+            if isinstance(arr, Array):
+                want = tuple(common[i] if sum(common[i]) == n else c
+                             for i, n, c in zip(ind, arr.shape, arr.chunks, strict=True))
+                arr = arr.rechunk(want) if want != arr.chunks else arr
+            out.append(arr)
+        return common, out
+
+    def store(self, sources: Any, targets: Any, **kwargs: Any) -> Any:
+        """Write each source array into its target (``target[region] = block``, block by
+        block, in one run); ``regions`` as in ``dask.array.store``. ``compute=False`` is
+        not supported (xarray's ``to_zarr(compute=False)``)."""
+        if kwargs.get("compute", True) is False:
+            raise NotImplementedError("store(compute=False) is not supported by the "
+                                      "tilegraph chunk manager: write with compute=True")
+        if isinstance(sources, Array):
+            sources, targets = [sources], [targets]
+        regions = kwargs.get("regions")
+        if regions is None or isinstance(regions, tuple):
+            regions = [regions] * len(sources)
+        store_arrays(list(sources), list(targets), list(regions),
+                     lock=kwargs.get("lock"))
+        return None
+
+
+def _reduce_block(block: np.ndarray, func: Callable, axes: tuple[int, ...]) -> np.ndarray:
+    out = func(block, axis=axes, keepdims=True)
+    return np.asarray(out)
+
+
+def _write_block(target: Any, region: tuple, block: np.ndarray, lock: Any) -> None:
+    if lock is not None and lock is not False and hasattr(lock, "__enter__"):
+        with lock:
+            target[region] = block
+    else:
+        target[region] = block
+
+
+def store_arrays(sources: list, targets: list, regions: list, lock: Any = None) -> None:
+    """Write every block of each source into its target at ``region`` (offsets), in one
+    tilegraph run."""
+    from tilegraph.algebra.blocks import Blocks
+    from tilegraph.array.chunks import all_block_slices
+    from tilegraph.array.core import tokenize
+    from tilegraph.array.lowering import run_blocks
+    from tilegraph.graph.taskgraph import Dep, Lit
+
+    colls = []
+    for n, (x, target, region) in enumerate(zip(sources, targets, regions, strict=True)):
+        if not isinstance(x, Array):
+            target[region if region is not None else ...] = np.asarray(x)
+            continue
+        offsets = [0] * x.ndim if region is None else [r.start or 0 for r in region]
+        name = f"xarray-store-{tokenize('store', x, id(target), n)}"
+        slices = all_block_slices(x.chunks)
+
+        def emit(builder: Any, x: Any = x, target: Any = target, offsets: Any = offsets,
+                 slices: Any = slices, name: str = name) -> None:
+            for coord, slc in slices.items():
+                where = tuple(slice(s.start + o, s.stop + o)
+                              for s, o in zip(slc, offsets, strict=True))
+                builder.add((name, *coord), _write_block, deps=[x.blocks.key(coord)],
+                            args=(target, Lit(where), Dep(0), lock), kind="store",
+                            name="write", coords=coord)
+
+        colls.append(Blocks(name, x.numblocks, (x.blocks,), emit))
+    if colls:
+        run_blocks(colls)
