@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -87,8 +88,35 @@ def from_dask(x: Any) -> Array:
 # -- tilegraph arrays as dask collections ------------------------------------------------------
 
 
-def dask_graph(x: Array) -> dict:
-    """``x``'s plan as a dask-style dict (the tasks of its blocks and their inputs)."""
+class LazyGraph(Mapping):
+    """``x``'s plan as a dask-style dict, made when it is first read: asking whether an
+    array is a dask collection (``dask.is_dask_collection``, which xarray asks often)
+    calls ``__dask_graph__`` and must not lower the plan."""
+
+    __slots__ = ("_array", "_dict")
+
+    def __init__(self, x: Array):
+        self._array = x
+        self._dict: dict | None = None
+
+    def _graph(self) -> dict:
+        if self._dict is None:
+            self._dict = dask_dict(self._array)
+        return self._dict
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._graph()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._graph())
+
+    def __len__(self) -> int:
+        return len(self._graph())
+
+
+def dask_dict(x: Array) -> dict:
+    """``x``'s plan as a dask-style dict (the tasks of its blocks and their inputs); the
+    last few are kept, by array name."""
     got = _GRAPHS.get(x.name)
     if got is not None:
         _GRAPHS.move_to_end(x.name)
@@ -98,6 +126,11 @@ def dask_graph(x: Array) -> dict:
     while len(_GRAPHS) > _GRAPHS_KEPT:
         _GRAPHS.popitem(last=False)
     return dsk
+
+
+def dask_graph(x: Array) -> Mapping:
+    """``x.__dask_graph__()``: its plan as a dask-style mapping, made when first read."""
+    return LazyGraph(x)
 
 
 def dask_keys(x: Array) -> list:
@@ -159,7 +192,7 @@ def to_dask(x: Array) -> Any:
     import dask.array as da
 
     meta = np.empty((0,) * x.ndim, dtype=x.dtype)
-    return da.Array(dict(dask_graph(x)), x.name, x.chunks, meta=meta)
+    return da.Array(dict(dask_dict(x)), x.name, x.chunks, meta=meta)
 
 
 def dask_scheduler(dsk: Any, keys: Any, **kwargs: Any) -> Any:
