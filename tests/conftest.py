@@ -9,6 +9,9 @@ import pytest
 
 from tilegraph.runtime.backends import BACKENDS, IDLE_THREAD_NAME, Backend
 
+# dask's own test modules run on tilegraph by `make dask-suite`, never in the default run
+collect_ignore = ["dask_suite"]
+
 # (backend, workers) pairs: every conformance test runs on each.
 ALL_BACKENDS = [("sync", None), ("threads", 1), ("threads", 2), ("threads", 4)]
 

@@ -1,8 +1,10 @@
-"""A pytest plugin that runs dask's own test modules with every compute routed through
-:func:`tilegraph.get` (``TILEGRAPH_DASK_SUITE=tilegraph``) or on dask's own schedulers
-(``TILEGRAPH_DASK_SUITE=dask``), and writes each test's outcome to the JSON file named by
-``TILEGRAPH_DASK_SUITE_OUT``. Loaded by ``run.py`` (``make dask-suite``) with ``-p``; it
-is not part of the default test run."""
+"""A pytest plugin that runs dask's own test modules either on dask's own schedulers
+(``TILEGRAPH_DASK_SUITE=dask``) or with every compute that dask would run on one of its
+own schedulers (the default one, or one named by ``scheduler=``) routed through
+:func:`tilegraph.get` (``TILEGRAPH_DASK_SUITE=tilegraph``; a scheduler function or a
+distributed Client that a test passes itself is kept: it is what that test checks), and
+writes each test's outcome to the JSON file named by ``TILEGRAPH_DASK_SUITE_OUT``. Loaded
+by ``run.py`` (``make dask-suite``) with ``-p``; not part of the default test run."""
 
 from __future__ import annotations
 
@@ -22,11 +24,16 @@ def pytest_configure(config):
 
     original = dask.base.get_scheduler
 
+    named = set(dask.base.named_schedulers.values())
+
     def get_scheduler(get=None, scheduler=None, collections=None, cls=None):
         # dask's checks of its arguments (and errors for bad ones) stay as they are
         chosen = original(get=get, scheduler=scheduler, collections=collections, cls=cls)
         if chosen is None:
             return None
+        if scheduler is not None and not isinstance(scheduler, str) and chosen not in named:
+            # a test's own scheduler function, or a distributed Client, is what it tests
+            return chosen
         return counted_get
 
     def counted_get(*args, **kwargs):

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
 import subprocess
 import sys
 import time
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    extra = args.pytest_args.split()
+    extra = shlex.split(args.pytest_args)
     residue_total = 0
     print(f"{'module':38} {'tests':>6} {'dask':>6} {'tilegraph':>9}  residue  seconds")
     for module in args.modules:
