@@ -496,6 +496,12 @@ def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
         run_hooks.start()
     errored = True
     try:
+        for k in flat:
+            try:
+                hash(k)
+            except TypeError:
+                raise TypeError(f"keys must be hashable, got {k!r} "
+                                f"({type(k).__name__})") from None
         unique = list(dict.fromkeys(flat))
         if run_hooks is None:
             plan = _cached_plan(dsk, unique, own)
@@ -504,13 +510,8 @@ def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
                 errored = False
                 return None if values is None else dict(zip(unique, values, strict=True))
         graph = from_dask(dsk)
-        for k in flat:
-            try:
-                present = k in graph.index
-            except TypeError:
-                raise TypeError(f"keys must be hashable, got {k!r} "
-                                f"({type(k).__name__})") from None
-            if not present:
+        for k in unique:
+            if k not in graph.index:
                 raise KeyError(f"key {k!r} is not in the task graph")
         if run_hooks is not None:
             graph = run_hooks.announced(graph.cull(unique))
