@@ -247,25 +247,22 @@ class _Run:
         """Run the deferred stores as their blocks arrive, then gather the outputs."""
         ex = self.execution
         try:
-            waiting: dict[str, list[_Deferred]] = {}
-            ready: list[_Deferred] = []
-            futures = []
+            waiting: dict[str, list[_Deferred]] = {}  # future's key -> stores waiting
+            pending: dict[int, int] = {}  # id of a store -> its inputs not yet arrived
+            futures: dict[str, Any] = {}
             for d in self.deferred:
-                fs = _futures_in(d.args, []) + _futures_in(d.kwargs, [])
+                fs = {f.key: f for f in _futures_in(d.args, []) + _futures_in(d.kwargs, [])}
+                pending[id(d)] = len(fs)
                 if not fs:
-                    ready.append(d)
-                for f in fs:
-                    waiting.setdefault(f.key, []).append(d)
-                    futures.append(f)
-            for d in ready:
-                self._run_here(d, {})
-            pending = {id(d): len(_futures_in(d.args, []) + _futures_in(d.kwargs, []))
-                       for d in self.deferred}
-            values: dict[str, dict] = {}
+                    self._run_here(d, {})
+                for key, f in fs.items():
+                    waiting.setdefault(key, []).append(d)
+                    futures[key] = f
+            values: dict[int, dict] = {}
             arrived: queue.SimpleQueue = queue.SimpleQueue()
-            for f in {f.key: f for f in futures}.values():
+            for f in futures.values():
                 f.add_done_callback(arrived.put)
-            for _ in range(len({f.key for f in futures})):
+            for _ in range(len(futures)):
                 fut = arrived.get()
                 if fut.status != "finished":
                     self._raise(fut)
