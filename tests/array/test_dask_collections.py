@@ -37,6 +37,22 @@ def test_round_trips_equal_numpy(dtype):
                                (a + 1).sum(axis=1))
 
 
+def test_blocks_with_their_own_keys_and_in_place_accumulation():
+    rng = np.random.default_rng(3)
+    a = rng.random((40, 30))
+    spd = a.T @ a + 30 * np.eye(30)
+    x = tg.from_numpy(spd, chunks=12)
+    chol = tg.linalg.cholesky(x)  # blocks keyed by the factorisation's own keys
+    prod = (tg.from_numpy(a, chunks=(16, 12)) @ x + 1).T  # gemm accumulates in place
+    for arr in (chol, prod):
+        want = arr.compute()
+        np.testing.assert_allclose(arr.to_dask().compute(scheduler="threads"), want)
+        np.testing.assert_allclose(dask.compute(arr, scheduler="sync")[0], want)
+        (p,) = dask.persist(arr, scheduler="sync")
+        np.testing.assert_allclose(p.compute(), want)
+    np.testing.assert_allclose(chol.compute(), np.linalg.cholesky(spd))
+
+
 def test_dask_treats_tilegraph_arrays_as_lazy_collections():
     a = np.arange(30.0).reshape(5, 6)
     x = tg.from_numpy(a, chunks=(2, 4))

@@ -163,15 +163,16 @@ def postcompute(x: Array) -> tuple:
 
 
 def postpersist(x: Array) -> tuple:
-    return rebuild, (x.name, x.shape, x.chunks, x.dtype)
+    keys = {coord: x.blocks.key(coord) for coord in np.ndindex(*x.numblocks)}
+    return rebuild, (x.name, x.shape, x.chunks, x.dtype, keys)
 
 
-def rebuild(dsk: Any, name: str, shape: tuple, chunks: tuple, dtype: Any,
+def rebuild(dsk: Any, name: str, shape: tuple, chunks: tuple, dtype: Any, keys: dict,
             rename: dict | None = None) -> Array:
-    """The persisted array: its blocks are the values ``dsk`` holds for its keys."""
+    """The persisted array: its blocks are the values ``dsk`` holds for its ``keys``."""
     new = (rename or {}).get(name, name)
     grid = numblocks(chunks)
-    values = {coord: dsk[(name, *coord)] for coord in np.ndindex(*grid)}
+    values = {coord: dsk[keys[coord]] for coord in np.ndindex(*grid)}
 
     def emit(builder: GraphBuilder) -> None:
         for coord, value in values.items():
@@ -192,7 +193,16 @@ def to_dask(x: Array) -> Any:
     import dask.array as da
 
     meta = np.empty((0,) * x.ndim, dtype=x.dtype)
-    return da.Array(dict(dask_dict(x)), x.name, x.chunks, meta=meta)
+    dsk = dict(dask_dict(x))
+    for coord in np.ndindex(*x.numblocks):  # dask arrays' blocks are (name, *coord)
+        key = x.blocks.key(coord)
+        if key != (x.name, *coord):
+            dsk[(x.name, *coord)] = (_same, key)
+    return da.Array(dsk, x.name, x.chunks, meta=meta)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def dask_scheduler(dsk: Any, keys: Any, **kwargs: Any) -> Any:
