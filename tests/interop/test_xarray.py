@@ -83,6 +83,11 @@ def test_chunk_arithmetic_and_reductions(registered, data):
     np.testing.assert_allclose(sin.values, np.sin(a))
     re = c.v.chunk({"x": 10}, chunked_array_type="tilegraph")
     assert re.data.chunks[0] == (10, 10)
+    wrapped = xr.DataArray(tg.from_numpy(a, chunks=(6, 13)), dims=("x", "y"))
+    assert wrapped.chunks == ((6, 6, 6, 2), (13,))
+    total = (wrapped + 1).sum("x", skipna=False)
+    assert isinstance(total.data, tg.Array)
+    np.testing.assert_allclose(total.values, (a + 1).sum(axis=0))
 
 
 def test_to_zarr_and_open_back(registered, data, tmp_path):
