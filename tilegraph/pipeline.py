@@ -360,8 +360,9 @@ def get(dsk: Any, keys: Any, cache: Any = None, num_workers: int | None = None,
     Works as a dask scheduler: ``dask.compute(x, scheduler=tilegraph.get)``, taking what
     dask passes to its schedulers: ``num_workers`` (worker threads, unless ``workers=`` is
     given), ``pool`` (an executor: its ``_max_workers`` sets the worker threads; the tasks
-    run on tilegraph's own workers), ``cache`` (a dict of values already known, which
-    replace those keys' tasks, and which receives the outputs' values) and any other
+    run on tilegraph's own workers), both also read from dask's config as dask does,
+    ``cache`` (a dict of values already known, which replace those keys' tasks, and which
+    receives the outputs' values) and any other
     keyword dask forwards from ``compute(...)`` (ignored, as dask's schedulers ignore what
     they do not use; a name close to an option's, a typo, is an error). Options of
     :mod:`tilegraph.config` are used and checked; called directly with a dict graph, an
@@ -388,6 +389,11 @@ def get(dsk: Any, keys: Any, cache: Any = None, num_workers: int | None = None,
 
         hooks, own["callbacks"] = split_callbacks(own["callbacks"])
     if "workers" not in own:
+        dask_config = sys.modules.get("dask.config")
+        if num_workers is None and pool is None and dask_config is not None:
+            # as dask's threaded scheduler: dask.config.set(num_workers=..., pool=...)
+            num_workers = dask_config.get("num_workers", None)
+            pool = dask_config.get("pool", None)
         if num_workers is None and pool is not None:
             num_workers = getattr(pool, "_max_workers", None)
         if num_workers is not None:

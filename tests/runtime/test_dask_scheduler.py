@@ -30,6 +30,9 @@ def test_num_workers_pool_and_forwarded_keywords():
     assert x.sum().compute(scheduler=tilegraph.get, optimize_graph=True, foo="bar") == 1225
     with dask.config.set(scheduler=tilegraph.get):
         assert dask.compute(x.max(), traverse=False, anything=1) == (49,)
+    with dask.config.set(num_workers=3):
+        assert x.sum().compute(scheduler=tilegraph.get) == 1225
+    assert tilegraph.last_run().workers == 3
 
 
 def test_typo_of_an_option_and_bad_arguments_are_errors():
