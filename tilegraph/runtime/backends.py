@@ -24,8 +24,10 @@ processes on this host, among which the default memory budget is divided.
 is finished and returns only when no worker is left running and ``execution.finish_io()``
 has returned. Ordering, retries, release of results, memory, errors and events all live in
 the executor core, once. A backend that runs task bodies somewhere else passes
-``call(func, args, kwargs)`` to ``worker_loop``. Optional backends are created by
-:func:`make_backend`, which imports them only when they are asked for.
+``call(func, args, kwargs)`` to ``worker_loop`` (the dask.distributed backend,
+:mod:`tilegraph.runtime.dask_backend`, submits each task there and holds its Future).
+Optional backends (MPI, dask) are created by :func:`make_backend`, which imports them only
+when they are asked for.
 """
 
 from __future__ import annotations
@@ -195,8 +197,11 @@ class SyncBackend(Backend):
 
 class ThreadsBackend(Backend):
     """``workers`` threads (default: one per core) sharing results by reference, with BLAS
-    limited so that threads x BLAS threads = cores. The caller's thread only waits, so Ctrl-C
-    reaches it at once: the run is cancelled and the workers stop after their current task."""
+    limited so that threads x BLAS threads = cores. The threads come from :data:`POOL` and
+    go back to it after the run (no thread is started per run once the pool is warm). The
+    caller's thread only waits, so Ctrl-C reaches it at once: the run is cancelled, the
+    workers stop after their current task, and the run returns only when every worker has
+    left it."""
 
     name = "threads"
 
