@@ -453,8 +453,9 @@ def _plan_cache_key(dsk: Any, keys: list, own: dict[str, Any]) -> tuple | None:
     backend = own.get("backend") or config.get("backend")
     if backend not in ("threads", "sync"):
         return None
+    limit = own.get("max_tasks") or config.get("max_tasks")
     try:
-        return (type(dsk).__qualname__, name, tuple(keys))
+        return (type(dsk).__qualname__, name, tuple(keys), limit)
     except TypeError:
         return None
 
