@@ -435,63 +435,6 @@ def _known(value: Any) -> Any:
     return value
 
 
-# Plans of small dask expressions by name: a dask expression's name is a token of its
-# content, so the same name is the same graph (dask relies on it too), and a loop that
-# computes the same small collection again skips reading and planning it.
-_PLANS: dict[tuple, Plan] = {}
-_PLANS_KEPT = 16
-_LIGHT_TASKS = 2000  # graphs up to this many tasks, holding no large array, are kept
-_LIGHT_BYTES = 1 << 20
-
-
-def _plan_cache_key(dsk: Any, keys: list, own: dict[str, Any]) -> tuple | None:
-    """The cache key of a plan of ``dsk`` for ``keys``, or ``None`` if it is not kept
-    (``dsk`` is not a named dask expression, or the run is on several processes)."""
-    name = getattr(dsk, "_name", None)
-    if isinstance(dsk, Mapping) or not isinstance(name, str):
-        return None
-    backend = own.get("backend") or config.get("backend")
-    if backend not in ("threads", "sync"):
-        return None
-    limit = own.get("max_tasks") or config.get("max_tasks")
-    try:
-        return (type(dsk).__qualname__, name, tuple(keys), limit)
-    except TypeError:
-        return None
-
-
-def _cached_plan(dsk: Any, keys: list, own: dict[str, Any]) -> Plan | None:
-    key = _plan_cache_key(dsk, keys, own)
-    return None if key is None else _PLANS.get(key)
-
-
-def _remember_plan(key: tuple, plan: Plan) -> None:
-    _PLANS.pop(key, None)
-    _PLANS[key] = plan
-    while len(_PLANS) > _PLANS_KEPT:
-        del _PLANS[next(iter(_PLANS))]
-
-
-def _light(graph: TaskGraph) -> bool:
-    """Whether a plan of ``graph`` is cheap to keep: few tasks, no large array inside."""
-    if len(graph) > _LIGHT_TASKS:
-        return False
-
-    def heavy(x: Any) -> bool:
-        if isinstance(x, (list, tuple)):
-            return any(heavy(v) for v in x)
-        if isinstance(x, dict):
-            return any(heavy(v) for v in x.values())
-        value = getattr(x, "value", None)  # a Lit
-        if value is not None and value is not x:
-            return heavy(value)
-        nb = getattr(x, "nbytes", 0)
-        return isinstance(nb, int) and nb > _LIGHT_BYTES
-
-    return not any(heavy(a) for a in graph.args) and not any(
-        heavy(kw) for kw in graph.kwargs.values())
-
-
 def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
     """The values of the keys ``flat`` of ``dsk`` by key (``None`` on an MPI rank that does
     not return them), with dask's ``hooks`` (:mod:`tilegraph.runtime.dask_callbacks`)."""
@@ -510,12 +453,6 @@ def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
                 raise TypeError(f"keys must be hashable, got {k!r} "
                                 f"({type(k).__name__})") from None
         unique = list(dict.fromkeys(flat))
-        if run_hooks is None:
-            plan = _cached_plan(dsk, unique, own)
-            if plan is not None:
-                values = execute(plan, **own)
-                errored = False
-                return None if values is None else dict(zip(unique, values, strict=True))
         graph = from_dask(dsk)
         for k in unique:
             if k not in graph.index:
@@ -523,10 +460,6 @@ def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
         if run_hooks is not None:
             graph = run_hooks.announced(graph.cull(unique))
             values = run(graph, unique, fuse=False, **own)
-        elif _plan_cache_key(dsk, unique, own) is not None and _light(graph):
-            plan = make_plan(graph, unique, max_tasks=config.resolve(own, "get()")["max_tasks"])
-            _remember_plan(_plan_cache_key(dsk, unique, own), plan)
-            values = execute(plan, **own)
         else:
             values = run(graph, unique, **own)
         errored = False

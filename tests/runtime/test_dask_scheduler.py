@@ -157,3 +157,4 @@ def test_pool_threads_are_reused_and_nested_runs_do_not_wait():
     for _ in range(20):
         tilegraph.get({"x": 1, "y": (add, "x", 1)}, "y", workers=2)
     assert pool_threads() <= known  # no thread started per run
+
