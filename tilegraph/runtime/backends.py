@@ -219,6 +219,10 @@ class ThreadsBackend(Backend):
         with blas_threads(max(1, cores() // (self.workers * self.share))):
             try:
                 for w in range(self.workers):
+                    if w == 1 and execution.ntasks <= SMALL_RUN:
+                        # a small run often ends before a second thread would wake up
+                        if execution.done_event.wait(SMALL_RUN_WAIT):
+                            break
                     POOL.submit(_pooled_worker, (execution, w, workers),
                                 then=partial(workers.left, w))
                 while not execution.done_event.wait(0.05):  # Ctrl-C seen in 50 ms
@@ -233,6 +237,8 @@ class ThreadsBackend(Backend):
 
 
 IDLE_THREAD_NAME = "tilegraph-pool-idle"
+SMALL_RUN = 16  # tasks: the other workers of a run this small start after SMALL_RUN_WAIT
+SMALL_RUN_WAIT = 0.001  # seconds
 
 
 class _RunWorkers:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ from tilegraph.graph.taskgraph import (
     fill,
 )
 from tilegraph.runtime.backends import Backend, Partition
+from tilegraph.runtime.blas import blas_threads, cores
 from tilegraph.runtime.core import Execution
 
 LARGE_ARGUMENT = 1 << 20  # bytes: arrays this large in a task's arguments are not sent
@@ -181,6 +183,12 @@ class DaskBackend(Backend):
                                "no workers")
         self.processes = len(self.addresses)
         self._tokens = 0
+        # workers in this process (LocalCluster(processes=False)) share its BLAS: limit it
+        # so that their threads x BLAS threads = cores, as the threads backend does (dask
+        # sets one BLAS thread in the worker processes it starts itself)
+        workers = info.get("workers", {})
+        self.local_threads = sum(int(w.get("nthreads", 1)) for a, w in workers.items()
+                                 if a.startswith("inproc://"))
 
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
                   ) -> Partition:
@@ -191,10 +199,13 @@ class DaskBackend(Backend):
     def run(self, execution: Execution) -> None:
         self._tokens += 1
         run = _Run(self, execution, f"{id(execution):x}-{self._tokens}")
+        blas = (blas_threads(max(1, cores() // self.local_threads)) if self.local_threads
+                else nullcontext())
         try:
-            execution.worker_loop(0, call=run.call)
-            if execution.error is None:
-                run.finish()
+            with blas:
+                execution.worker_loop(0, call=run.call)
+                if execution.error is None:
+                    run.finish()
         except BaseException as exc:
             execution.cancel(exc)
             raise
