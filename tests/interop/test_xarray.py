@@ -125,6 +125,15 @@ def test_manager_reduction_and_unify_chunks(dtype):
     assert x2.chunks == y2.chunks == ((3, 1, 2, 2, 1), (3, 3, 2))
     assert common == {"i": (3, 1, 2, 2, 1), "j": (3, 3, 2)}
     assert m.normalize_chunks({0: 4}, shape=(9, 8)) == ((4, 4, 1), (8,))
+    summed = m.map_blocks(lambda b: b.sum(axis=0), x, drop_axis=0, dtype=dtype)
+    np.testing.assert_allclose(summed.compute(), a.sum(axis=0))
+    assert summed.chunks == ((3, 3, 2),)
+    tripled = m.map_blocks(lambda b: np.stack([b, b + 1, b + 2]), x, new_axis=0,
+                           chunks=(3, 4, 3), dtype=dtype)
+    assert tripled.chunks == ((3,), (4, 4, 1), (3, 3, 2))
+    np.testing.assert_array_equal(tripled.compute(), np.stack([a, a + 1, a + 2]))
+    with pytest.raises(ValueError, match="not both"):
+        m.map_blocks(np.sum, x, drop_axis=0, new_axis=1)
     with pytest.raises(NotImplementedError, match="core dimensions"):
         m.apply_gufunc(np.sum, "(i)->()", x)
     with pytest.raises(NotImplementedError, match="compute=False"):
