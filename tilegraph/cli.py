@@ -267,7 +267,15 @@ def main(argv: list[str] | None = None) -> int:
                            "dropped), timing each statement, and simulate 1, 2, 4, 8 workers")
     auto.add_argument("--dot", metavar="FILE",
                       help="write the task graph as Graphviz dot text ('-': standard output)")
+    sub.add_parser(
+        "worker", add_help=False,
+        help="a stateless serverless worker serving a Redis server's runs "
+             "(tilegraph worker --redis URL; see tilegraph worker --help)")
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "worker":
+        from tilegraph.runtime.serverless.worker import main as worker_main
+
+        return worker_main(argv[1:])
     script_args: list[str] = []
     if argv and argv[0] == "autopar" and "--" in argv:  # the script's own arguments
         cut = argv.index("--")
