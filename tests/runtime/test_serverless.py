@@ -207,8 +207,10 @@ def test_stalled_worker_lease_expires_and_task_reruns(tmp_path):
         stopped = []
 
         def stop_first(e):
-            if type(e).__name__ == "TaskStart" and not stopped:
-                victim = min(w["pid"] for w in p.workers())  # each worker runs one task
+            if type(e).__name__ == "TaskStart" and e.kind == "pool" and not stopped:
+                # the worker holding the first lease
+                owners = [v.split(b"|")[0].decode() for v in p.r.hvals("tg:lease")]
+                victim = next(w["pid"] for w in p.workers() if w["id"] == owners[0])
                 os.kill(victim, signal.SIGSTOP)
                 stopped.append(victim)
 
@@ -220,7 +222,7 @@ def test_stalled_worker_lease_expires_and_task_reruns(tmp_path):
                 os.kill(pid, signal.SIGCONT)
         np.testing.assert_array_equal(got, a + 1)
         assert stopped
-        assert any(isinstance(e, LeaseExpired) for e in events)
+        assert any(isinstance(e, LeaseExpired) for e in events), [type(e).__name__ for e in events]
 
 
 def test_duplicate_completion_is_harmless(pool):

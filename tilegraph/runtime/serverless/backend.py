@@ -108,6 +108,9 @@ class ServerlessBackend(Backend):
             elif k.view and ptr[i + 1] > ptr[i] and all(
                     modes[d] == MODE_DATA for d in idx[ptr[i]:ptr[i + 1]].tolist()):
                 out[i] = DRIVER  # a block of an in-memory input: made where the input is
+            elif k.name == "load" and ptr[i + 1] == ptr[i] and any(
+                    type(a) is np.ndarray for a in graph.args[i]):
+                out[i] = DRIVER  # likewise (from_numpy's blocks)
         return out
 
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
@@ -302,6 +305,10 @@ class _PoolRun:
                 "blob": blob, "retries": self.retries, "ndone": 0, "seen": time.time(),
                 "base": self.base})
             r.sadd(f"{ns}:runs", rid)
+            literals = getattr(self.source, "literals", None)
+            if literals:
+                with ThreadPoolExecutor(min(4, len(literals))) as ex:
+                    list(ex.map(lambda kv: self.store.put_value(*kv), literals.items()))
             if objects:
                 with ThreadPoolExecutor(min(4, len(objects))) as ex:
                     list(ex.map(lambda kv: self.store.put_value(f"{rid}/{kv[0]}", kv[1]),

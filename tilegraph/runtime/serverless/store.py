@@ -106,6 +106,11 @@ class ObjectStore(ABC):
     def get_value(self, key: str) -> Any:
         return loads(self.get(key))
 
+    def get_shared(self, key: str) -> Any:
+        """The value ``key`` for reading only: memory mapped where the store allows, so that
+        a large literal read by every worker is held once by the page cache."""
+        return self.get_value(key)
+
     def check_writable(self) -> None:
         """Raise ``OSError`` naming the store if an object cannot be written and read back
         (called before any task runs)."""
@@ -163,6 +168,17 @@ class LocalStore(ObjectStore):
 
     def exists(self, key: str) -> bool:
         return os.path.exists(self._path(key))
+
+    def get_shared(self, key: str) -> Any:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(6)
+        except FileNotFoundError:
+            raise KeyError(f"object {key!r} is not in the store {self.url}") from None
+        if head == _NPY:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        return self.get_value(key)
 
     def delete_prefix(self, prefix: str) -> None:
         path = self._path(prefix)

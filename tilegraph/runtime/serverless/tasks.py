@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph, call_of
+from tilegraph.graph.taskgraph import MODE_DATA, Lit, TaskGraph, call_of, prepare_call
 
 
 class Literal:
@@ -33,6 +33,33 @@ class Literal:
 
     def __init__(self, value: Any):
         self.value = value
+
+
+class Ref:
+    """A large literal argument of a task, stored once as its own object and read (memory
+    mapped where the store allows) by each worker once per run."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str):
+        self.key = key
+
+
+HOIST_BYTES = 1 << 20  # literal arrays at least this large are stored apart from the plan
+
+
+def _hoist(args: tuple, found: dict[int, tuple[str, Any]], prefix: str) -> tuple:
+    out = []
+    changed = False
+    for a in args:
+        inner = a.value if type(a) is Lit else a
+        if type(inner) is np.ndarray and inner.nbytes >= HOIST_BYTES and inner.dtype != object:
+            key, _ = found.setdefault(id(inner), (f"{prefix}/lit/{len(found)}", inner))
+            out.append(Ref(key))
+            changed = True
+        else:
+            out.append(a)
+    return tuple(out) if changed else args
 
 
 class GraphTasks:
@@ -69,7 +96,11 @@ class GraphTasks:
         self.wanted[np.asarray(list(wanted), dtype=np.int64)] = True
         # the pool's part: functions and arguments of its tasks only
         funcs = [graph.funcs[i] if is_run[i] else None for i in range(n)]
-        args = [graph.args[i] if is_run[i] else () for i in range(n)]
+        found: dict[int, tuple[str, Any]] = {}
+        args = [_hoist(graph.args[i], found, prefix) if is_run[i] else () for i in range(n)]
+        self.hoisted = [i for i in range(n) if is_run[i] and args[i] is not graph.args[i]]
+        # the large literals, stored by the driver before the run and not pickled with it
+        self.literals: dict[str, Any] = {key: value for key, value in found.values()}
         kwargs = {i: kw for i, kw in graph.kwargs.items() if is_run[i]}
         modes = bytearray(m if is_run[i] else MODE_DATA for i, m in enumerate(graph.modes))
         self.graph = graph.replace(funcs=funcs, args=args, kwargs=kwargs, modes=modes,
@@ -103,8 +134,29 @@ class GraphTasks:
         i = int(task)
         return [f"{self.prefix}/b/{d}" for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()]
 
-    def call(self, task: str, values: list[Any]) -> Any:
-        func, args, kwargs = call_of(self.graph, int(task), values)
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["literals"] = {}
+        state["_hoisted_set"] = frozenset(self.hoisted)
+        return state
+
+    def refs(self, task: str) -> list[str]:
+        """Keys of the stored literals task ``task`` reads."""
+        i = int(task)
+        if i not in self.__dict__.get("_hoisted_set", ()):
+            return []
+        return [a.key for a in self.graph.args[i] if type(a) is Ref]
+
+    def call(self, task: str, values: list[Any], literals: dict[str, Any] | None = None
+             ) -> Any:
+        i = int(task)
+        g = self.graph
+        if literals:
+            args = tuple(literals[a.key] if type(a) is Ref else a for a in g.args[i])
+            func, args, kwargs = prepare_call(g.funcs[i], g.modes[i], args, g.kwargs.get(i),
+                                              values)
+        else:
+            func, args, kwargs = call_of(g, i, values)
         return func(*args, **kwargs)
 
     def children(self, task: str) -> list[tuple[str, int, int]]:
@@ -186,7 +238,11 @@ class ProgramTasks:
                            else self.output(node_id(writer)))
         return out
 
-    def call(self, task: str, values: list[Any]) -> Any:
+    def refs(self, task: str) -> list[str]:
+        return []
+
+    def call(self, task: str, values: list[Any], literals: dict[str, Any] | None = None
+             ) -> Any:
         from tilegraph.lambdapack.program import _eval_kw
 
         node = parse_node(task)

@@ -55,6 +55,7 @@ class _Run:
         self.source = source
         self.store = store
         self.retries = retries
+        self.literals: dict[str, Any] = {}  # large literal arguments, read once
 
 
 class Worker:
@@ -205,6 +206,9 @@ class Worker:
 
     def _read(self, run: _Run, task: str) -> list[Any]:
         get = run.store.get_value
+        for key in run.source.refs(task):
+            if key not in run.literals:
+                run.literals[key] = run.store.get_shared(key)
         return [x.value if type(x) is Literal else get(x) for x in run.source.inputs(task)]
 
     def _work(self, rid: str, task: str, score: int, run: _Run | None,
@@ -217,7 +221,7 @@ class Worker:
         self.current = member
         t0 = time.time()
         try:
-            value = source.call(task, values)
+            value = source.call(task, values, run.literals)
             del values
             nbytes = run.store.put_value(source.output(task), value)
         except Exception as exc:
