@@ -185,15 +185,22 @@ def test_sigkill_most_workers_mid_run_still_right(tmp_path):
         killed = []
 
         def kill_after_some(e):
-            if isinstance(e, TaskEnd) and not killed:
+            if isinstance(e, TaskEnd) and e.kind == "pool" and not killed:
                 procs = list(p.provisioner.alive().values())[:4]
                 for proc in procs:
                     os.kill(proc.pid, signal.SIGKILL)
                 killed.extend(procs)
 
-        got = y.compute(backend="serverless", pool=p, callbacks=[kill_after_some])
+        events = []
+        report = tmp_path / "run.html"
+        got = y.compute(backend="serverless", pool=p, report=str(report),
+                        callbacks=[kill_after_some, events.append])
         np.testing.assert_allclose(got, (a + 1).sum(axis=1))
         assert len(killed) == 4
+        assert any(isinstance(e, LeaseExpired) for e in events)
+        html = report.read_text()
+        assert "Pool: workers alive and tasks per second" in html
+        assert "expired leases" in html
 
 
 def test_stalled_worker_lease_expires_and_task_reruns(tmp_path):

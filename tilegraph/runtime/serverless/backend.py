@@ -459,9 +459,11 @@ class _PoolRun:
         self.done.set()
 
     def _worker(self, wid: str) -> int:
+        """The worker number of a pool worker in events: 1, 2, ... (0 is the driver's own
+        thread, which runs the stores of the result)."""
         n = self.worker_index.get(wid)
         if n is None:
-            n = self.worker_index[wid] = len(self.worker_index)
+            n = self.worker_index[wid] = len(self.worker_index) + 1
         return n
 
     def _send(self, event: Any) -> None:
