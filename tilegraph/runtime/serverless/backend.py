@@ -318,6 +318,8 @@ class _PoolRun:
             if starters:
                 r.zadd(f"{ns}:ready", {f"{rid}|{t}": self.base + self.source.score(t)
                                        for t in starters})
+                r.rpush(f"{ns}:wake", *([1] * min(len(starters), 256)))
+                r.ltrim(f"{ns}:wake", -256, -1)
             listener = threading.Thread(target=self._listen, args=(stop,), daemon=True,
                                         name="tilegraph-serverless-listen")
             listener.start()

@@ -361,16 +361,16 @@ class Pool:
             shutil.rmtree(self._tmp_store, ignore_errors=True)
 
 
-def workers_info(r: Any, ns: str) -> list[dict[str, Any]]:
-    """The heartbeat records of the workers on ``r`` (see :meth:`Pool.workers`); workers
-    silent for over 10 seconds are left out."""
+def workers_info(r: Any, ns: str, stale: float = 3.0) -> list[dict[str, Any]]:
+    """The heartbeat records of the workers on ``r`` (see :meth:`Pool.workers`); a worker
+    silent for over 3 heartbeats (``stale`` seconds) is taken for dead and left out."""
     now = time.time()
     raw = r.hgetall(f"{ns}:workers")
     leases = {m.decode(): s for m, s in r.zrange(f"{ns}:leases", 0, -1, withscores=True)}
     out = []
     for wid, blob in raw.items():
         info = json.loads(blob)
-        if now - info.get("seen", 0) > 10:
+        if now - info.get("seen", 0) > stale:
             continue
         task = info.get("task")
         out.append({"id": wid.decode(), "pid": info["pid"], "host": info["host"],

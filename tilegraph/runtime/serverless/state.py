@@ -14,6 +14,8 @@ key                         meaning
                             server's clock, seconds)
 ``ns:lease``                hash ``rid|task`` -> ``worker|score``: who holds the lease, and the
                             priority to requeue the task with
+``ns:wake``                 list of tokens, one per task made ready: idle workers block on it
+                            (BLPOP) instead of polling the queue
 ``ns:workers``              hash worker id -> JSON (pid, host, started, task, rss, seen)
 ``ns:seq``                  run counter
 ``ns:runs``                 set of live run ids
@@ -108,8 +110,10 @@ for k = 0, n - 1 do
   local child = ARGV[11 + 3 * k]
   if redis.call('HINCRBY', pre .. ':cnt', child, 1) == tonumber(ARGV[12 + 3 * k]) then
     redis.call('ZADD', ns .. ':ready', ARGV[13 + 3 * k], rid .. '|' .. child)
+    redis.call('RPUSH', ns .. ':wake', 1)
   end
 end
+redis.call('LTRIM', ns .. ':wake', -256, -1)
 redis.call('HINCRBY', runkey, 'ndone', 1)
 if ARGV[8] == '1' then redis.call('RPUSH', pre .. ':want', task) end
 redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', ARGV[9], '*', 'e', 'd', 't', task,
@@ -129,6 +133,7 @@ local att = redis.call('HINCRBY', pre .. ':att', task, 1)
 if att <= tonumber(ARGV[5]) then
   local score = ARGV[8]
   redis.call('ZADD', ns .. ':ready', score, member)
+  redis.call('RPUSH', ns .. ':wake', 1)
   redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', ARGV[9], '*', 'e', 'r', 't', task,
              'w', worker, 'n', tostring(att), 'msg', ARGV[7])
   return 1
@@ -163,6 +168,7 @@ for _, member in ipairs(expired) do
       redis.call('RPUSH', pre .. ':want', '!fail')
     else
       redis.call('ZADD', ns .. ':ready', score, member)
+      redis.call('RPUSH', ns .. ':wake', 1)
     end
     redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', ARGV[3], '*', 'e', 'x', 't', task,
                'w', who, 'n', tostring(lost))

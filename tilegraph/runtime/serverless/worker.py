@@ -102,7 +102,7 @@ class Worker:
             nxt = None
             idle_since = time.monotonic()
             last_reclaim = 0.0
-            sleep = 0.002
+            sleep = 0.01
             while not self.stopping.is_set():
                 now = time.monotonic()
                 if now - last_reclaim > min(1.0, self.lease / 3):
@@ -115,10 +115,10 @@ class Worker:
                         break
                     if self._out_of_time():
                         break
-                    time.sleep(sleep)
-                    sleep = min(sleep * 2, 0.05)
+                    self.r.blpop(f"{self.ns}:wake", timeout=sleep)  # woken by new tasks
+                    sleep = min(sleep * 2, 0.25)
                     continue
-                sleep = 0.002
+                sleep = 0.01
                 ahead = reader.submit(self._take, 2) if self.prefetch else None
                 self._work(*item)
                 idle_since = time.monotonic()
