@@ -390,3 +390,17 @@ def test_stores_round_trip_and_atomic(tmp_path):
     assert loads(dumps(np.float32(3))) == np.float32(3)
     with pytest.raises(ValueError, match="not an object"):
         loads(b"garbage")
+
+
+def test_lithops_provisioner_on_its_localhost_backend():
+    pytest.importorskip("lithops")
+    from tilegraph.runtime.serverless import LithopsProvisioner
+
+    cfg = {"lithops": {"backend": "localhost", "storage": "localhost", "log_level": "WARNING"},
+           "localhost": {"runtime": sys.executable, "worker_processes": 2}}
+    prov = LithopsProvisioner(2, config=cfg, idle_exit=1.0)
+    with Pool(workers=0, provisioner=prov) as p:
+        a = np.arange(24.0).reshape(4, 6)
+        x = tg.from_numpy(a, chunks=2)
+        np.testing.assert_array_equal((x * 2).compute(backend="serverless", pool=p), a * 2)
+        assert prov.calls  # the workers were Lithops functions

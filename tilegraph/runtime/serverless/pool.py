@@ -199,43 +199,64 @@ class LocalProvisioner:
 
 
 class LithopsProvisioner:
-    """Workers as Lithops functions (any Lithops backend: AWS Lambda, Google Cloud Functions,
-    IBM Cloud, Kubernetes, or ``localhost``). Each function runs one worker until its idle or
-    runtime limit; ``step`` calls more while the queue is longer than the workers. The
-    functions must reach the Redis server and the runs' object stores (use a reachable
-    ``redis=`` URL and an ``s3://`` store). Needs the optional ``lithops`` package."""
+    """Workers as Lithops functions (any Lithops compute backend: AWS Lambda, Google Cloud
+    Functions, IBM Cloud, Kubernetes, or ``localhost``). Each function runs one worker
+    until ``idle_exit`` seconds without work or its ``runtime_limit`` (below the platform's,
+    e.g. Lambda's 900 s); ``step`` calls more while there are more ready-or-running tasks
+    than live workers, up to ``max_workers``. A worker counts as live once its heartbeat is
+    in the server, or for ``startup`` seconds after its call was made. The functions must
+    reach the Redis server and the runs' object stores (a reachable ``redis=`` URL and an
+    ``s3://`` store on a cloud). ``config``: the Lithops configuration dict. Needs the
+    optional ``lithops`` package."""
 
     def __init__(self, max_workers: int, *, config: dict | None = None,
-                 backend: str | None = None, runtime_limit: float = 840.0,
-                 idle_exit: float = 10.0):
+                 runtime_limit: float = 840.0, idle_exit: float = 10.0,
+                 startup: float = 30.0):
         try:
             import lithops
         except ImportError as exc:
             raise ImportError("LithopsProvisioner needs lithops: pip install lithops") from exc
-        self.executor = lithops.FunctionExecutor(config=config, backend=backend)
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
+        self.executor = lithops.FunctionExecutor(config=config)
         self.max_workers = max_workers
         self.min_workers = 0
         self.runtime_limit = runtime_limit
         self.idle_exit = idle_exit
+        self.startup = startup
+        self.calls: list[float] = []  # when each function was called
         self.futures: list[Any] = []
         self.events: list[tuple[float, int, str]] = []
+        self._pool: Pool | None = None
 
     def start(self, pool: Pool) -> None:
-        return None
+        self._pool = pool
 
-    def alive(self) -> list[Any]:
-        self.futures = [f for f in self.futures if not f.done]
-        return self.futures
+    def alive(self) -> dict[str, Any]:
+        """Workers whose heartbeat is in the server (id -> record)."""
+        if self._pool is None:
+            return {}
+        return {w["id"]: w for w in self._pool.workers()}
 
     def step(self, pool: Pool, ready: int, leased: int) -> None:
-        alive = self.alive()
-        want = min(self.max_workers, ready + leased) - len(alive)
+        now = time.time()
+        live = len(self.alive())
+        self.calls = [t for t in self.calls if now - t < self.startup]
+        starting = max(0, len(self.calls) - live)
+        want = min(self.max_workers, ready + leased) - live - starting
         if want > 0:
             args = [(pool.redis_url, pool.namespace, self.runtime_limit, self.idle_exit)] * want
             self.futures.extend(self.executor.map(_lithops_worker, args))
-            self.events.append((time.time(), len(self.futures), "up"))
+            self.calls.extend([now] * want)
+            self.events.append((now, live + want, "up"))
 
     def stop(self, grace: float = 5.0) -> None:
+        """Wait up to ``grace`` seconds for the functions to return (they exit when idle)."""
+        if self.futures:
+            try:
+                self.executor.wait(self.futures, timeout=grace, throw_except=False)
+            except Exception:
+                pass
         self.futures.clear()
 
 
