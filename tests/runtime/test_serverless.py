@@ -4,6 +4,7 @@ pool, worker processes, a local-directory object store."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -404,3 +405,40 @@ def test_lithops_provisioner_on_its_localhost_backend():
         x = tg.from_numpy(a, chunks=2)
         np.testing.assert_array_equal((x * 2).compute(backend="serverless", pool=p), a * 2)
         assert prov.calls  # the workers were Lithops functions
+
+
+def test_redis_dying_mid_run_is_a_clear_error():
+    with Pool(workers=2, lease=2.0) as p:
+        a = np.ones((40, 40))
+        x = tg.from_numpy(a, chunks=4)
+        killed = []
+
+        def kill_server(e):
+            if isinstance(e, TaskEnd) and e.kind == "pool" and not killed:
+                p.server.proc.kill()
+                killed.append(True)
+
+        t = time.monotonic()
+        with pytest.raises(ConnectionError, match=re.escape(p.redis_url)):
+            x.map_blocks(_slow, 0.05).compute(backend="serverless", pool=p,
+                                              callbacks=[kill_server])
+        assert time.monotonic() - t < 60
+
+
+def test_two_runs_at_once_on_one_pool_stay_apart(pool):
+    a = np.arange(60.0).reshape(6, 10)
+    x = tg.from_numpy(a, chunks=3)
+    out: dict[str, np.ndarray] = {}
+
+    def run(name, arr):
+        out[name] = arr.compute(backend="serverless", pool=pool)
+
+    threads = [threading.Thread(target=run, args=("plus", x + 1)),
+               threading.Thread(target=run, args=("times", x * 3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(out["plus"], a + 1)
+    np.testing.assert_array_equal(out["times"], a * 3)
+    assert _run_keys(pool) == set()
