@@ -442,3 +442,19 @@ def test_two_runs_at_once_on_one_pool_stay_apart(pool):
     np.testing.assert_array_equal(out["plus"], a + 1)
     np.testing.assert_array_equal(out["times"], a * 3)
     assert _run_keys(pool) == set()
+
+
+def test_provisioner_scales_up_with_the_queue_and_down_when_idle():
+    with Pool(workers=1, max_workers=3, idle_time=0.5) as p:
+        a = np.arange(64.0).reshape(8, 8)
+        x = tg.from_numpy(a, chunks=2)
+        events = []
+        got = x.map_blocks(_slow, 0.3).compute(backend="serverless", pool=p,
+                                               callbacks=[events.append])
+        np.testing.assert_array_equal(got, a + 1)
+        assert any(why == "up" for _, _, why in p.provisioner.events)
+        assert max(e.alive for e in events if type(e).__name__ == "WorkersScaled") > 1
+        deadline = time.monotonic() + 20
+        while len(p.provisioner.alive()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(p.provisioner.alive()) == 1  # back to the minimum once idle
