@@ -26,7 +26,7 @@ from tilegraph.runtime.serverless import Pool, run_program
 from tilegraph.runtime.serverless.state import Scripts, connect, namespace_keys
 from tilegraph.runtime.serverless.store import FsspecStore, LocalStore, dumps, loads
 
-POOL_KEYS = {b"tg:seq", b"tg:workers"}  # what a pool keeps between runs
+POOL_KEYS = {b"tg:seq", b"tg:workers", b"tg:wake"}  # what a pool keeps between runs
 
 
 @pytest.fixture(scope="module")

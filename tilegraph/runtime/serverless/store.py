@@ -143,6 +143,9 @@ class LocalStore(ObjectStore):
         return os.path.join(self.root, key)
 
     def put(self, key: str, data: bytes) -> None:
+        self._write(key, lambda f: f.write(data))
+
+    def _write(self, key: str, write: Any) -> int:
         path = self._path(key)
         parent = os.path.dirname(path)
         os.makedirs(parent, exist_ok=True)
@@ -150,7 +153,8 @@ class LocalStore(ObjectStore):
                                    f"{uuid.uuid4().hex}")
         try:
             with open(tmp, "wb") as f:
-                f.write(data)
+                write(f)
+                size = f.tell()
             os.replace(tmp, path)
         except BaseException:
             try:
@@ -158,6 +162,27 @@ class LocalStore(ObjectStore):
             except OSError:
                 pass
             raise
+        return size
+
+    def put_value(self, key: str, value: Any) -> int:
+        if type(value) is np.ndarray and value.dtype != object:
+            # straight from the array to the file: no intermediate bytes
+            return self._write(key, lambda f: np.lib.format.write_array(
+                f, value, allow_pickle=False))
+        return super().put_value(key, value)
+
+    def get_value(self, key: str) -> Any:
+        path = self._path(key)
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            raise KeyError(f"object {key!r} is not in the store {self.url}") from None
+        with f:
+            if f.read(6) == _NPY:
+                f.seek(0)
+                return np.lib.format.read_array(f, allow_pickle=False)
+            f.seek(0)
+            return loads(f.read())
 
     def get(self, key: str) -> bytes:
         try:
