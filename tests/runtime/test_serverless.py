@@ -458,3 +458,25 @@ def test_provisioner_scales_up_with_the_queue_and_down_when_idle():
         while len(p.provisioner.alive()) > 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(p.provisioner.alive()) == 1  # back to the minimum once idle
+
+
+def test_blocks_no_task_reads_any_more_leave_the_store(pool):
+    a = spd(48)
+    x = tg.from_numpy(a, chunks=8)  # 6 x 6 blocks: 56 Cholesky tasks
+    counts = []
+
+    def count(e):
+        if isinstance(e, TaskEnd) and e.kind == "pool":
+            counts.append(sum(len(files) for _, _, files in os.walk(pool.store.root)))
+
+    got = tg.linalg.cholesky(x).compute(backend="serverless", pool=pool, callbacks=[count])
+    np.testing.assert_allclose(got, np.linalg.cholesky(a), atol=1e-10)
+    assert len(counts) >= 56
+    # every version of every tile would be 56 + 36 objects; only live ones are kept
+    assert max(counts) < 56
+    dag = library.cholesky.bind(N=3)
+    out = run_program(dag, {"S": lambda t: a[t[1] * 16:(t[1] + 1) * 16,
+                                             t[2] * 16:(t[2] + 1) * 16]},
+                      [("L", (2, 2))], pool=pool)
+    np.testing.assert_allclose(out[("L", (2, 2))], np.linalg.cholesky(a)[32:, 32:],
+                               atol=1e-10)

@@ -28,6 +28,9 @@ key                         meaning
                             the task's number of parents (created on first use: nothing is
                             initialised per task, so an implicit DAG is never expanded)
 ``ns:rid:att``              hash task -> failed attempts (kernel errors)
+``ns:rid:used``             hash object -> consumers finished; when it reaches the object's
+                            consumer count, the object is deleted (the driver's outputs are
+                            never counted), so the store holds the live blocks only
 ``ns:rid:lost``             hash task -> expired leases (a worker died or stalled)
 ``ns:rid:want``             list of finished tasks the driver waits for, and ``!fail``
 ``ns:rid:ev``               stream of events (task start, end, retry, expiry, failure)
@@ -35,7 +38,8 @@ key                         meaning
 
 Transitions are Lua scripts, each atomic on the server: :data:`TAKE` (pop the best ready
 task and lease it), :data:`RENEW`, :data:`COMPLETE` (a task's output is stored: count it
-done once, make its children ready when their counters reach their parent counts),
+done once, make its children ready when their counters reach their parent counts, and
+name the inputs no unfinished task reads any more),
 :data:`FAIL` (requeue for a retry, or fail the run), :data:`RECLAIM` (requeue the tasks
 whose lease expired).
 """
@@ -118,7 +122,17 @@ redis.call('HINCRBY', runkey, 'ndone', 1)
 if ARGV[8] == '1' then redis.call('RPUSH', pre .. ':want', task) end
 redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', ARGV[9], '*', 'e', 'd', 't', task,
            'w', worker, 'b', ARGV[5], 't0', ARGV[6], 't1', ARGV[7])
-return 1
+-- the inputs every consumer of which has now finished: their objects may go
+local free = {1}
+local at = 11 + 3 * n
+local m = tonumber(ARGV[at] or '0')
+for k = 1, m do
+  local obj, uses = ARGV[at + 2 * k - 1], tonumber(ARGV[at + 2 * k])
+  if redis.call('HINCRBY', pre .. ':used', obj, 1) == uses then
+    table.insert(free, obj)
+  end
+end
+return free
 """
 
 FAIL = _RELEASE + """
@@ -211,7 +225,7 @@ def run_keys(ns: str, rid: str) -> list[str]:
     """Every key of run ``rid`` besides its entries in the shared sorted sets."""
     pre = f"{ns}:{rid}"
     return [f"{ns}:run:{rid}", f"{pre}:done", f"{pre}:cnt", f"{pre}:att", f"{pre}:lost",
-            f"{pre}:want", f"{pre}:ev"]
+            f"{pre}:want", f"{pre}:ev", f"{pre}:used"]
 
 
 def delete_run(r: Any, ns: str, rid: str) -> None:

@@ -168,6 +168,20 @@ class GraphTasks:
     def is_wanted(self, task: str) -> bool:
         return bool(self.wanted[int(task)])
 
+    def frees(self, task: str) -> list[tuple[str, int]]:
+        """The inputs of ``task`` whose objects go once all their consumers finished:
+        ``(input, number of consumers)``; the results the driver reads are kept."""
+        g = self.graph
+        i = int(task)
+        out = []
+        for d in np.unique(g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]]).tolist():
+            if not self.wanted[d]:
+                out.append((str(d), int(self.child_ptr[d + 1] - self.child_ptr[d])))
+        return out
+
+    def object_of(self, name: str) -> str:
+        return self.output(name)
+
 
 def node_id(node: tuple[int, tuple[int, ...]]) -> str:
     """``"sid:i,j,k"`` of a LambdaPACK node."""
@@ -266,3 +280,34 @@ class ProgramTasks:
 
     def is_wanted(self, task: str) -> bool:
         return task in self.wanted
+
+    def frees(self, task: str) -> list[tuple[str, int]]:
+        """As :meth:`GraphTasks.frees`: a parent node (``n/<node>``) with its number of
+        children, an input tile (``in/<array>/<tile>``) with its number of readers."""
+        dag = self.dag
+        out: list[tuple[str, int]] = []
+        seen = set()
+        for what, value in dag.inputs(parse_node(task)):
+            if what == "int":
+                continue
+            if what == "node":
+                name = f"n/{node_id(value)}"
+                uses = len(dag.children(value))
+            else:
+                array, tile, writer = value
+                if writer is None:
+                    name = f"in/{tile_id(array, tile)}"
+                    uses = len(dag._readers(array, tile))
+                else:
+                    nid = node_id(writer)
+                    if nid in self.wanted:
+                        continue
+                    name = f"n/{nid}"
+                    uses = len(dag.children(writer))
+            if name not in seen:
+                seen.add(name)
+                out.append((name, uses))
+        return out
+
+    def object_of(self, name: str) -> str:
+        return f"{self.prefix}/{name}"

@@ -236,9 +236,16 @@ class Worker:
         args.append(len(kids))
         for child, nparents, prio in kids:
             args.extend((child, nparents, prio + score - source.score(task)))
+        frees = source.frees(task)
+        args.append(len(frees))
+        for obj, uses in frees:
+            args.extend((obj, uses))
         done = self.scripts.complete(args=args)
         if done == -1:  # the run ended meanwhile: leave nothing behind
             run.store.delete_prefix(source.output(task))
+        elif isinstance(done, list):
+            for obj in done[1:]:  # inputs no unfinished task reads any more
+                run.store.delete_prefix(source.object_of(obj.decode()))
         self.current = None
         self.ntasks += 1
         self.last_end = time.time()
