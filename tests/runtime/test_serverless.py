@@ -480,3 +480,25 @@ def test_blocks_no_task_reads_any_more_leave_the_store(pool):
                       [("L", (2, 2))], pool=pool)
     np.testing.assert_allclose(out[("L", (2, 2))], np.linalg.cholesky(a)[32:, 32:],
                                atol=1e-10)
+
+
+def test_lambdapack_householder_qr_unexpanded(pool):
+    rng = np.random.default_rng(5)
+    m, n, b = 12, 8, 4
+    a = rng.standard_normal((m, n))
+    M, N = 3, 2
+    eye = np.eye(m, n)
+    dag = library.qr.bind(M=M, N=N, K=N)
+
+    def tile(x):
+        return lambda t: x[t[0] * b:(t[0] + 1) * b, t[1] * b:(t[1] + 1) * b]
+
+    outs = [("QS", (i, j)) for i in range(M) for j in range(N)]
+    outs += [("RS", (k, j)) for k in range(N) for j in range(k, N)]
+    got = run_program(dag, {"A": tile(a), "I": tile(eye)}, outs, pool=pool)
+    q, r = np.zeros((m, n)), np.zeros((n, n))
+    for (arr, (i, j)), v in got.items():
+        (q if arr == "QS" else r)[i * b:(i + 1) * b, j * b:(j + 1) * b] = v
+    np.testing.assert_allclose(q @ r, a, atol=1e-10)
+    np.testing.assert_allclose(q.T @ q, np.eye(n), atol=1e-10)
+    assert (np.diagonal(r) >= 0).all()
