@@ -33,6 +33,8 @@ POOL_KEYS = {b"tg:seq", b"tg:workers", b"tg:wake"}  # what a pool keeps between 
 def pool():
     with Pool(workers=2, lease=2.0) as p:
         yield p
+        procs = list(p.provisioner.procs.values())
+    assert procs and all(proc.poll() is not None for proc in procs)  # workers stopped
     assert not [t for t in threading.enumerate() if t.name.startswith("tilegraph-pool-")]
     assert p.server.proc.poll() is not None  # the embedded server stopped
 
