@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tilegraph.runtime.backends import BACKENDS, IDLE_THREAD_NAME, Backend
+from tilegraph.runtime.backends import BACKENDS, Backend
 
 # dask's own test modules run on tilegraph by `make dask-suite`, never in the default run
 collect_ignore = ["dask_suite"]
@@ -49,9 +49,9 @@ def forbid_compute():
 
 @pytest.fixture(autouse=True)
 def no_stray_threads():
-    """Every test must leave no tilegraph thread running behind it."""
+    """Every test must leave no tilegraph thread running behind it (the provisioner of a
+    serverless pool shared by a module's tests lives as long as its pool)."""
     yield
-
-    stray = [t.name for t in threading.enumerate()
-             if t.name.startswith("tilegraph-") and t.name != IDLE_THREAD_NAME]
+    stray = [t.name for t in threading.enumerate() if t.name.startswith("tilegraph-")
+             and not t.name.startswith("tilegraph-pool-")]
     assert not stray, f"threads left running: {stray}"

@@ -180,7 +180,8 @@ def clean(directories: list[str], dry_run: bool = False) -> int:
 
 
 def autopar_command(script: str, workers: int | None, explain: bool, dot: str | None,
-                    args: list[str], profile: bool = False) -> int:
+                    args: list[str], profile: bool = False, html: str | None = None,
+                    saveas: str | None = None) -> int:
     """``tilegraph autopar``: explain the script's task graph, or run it in parallel; the
     exit status is the script's (1 after an exception, whose traceback is printed as
     ``python script.py`` prints it)."""
@@ -197,20 +198,45 @@ def autopar_command(script: str, workers: int | None, explain: bool, dot: str | 
     except AnalysisError as exc:
         print(f"tilegraph autopar: {exc}", file=sys.stderr)
         return 2
-    if profile and not explain:
-        print("tilegraph autopar: --profile goes with --explain", file=sys.stderr)
+    if profile and not (explain or html):
+        print("tilegraph autopar: --profile goes with --explain or --html", file=sys.stderr)
         return 2
-    if explain or dot:
-        if explain and profile:
+    if saveas:
+        from tilegraph.autopar.codegen import save
+
+        try:
+            save(graph, saveas)
+        except OSError as exc:
+            print(f"tilegraph autopar: {exc}", file=sys.stderr)
+            return 2
+        print(f"tilegraph autopar: wrote {saveas} (run it with python {saveas} "
+              "[--workers N] [arguments])", file=sys.stderr)
+        if not (explain or dot or html):
+            return 0
+    if explain or dot or html:
+        seconds = None
+        if profile:
             try:
                 measured = profile_script(graph, [script, *args])
             except ScriptError as exc:
                 sys.stderr.write(exc.traceback)
                 return exc.exit_code
-            sys.stdout.write(explain_text(graph, list(measured.seconds)))
+            seconds = list(measured.seconds)
+        if explain and profile:
+            sys.stdout.write(explain_text(graph, seconds))
             sys.stdout.write("\n" + profile_lines(graph, measured.seconds, measured.nbytes))
         elif explain:
             sys.stdout.write(explain_text(graph))
+        if html:
+            from tilegraph.autopar.explain import to_html
+
+            parent = os.path.dirname(os.path.abspath(html))
+            if not os.path.isdir(parent):
+                print(f"tilegraph autopar: cannot write {html}: no directory {parent}",
+                      file=sys.stderr)
+                return 2
+            with open(html, "w", encoding="utf-8") as f:
+                f.write(to_html(graph, seconds))
         if dot == "-":
             sys.stdout.write(to_dot(graph))
         elif dot:
@@ -267,7 +293,21 @@ def main(argv: list[str] | None = None) -> int:
                            "dropped), timing each statement, and simulate 1, 2, 4, 8 workers")
     auto.add_argument("--dot", metavar="FILE",
                       help="write the task graph as Graphviz dot text ('-': standard output)")
+    auto.add_argument("--html", metavar="FILE",
+                      help="write the task graph as a self-contained HTML page (drawn in "
+                           "layers, with the explanation); with --profile, timed")
+    auto.add_argument("--saveas", metavar="FILE",
+                      help="write a standalone script that runs this plan with tilegraph "
+                           "(python FILE [--workers N] [arguments])")
+    sub.add_parser(
+        "worker", add_help=False,
+        help="a stateless serverless worker serving a Redis server's runs "
+             "(tilegraph worker --redis URL; see tilegraph worker --help)")
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "worker":
+        from tilegraph.runtime.serverless.worker import main as worker_main
+
+        return worker_main(argv[1:])
     script_args: list[str] = []
     if argv and argv[0] == "autopar" and "--" in argv:  # the script's own arguments
         cut = argv.index("--")
@@ -275,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "autopar":
         return autopar_command(args.script, args.workers, args.explain, args.dot, script_args,
-                               profile=args.profile)
+                               profile=args.profile, html=args.html, saveas=args.saveas)
     if args.command == "run":
         return run_script(args.nprocs, args.script, args.args)
     if args.command == "clean":

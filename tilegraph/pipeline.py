@@ -110,7 +110,10 @@ def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | No
             g = graph
 
             def placed() -> list[int]:
-                return place(g, processes, initial=initial, model=model).tolist()
+                own = None if backend is None else backend.place_tasks(
+                    g, processes, initial=initial, model=model)
+                return own if own is not None else place(
+                    g, processes, initial=initial, model=model).tolist()
 
             workers = backend.decide(placed) if backend is not None else placed()
             graph = graph.with_meta(worker=workers)
@@ -181,7 +184,9 @@ def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
 
 
 def _backend(opts: dict[str, Any]) -> Backend:
-    backend = make_backend(opts["backend"], opts["workers"], client=opts["client"])
+    backend = make_backend(opts["backend"], opts["workers"], pool=opts["pool"],
+                           redis=opts["redis"], store=opts["store"], lease=opts["lease"],
+                           client=opts["client"])
     backend.collective_timeout = opts["mpi_timeout"]
     return backend
 
@@ -388,6 +393,8 @@ def get(dsk: Any, keys: Any, cache: Any = None, num_workers: int | None = None,
         from tilegraph.runtime.dask_callbacks import split_callbacks
 
         hooks, own["callbacks"] = split_callbacks(own["callbacks"])
+    if pool is not None and type(pool).__module__.startswith("tilegraph."):
+        own["pool"], pool = pool, None  # tilegraph's serverless pool, not dask's executor
     if "workers" not in own:
         dask_config = sys.modules.get("dask.config")
         if num_workers is None and pool is None and dask_config is not None:

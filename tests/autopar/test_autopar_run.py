@@ -292,3 +292,58 @@ def test_workers_times_blas_threads_stay_within_the_cores(tmp_path, monkeypatch)
     run_script(script, 2, stdout=out)
     assert out.getvalue() == "True True\n"
     _no_children()
+
+
+@pytest.mark.parametrize("name", ["clean_data.py", "simulation.py", "global_reassign.py"])
+def test_saveas_script_runs_the_plan_with_the_serial_output(name, tmp_path, serial_runs):
+    saved = tmp_path / "parallel.py"
+    assert cli_main(["autopar", str(CORPUS / name), "--saveas", str(saved)]) == 0
+    text = saved.read_text()
+    assert "critical path:" in text and "waits for" in text  # readable by a person
+    graph = analyze(CORPUS / name)
+    where = tmp_path / "run"
+    where.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, str(saved), "--workers", "2"], cwd=where,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    stdout, files = serial_runs[name]
+    assert done.stdout == stdout
+    assert _files(where) == files
+    # the plan saved is the analysed one
+    from tilegraph.autopar.codegen import load_plan
+
+    ns: dict = {}
+    exec(compile(text.split('if __name__ == "__main__":')[0], str(saved), "exec"), ns)
+    loaded = load_plan(ns["PATH"], ns["SOURCE"], ns["TASKS"], ns["EDGES"], ns["GROUP_REASONS"])
+    assert loaded.edge_set() == graph.edge_set()
+    assert loaded.tasks == graph.tasks
+
+
+def test_saveas_failing_script_keeps_the_serial_traceback(tmp_path):
+    saved = tmp_path / "parallel.py"
+    assert cli_main(["autopar", str(CORPUS / "failing.py"), "--saveas", str(saved)]) == 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(saved), "--workers", "2"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=120)
+    serial = subprocess.run([sys.executable, str(CORPUS / "failing.py")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert done.returncode == serial.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == serial.stderr.strip().splitlines()[-1]
+    assert f'File "{CORPUS / "failing.py"}"' in done.stderr
+
+
+def test_html_draws_the_graph(tmp_path, capsys):
+    page = tmp_path / "g.html"
+    assert cli_main(["autopar", str(CORPUS / "numpy_analysis.py"), "--html", str(page)]) == 0
+    html = page.read_text()
+    graph = analyze(CORPUS / "numpy_analysis.py")
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html
+    assert html.count("<rect") == len(graph.tasks)
+    assert html.count("<line") == len(graph.edges)
+    assert "critical path" in html
+    assert cli_main(["autopar", str(CORPUS / "numpy_analysis.py"), "--html",
+                     str(tmp_path / "missing" / "g.html")]) == 2
+    assert "no directory" in capsys.readouterr().err
+    assert cli_main(["autopar", str(CORPUS / "numpy_analysis.py"), "--saveas",
+                     str(tmp_path / "missing" / "p.py")]) == 2

@@ -32,6 +32,8 @@ BINDINGS = [
     (lib.trsm, {"N": 4, "M": 2, "F": 0, "LOW": 0, "TR": 0, "UNIT": 1}),
     (lib.trsm_t, {"N": 3, "M": 1, "F": 0, "LOW": 1, "TR": 2, "UNIT": 0}),
     (lib.tsqr, {"N": 1, "B": 2}), (lib.tsqr, {"N": 7, "B": 2}), (lib.tsqr, {"N": 10, "B": 3}),
+    (lib.qr, {"M": 3, "N": 2, "K": 2}), (lib.qr, {"M": 2, "N": 4, "K": 2}),
+    (lib.qr, {"M": 3, "N": 3, "K": 3}), (lib.qr, {"M": 1, "N": 1, "K": 1}),
 ]
 
 
@@ -50,7 +52,7 @@ def test_implicit_dag_equals_the_expanded_graph_edge_for_edge(entry, params):
     graph = dag.to_taskgraph(name="x")
     expanded = {}
     for key in graph.keys:
-        if key[1] in ("S", "A", "B", "L") or not isinstance(key[1], int):
+        if key[1] in ("S", "A", "B", "L", "I") or not isinstance(key[1], int):
             continue
         node = (key[1], tuple(key[2:]))
         expanded[node] = {(d[1], tuple(d[2:])) for d in graph.dependencies(key)
@@ -235,6 +237,39 @@ def test_library_tsqr_gives_the_r_factor(rows, branch, dtype):
     assert r.shape == (4, 4)
     np.testing.assert_allclose(np.triu(r), r, **_tol(dtype))
     np.testing.assert_allclose(r.conj().T @ r, a.conj().T @ a, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,block", [((13, 7), 4), ((7, 13), 4), ((20, 20), 5),
+                                         ((9, 5), 9), ((30, 11), 4), ((5, 5), 2)])
+def test_library_qr_is_householder_qr_of_any_shape(shape, block, dtype):
+    rng = np.random.default_rng(shape[0])
+    a = _rand(rng, shape, dtype)
+    q, r = lib.qr(tg.from_numpy(a, chunks=block))
+    qv, rv = tg.compute(q, r)
+    k = min(shape)
+    assert qv.shape == (shape[0], k) and rv.shape == (k, shape[1])
+    np.testing.assert_allclose(qv @ rv, a, **_tol(dtype))
+    np.testing.assert_allclose(qv.conj().T @ qv, np.eye(k), **_tol(dtype))
+    np.testing.assert_allclose(np.triu(rv), rv, **_tol(dtype))
+    # numpy's factors with R's diagonal made non-negative
+    rn = np.linalg.qr(a, mode="r")
+    signs = np.diagonal(rn) / np.where(np.diagonal(rn) == 0, 1, np.abs(np.diagonal(rn)))
+    np.testing.assert_allclose(rv, signs.conj()[:, None] * rn, **_tol(dtype))
+    # tg.linalg.qr of a matrix of several column blocks is this program
+    r2 = tg.linalg.qr(tg.from_numpy(a, chunks=block), mode="r")
+    if shape[1] > block:
+        names = {n for n in tg.algebra.lower([r2.blocks]).build().meta["name"] if n}
+        assert "hh_geqrt" in names
+
+
+def test_library_qr_rejects_bad_input():
+    with pytest.raises(ValueError, match="block must be a positive integer"):
+        lib.qr(tg.ones((4, 4), chunks=2), block=0)
+    with pytest.raises(ValueError, match="2-D"):
+        lib.qr(tg.ones(4, chunks=2))
+    with pytest.raises(ValueError, match="empty"):
+        lib.qr(tg.ones((0, 3), chunks=2))
 
 
 def test_tg_linalg_cholesky_is_the_library_program():

@@ -16,9 +16,9 @@ lowers them like every other block collection.
   :func:`det`, :func:`slogdet` from the same LU.
 - :func:`qr`: TSQR for tall-skinny matrices (one column of blocks): every row block is
   factored on its own, the stacked R factors once more, and Q is assembled block by block;
-  for general shapes, a blocked QR over column panels (each panel by TSQR, orthogonalised
-  against the panels before it twice, "BCGS2", which keeps Q orthogonal to working
-  precision for matrices that are not nearly rank-deficient).
+  for general shapes, tiled Householder QR (the LambdaPACK program ``library.qr``:
+  LAPACK's geqrt/tpqrt on the tiles of each step's column, gemqrt/tpmqrt on the tiles to
+  their right, Q by the reflectors applied to the identity's tiles).
 - :func:`svd`: for tall-skinny matrices, TSQR and the SVD of the small R;
   :func:`svd_compressed`: randomized SVD of any shape (Halko, Martinsson and Tropp).
 - :func:`lstsq` by QR, :func:`norm` by reductions (and the SVD for the 2-norm).
@@ -33,7 +33,6 @@ computed in float64, as NumPy does.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,7 @@ from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
 from tilegraph.algebra.linalg_kernels import LinAlgError
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.array.lp_arrays import cholesky as lp_cholesky
-from tilegraph.array.lp_arrays import triangular_solve
+from tilegraph.array.lp_arrays import householder_qr, triangular_solve
 from tilegraph.array.lp_arrays import trsm as lp_trsm
 from tilegraph.array.lp_arrays import tsqr as lp_tsqr
 from tilegraph.graph.kinds import (
@@ -179,7 +178,8 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     ``mode="reduced"`` (``q``: m x k orthonormal columns, ``r``: k x n upper triangular,
     k = min(m, n)) or ``mode="r"`` (``r`` only). The diagonal of ``r`` is made real and
     non-negative. A matrix with one column of blocks is factored by TSQR; otherwise by
-    column panels (see the module docstring), whose blocks give ``q``'s and ``r``'s.
+    tiled Householder QR in square tiles of its first row block's height (see the module
+    docstring).
 
     >>> import numpy as np, tilegraph as tg
     >>> m = np.random.default_rng(1).random((9, 7))
@@ -194,58 +194,8 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     if a.numblocks[1] == 1:
         q, r = tsqr(a)
     else:
-        q, r = _panel_qr(a)
+        q, r = householder_qr(a)
     return r if mode == "r" else (q, r)
-
-
-def _panel_qr(a: Array) -> tuple[Array, Array]:
-    """Blocked QR by column panels: each panel is orthogonalised against the earlier panels'
-    Q twice (BCGS2), then factored by TSQR."""
-    from tilegraph.array.creation import zeros
-    from tilegraph.array.manipulation import concatenate
-
-    m, n = a.shape
-    k = min(m, n)
-    cols = list(a.chunks[1])
-    if k < n:  # put a panel boundary at column k: the panels after it only need R
-        edges = np.cumsum([0, *cols])
-        cut = sorted({int(e) for e in edges} | {k})
-        cols = [b - c for c, b in itertools.pairwise(cut) if b > c]
-        a = a.rechunk((a.chunks[0], tuple(cols)))
-    starts = np.cumsum([0, *cols])
-    qs: list[Array] = []
-    rblocks: dict[tuple[int, int], Array] = {}
-    npanels_q = int(np.searchsorted(starts, k, side="left"))
-    for p in range(len(cols)):
-        w = a[:, int(starts[p]):int(starts[p + 1])]
-        if p >= npanels_q:  # beyond column k: Q is complete, R = Q^H A
-            for q_idx, qq in enumerate(qs):
-                rblocks[q_idx, p] = qq.conj().T @ w
-            continue
-        coeffs: dict[int, Array] = {}
-        for _ in range(2):
-            for q_idx, qq in enumerate(qs):
-                c = qq.conj().T @ w
-                w = w - qq @ c
-                coeffs[q_idx] = coeffs[q_idx] + c if q_idx in coeffs else c
-        qp, rp = tsqr(w)
-        qs.append(qp)
-        for q_idx, c in coeffs.items():
-            rblocks[q_idx, p] = c
-        rblocks[p, p] = rp
-    q = concatenate(qs, axis=1) if len(qs) > 1 else qs[0]
-    qcols = cols[:npanels_q]
-    rows = []
-    for i in range(npanels_q):
-        row = []
-        for p, width in enumerate(cols):
-            block = rblocks.get((i, p))
-            if block is None:
-                block = zeros((qcols[i], width), dtype=a.dtype, chunks=(qcols[i], width))
-            row.append(block)
-        rows.append(concatenate(row, axis=1) if len(row) > 1 else row[0])
-    r = concatenate(rows, axis=0) if len(rows) > 1 else rows[0]
-    return q, r
 
 
 # -- SVD ------------------------------------------------------------------------------------

@@ -301,3 +301,49 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
                           [((nb, 1), lambda c: ("Q", c)), ((1, 1), lambda c: ("R", c))],
                           shape_of, a.dtype)
     return (Array(q, (m, k), (rows, (k,)), a.dtype), Array(r, (k, n), ((k,), (n,)), a.dtype))
+
+
+@library.qr.implement
+def householder_qr(a: Any, block: int | None = None) -> tuple[Array, Array]:
+    """Q and R of a matrix of any shape (``q``: m x k with orthonormal columns, ``r``: k x n
+    upper triangular with a non-negative real diagonal, k = min(m, n)) by the program
+    ``library.qr`` (tiled Householder QR). The matrix is cut into square tiles of ``block``
+    (default: its first row block's height) on both axes."""
+    a = asarray(a)
+    dense_only("qr", a)
+    if a.ndim != 2:
+        raise ValueError(f"qr: expected a 2-D matrix, got shape {a.shape}")
+    a = _float(a, "qr")
+    m, n = a.shape
+    if m == 0 or n == 0:
+        raise ValueError(f"qr: the matrix is empty (shape {a.shape})")
+    b = block if block is not None else a.chunks[0][0]
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+        raise ValueError(f"qr: block must be a positive integer, got {block!r}")
+    b = int(b)
+    a = a.rechunk((b, b))
+    rows, cols = a.chunks
+    k = min(m, n)
+    qcols = tuple(min(b, k - s) for s in range(0, k, b))
+    M, N, K = len(rows), len(cols), len(qcols)
+    from tilegraph.array.creation import eye
+
+    ident = eye(m, k, dtype=a.dtype, chunks=(rows, qcols))
+    dag = library.qr.bind(M=M, N=N, K=K)
+    name = f"hqr-{tokenize('lp-householder-qr', a)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int] | None:
+        if array in ("A", "T"):
+            i, j = tile[-2:]
+            return rows[i], cols[j]
+        if array in ("Q", "QS", "I"):
+            return rows[tile[0]], qcols[tile[1]]
+        if array in ("R", "RS", ""):
+            return qcols[tile[0]], cols[tile[1]]
+        return None
+
+    q, r = program_blocks(
+        dag, name, {"A": (a.blocks, tuple), "I": (ident.blocks, tuple)},
+        [((M, K), lambda c: ("QS", c)),
+         ((K, N), lambda c: ("RS", c) if c[1] >= c[0] else None)], shape_of, a.dtype)
+    return (Array(q, (m, k), (rows, qcols), a.dtype), Array(r, (k, n), (qcols, cols), a.dtype))

@@ -163,3 +163,73 @@ def profile_lines(graph: ScriptGraph, seconds: list[float] | tuple[float, ...],
         out.append(f"  {p} worker{'s' if p > 1 else ' '}  {secs:9.3f} s  "
                    f"speed-up {speed:5.2f}x  peak {human(peak)} per worker")
     return "\n".join(out) + "\n"
+
+
+_HTML_COLOURS = {"def-use": "#222", "anti": "#ff7f0e", "output": "#d62728",
+                 "output-stream": "#999", "file": "#1f77b4", "cwd": "#9467bd",
+                 "env": "#9467bd", "random": "#2ca02c", "figure": "#8c564b",
+                 "import": "#bbb", "barrier": "#d62728"}
+
+
+def _levels(graph: ScriptGraph) -> list[int]:
+    preds = graph.predecessors()
+    level: list[int] = []
+    for i in range(len(graph.tasks)):
+        level.append(1 + max((level[p] for p in preds[i]), default=-1))
+    return level
+
+
+def to_html(graph: ScriptGraph, profile: list[float] | None = None) -> str:
+    """A self-contained HTML page of the graph: the tasks drawn in layers (a task below
+    every task it waits for; the critical path in bold), edges coloured by type with their
+    variable on hover, and the text of :func:`explain` beneath."""
+    from html import escape
+
+    level = _levels(graph)
+    rows: dict[int, list[int]] = {}
+    for i, lv in enumerate(level):
+        rows.setdefault(lv, []).append(i)
+    box_w, box_h, gap_x, gap_y, pad = 260, 34, 24, 46, 16
+    width = pad * 2 + max((len(r) for r in rows.values()), default=1) * (box_w + gap_x)
+    height = pad * 2 + len(rows) * (box_h + gap_y)
+    pos: dict[int, tuple[float, float]] = {}
+    for lv, members in rows.items():
+        for k, i in enumerate(members):
+            pos[i] = (pad + k * (box_w + gap_x), pad + lv * (box_h + gap_y))
+    crit = set(graph.critical_path(profile))
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="task graph">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" '
+           'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/>'
+           "</marker></defs>"]
+    for e in graph.edges:
+        (x1, y1), (x2, y2) = pos[e.src], pos[e.dst]
+        colour = _HTML_COLOURS.get(e.type, "#222")
+        dash = "" if e.type == "def-use" else ' stroke-dasharray="5,3"'
+        svg.append(f'<line x1="{x1 + box_w / 2:.0f}" y1="{y1 + box_h:.0f}" '
+                   f'x2="{x2 + box_w / 2:.0f}" y2="{y2:.0f}" stroke="{colour}" '
+                   f'stroke-width="1.3"{dash} marker-end="url(#arrow)"><title>'
+                   f"{escape(f'{e.type} {e.variable}')}</title></line>")
+    for t in graph.tasks:
+        x, y = pos[t.index]
+        bold = ' stroke-width="2.5"' if t.index in crit else ""
+        fill = "#eef5ff" if not t.replicated else "#f3f3f3"
+        secs = f" ({profile[t.index]:.3f} s)" if profile is not None else ""
+        text = f"{t.label}: {t.headline}"
+        short = text if len(text) <= 38 else text[:35] + "..."
+        svg.append(f'<g><rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="4" '
+                   f'fill="{fill}" stroke="#333"{bold}/><text x="{x + 6}" y="{y + 21}" '
+                   f'font-family="monospace" font-size="11">{escape(short)}</text>'
+                   f"<title>{escape(t.source + secs)}</title></g>")
+    svg.append("</svg>")
+    legend = "".join(f'<li><span style="color:{c}">&#9644;</span> {escape(k)}</li>'
+                     for k, c in _HTML_COLOURS.items())
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{escape(graph.path)}: task graph</title>\n<style>body{{font:14px "
+            "system-ui,sans-serif;margin:1.5em}} ul{{list-style:none;padding:0}} li{{display:"
+            "inline-block;margin-right:1em}} pre{{background:#f6f6f6;padding:.8em}}</style>\n"
+            f"</head>\n<body>\n<h1>{escape(graph.path)}</h1>\n<p>{len(graph.tasks)} tasks, "
+            f"{len(graph.edges)} edges; a task is drawn below the tasks it waits for; bold: "
+            "the critical path; grey: run on every worker.</p>\n<ul>" + legend + "</ul>\n"
+            + "\n".join(svg) + "\n<h2>Explanation</h2>\n<pre>"
+            + escape(explain(graph, profile)) + "</pre>\n</body>\n</html>\n")

@@ -177,6 +177,116 @@ def _q_leaf(leaf: tuple, u: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(leaf[0] @ u)
 
 
+# -- tiled Householder QR (the kernels of PLASMA's tile QR, from LAPACK) -----------------------
+
+
+def _lapack(name: str, *arrays: np.ndarray) -> Any:
+    from scipy.linalg import get_lapack_funcs
+
+    return get_lapack_funcs((name,), arrays)[0]
+
+
+def _check(info: int, what: str) -> None:
+    if info < 0:
+        raise ValueError(f"{what}: LAPACK argument {-info} is invalid")
+
+
+def _adjoint(a: np.ndarray) -> str:
+    return "C" if np.iscomplexobj(a) else "T"
+
+
+def _hh_geqrt(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The QR factorisation of a diagonal tile as LAPACK's ``geqrt`` leaves it:
+    ``(reflectors below the diagonal and R on and above it, the block reflector's T)``."""
+    m, n = a.shape
+    vr, t, info = _lapack("geqrt", a)(max(1, min(m, n)), a)
+    _check(info, "geqrt")
+    return vr, t
+
+
+def _hh_unmqr(e: tuple, c: Any, trans: int = 1) -> np.ndarray:
+    """``Q^H c`` (``trans`` 1) or ``Q c`` (0) for the ``Q`` of a diagonal tile's
+    :func:`_hh_geqrt` (``c`` a tile, or the pair of :func:`_hh_tsmqr` whose top it is)."""
+    vr, t = e
+    if isinstance(c, tuple):
+        c = c[0]
+    k = min(vr.shape)
+    side_trans = _adjoint(vr) if trans else "N"
+    out, info = _lapack("gemqrt", vr, c)(vr[:, :k], t, c, side="L", trans=side_trans)
+    _check(info, "gemqrt")
+    return out
+
+
+def _r_of(prev: tuple) -> np.ndarray:
+    """R so far: of a :func:`_hh_geqrt` pair (its upper triangle) or a :func:`_hh_tsqrt`
+    triple."""
+    if len(prev) == 3:
+        return prev[0]
+    vr = prev[0]
+    n = vr.shape[1]
+    return np.triu(vr[:n, :])
+
+
+def _hh_tsqrt(prev: tuple, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The QR factorisation of R so far stacked on the tile ``b`` below it (``tpqrt``):
+    ``(the new R, the reflectors, T)``."""
+    r = _r_of(prev)
+    n = r.shape[1]
+    r2, v, t, info = _lapack("tpqrt", r, b)(0, max(1, n), r, b)
+    _check(info, "tpqrt")
+    return r2, v, t
+
+
+def _hh_tsmqr(f: tuple, top: Any, bottom: Any, trans: int = 1
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The pair (top tile, tile below) with ``Q^H`` (``trans`` 1) or ``Q`` (0) of a
+    :func:`_hh_tsqrt` applied: ``(new top, new bottom)``. A pair given as ``top`` gives its
+    top, as ``bottom`` its bottom (the tiles a previous call made)."""
+    _, v, t = f
+    if isinstance(top, tuple):
+        top = top[0]
+    if isinstance(bottom, tuple):
+        bottom = bottom[1]
+    side_trans = _adjoint(v) if trans else "N"
+    k = v.shape[1]  # the reflectors act on the top tile's first k rows (R's rows) only
+    head = top[:k] if top.shape[0] > k else top
+    a, b, info = _lapack("tpmqrt", v, head, bottom)(0, v, t, head, bottom, side="L",
+                                                    trans=side_trans)
+    _check(info, "tpmqrt")
+    if head is not top:
+        a = np.concatenate([a, top[k:]], axis=0)
+    return a, b
+
+
+def _part0(x: tuple) -> np.ndarray:
+    return x[0]
+
+
+def _part1(x: tuple) -> np.ndarray:
+    return x[1]
+
+
+def _r_final(x: tuple) -> np.ndarray:
+    """The R tile of a diagonal tile: upper triangle of a geqrt pair or of a tsqrt R."""
+    return np.ascontiguousarray(np.triu(x[0] if len(x) == 3 else x[0][: min(x[0].shape)]))
+
+
+def _same(a: np.ndarray) -> np.ndarray:
+    return a
+
+
+def _rows_signed(r: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """A tile of R in block row k with its rows scaled so that R's diagonal (``diag``: the
+    tile R[k, k]) becomes real and non-negative."""
+    return np.ascontiguousarray(_signs(diag).conj()[:, None] * r)
+
+
+def _cols_signed(q: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """A tile of Q in block column j scaled to match :func:`_rows_signed` (``diag``: the
+    tile R[j, j])."""
+    return np.ascontiguousarray(q * _signs(diag)[None, :])
+
+
 def _gemm_flops(c: Shape, a: Shape, b: Shape) -> float:
     return matmul_flops(a[0], a[1], b[0] if len(b) > 1 else 1)
 
@@ -209,5 +319,15 @@ for _k in (
     LPKernel("q_leaf", _q_leaf, "gemm"),
     LPKernel("qr_r", _qr_r, "qr",
              lambda *s: qr_flops(sum(x[0] for x in s), s[0][1])),
+    LPKernel("hh_geqrt", _hh_geqrt, "qr", lambda a: qr_flops(a[0], a[1])),
+    LPKernel("hh_unmqr", _hh_unmqr, "qr"),
+    LPKernel("hh_tsqrt", _hh_tsqrt, "qr"),
+    LPKernel("hh_tsmqr", _hh_tsmqr, "qr"),
+    LPKernel("part0", _part0, "getitem"),
+    LPKernel("part1", _part1, "getitem"),
+    LPKernel("r_final", _r_final, "getitem"),
+    LPKernel("same", _same, "getitem"),
+    LPKernel("rows_signed", _rows_signed, "elementwise"),
+    LPKernel("cols_signed", _cols_signed, "elementwise"),
 ):
     register_kernel(_k)

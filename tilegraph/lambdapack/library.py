@@ -20,6 +20,13 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
 - ``tsqr_q(A, T, U, Q, R, N, B, L)``: Q and R: the tree of ``tsqr`` with its nodes kept
   (``T[l, g]``, gathered ``B`` at a time), R with a non-negative diagonal, and Q's blocks
   ``Q[i, 0]`` from each node's Q down the tree (``U[l, g]``).
+- ``qr(A, I, ..., RS, QS, M, N, K)``: tiled Householder QR of ``M x N`` tiles in
+  ``K = min(M, N)`` steps (PLASMA's tile QR with LAPACK's ``geqrt``, ``gemqrt``, ``tpqrt``
+  and ``tpmqrt``): ``T[k, i, j]`` is tile ``(i, j)`` before step ``k``, ``E[k]`` the
+  factored diagonal tile, ``F[k, i]`` R so far stacked on tile ``(i, k)``, ``C``/``H`` the
+  updated tiles to the right; Q by applying the reflectors to the identity's tiles ``I``,
+  last step first (``W``, ``G``); ``RS`` and ``QS`` the factors with R's diagonal real and
+  non-negative.
 """
 
 from __future__ import annotations
@@ -143,6 +150,95 @@ def _tsqr_q(A, T, U, Q, R, N: int, B: int, L: int):
         Q[i, 0] = q_leaf(T[0, i], U[0, i])  # noqa: F821
 
 
+@program
+def _qr(A, I, T, E, C, F, H, R, W, G, Q, RS, QS, M: int, N: int, K: int):  # noqa: E741
+    # tiled Householder QR of M x N tiles, K = min(M, N) steps (PLASMA's tile QR)
+    for i in range(M):
+        for j in range(N):
+            T[0, i, j] = same(A[i, j])  # noqa: F821
+    for k in range(K):
+        E[k] = hh_geqrt(T[k, k, k])  # noqa: F821
+        for j in range(k + 1, N):
+            C[k, j] = hh_unmqr(E[k], T[k, k, j])  # noqa: F821
+        for i in range(k + 1, M):
+            if i == k + 1:
+                F[k, i] = hh_tsqrt(E[k], T[k, i, k])  # noqa: F821
+            if i >= k + 2:
+                F[k, i] = hh_tsqrt(F[k, i - 1], T[k, i, k])  # noqa: F821
+            for j in range(k + 1, N):
+                if i == k + 1:
+                    H[k, j, i] = hh_tsmqr(F[k, i], C[k, j], T[k, i, j])  # noqa: F821
+                if i >= k + 2:
+                    H[k, j, i] = hh_tsmqr(F[k, i], H[k, j, i - 1], T[k, i, j])  # noqa: F821
+                T[k + 1, i, j] = part1(H[k, j, i])  # noqa: F821
+    # R: K x N tiles on and above the diagonal
+    for k in range(K):
+        if k <= M - 2:
+            R[k, k] = r_final(F[k, M - 1])  # noqa: F821
+            for j in range(k + 1, N):
+                R[k, j] = part0(H[k, j, M - 1])  # noqa: F821
+        if k == M - 1:
+            R[k, k] = r_final(E[k])  # noqa: F821
+            for j in range(k + 1, N):
+                R[k, j] = same(C[k, j])  # noqa: F821
+    # Q (M x K tiles): the reflectors applied to the identity's tiles I, step K-1 first
+    # (kk = K - 1 - k); W[kk, j, ii] is the pair (row k, row M-1-ii) of column j
+    for kk in range(K):
+        for j in range(K - 1 - kk, K):
+            for ii in range(M - K + kk):
+                if ii == 0:
+                    if kk == 0:
+                        W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii], I[K - 1 - kk, j],  # noqa: F821
+                                                I[M - 1 - ii, j], trans=0)
+                    if kk >= 1:
+                        if j == K - 1 - kk:
+                            W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii],  # noqa: F821
+                                                    I[K - 1 - kk, j], I[M - 1 - ii, j],
+                                                    trans=0)
+                        if j >= K - kk:
+                            if ii == M - 1 - K + kk:
+                                W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii],  # noqa: F821
+                                                        I[K - 1 - kk, j], G[kk - 1, j],
+                                                        trans=0)
+                            if ii <= M - 2 - K + kk:
+                                W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii],  # noqa: F821
+                                                        I[K - 1 - kk, j], W[kk - 1, j, ii],
+                                                        trans=0)
+                if ii >= 1:
+                    if kk == 0:
+                        W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii],  # noqa: F821
+                                                W[kk, j, ii - 1], I[M - 1 - ii, j], trans=0)
+                    if kk >= 1:
+                        if j == K - 1 - kk:
+                            W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii],  # noqa: F821
+                                                    W[kk, j, ii - 1], I[M - 1 - ii, j],
+                                                    trans=0)
+                        if j >= K - kk:
+                            if ii == M - 1 - K + kk:
+                                W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii],  # noqa: F821
+                                                        W[kk, j, ii - 1], G[kk - 1, j],
+                                                        trans=0)
+                            if ii <= M - 2 - K + kk:
+                                W[kk, j, ii] = hh_tsmqr(F[K - 1 - kk, M - 1 - ii],  # noqa: F821
+                                                        W[kk, j, ii - 1], W[kk - 1, j, ii],
+                                                        trans=0)
+            if M - K + kk >= 1:
+                G[kk, j] = hh_unmqr(E[K - 1 - kk], W[kk, j, M - K + kk - 1], trans=0)  # noqa: F821
+            if M - K + kk == 0:
+                G[kk, j] = hh_unmqr(E[K - 1 - kk], I[K - 1 - kk, j], trans=0)  # noqa: F821
+    for j in range(K):
+        Q[0, j] = same(G[K - 1, j])  # noqa: F821
+        for i in range(1, M):
+            Q[i, j] = part1(W[K - 1, j, M - 1 - i])  # noqa: F821
+    # R with a real non-negative diagonal (RS), and Q to match (QS)
+    for k in range(K):
+        for j in range(k, N):
+            RS[k, j] = rows_signed(R[k, j], R[k, k])  # noqa: F821
+    for i in range(M):
+        for j in range(K):
+            QS[i, j] = cols_signed(Q[i, j], R[j, j])  # noqa: F821
+
+
 cholesky = LibraryProgram(_cholesky, "Cholesky factor L of a Hermitian positive definite "
                                      "Array (lower, as numpy.linalg.cholesky).")
 gemm = LibraryProgram(_gemm, "A @ B for 2-D Arrays, a chain of block products per output "
@@ -159,4 +255,10 @@ tsqr_q = LibraryProgram(_tsqr_q, "Q and R of a tall-skinny Array (one column of 
                                  "its row blocks factored, their R factors combined B at a "
                                  "time up a tree of L levels, and Q assembled down the tree.")
 
-PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q)}
+qr = LibraryProgram(_qr, "Q and R of an M x N tiled matrix by tiled Householder QR (PLASMA's "
+                         "tile QR: geqrt, tsqrt, unmqr and tsmqr kernels from LAPACK; the "
+                         "reflectors of each step applied to the tiles below and right); Q "
+                         "by applying them to the identity's tiles, last step first; RS "
+                         "and QS: R with a non-negative real diagonal and Q to match.")
+
+PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q, qr)}

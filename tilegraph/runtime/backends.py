@@ -106,6 +106,12 @@ class Backend(ABC):
         worker (the executor's ``parallel`` flags); ``None``: every task is."""
         return None
 
+    def place_tasks(self, graph: TaskGraph, processes: int, *, initial: str = "cyclic",
+                    model: Any = None) -> list[int] | None:
+        """The process of every task of ``graph`` (a ``worker`` column), for a backend of
+        several processes; ``None``: the planner's placement (:func:`tilegraph.plan.place`)."""
+        return None
+
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
                   ) -> Partition:
         """This process's part of ``graph`` (one process: all of it)."""
@@ -372,31 +378,44 @@ def _mpi_backend(workers: int | None = None) -> Backend:
     return MPIBackend(workers)
 
 
-def _dask_backend(workers: int | None = None, client: Any = None) -> Backend:
+def _serverless_backend(workers: int | None = None, **options: Any) -> Backend:
+    # redis-py is imported only when the backend is asked for
+    from tilegraph.runtime.serverless.backend import ServerlessBackend
+
+    return ServerlessBackend(workers, pool=options.get("pool"), redis=options.get("redis"),
+                             store=options.get("store"), lease=options.get("lease", 30.0))
+
+
+def _dask_backend(workers: int | None = None, **options: Any) -> Backend:
     from tilegraph.runtime.dask_backend import DaskBackend  # distributed only when asked for
 
-    return DaskBackend(client, workers)
+    return DaskBackend(options.get("client"), workers)
 
 
 BACKENDS: dict[str, Callable[..., Backend]] = {
-    "sync": lambda workers=None: SyncBackend(),
-    "threads": lambda workers=None: ThreadsBackend(workers),
-    "mpi": _mpi_backend,
+    "sync": lambda workers=None, **options: SyncBackend(),
+    "threads": lambda workers=None, **options: ThreadsBackend(workers),
+    "mpi": lambda workers=None, **options: _mpi_backend(workers),
+    "serverless": _serverless_backend,
     "dask": _dask_backend,
 }
 
 
-def make_backend(name: str, workers: int | None = None, client: Any = None) -> Backend:
-    """The backend called ``name`` (see ``BACKENDS``); ``client`` (a
-    ``distributed.Client`` or a scheduler address) is for ``"dask"`` only."""
+def make_backend(name: str, workers: int | None = None, **options: Any) -> Backend:
+    """The backend called ``name`` (see ``BACKENDS``); ``options``: the run's options
+    (a backend takes those it uses; ``client``, a ``distributed.Client`` or a scheduler
+    address, is for ``"dask"`` only)."""
     try:
         factory = BACKENDS[name]
     except KeyError:
         raise ValueError(
             f"unknown backend {name!r}; choose one of: {', '.join(sorted(BACKENDS))}"
         ) from None
-    if client is not None:
-        if name != "dask":
-            raise ValueError(f"client= is an option of backend='dask', not {name!r}")
-        return factory(workers=workers, client=client)
-    return factory(workers=workers)
+    if options.get("client") is not None and name != "dask":
+        raise ValueError(f"client= is an option of backend='dask', not {name!r}")
+    import inspect
+
+    params = inspect.signature(factory).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        return factory(workers=workers)  # a factory that takes no options
+    return factory(workers=workers, **options)

@@ -48,6 +48,7 @@ from tilegraph.runtime.backends import Backend, Partition
 from tilegraph.runtime.blas import blas_threads, cores
 from tilegraph.runtime.core import Execution
 
+WORKERS_TIMEOUT = 10.0  # seconds a run waits for a cluster with no workers yet
 LARGE_ARGUMENT = 1 << 20  # bytes: arrays this large in a task's arguments are not sent
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()
@@ -177,6 +178,12 @@ class DaskBackend(Backend):
                              "workers run the tasks")
         self.client = resolve_client(client)
         info = self.client.scheduler_info()
+        if not info.get("workers"):  # a client that has just connected may not know yet
+            try:
+                self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
+            except (TimeoutError, OSError):
+                pass
+            info = self.client.scheduler_info()
         self.addresses = sorted(info.get("workers", {}))
         if not self.addresses:
             raise RuntimeError(f"the dask cluster at {self.client.scheduler.address} has "
