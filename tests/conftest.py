@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tilegraph.runtime.backends import BACKENDS, Backend
+from tilegraph.runtime.backends import BACKENDS, IDLE_THREAD_NAME, Backend
 
 # dask's own test modules run on tilegraph by `make dask-suite`, never in the default run
 collect_ignore = ["dask_suite"]
@@ -50,8 +50,9 @@ def forbid_compute():
 @pytest.fixture(autouse=True)
 def no_stray_threads():
     """Every test must leave no tilegraph thread running behind it (the provisioner of a
-    serverless pool shared by a module's tests lives as long as its pool)."""
+    serverless pool shared by a module's tests lives as long as its pool; the threads
+    backend's idle pooled threads wait for the next run)."""
     yield
     stray = [t.name for t in threading.enumerate() if t.name.startswith("tilegraph-")
-             and not t.name.startswith("tilegraph-pool-")]
+             and not t.name.startswith("tilegraph-pool-") and t.name != IDLE_THREAD_NAME]
     assert not stray, f"threads left running: {stray}"

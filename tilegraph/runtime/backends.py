@@ -242,7 +242,7 @@ class ThreadsBackend(Backend):
                 execution.finish_io()
 
 
-IDLE_THREAD_NAME = "tilegraph-pool-idle"
+IDLE_THREAD_NAME = "tilegraph-idle-worker"
 SMALL_RUN = 16  # tasks: the other workers of a run this small start after SMALL_RUN_WAIT
 SMALL_RUN_WAIT = 0.001  # seconds
 
@@ -330,12 +330,11 @@ class WorkerPool:
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
             if inbox is None:
-                self._count += 1
-                number = self._count
+                self._count += 1  # threads started, for diagnostics
         if inbox is None:
             inbox = queue.SimpleQueue()
             thread = threading.Thread(target=self._loop, args=(inbox,),
-                                      name=f"tilegraph-pool-{number}", daemon=True)
+                                      name=IDLE_THREAD_NAME, daemon=True)
             inbox.put((fn, args, then))
             thread.start()
             return
