@@ -83,7 +83,7 @@ def bench_dask_backend(n: int, block: int, repeat: int) -> bool:
     import distributed
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         a = tg.random.random((n, n), chunks=block, seed=1)
         b = tg.random.random((n, n), chunks=block, seed=2)

@@ -11,7 +11,7 @@ distributed = pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as c:
         yield c
 
@@ -95,3 +95,14 @@ def test_bad_options(client):
         tg.ones(3).sum().compute(backend="dask", client=client, workers=2)
     with pytest.raises(ValueError, match=r"needs a dask\.distributed cluster"):
         tg.ones(3).sum().compute(backend="dask")
+
+
+def test_one_worker_cluster_runs_without_placement():
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
+        a = np.arange(30.0).reshape(5, 6)
+        x = tg.from_numpy(a, chunks=(2, 4))
+        got = (x @ x.T).compute(backend="dask", client=c)
+        np.testing.assert_allclose(got, a @ a.T)
+        assert tg.last_run().processes == 1

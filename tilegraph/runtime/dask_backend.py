@@ -256,10 +256,13 @@ class _Run:
                                        direct=False, hash=False)
         key = f"{self.graph.opname(i)}-{self.token}-{i}"
         self.keys[key] = i
-        return self.client.submit(
-            func, *args, **kwargs, key=key, pure=False,
-            priority=-int(self.execution.priority[i]),
-            workers=self.where[i] if self.where else None, allow_other_workers=True)
+        where = self.where[i] if self.where else None
+        if where is None:
+            return self.client.submit(func, *args, **kwargs, key=key, pure=False,
+                                      priority=-int(self.execution.priority[i]))
+        return self.client.submit(func, *args, **kwargs, key=key, pure=False,
+                                  priority=-int(self.execution.priority[i]), workers=where,
+                                  allow_other_workers=True)
 
     def finish(self) -> None:
         """Run the deferred stores as their blocks arrive, then gather the outputs."""
