@@ -130,6 +130,7 @@ class LocalProvisioner:
         self.runtime_limit = runtime_limit
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen] = {}
+        self.stopping: set[str] = set()  # told to stop (SIGTERM), not exited yet
         self.started_total = 0
         self.events: list[tuple[float, int, str]] = []  # (time, workers alive, why)
 
@@ -156,6 +157,7 @@ class LocalProvisioner:
         for wid, p in list(self.procs.items()):
             if p.poll() is not None:
                 del self.procs[wid]
+                self.stopping.discard(wid)
         return self.procs
 
     def start(self, pool: Pool) -> None:
@@ -164,7 +166,9 @@ class LocalProvisioner:
         self.events.append((time.time(), len(self.procs), "start"))
 
     def step(self, pool: Pool, ready: int, leased: int) -> None:
-        alive = self.alive()
+        # a worker told to stop finishes its task first: it no longer counts, and is never
+        # told twice (else the next steps would stop more workers than wanted)
+        alive = {w: p for w, p in self.alive().items() if w not in self.stopping}
         want = math.ceil((ready + leased) / self.tasks_per_worker)
         target = max(self.min_workers, min(self.max_workers, want))
         if len(alive) < target:
@@ -179,6 +183,7 @@ class LocalProvisioner:
                           and now - w["started"] > self.idle_time)
             for _, wid in idle[: len(alive) - target]:
                 alive[wid].terminate()
+                self.stopping.add(wid)
             if idle:
                 self.events.append((now, len(alive) - min(len(idle), len(alive) - target),
                                     "down"))
