@@ -130,6 +130,7 @@ class LocalProvisioner:
         self.runtime_limit = runtime_limit
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen] = {}
+        self.stopping: set[str] = set()  # told to stop, not exited yet
         self.started_total = 0
         self.events: list[tuple[float, int, str]] = []  # (time, workers alive, why)
 
@@ -153,10 +154,12 @@ class LocalProvisioner:
             out.close()
 
     def alive(self) -> dict[str, subprocess.Popen]:
+        """The worker processes running and not being stopped."""
         for wid, p in list(self.procs.items()):
             if p.poll() is not None:
                 del self.procs[wid]
-        return self.procs
+                self.stopping.discard(wid)
+        return {wid: p for wid, p in self.procs.items() if wid not in self.stopping}
 
     def start(self, pool: Pool) -> None:
         for _ in range(self.min_workers):
@@ -178,7 +181,8 @@ class LocalProvisioner:
                           if w["id"] in alive and w["task"] is None and w["idle"] > self.idle_time
                           and now - w["started"] > self.idle_time)
             for _, wid in idle[: len(alive) - target]:
-                alive[wid].terminate()
+                alive[wid].terminate()  # it finishes its current task, if any, and exits
+                self.stopping.add(wid)
             if idle:
                 self.events.append((now, len(alive) - min(len(idle), len(alive) - target),
                                     "down"))
