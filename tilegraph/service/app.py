@@ -176,7 +176,11 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             job = manager.submit_plan(body, request.query_params.get("name", "compute"))
         elif ctype == "application/json":
             try:
-                name, source, args, outputs = _check_script(json.loads(body))
+                try:
+                    decoded = json.loads(body)
+                except ValueError as exc:
+                    raise ValueError(f"the body is not valid JSON: {exc}") from None
+                name, source, args, outputs = _check_script(decoded)
             except ValueError as exc:
                 return _error(400, str(exc))
             job = manager.submit_script(name, source, args, outputs)

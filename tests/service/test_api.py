@@ -1,0 +1,368 @@
+"""The HTTP API over a real server on loopback: submit, poll, result, cancel, events,
+workers, authentication, body limits, bad input, and persistence across a restart."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import time
+
+import numpy as np
+import psutil
+import pytest
+from conftest import MAX_BODY, TOKEN, Server
+
+SUM_SCRIPT = """
+import sys
+import numpy as np
+import tilegraph as tg
+
+n = int(sys.argv[1])
+a = np.arange(n * 7, dtype=np.{dtype}).reshape(n, 7)
+x = tg.from_numpy(a, chunks=(4, 3))
+y = (x * 2 + 1).T @ x
+print("total", y.sum().compute())
+np.save("y.npy", y.compute())
+"""
+
+LONG_SCRIPT = """
+import time
+import tilegraph as tg
+
+n = 400
+dsk = {f"t{i}": (time.sleep, 0.05) for i in range(n)}
+dsk["all"] = (lambda *parts: len(parts), *[f"t{i}" for i in range(n)])
+print(tg.get(dsk, "all"))
+"""
+
+FAILING_SCRIPT = """
+import numpy as np
+import tilegraph as tg
+
+def check(values):
+    raise ValueError(f"negative values: {values.min()}")
+
+x = tg.from_numpy(np.arange(10.0) - 5, chunks=4)
+check(x.compute())
+"""
+
+
+def submit(server, source, name="job.py", args=(), outputs=()):
+    status, body, _ = server.request(
+        "POST", "/api/jobs", json.dumps({"script": source, "name": name, "args": list(args),
+                                         "outputs": list(outputs)}).encode(),
+        "application/json")
+    assert status == 201, body
+    return json.loads(body)["id"]
+
+
+def wait(server, job_id, states=("done", "failed", "cancelled"), timeout=60, until=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        job = server.get(f"/api/jobs/{job_id}")
+        if job["state"] in states if until is None else until(job):
+            return job
+        assert time.monotonic() < deadline, f"job still {job['state']}: {job}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_submit_poll_result(server, dtype):
+    job_id = submit(server, SUM_SCRIPT.format(dtype=dtype), args=["10"], outputs=["y.npy"])
+    assert server.get(f"/api/jobs/{job_id}")["state"] in ("queued", "running", "done")
+    job = wait(server, job_id)
+    assert job["state"] == "done", job
+    a = np.arange(70, dtype=dtype).reshape(10, 7)
+    expected = (a * 2 + 1).T @ a
+    assert job["tasks_total"] > 0 and job["tasks_done"] == job["tasks_total"]
+    assert job["progress"] == 1.0 and job["runs"] == 2 and job["peak_bytes"] > 0
+    assert job["plan"] and job["plan"][0][0].startswith("plan: ")
+    assert job["started"] >= job["created"] and job["finished"] >= job["started"]
+    assert job["error"] is None and job["returncode"] == 0
+    status, body, _ = server.request("GET", f"/api/jobs/{job_id}/result")
+    assert status == 200
+    result = json.loads(body)
+    assert result["stdout"] == f"total {expected.sum()}\n"
+    assert result["files"]["y.npy"]["size"] > 0 and result["missing"] == []
+    status, raw, _ = server.request("GET", result["files"]["y.npy"]["url"])
+    assert status == 200
+    got = np.load(__import__("io").BytesIO(raw))
+    np.testing.assert_array_equal(got, expected)
+    assert got.dtype == expected.dtype
+    assert any(j["id"] == job_id for j in server.get("/api/jobs"))
+
+
+def test_failing_script_traceback_in_record(server):
+    job = wait(server, submit(server, FAILING_SCRIPT, name="failing.py"))
+    assert job["state"] == "failed"
+    assert job["error"] == "ValueError: negative values: -5.0"
+    tb = job["traceback"]
+    assert tb.startswith("Traceback (most recent call last):")
+    assert 'failing.py", line 9, in <module>' in tb and "in check" in tb
+    assert "runner.py" not in tb and "runpy" not in tb  # only the user's frames
+    assert job["returncode"] == 1
+    result = json.loads(server.request("GET", f"/api/jobs/{job['id']}/result")[1])
+    assert "ValueError: negative values" in result["stderr"]
+
+
+def test_script_exit_status_and_missing_output(server):
+    job = wait(server, submit(server, "import sys\nprint('bye')\nsys.exit(3)\n",
+                              outputs=["never.txt"]))
+    assert job["state"] == "failed" and job["returncode"] == 3
+    assert job["error"] == "the job's process exited with status 3"
+    result = json.loads(server.request("GET", f"/api/jobs/{job['id']}/result")[1])
+    assert result["stdout"] == "bye\n" and result["missing"] == ["never.txt"]
+    status, _, _ = server.request("GET", f"/api/jobs/{job['id']}/files/never.txt")
+    assert status == 404
+
+
+def test_cancel_a_long_job_mid_run(server):
+    job_id = submit(server, LONG_SCRIPT, name="long.py")
+    job = wait(server, job_id, until=lambda j: j["tasks_done"] >= 3 or j["state"] != "running"
+               and j["state"] != "queued")
+    assert job["state"] == "running", job
+    workers = server.get("/api/workers")
+    mine = [w for w in workers if w.get("job") == job_id]
+    assert len(mine) == 1 and mine[0]["rss"] > 0 and mine[0]["pid"] > 0
+    pid = mine[0]["pid"]
+    t0 = time.monotonic()
+    status, body, _ = server.request("DELETE", f"/api/jobs/{job_id}")
+    assert status == 200
+    job = wait(server, job_id, timeout=15)
+    assert time.monotonic() - t0 < 5  # Ctrl-C stopped the run; no kill was needed
+    assert job["state"] == "cancelled" and job["error"] == "cancelled"
+    assert 3 <= job["tasks_done"] < job["tasks_total"] == 401
+    assert not psutil.pid_exists(pid)
+    assert all(w.get("job") != job_id for w in server.get("/api/workers"))
+    # the run itself was cancelled by the executor: its last event says so
+    events = _stream(server, job_id)
+    ends = [e for e in events if e["type"] == "RunEnd"]
+    assert ends and ends[-1]["status"] == "cancelled"
+    assert sum(e["type"] == "TaskEnd" for e in events) == job["tasks_done"]
+    status, body, _ = server.request("DELETE", f"/api/jobs/{job_id}")  # again: no change
+    assert status == 200 and json.loads(body)["state"] == "cancelled"
+
+
+def _stream(server, job_id, token=TOKEN):
+    """Every event of a finished job's Server-Sent Events stream."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.request("GET", f"/api/jobs/{job_id}/events?token={token}")
+    resp = conn.getresponse()
+    assert resp.status == 200
+    assert resp.getheader("content-type").startswith("text/event-stream")
+    text = resp.read().decode()
+    conn.close()
+    events, kinds = [], []
+    for message in text.split("\n\n"):
+        lines = message.strip().splitlines()
+        kind = next((ln[7:] for ln in lines if ln.startswith("event: ")), "message")
+        data = "".join(ln[6:] for ln in lines if ln.startswith("data: "))
+        kinds.append(kind)
+        if kind == "message" and data:
+            events.extend(json.loads(data))
+    assert kinds[-2:] in (["end", "message"], ["message", "end"]) or "end" in kinds
+    return events
+
+
+def test_event_stream_of_a_job(server):
+    job = wait(server, submit(server, SUM_SCRIPT.format(dtype="float32"), args=["9"]))
+    events = _stream(server, job["id"])
+    types = [e["type"] for e in events]
+    assert types[0] == "RunStart" and types.count("RunStart") == 2
+    assert types.count("TaskEnd") == job["tasks_done"]
+    assert types[-1] == "RunEnd" and events[-1]["status"] == "done"
+    ends = [e for e in events if e["type"] == "TaskEnd"]
+    assert all(e["stop"] >= e["start"] and e["colour"].startswith("#") for e in ends)
+    assert {e["kind"] for e in ends} >= {"partial"}
+
+
+def test_queued_job_cancelled_before_it_starts(tmp_path):
+    srv = Server(tmp_path / "data", "--max-jobs", "1")
+    try:
+        first = submit(srv, LONG_SCRIPT, name="long.py")
+        second = submit(srv, "print('never')\n")
+        assert srv.get(f"/api/jobs/{second}")["state"] == "queued"
+        status, body, _ = srv.request("DELETE", f"/api/jobs/{second}")
+        assert status == 200 and json.loads(body)["state"] == "cancelled"
+        srv.request("DELETE", f"/api/jobs/{first}")
+        assert wait(srv, first)["state"] == "cancelled"
+        job = srv.get(f"/api/jobs/{second}")
+        assert job["state"] == "cancelled" and job["started"] is None
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token-0123456789", TOKEN + "x", ""])
+def test_401_without_or_with_a_wrong_token(server, token):
+    for method, path in [("GET", "/"), ("GET", "/api/jobs"), ("GET", "/api/workers"),
+                         ("GET", "/api/jobs/abc/events"), ("DELETE", "/api/jobs/abc"),
+                         ("GET", "/api/openapi.json")]:
+        status, body, headers = server.request(method, path, token=token)
+        assert (status, body) == (401, b""), path
+    before = len(server.get("/api/jobs"))
+    status, body, _ = server.request("POST", "/api/jobs", json.dumps(
+        {"script": "print(1)"}).encode(), "application/json", token=token)
+    assert (status, body) == (401, b"")
+    status, body, _ = server.request("GET", f"/api/jobs?token={token or 'x'}", token=None)
+    assert (status, body) == (401, b"")
+    assert len(server.get("/api/jobs")) == before  # nothing was submitted
+
+
+def test_token_in_the_query_and_the_dashboard(server):
+    status, body, headers = server.request("GET", f"/?token={TOKEN}", token=None)
+    assert status == 200 and b"<title>tilegraph service</title>" in body
+    assert headers["content-type"].startswith("text/html")
+    spec = server.get("/api/openapi.json")
+    assert spec["openapi"].startswith("3.") and "/api/jobs/{job_id}/events" in spec["paths"]
+
+
+def test_oversize_body_is_refused(server):
+    big = json.dumps({"script": "#" * (MAX_BODY + 10)}).encode()
+    status, body, _ = server.request("POST", "/api/jobs", big, "application/json")
+    assert status == 413 and b"larger than the limit" in body
+    # without a Content-Length (chunked), counted while it is read
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    chunks = (b"x" * 65536 for _ in range(MAX_BODY // 65536 + 2))
+    conn.request("POST", "/api/jobs", body=chunks, encode_chunked=True,
+                 headers={"Authorization": f"Bearer {TOKEN}",
+                          "Content-Type": "application/octet-stream"})
+    resp = conn.getresponse()
+    assert resp.status == 413
+    conn.close()
+
+
+@pytest.mark.parametrize("payload, ctype, status, words", [
+    ({"name": "a.py"}, "application/json", 400, "'script' must be"),
+    ({"script": "print(1)", "name": "../a.py"}, "application/json", 400, "'name' must be"),
+    ({"script": "print(1)", "name": "a.txt"}, "application/json", 400, "'name' must be"),
+    ({"script": "print(1)", "outputs": ["../../etc/passwd"]}, "application/json", 400,
+     "inside the script's directory"),
+    ({"script": "print(1)", "args": [1]}, "application/json", 400, "'args' must be"),
+    ({"script": "print(1)", "color": 1}, "application/json", 400, "unknown field(s) color"),
+    ([1, 2], "application/json", 400, "JSON object"),
+    ("not json", "application/json", 400, "JSON"),
+    ({"script": "print(1)"}, "text/plain", 415, "application/json"),
+    ("", "application/octet-stream", 400, "pickled plan"),
+])
+def test_bad_submissions_are_refused(server, payload, ctype, status, words):
+    body = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+    got, reply, _ = server.request("POST", "/api/jobs", body, ctype)
+    assert got == status, reply
+    assert words in json.loads(reply)["error"]
+
+
+def test_unknown_job_and_early_result(server):
+    for method, path in [("GET", "/api/jobs/nosuchjob"), ("DELETE", "/api/jobs/nosuchjob"),
+                         ("GET", "/api/jobs/nosuchjob/result"),
+                         ("GET", "/api/jobs/nosuchjob/events")]:
+        status, body, _ = server.request(method, path)
+        assert status == 404 and b"no job 'nosuchjob'" in body
+    job_id = submit(server, "import time\ntime.sleep(30)\n")
+    status, body, _ = server.request("GET", f"/api/jobs/{job_id}/result")
+    assert status == 409 and b"its result comes when it ends" in body
+    server.request("DELETE", f"/api/jobs/{job_id}")
+    assert wait(server, job_id)["state"] == "cancelled"
+
+
+def test_restart_keeps_jobs_and_fails_the_running_one(tmp_path):
+    data = tmp_path / "data"
+    srv = Server(data)
+    done = wait(srv, submit(srv, "print('kept')\n"))
+    assert done["state"] == "done"
+    running = submit(srv, LONG_SCRIPT, name="long.py")
+    job = wait(srv, running, until=lambda j: j["tasks_done"] >= 1)
+    pid = job and srv.get("/api/workers")[0]["pid"]
+    srv.stop(signal.SIGKILL)  # no chance to clean up: the job's process is left behind
+    assert psutil.pid_exists(pid)
+    srv = Server(data)
+    try:
+        jobs = {j["id"]: j for j in srv.get("/api/jobs")}
+        assert jobs[done["id"]]["state"] == "done"
+        result = json.loads(srv.request("GET", f"/api/jobs/{done['id']}/result")[1])
+        assert result["stdout"] == "kept\n"
+        lost = jobs[running]
+        assert lost["state"] == "failed"
+        assert "the service stopped while the job was running" in lost["error"]
+        deadline = time.monotonic() + 5
+        while psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
+            assert time.monotonic() < deadline, "the left-behind job still runs"
+            time.sleep(0.05)
+        # a clean stop fails the running job with the reason, too
+        again = submit(srv, LONG_SCRIPT, name="long.py")
+        wait(srv, again, until=lambda j: j["state"] == "running")
+    finally:
+        srv.stop()
+    srv = Server(data)
+    try:
+        job = srv.get(f"/api/jobs/{again}")
+        assert job["state"] == "failed"
+        assert job["error"] == "the service stopped while the job was running"
+        assert len(srv.get("/api/jobs")) == 3
+    finally:
+        srv.stop()
+
+
+def test_serve_refuses_an_open_address_without_tls(tmp_path):
+    from tilegraph.service.server import check_bind, is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+    with pytest.raises(ValueError, match="refusing to serve 0.0.0.0 without TLS"):
+        check_bind("0.0.0.0", None, None, insecure=False)
+    check_bind("0.0.0.0", None, None, insecure=True)
+    with pytest.raises(ValueError, match="both --certfile and --keyfile"):
+        check_bind("0.0.0.0", "cert.pem", None, insecure=False)
+    with pytest.raises(ValueError, match="no such file"):
+        check_bind("0.0.0.0", str(tmp_path / "c.pem"), str(tmp_path / "k.pem"), False)
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "tilegraph.cli", "serve", "--host", "0.0.0.0",
+                          "--local", "--data-dir", str(tmp_path / "d")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "refusing to serve 0.0.0.0 without TLS" in out.stderr
+
+
+def test_serve_defaults_to_the_serverless_pool(tmp_path):
+    import subprocess
+    import sys
+
+    try:
+        import tilegraph.serverless  # noqa: F401
+    except ImportError:
+        out = subprocess.run([sys.executable, "-m", "tilegraph.cli", "serve", "--data-dir",
+                              str(tmp_path / "d")], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2
+        assert "the serverless engine is unavailable" in out.stderr
+        assert "--local" in out.stderr
+        return
+    srv = Server(tmp_path / "data", "--workers", "2", local=False)
+    try:
+        assert srv.get("/api/info")["pool"] == "serverless"
+        job = wait(srv, submit(srv, SUM_SCRIPT.format(dtype="float64"), args=["6"]))
+        assert job["state"] == "done", job
+        workers = srv.get("/api/workers")
+        assert workers and set(workers[0]) >= {"id", "pid", "host", "task", "lease_expires",
+                                               "rss", "started"}
+    finally:
+        srv.stop()
+
+
+def test_pool_and_app_reject_bad_settings(tmp_path):
+    from tilegraph.service.app import create_app
+    from tilegraph.service.jobs import JobManager
+    from tilegraph.service.pool import LocalPool, make_pool
+
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        LocalPool(0)
+    with pytest.raises(ValueError, match="do not go with --local"):
+        make_pool(True, redis="redis://x")
+    with pytest.raises(ValueError, match="at least 8 characters"):
+        create_app(str(tmp_path), LocalPool(1), "short")
+    with pytest.raises(ValueError, match="max_body must be"):
+        create_app(str(tmp_path), LocalPool(1), TOKEN, max_body=0)
+    with pytest.raises(ValueError, match="max_jobs must be"):
+        JobManager(str(tmp_path), LocalPool(1), max_jobs=0)
+    assert not os.path.exists(tmp_path / "jobs.sqlite")  # refused before anything is made

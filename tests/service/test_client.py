@@ -1,0 +1,93 @@
+"""tilegraph.Client end to end against the real server: compute arrays planned here and
+run there, submit scripts, list, wait, cancel, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TOKEN
+
+import tilegraph as tg
+from tilegraph.service.client import JobFailed, ServiceError
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
+def test_compute_matches_numpy(client, dtype):
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((11, 7)) * 10).astype(dtype)
+    b = (rng.standard_normal((7, 5)) * 10).astype(dtype)
+    x = tg.from_numpy(a, chunks=(4, 3))  # uneven edge blocks
+    y = tg.from_numpy(b, chunks=(3, 2))
+    prod, total, col, same = client.compute(x @ y, x.sum(), x[:, 2], x)
+    np.testing.assert_allclose(prod, a @ b, rtol=1e-5)
+    assert prod.dtype == (a @ b).dtype and prod.shape == (11, 5)
+    np.testing.assert_allclose(total, a.sum(), rtol=1e-5)
+    assert np.ndim(total) == 0
+    np.testing.assert_array_equal(col, a[:, 2])
+    np.testing.assert_array_equal(same, a)
+
+
+def test_compute_one_block_zero_size_and_passthrough(client):
+    one = tg.from_numpy(np.arange(6.0).reshape(2, 3), chunks=10)
+    empty = tg.from_numpy(np.zeros((0, 4)), chunks=2)
+    got = client.compute(one * 3, empty + 1, "kept", 7)
+    np.testing.assert_array_equal(got[0], np.arange(6.0).reshape(2, 3) * 3)
+    assert got[1].shape == (0, 4)
+    assert got[2:] == ("kept", 7)
+    assert client.compute() == ()
+
+
+def test_compute_failure_raises_with_traceback(client):
+    x = tg.from_numpy(np.arange(8.0), chunks=3)
+
+    def boom(block):
+        raise ArithmeticError(f"no block of {len(block)}")
+
+    with pytest.raises(JobFailed, match="ArithmeticError: no block of 3") as info:
+        client.compute(x.map_blocks(boom))
+    assert info.value.job["state"] == "failed"
+    assert "Traceback" in info.value.job["traceback"]
+
+
+def test_submit_jobs_wait_result_cancel(client, script):
+    path = script("import sys\nprint('hello', *sys.argv[1:])\n"
+                  "open('out.txt', 'w').write('written')\n", name="hello.py")
+    job_id = client.submit(path, args=["a", "b"], outputs=["out.txt"])
+    job = client.wait(job_id, timeout=60)
+    assert job["state"] == "done" and job["name"] == "hello.py"
+    result = client.result(job_id)
+    assert result["stdout"] == "hello a b\n"
+    assert client.file(job_id, "out.txt") == b"written"
+    assert job_id in [j["id"] for j in client.jobs()]
+    slow = client.submit(script("import time\ntime.sleep(60)\n", name="slow.py"))
+    client.cancel(slow)
+    assert client.wait(slow, timeout=30)["state"] == "cancelled"
+    with pytest.raises(TimeoutError, match="still"):
+        client.wait(client.submit(script("import time\ntime.sleep(60)\n", name="s2.py")),
+                    timeout=0.2)
+    assert isinstance(client.workers(), list)
+
+
+def test_client_rejects_bad_input(server, client, tmp_path):
+    with pytest.raises(ValueError, match="http:// or https:// URL"):
+        tg.Client("127.0.0.1:8786", token=TOKEN)
+    with pytest.raises(TypeError, match="address must be a URL string"):
+        tg.Client(8786, token=TOKEN)
+    with pytest.raises(ValueError, match="a token is needed"):
+        tg.Client(server.url, token="")
+    with pytest.raises(ValueError, match="timeout must be"):
+        tg.Client(server.url, token=TOKEN, timeout=0)
+    with pytest.raises(FileNotFoundError, match="no such script"):
+        client.submit(str(tmp_path / "missing.py"))
+    with pytest.raises(ValueError, match="a job id is"):
+        client.job("../etc")
+    with pytest.raises(ServiceError, match="HTTP 404: no job 'abcdef'") as info:
+        client.job("abcdef")
+    assert info.value.status == 404
+    with pytest.raises(ServiceError, match="HTTP 401: unauthorized") as info:
+        tg.Client(server.url, token="wrong-token-123").jobs()
+    assert info.value.status == 401
+    with pytest.raises(TypeError, match="dense tilegraph Arrays"):
+        import scipy.sparse as sps
+
+        client.compute(tg.from_scipy(sps.eye(4, format="csr"), chunks=2))
