@@ -1,5 +1,6 @@
-"""The ``tilegraph`` command: ``demo``, ``run``, ``clean``, ``autopar`` and ``serve``. (The workload suite
-against NumPy and dask is ``python bench/suite.py``, from a checkout of the repository.)"""
+"""The ``tilegraph`` command: ``demo``, ``run``, ``clean``, ``autopar`` and ``serve``. (The
+workload suite against NumPy and dask is ``python bench/suite.py``, from a checkout of the
+repository.)"""
 
 from __future__ import annotations
 

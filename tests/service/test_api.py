@@ -4,6 +4,7 @@ workers, authentication, body limits, bad input, and persistence across a restar
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import time
 import numpy as np
 import psutil
 import pytest
-from conftest import MAX_BODY, TOKEN, Server
+from _service import MAX_BODY, TOKEN, Server
 
 SUM_SCRIPT = """
 import sys
@@ -20,11 +21,12 @@ import numpy as np
 import tilegraph as tg
 
 n = int(sys.argv[1])
-a = np.arange(n * 7, dtype=np.{dtype}).reshape(n, 7)
-x = tg.from_numpy(a, chunks=(4, 3))
-y = (x * 2 + 1).T @ x
-print("total", y.sum().compute())
-np.save("y.npy", y.compute())
+for dtype in sys.argv[2:]:
+    a = np.arange(n * 7, dtype=dtype).reshape(n, 7)
+    x = tg.from_numpy(a, chunks=(4, 3))
+    y = (x * 2 + 1).T @ x
+    print(dtype, y.sum().compute())
+    np.save(f"y-{dtype}.npy", y.compute())
 """
 
 LONG_SCRIPT = """
@@ -68,30 +70,40 @@ def wait(server, job_id, states=("done", "failed", "cancelled"), timeout=60, unt
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "int32"])
-def test_submit_poll_result(server, dtype):
-    job_id = submit(server, SUM_SCRIPT.format(dtype=dtype), args=["10"], outputs=["y.npy"])
+@pytest.fixture(scope="module")
+def sum_job(server):
+    """A finished job of SUM_SCRIPT on 10 x 7 arrays of two dtypes (four runs)."""
+    job_id = submit(server, SUM_SCRIPT, args=["10", "float64", "int32"],
+                    outputs=["y-float64.npy", "y-int32.npy"])
     assert server.get(f"/api/jobs/{job_id}")["state"] in ("queued", "running", "done")
-    job = wait(server, job_id)
+    return wait(server, job_id)
+
+
+def test_submit_poll_result(server, sum_job):
+    job = sum_job
     assert job["state"] == "done", job
-    a = np.arange(70, dtype=dtype).reshape(10, 7)
-    expected = (a * 2 + 1).T @ a
     assert job["tasks_total"] > 0 and job["tasks_done"] == job["tasks_total"]
-    assert job["progress"] == 1.0 and job["runs"] == 2 and job["peak_bytes"] > 0
-    assert job["plan"] and job["plan"][0][0].startswith("plan: ")
+    assert job["progress"] == 1.0 and job["runs"] == 4 and job["peak_bytes"] > 0
+    assert len(job["plan"]) == 4 and job["plan"][0][0].startswith("plan: ")
     assert job["started"] >= job["created"] and job["finished"] >= job["started"]
     assert job["error"] is None and job["returncode"] == 0
-    status, body, _ = server.request("GET", f"/api/jobs/{job_id}/result")
+    status, body, _ = server.request("GET", f"/api/jobs/{job['id']}/result")
     assert status == 200
     result = json.loads(body)
-    assert result["stdout"] == f"total {expected.sum()}\n"
-    assert result["files"]["y.npy"]["size"] > 0 and result["missing"] == []
-    status, raw, _ = server.request("GET", result["files"]["y.npy"]["url"])
-    assert status == 200
-    got = np.load(__import__("io").BytesIO(raw))
-    np.testing.assert_array_equal(got, expected)
-    assert got.dtype == expected.dtype
-    assert any(j["id"] == job_id for j in server.get("/api/jobs"))
+    assert result["missing"] == []
+    lines = result["stdout"].splitlines()
+    for dtype, line in zip(["float64", "int32"], lines, strict=True):
+        a = np.arange(70, dtype=dtype).reshape(10, 7)
+        expected = (a * 2 + 1).T @ a
+        assert line == f"{dtype} {expected.sum()}"
+        name = f"y-{dtype}.npy"
+        assert result["files"][name]["size"] > 0
+        status, raw, _ = server.request("GET", result["files"][name]["url"])
+        assert status == 200
+        got = np.load(io.BytesIO(raw))
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype
+    assert any(j["id"] == job["id"] for j in server.get("/api/jobs"))
 
 
 def test_failing_script_traceback_in_record(server):
@@ -120,8 +132,8 @@ def test_script_exit_status_and_missing_output(server):
 
 def test_cancel_a_long_job_mid_run(server):
     job_id = submit(server, LONG_SCRIPT, name="long.py")
-    job = wait(server, job_id, until=lambda j: j["tasks_done"] >= 3 or j["state"] != "running"
-               and j["state"] != "queued")
+    job = wait(server, job_id, until=lambda j: j["tasks_done"] >= 3 or (j["state"] != "running"
+               and j["state"] != "queued"))
     assert job["state"] == "running", job
     workers = server.get("/api/workers")
     mine = [w for w in workers if w.get("job") == job_id]
@@ -166,11 +178,11 @@ def _stream(server, job_id, token=TOKEN):
     return events
 
 
-def test_event_stream_of_a_job(server):
-    job = wait(server, submit(server, SUM_SCRIPT.format(dtype="float32"), args=["9"]))
+def test_event_stream_of_a_job(server, sum_job):
+    job = sum_job
     events = _stream(server, job["id"])
     types = [e["type"] for e in events]
-    assert types[0] == "RunStart" and types.count("RunStart") == 2
+    assert types[0] == "RunStart" and types.count("RunStart") == 4
     assert types.count("TaskEnd") == job["tasks_done"]
     assert types[-1] == "RunEnd" and events[-1]["status"] == "done"
     ends = [e for e in events if e["type"] == "TaskEnd"]
@@ -178,28 +190,12 @@ def test_event_stream_of_a_job(server):
     assert {e["kind"] for e in ends} >= {"partial"}
 
 
-def test_queued_job_cancelled_before_it_starts(tmp_path):
-    srv = Server(tmp_path / "data", "--max-jobs", "1")
-    try:
-        first = submit(srv, LONG_SCRIPT, name="long.py")
-        second = submit(srv, "print('never')\n")
-        assert srv.get(f"/api/jobs/{second}")["state"] == "queued"
-        status, body, _ = srv.request("DELETE", f"/api/jobs/{second}")
-        assert status == 200 and json.loads(body)["state"] == "cancelled"
-        srv.request("DELETE", f"/api/jobs/{first}")
-        assert wait(srv, first)["state"] == "cancelled"
-        job = srv.get(f"/api/jobs/{second}")
-        assert job["state"] == "cancelled" and job["started"] is None
-    finally:
-        srv.stop()
-
-
 @pytest.mark.parametrize("token", [None, "wrong-token-0123456789", TOKEN + "x", ""])
 def test_401_without_or_with_a_wrong_token(server, token):
     for method, path in [("GET", "/"), ("GET", "/api/jobs"), ("GET", "/api/workers"),
                          ("GET", "/api/jobs/abc/events"), ("DELETE", "/api/jobs/abc"),
                          ("GET", "/api/openapi.json")]:
-        status, body, headers = server.request(method, path, token=token)
+        status, body, _ = server.request(method, path, token=token)
         assert (status, body) == (401, b""), path
     before = len(server.get("/api/jobs"))
     status, body, _ = server.request("POST", "/api/jobs", json.dumps(
@@ -266,22 +262,32 @@ def test_unknown_job_and_early_result(server):
     assert wait(server, job_id)["state"] == "cancelled"
 
 
-def test_restart_keeps_jobs_and_fails_the_running_one(tmp_path):
+def test_queue_restart_and_stop(tmp_path):
+    """One job at a time: a queued job waits and can be cancelled before it starts; after a
+    crash (SIGKILL) the restarted service keeps the finished jobs with their results, fails
+    the running one with the reason and kills what it left; a clean stop fails the running
+    and the queued jobs with their reasons."""
     data = tmp_path / "data"
-    srv = Server(data)
+    srv = Server(data, "--max-jobs", "1")
     done = wait(srv, submit(srv, "print('kept')\n"))
     assert done["state"] == "done"
     running = submit(srv, LONG_SCRIPT, name="long.py")
-    job = wait(srv, running, until=lambda j: j["tasks_done"] >= 1)
-    pid = job and srv.get("/api/workers")[0]["pid"]
+    queued = submit(srv, "print('never')\n")
+    assert srv.get(f"/api/jobs/{queued}")["state"] == "queued"
+    status, body, _ = srv.request("DELETE", f"/api/jobs/{queued}")
+    assert status == 200 and json.loads(body)["state"] == "cancelled"
+    assert json.loads(body)["error"] == "cancelled before it started"
+    wait(srv, running, until=lambda j: j["tasks_done"] >= 1)
+    pid = srv.get("/api/workers")[0]["pid"]
     srv.stop(signal.SIGKILL)  # no chance to clean up: the job's process is left behind
     assert psutil.pid_exists(pid)
-    srv = Server(data)
+    srv = Server(data, "--max-jobs", "1")
     try:
         jobs = {j["id"]: j for j in srv.get("/api/jobs")}
         assert jobs[done["id"]]["state"] == "done"
         result = json.loads(srv.request("GET", f"/api/jobs/{done['id']}/result")[1])
         assert result["stdout"] == "kept\n"
+        assert jobs[queued]["state"] == "cancelled" and jobs[queued]["started"] is None
         lost = jobs[running]
         assert lost["state"] == "failed"
         assert "the service stopped while the job was running" in lost["error"]
@@ -289,59 +295,58 @@ def test_restart_keeps_jobs_and_fails_the_running_one(tmp_path):
         while psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
             assert time.monotonic() < deadline, "the left-behind job still runs"
             time.sleep(0.05)
-        # a clean stop fails the running job with the reason, too
         again = submit(srv, LONG_SCRIPT, name="long.py")
+        waiting = submit(srv, "print('never')\n")
         wait(srv, again, until=lambda j: j["state"] == "running")
     finally:
-        srv.stop()
+        srv.stop()  # Ctrl-C: a clean stop
     srv = Server(data)
     try:
         job = srv.get(f"/api/jobs/{again}")
         assert job["state"] == "failed"
         assert job["error"] == "the service stopped while the job was running"
-        assert len(srv.get("/api/jobs")) == 3
+        job = srv.get(f"/api/jobs/{waiting}")
+        assert job["state"] == "failed"
+        assert job["error"] == "the service stopped before the job started"
+        assert len(srv.get("/api/jobs")) == 5
     finally:
         srv.stop()
 
 
-def test_serve_refuses_an_open_address_without_tls(tmp_path):
+def test_serve_refuses_an_open_address_without_tls(tmp_path, capsys):
     from tilegraph.service.server import check_bind, is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
-    with pytest.raises(ValueError, match="refusing to serve 0.0.0.0 without TLS"):
+    with pytest.raises(ValueError, match=r"refusing to serve 0\.0\.0\.0 without TLS"):
         check_bind("0.0.0.0", None, None, insecure=False)
     check_bind("0.0.0.0", None, None, insecure=True)
     with pytest.raises(ValueError, match="both --certfile and --keyfile"):
         check_bind("0.0.0.0", "cert.pem", None, insecure=False)
     with pytest.raises(ValueError, match="no such file"):
         check_bind("0.0.0.0", str(tmp_path / "c.pem"), str(tmp_path / "k.pem"), False)
-    import subprocess
-    import sys
+    from tilegraph.cli import main
 
-    out = subprocess.run([sys.executable, "-m", "tilegraph.cli", "serve", "--host", "0.0.0.0",
-                          "--local", "--data-dir", str(tmp_path / "d")],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "refusing to serve 0.0.0.0 without TLS" in out.stderr
+    assert main(["serve", "--host", "0.0.0.0", "--local", "--data-dir",
+                 str(tmp_path / "d")]) == 2
+    assert "refusing to serve 0.0.0.0 without TLS" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
 
 
-def test_serve_defaults_to_the_serverless_pool(tmp_path):
-    import subprocess
-    import sys
-
+def test_serve_defaults_to_the_serverless_pool(tmp_path, capsys):
     try:
         import tilegraph.serverless  # noqa: F401
     except ImportError:
-        out = subprocess.run([sys.executable, "-m", "tilegraph.cli", "serve", "--data-dir",
-                              str(tmp_path / "d")], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 2
-        assert "the serverless engine is unavailable" in out.stderr
-        assert "--local" in out.stderr
+        from tilegraph.cli import main
+
+        assert main(["serve", "--data-dir", str(tmp_path / "d")]) == 2
+        err = capsys.readouterr().err
+        assert "the serverless engine is unavailable" in err and "--local" in err
         return
     srv = Server(tmp_path / "data", "--workers", "2", local=False)
     try:
         assert srv.get("/api/info")["pool"] == "serverless"
-        job = wait(srv, submit(srv, SUM_SCRIPT.format(dtype="float64"), args=["6"]))
+        job = wait(srv, submit(srv, SUM_SCRIPT, args=["6", "float64"]))
         assert job["state"] == "done", job
         workers = srv.get("/api/workers")
         assert workers and set(workers[0]) >= {"id", "pid", "host", "task", "lease_expires",

@@ -5,26 +5,35 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TOKEN
+from _service import TOKEN
 
 import tilegraph as tg
 from tilegraph.service.client import JobFailed, ServiceError
 
+DTYPES = [np.float64, np.float32, np.int64, np.complex128]
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
-def test_compute_matches_numpy(client, dtype):
+
+def test_compute_matches_numpy(client):
     rng = np.random.default_rng(0)
-    a = (rng.standard_normal((11, 7)) * 10).astype(dtype)
-    b = (rng.standard_normal((7, 5)) * 10).astype(dtype)
-    x = tg.from_numpy(a, chunks=(4, 3))  # uneven edge blocks
-    y = tg.from_numpy(b, chunks=(3, 2))
-    prod, total, col, same = client.compute(x @ y, x.sum(), x[:, 2], x)
-    np.testing.assert_allclose(prod, a @ b, rtol=1e-5)
-    assert prod.dtype == (a @ b).dtype and prod.shape == (11, 5)
-    np.testing.assert_allclose(total, a.sum(), rtol=1e-5)
-    assert np.ndim(total) == 0
-    np.testing.assert_array_equal(col, a[:, 2])
-    np.testing.assert_array_equal(same, a)
+    inputs, exprs = [], []
+    for dtype in DTYPES:  # one plan (one job) for all dtypes
+        a = (rng.standard_normal((11, 7)) * 10).astype(dtype)
+        b = (rng.standard_normal((7, 5)) * 10).astype(dtype)
+        x = tg.from_numpy(a, chunks=(4, 3))  # uneven edge blocks
+        y = tg.from_numpy(b, chunks=(3, 2))
+        inputs.append((a, b))
+        exprs += [x @ y, x.sum(), x[:, 2], x]
+    got = client.compute(*exprs)
+    assert len(got) == 4 * len(DTYPES)
+    for i, (a, b) in enumerate(inputs):
+        prod, total, col, same = got[4 * i: 4 * i + 4]
+        np.testing.assert_allclose(prod, a @ b, rtol=1e-5)
+        assert prod.dtype == (a @ b).dtype and prod.shape == (11, 5)
+        np.testing.assert_allclose(total, a.sum(), rtol=1e-5)
+        assert np.ndim(total) == 0
+        np.testing.assert_array_equal(col, a[:, 2])
+        np.testing.assert_array_equal(same, a)
+        assert same.dtype == a.dtype
 
 
 def test_compute_one_block_zero_size_and_passthrough(client):

@@ -4,7 +4,8 @@ what their event streams say (progress, memory, the plan, the tasks running now)
 Every job runs in its own process (``python -m tilegraph.service.runner``), in its own
 process group and session, in its directory ``DATA/jobs/ID/`` (the script's working
 directory is ``work/`` there), with its standard output and error in files and its events in
-``events.jsonl``. At most ``max_jobs`` jobs run at once; the others wait, ``queued``. A
+``events.jsonl``, at a lower priority (``JOB_NICE``) than the service, whose answers stay
+quick while jobs compute. At most ``max_jobs`` jobs run at once; the others wait, ``queued``. A
 job's state goes ``queued -> running -> done | failed | cancelled``; the record is written
 to SQLite on every change of state and every few seconds while it runs, so a restarted
 service lists every job, and marks those it finds ``queued`` or ``running`` as failed with
@@ -36,6 +37,7 @@ POLL_SECONDS = 0.25  # how often a running job's event file is read
 SAVE_SECONDS = 2.0  # how often a running job's progress is written to the database
 MAX_SUMMARIES = 20  # plan summaries kept per job (one per run of a script)
 TAIL_BYTES = 64 * 1024  # of standard error, kept as the error of a job that left no traceback
+JOB_NICE = 5  # jobs' processes run at a lower priority than the service that answers the API
 
 _COLUMNS = {
     "id": "TEXT PRIMARY KEY", "kind": "TEXT", "name": "TEXT", "state": "TEXT",
@@ -239,6 +241,8 @@ class JobManager:
                     *self._command(job), cwd=d if job.kind == "compute" else
                     os.path.join(d, "work"), stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=err, env=env, start_new_session=True)
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, proc.pid, JOB_NICE)
             job.proc = proc
             job.pid = proc.pid
             self.store.save(job)
@@ -247,7 +251,7 @@ class JobManager:
                 try:
                     await asyncio.wait_for(proc.wait(), POLL_SECONDS)
                     break
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self._read_events(job)
                     if time.monotonic() - saved > SAVE_SECONDS:
                         self.store.save(job)
@@ -388,7 +392,7 @@ async def _stop_group(proc: Any, first: int) -> None:
             os.killpg(proc.pid, sig)
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
     # whatever else of the group is left (threads' children, a worker it started)
     with contextlib.suppress(ProcessLookupError, PermissionError):

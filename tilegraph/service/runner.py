@@ -52,7 +52,7 @@ class EventSink:
     in batches, from its own thread (call :meth:`close` to write what is left)."""
 
     def __init__(self, path: str, interval: float = FLUSH_SECONDS):
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file = open(path, "a", encoding="utf-8")
         self._queue: deque[tuple[float, ev.Event]] = deque()
         self._stop = threading.Event()
         self._colours: dict[str, str] = {}
