@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) bench/mpi_matmul.py
 	$(PY) bench/linalg.py
 	$(PY) bench/lambdapack.py
+	$(PY) bench/service_load.py
 	mkdir -p bench/results
 	$(PY) bench/suite.py --csv bench/results/suite.csv --png bench/results/suite.png
 
