@@ -20,6 +20,7 @@ after Ctrl-C, the script's own status after ``sys.exit``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -138,15 +139,10 @@ class EventSink:
         self._file.close()
 
 
-def install_from_env() -> EventSink | None:
-    """Subscribe an :class:`EventSink` to every run of this process if ``TILEGRAPH_EVENTS``
-    names a file."""
+def sink_from_env() -> EventSink | None:
+    """An :class:`EventSink` writing to the file ``TILEGRAPH_EVENTS`` names, if it does."""
     path = os.environ.get("TILEGRAPH_EVENTS")
-    if not path:
-        return None
-    sink = EventSink(path)
-    ev._global_subscribers.append(sink)
-    return sink
+    return EventSink(path) if path else None
 
 
 def _write_error(exc: BaseException, script: str | None) -> None:
@@ -208,12 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m tilegraph.service.runner [--workers N] "
               "(script FILE [ARGS...] | compute PLAN OUT)", file=sys.stderr)
         return 2
-    sink = install_from_env()
+    sink = sink_from_env()
     try:
-        if argv[0] == "script":
-            run_script(argv[1], argv[2:], workers)
-        else:
-            run_plan(argv[1], argv[2], workers)
+        with ev.subscribe(sink) if sink is not None else contextlib.nullcontext():
+            if argv[0] == "script":
+                run_script(argv[1], argv[2:], workers)
+            else:
+                run_plan(argv[1], argv[2], workers)
         return 0
     except KeyboardInterrupt:
         print("tilegraph: the job was cancelled", file=sys.stderr)
