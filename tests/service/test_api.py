@@ -215,18 +215,31 @@ def test_token_in_the_query_and_the_dashboard(server):
 
 
 def test_oversize_body_is_refused(server):
-    big = json.dumps({"script": "#" * (MAX_BODY + 10)}).encode()
-    status, body, _ = server.request("POST", "/api/jobs", big, "application/json")
-    assert status == 413 and b"larger than the limit" in body
-    # without a Content-Length (chunked), counted while it is read
+    # refused from its Content-Length, before the body is sent or read
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    chunks = (b"x" * 65536 for _ in range(MAX_BODY // 65536 + 2))
-    conn.request("POST", "/api/jobs", body=chunks, encode_chunked=True,
+    conn.putrequest("POST", "/api/jobs")
+    conn.putheader("Authorization", f"Bearer {TOKEN}")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(MAX_BODY + 1))
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413 and b"larger than the limit of 1000000 bytes" in resp.read()
+    conn.close()
+    # without a Content-Length (chunked): counted while it is read
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    chunks = [b"x" * (MAX_BODY // 4)] * 4 + [b"x"]
+    conn.request("POST", "/api/jobs", body=iter(chunks), encode_chunked=True,
                  headers={"Authorization": f"Bearer {TOKEN}",
                           "Content-Type": "application/octet-stream"})
     resp = conn.getresponse()
     assert resp.status == 413
     conn.close()
+    # at the limit: accepted
+    body = json.dumps({"script": "#" * (MAX_BODY - 20)}).encode()
+    assert len(body) <= MAX_BODY
+    status, reply, _ = server.request("POST", "/api/jobs", body, "application/json")
+    assert status == 201
+    assert wait(server, json.loads(reply)["id"])["state"] == "done"
 
 
 @pytest.mark.parametrize("payload, ctype, status, words", [

@@ -71,9 +71,11 @@ def test_submit_jobs_wait_result_cancel(client, script):
     slow = client.submit(script("import time\ntime.sleep(60)\n", name="slow.py"))
     client.cancel(slow)
     assert client.wait(slow, timeout=30)["state"] == "cancelled"
+    slower = client.submit(script("import time\ntime.sleep(60)\n", name="s2.py"))
     with pytest.raises(TimeoutError, match="still"):
-        client.wait(client.submit(script("import time\ntime.sleep(60)\n", name="s2.py")),
-                    timeout=0.2)
+        client.wait(slower, timeout=0.2)
+    client.cancel(slower)
+    assert client.wait(slower, timeout=30)["state"] == "cancelled"
     assert isinstance(client.workers(), list)
 
 
