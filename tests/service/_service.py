@@ -27,10 +27,16 @@ def free_port() -> int:
 class Server:
     """``tilegraph serve`` in a subprocess."""
 
-    def __init__(self, data_dir: Path, *extra: str, local: bool = True):
+    def __init__(self, data_dir: Path, *extra: str, local: bool = True, scheme: str = "http",
+                 cafile: str | None = None):
         self.data_dir = data_dir
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.context = None
+        if cafile is not None:
+            import ssl
+
+            self.context = ssl.create_default_context(cafile=cafile)
         env = dict(os.environ, TILEGRAPH_TOKEN=TOKEN,
                    PYTHONPATH=os.pathsep.join(
                        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -61,7 +67,7 @@ class Server:
         if ctype:
             req.add_header("Content-Type", ctype)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=30, context=self.context) as r:
                 return r.status, r.read(), dict(r.headers)
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read(), dict(exc.headers)

@@ -102,3 +102,40 @@ def test_client_rejects_bad_input(server, client, tmp_path):
         import scipy.sparse as sps
 
         client.compute(tg.from_scipy(sps.eye(4, format="csr"), chunks=2))
+
+
+def test_client_refuses_a_plan_over_the_body_limit(client):
+    from _service import MAX_BODY
+
+    assert client.info()["max_body"] == MAX_BODY
+    big = tg.from_numpy(np.zeros(MAX_BODY // 8 + 1000), chunks=10_000)
+    with pytest.raises(ValueError, match=r"more than the service accepts \(1,000,000 bytes"):
+        client.compute(big.sum())
+
+
+def test_client_over_tls(tmp_path):
+    import shutil
+    import subprocess
+
+    from _service import Server
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    srv = Server(tmp_path / "data", "--certfile", str(cert), "--keyfile", str(key),
+                 scheme="https", cafile=str(cert))
+    try:
+        secure = tg.Client(srv.url, token=TOKEN, cafile=str(cert))
+        assert secure.address.startswith("https://")
+        x = tg.from_numpy(np.arange(10.0), chunks=4)
+        (total,) = secure.compute(x.sum())
+        assert total == 45.0
+        with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+            tg.Client(srv.url, token=TOKEN).jobs()  # not a certificate the system trusts
+    finally:
+        srv.stop()
+    with pytest.raises(FileNotFoundError, match="no such certificate file"):
+        tg.Client(srv.url, token=TOKEN, cafile=str(tmp_path / "none.pem"))

@@ -157,7 +157,8 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
         from tilegraph import __version__
 
         return JSONResponse({"version": __version__, "pool": pool.kind,
-                             "description": pool.describe(), "max_jobs": manager.max_jobs})
+                             "description": pool.describe(), "max_jobs": manager.max_jobs,
+                             "max_body": max_body})
 
     async def list_jobs(request: Request) -> Response:
         return JSONResponse([j.public() for j in manager.jobs.values()])

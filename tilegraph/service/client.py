@@ -39,9 +39,12 @@ class JobFailed(RuntimeError):
 
 class Client:
     """A connection to a tilegraph service at ``address`` (``http(s)://host:port``) with its
-    ``token`` (default: ``$TILEGRAPH_TOKEN``); ``timeout``: seconds per HTTP request."""
+    ``token`` (default: ``$TILEGRAPH_TOKEN``); ``timeout``: seconds per HTTP request;
+    ``cafile``: the certificate (PEM) that signed an https service's, when it is not one
+    the system trusts (a self-signed one)."""
 
-    def __init__(self, address: str, token: str | None = None, timeout: float = 60.0):
+    def __init__(self, address: str, token: str | None = None, timeout: float = 60.0,
+                 cafile: str | None = None):
         if not isinstance(address, str):
             raise TypeError(f"address must be a URL string, got {type(address).__name__}")
         parts = urllib.parse.urlsplit(address)
@@ -53,9 +56,17 @@ class Client:
                              "serve`) or set TILEGRAPH_TOKEN")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self._context = None
+        if cafile is not None:
+            import ssl
+
+            if not os.path.isfile(cafile):
+                raise FileNotFoundError(f"no such certificate file: {cafile!r}")
+            self._context = ssl.create_default_context(cafile=cafile)
         self.address = f"{parts.scheme}://{parts.netloc}"
         self._token = token
         self.timeout = float(timeout)
+        self._max_body: int | None = None
 
     def __repr__(self) -> str:
         return f"Client({self.address!r})"
@@ -69,7 +80,8 @@ class Client:
         if content_type:
             req.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout,
+                                        context=self._context) as resp:
                 return resp.read()
         except urllib.error.HTTPError as exc:
             raw = exc.read()
@@ -104,10 +116,11 @@ class Client:
             raise FileNotFoundError(f"no such script: {path!r}")
         with open(path, encoding="utf-8") as f:
             source = f.read()
-        reply = self._json("POST", "/api/jobs", {
+        body = json.dumps({
             "script": source, "name": os.path.basename(os.fspath(path)),
-            "args": [str(a) for a in args], "outputs": [str(o) for o in outputs]})
-        return reply["id"]
+            "args": [str(a) for a in args], "outputs": [str(o) for o in outputs]}).encode()
+        self._check_size(len(body), f"the submission of {path}")
+        return json.loads(self._request("POST", "/api/jobs", body, "application/json"))["id"]
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every job's record."""
@@ -120,6 +133,19 @@ class Client:
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a job; returns its record."""
         return self._json("DELETE", f"/api/jobs/{self._id(job_id)}")
+
+    def info(self) -> dict[str, Any]:
+        """The service's version, pool, jobs at once and request body limit."""
+        return self._json("GET", "/api/info")
+
+    def _check_size(self, nbytes: int, what: str) -> None:
+        if self._max_body is None:
+            self._max_body = int(self.info()["max_body"])
+        if nbytes > self._max_body:
+            raise ValueError(f"{what} is {nbytes:,} bytes, more than the service accepts "
+                             f"({self._max_body:,} bytes, its --max-body): make the inputs "
+                             "on the service side (e.g. tg.random, files it can read) or "
+                             "raise the limit")
 
     def workers(self) -> list[dict[str, Any]]:
         """The pool's workers."""
@@ -167,6 +193,7 @@ class Client:
         values: list[Any] = []
         if targets:
             payload = _dumps(plan_arrays(targets))
+            self._check_size(len(payload), "the plan (with the data of its inputs)")
             reply = json.loads(self._request("POST", "/api/jobs", payload,
                                              "application/octet-stream"))
             job = self.wait(reply["id"], timeout)
