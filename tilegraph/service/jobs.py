@@ -83,11 +83,13 @@ class Job:
     run_spilled: int = 0
 
     def row(self) -> dict[str, Any]:
+        """The record as a row of the ``jobs`` table."""
         return {k: (json.dumps(getattr(self, k)) if k in ("plan", "args", "outputs")
                     else getattr(self, k)) for k in _COLUMNS}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Job:
+        """The job of a row of the ``jobs`` table."""
         values = {k: row[k] for k in _COLUMNS}
         for k in ("plan", "args", "outputs"):
             values[k] = json.loads(values[k] or "[]")
@@ -123,6 +125,7 @@ class JobStore:
         self.db.execute(f"CREATE TABLE IF NOT EXISTS jobs ({cols})")
 
     def save(self, job: Job) -> None:
+        """Write ``job``'s record (insert or replace)."""
         row = job.row()
         names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
@@ -130,10 +133,12 @@ class JobStore:
                         list(row.values()))
 
     def load(self) -> list[Job]:
+        """Every job's record, oldest first."""
         return [Job.from_row(r) for r in
                 self.db.execute("SELECT * FROM jobs ORDER BY created")]
 
     def close(self) -> None:
+        """Close the database."""
         self.db.close()
 
 
@@ -171,12 +176,15 @@ class JobManager:
             self.jobs[job.id] = job
 
     def job_dir(self, job_id: str) -> str:
+        """The directory of job ``job_id``."""
         return os.path.join(self.data_dir, "jobs", job_id)
 
     def get(self, job_id: str) -> Job | None:
+        """Job ``job_id``, or ``None``."""
         return self.jobs.get(job_id)
 
     def running(self) -> list[Job]:
+        """The jobs running now."""
         return [j for j in self.jobs.values() if j.state == "running"]
 
     def _new(self, kind: str, name: str, args: list[str], outputs: list[str]) -> Job:

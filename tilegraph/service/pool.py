@@ -67,6 +67,7 @@ class LocalPool:
         return out
 
     def describe(self) -> str:
+        """The pool in words, for the dashboard."""
         return f"local threads backend, {self.nworkers} thread(s) per job"
 
     def close(self) -> None:
@@ -105,9 +106,12 @@ class ServerlessPool:
         return [{k: w.get(k) for k in WORKER_KEYS} for w in self.pool.workers()]
 
     def describe(self) -> str:
+        """The pool in words, for the dashboard."""
         return f"serverless pool (redis {self.pool.redis_url}, store {self.pool.store_url})"
 
     def close(self) -> None:
+        """Stop the pool (its workers, and the embedded Valkey and store if it started
+        them)."""
         self.pool.close()
 
 
