@@ -206,6 +206,18 @@ def test_401_without_or_with_a_wrong_token(server, token):
     assert len(server.get("/api/jobs")) == before  # nothing was submitted
 
 
+def test_the_token_is_printed_with_the_dashboard_url(server, tmp_path):
+    assert f"dashboard: {server.url}/?token={TOKEN}\n" in server.printed
+    assert "local threads backend, 2 thread(s) per job" in server.printed
+    made = Server(tmp_path / "data", token=None)  # no TILEGRAPH_TOKEN: one is made
+    try:
+        assert made.token and made.token != TOKEN and len(made.token) >= 24
+        assert made.request("GET", "/api/jobs", token=TOKEN)[0] == 401
+        assert made.get("/api/jobs") == []
+    finally:
+        made.stop()
+
+
 def test_token_in_the_query_and_the_dashboard(server):
     status, body, headers = server.request("GET", f"/?token={TOKEN}", token=None)
     assert status == 200 and b"<title>tilegraph service</title>" in body
