@@ -122,13 +122,19 @@ def test_client_over_tls(tmp_path):
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make a certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    # no TILEGRAPH_TOKEN: the service makes one and prints it with the dashboard's URL
     srv = Server(tmp_path / "data", "--certfile", str(cert), "--keyfile", str(key),
-                 scheme="https", cafile=str(cert))
+                 scheme="https", cafile=str(cert), token=None)
     try:
-        secure = tg.Client(srv.url, token=TOKEN, cafile=str(cert))
+        assert f"dashboard: https://127.0.0.1:{srv.port}/?token={srv.token}" in srv.printed
+        assert srv.token != TOKEN and len(srv.token) >= 24
+        with pytest.raises(ServiceError, match="HTTP 401"):
+            tg.Client(srv.url, token=TOKEN, cafile=str(cert)).jobs()
+        secure = tg.Client(srv.url, token=srv.token, cafile=str(cert))
         assert secure.address.startswith("https://")
         x = tg.from_numpy(np.arange(10.0), chunks=4)
         (total,) = secure.compute(x.sum())
