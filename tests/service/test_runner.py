@@ -13,7 +13,6 @@ import pytest
 import tilegraph as tg
 from tilegraph.runtime.events import subscribe
 from tilegraph.service import runner
-from tilegraph.service.jobs import Job, JobManager
 
 
 def _lines(path):
@@ -23,7 +22,7 @@ def _lines(path):
 
 def test_sink_writes_every_event_of_a_run_with_its_plan(tmp_path):
     path = tmp_path / "events.jsonl"
-    sink = runner.EventSink(str(path), interval=0.01)
+    sink = runner.EventSink(str(path), interval=0.01, progress=str(tmp_path / "p.json"))
     a = np.arange(600.0).reshape(20, 30)
     x = tg.from_numpy(a, chunks=(7, 8))
     try:
@@ -45,14 +44,35 @@ def test_sink_writes_every_event_of_a_run_with_its_plan(tmp_path):
     assert "Spill" in types and "Release" in types
     spills = [e for e in events if e["type"] == "Spill"]
     assert all(e["nbytes"] > 0 and e["time"] >= start["time"] for e in spills)
-    # the record the service folds from these events
-    job = Job("j", "script", "x.py")
-    for e in events:
-        JobManager._fold(job, e)
-    assert job.tasks_done == job.tasks_total == start["ntasks"] and job.runs == 1
-    assert job.spilled_bytes == sum(e["nbytes"] for e in spills) > 0
-    assert job.peak_bytes >= max(e["held"] for e in events if e.get("held", -1) >= 0)
-    assert job.plan == [start["summary"]] and not job.current
+    # the progress the service shows, kept by the sink
+    p = json.loads((tmp_path / "p.json").read_text())
+    assert p == sink.progress
+    assert p["tasks_done"] == p["tasks_total"] == start["ntasks"] and p["runs"] == 1
+    assert p["spilled_bytes"] == end["spilled_bytes"] > 0
+    assert p["spilled_bytes"] == sum(e["nbytes"] for e in spills if not e["clean"])
+    assert p["peak_bytes"] == max(e["held"] for e in events if e.get("held", -1) >= 0)
+    assert p["plan"] == [start["summary"]] and p["current"] == {}
+    assert p["events_dropped"] == 0
+
+
+def test_sink_stops_writing_task_events_beyond_its_room(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = runner.EventSink(str(path), interval=0.01, progress=str(tmp_path / "p.json"),
+                            max_task_events=10)
+    x = tg.from_numpy(np.arange(100.0), chunks=10)
+    try:
+        with subscribe(sink):
+            assert (x + 1).sum().compute(workers=1) == 5050.0
+            assert (x * 2).max().compute(workers=1) == 198.0
+    finally:
+        sink.close()
+    events = _lines(path)
+    types = [e["type"] for e in events]
+    assert types.count("RunStart") == types.count("RunEnd") == 2  # always written
+    assert len(events) == 10 + 4
+    p = json.loads((tmp_path / "p.json").read_text())
+    assert p["runs"] == 2 and p["tasks_done"] == p["tasks_total"] > 10
+    assert p["events_dropped"] > 0 and len(p["plan"]) == 2
 
 
 def test_sink_writes_failures_and_keys_in_short(tmp_path):

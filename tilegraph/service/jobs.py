@@ -1,10 +1,11 @@
 """Jobs of the service: their records (SQLite in the data directory), their processes, and
-what their event streams say (progress, memory, the plan, the tasks running now).
+what those report (progress, memory, the plan, the tasks running now).
 
 Every job runs in its own process (``python -m tilegraph.service.runner``), in its own
 process group and session, in its directory ``DATA/jobs/ID/`` (the script's working
-directory is ``work/`` there), with its standard output and error in files and its events in
-``events.jsonl``, at a lower priority (``JOB_NICE``) than the service, whose answers stay
+directory is ``work/`` there), with its standard output and error in files, its events in
+``events.jsonl`` and its progress in ``progress.json`` (see :mod:`tilegraph.service.runner`),
+read four times a second; at a lower priority (``JOB_NICE``) than the service, whose answers stay
 quick while jobs compute. At most ``max_jobs`` jobs run at once; the others wait, ``queued``. A
 job's state goes ``queued -> running -> done | failed | cancelled``; the record is written
 to SQLite on every change of state and every few seconds while it runs, so a restarted
@@ -35,7 +36,8 @@ FINISHED = ("done", "failed", "cancelled")
 CANCEL_GRACE = 3.0  # seconds between SIGINT, SIGTERM and SIGKILL of a cancelled job
 POLL_SECONDS = 0.25  # how often a running job's event file is read
 SAVE_SECONDS = 2.0  # how often a running job's progress is written to the database
-MAX_SUMMARIES = 20  # plan summaries kept per job (one per run of a script)
+PROGRESS_FIELDS = ("runs", "tasks_total", "tasks_done", "held_bytes", "peak_bytes",
+                   "spilled_bytes", "current", "plan")
 TAIL_BYTES = 64 * 1024  # of standard error, kept as the error of a job that left no traceback
 JOB_NICE = 5  # jobs' processes run at a lower priority than the service that answers the API
 
@@ -75,12 +77,9 @@ class Job:
     args: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     # not stored: the live part
-    current: dict[int, str] = field(default_factory=dict)
+    current: dict[str, str] = field(default_factory=dict)
     proc: Any = None
     cancelling: bool = False
-    offset: int = 0
-    partial: bytes = b""
-    run_spilled: int = 0
 
     def row(self) -> dict[str, Any]:
         """The record as a row of the ``jobs`` table."""
@@ -239,7 +238,8 @@ class JobManager:
     async def _run(self, job: Job) -> None:
         d = self.job_dir(job.id)
         env = {**os.environ, **self.pool.env(), "TILEGRAPH_EVENTS":
-               os.path.join(d, "events.jsonl"), "TILEGRAPH_ERROR_FILE":
+               os.path.join(d, "events.jsonl"), "TILEGRAPH_PROGRESS":
+               os.path.join(d, "progress.json"), "TILEGRAPH_ERROR_FILE":
                os.path.join(d, "error.json"), "PYTHONUNBUFFERED": "1"}
         env.pop("TILEGRAPH_TOKEN", None)  # a job never sees the service's token
         try:
@@ -260,11 +260,11 @@ class JobManager:
                     await asyncio.wait_for(proc.wait(), POLL_SECONDS)
                     break
                 except TimeoutError:
-                    self._read_events(job)
+                    self._read_progress(job)
                     if time.monotonic() - saved > SAVE_SECONDS:
                         self.store.save(job)
                         saved = time.monotonic()
-            self._read_events(job)
+            self._read_progress(job)
             self._finish(job, proc.returncode)
         except Exception as exc:  # the job could not be started or watched
             job.state = "failed"
@@ -302,51 +302,18 @@ class JobManager:
             job.error = f"the job's process exited with status {code}"
         job.traceback = tail or None
 
-    def _read_events(self, job: Job) -> None:
-        """Fold the new lines of the job's event file into its record."""
-        path = os.path.join(self.job_dir(job.id), "events.jsonl")
-        try:
-            with open(path, "rb") as f:
-                f.seek(job.offset)
-                data = f.read()
-        except FileNotFoundError:
+    def _read_progress(self, job: Job) -> None:
+        """Take the progress the job's process last wrote (runs, tasks, bytes, the task of
+        each worker, the plan summaries)."""
+        path = os.path.join(self.job_dir(job.id), "progress.json")
+        try:  # a few hundred bytes, replaced whole by the job's process
+            with open(path, encoding="utf-8") as f:
+                p = json.load(f)
+        except (OSError, ValueError):
             return
-        if not data:
-            return
-        job.offset += len(data)
-        data = job.partial + data
-        cut = data.rfind(b"\n") + 1
-        job.partial = data[cut:]
-        for line in data[:cut].splitlines():
-            try:
-                self._fold(job, json.loads(line))
-            except ValueError:
-                continue
-
-    @staticmethod
-    def _fold(job: Job, e: dict[str, Any]) -> None:
-        kind = e.get("type")
-        held = e.get("held", -1)
-        if isinstance(held, int) and held >= 0:
-            job.held_bytes = held
-            job.peak_bytes = max(job.peak_bytes, held)
-        if kind == "TaskEnd":
-            job.tasks_done += 1
-            job.current.pop(e.get("worker", 0), None)
-        elif kind == "TaskStart":
-            job.current[e.get("worker", 0)] = str(e.get("name", ""))
-        elif kind == "Spill":
-            job.run_spilled += int(e.get("nbytes", 0))
-            job.spilled_bytes = max(job.spilled_bytes, job.run_spilled)
-        elif kind == "RunStart":
-            job.runs += 1
-            job.tasks_total += int(e.get("ntasks", 0))
-            summary = e.get("summary")
-            if summary:
-                job.plan = [*job.plan, list(summary)][-MAX_SUMMARIES:]
-        elif kind == "RunEnd":
-            job.peak_bytes = max(job.peak_bytes, int(e.get("peak_bytes", 0)))
-            job.current.clear()
+        for name in PROGRESS_FIELDS:
+            if name in p:
+                setattr(job, name, p[name])
 
     # -- cancel and stop -----------------------------------------------------------------------
 

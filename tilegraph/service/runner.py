@@ -11,6 +11,11 @@ When ``TILEGRAPH_EVENTS`` names a file, every run of the process sends its typed
 (:mod:`tilegraph.runtime.events`) there as JSON lines: the subscriber only appends to a queue
 (it runs under the executor's lock), and a thread writes what has arrived four times a
 second. The plan of each run is summarised (``explain``) by that thread, off the run's path.
+The same thread keeps the job's progress (runs, tasks done and planned, bytes held, peak and
+spilled, the task each worker runs now, the plan summaries) and replaces the small JSON file
+``TILEGRAPH_PROGRESS`` names with it, so the service never parses events to show progress.
+Events of single tasks (``TaskStart``, ``TaskEnd``, ``Release``, ...) beyond the first
+``MAX_TASK_EVENTS`` of the process are counted in the progress, not written.
 
 An exception that escapes the script (or the plan) is written with its traceback to the
 file ``TILEGRAPH_ERROR_FILE`` names (``error.json`` in the working directory by default) and
@@ -35,6 +40,8 @@ from tilegraph.runtime import events as ev
 
 FLUSH_SECONDS = 0.25
 KEY_CHARS = 80
+MAX_TASK_EVENTS = 200_000  # per process: a dashboard draws far fewer; the file stays small
+MAX_SUMMARIES = 20  # plan summaries kept in the progress (one per run of a script)
 
 
 def _key(key: Hashable) -> str:
@@ -52,11 +59,18 @@ class EventSink:
     """An event subscriber that writes the events of every run as JSON lines to ``path``,
     in batches, from its own thread (call :meth:`close` to write what is left)."""
 
-    def __init__(self, path: str, interval: float = FLUSH_SECONDS):
+    def __init__(self, path: str, interval: float = FLUSH_SECONDS,
+                 progress: str | None = None, max_task_events: int = MAX_TASK_EVENTS):
         self._file = open(path, "a", encoding="utf-8")
         self._queue: deque[tuple[float, ev.Event]] = deque()
         self._stop = threading.Event()
         self._colours: dict[str, str] = {}
+        self._progress_path = progress
+        self._room = max_task_events
+        self.progress: dict[str, Any] = {
+            "runs": 0, "tasks_total": 0, "tasks_done": 0, "held_bytes": 0, "peak_bytes": 0,
+            "spilled_bytes": 0, "current": {}, "plan": [], "events_dropped": 0}
+        self._run_spilled = 0
         self._thread = threading.Thread(target=self._loop, args=(interval,),
                                          name="service-event-sink", daemon=True)
         self._thread.start()
@@ -117,8 +131,43 @@ class EventSink:
                     "time": at}
         return {"type": tp.__name__, "time": at}
 
+    def _count(self, rec: dict[str, Any]) -> bool:
+        """Fold one event into the progress; whether it is written to the file."""
+        p = self.progress
+        kind = rec["type"]
+        held = rec.get("held", -1)
+        if held >= 0:
+            p["held_bytes"] = held
+            p["peak_bytes"] = max(p["peak_bytes"], held)
+        if kind == "TaskEnd":
+            p["tasks_done"] += 1
+            p["current"].pop(str(rec["worker"]), None)
+        elif kind == "TaskStart":
+            p["current"][str(rec["worker"])] = rec["name"]
+        elif kind == "Spill" and not rec["clean"]:  # bytes written to disk
+            self._run_spilled += rec["nbytes"]
+            p["spilled_bytes"] += rec["nbytes"]
+        elif kind == "RunStart":
+            p["runs"] += 1
+            p["tasks_total"] += rec["ntasks"]
+            self._run_spilled = 0
+            if rec.get("summary"):
+                p["plan"] = [*p["plan"], rec["summary"]][-MAX_SUMMARIES:]
+            return True
+        elif kind == "RunEnd":
+            p["peak_bytes"] = max(p["peak_bytes"], rec["peak_bytes"])
+            # the executor's count is the truth (a clean spill may write nothing)
+            p["spilled_bytes"] += rec["spilled_bytes"] - self._run_spilled
+            p["current"] = {}
+            return True
+        if self._room > 0:
+            self._room -= 1
+            return True
+        p["events_dropped"] += 1
+        return False
+
     def flush(self) -> None:
-        """Write the events that have arrived so far."""
+        """Write the events that have arrived so far, and the progress."""
         lines = []
         queue = self._queue
         while True:
@@ -126,10 +175,17 @@ class EventSink:
                 at, event = queue.popleft()
             except IndexError:
                 break
-            lines.append(json.dumps(self._record(at, event), separators=(",", ":")))
+            rec = self._record(at, event)
+            if self._count(rec):
+                lines.append(json.dumps(rec, separators=(",", ":")))
         if lines:
             self._file.write("\n".join(lines) + "\n")
             self._file.flush()
+        if self._progress_path is not None and (lines or self.progress["events_dropped"]):
+            tmp = self._progress_path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.progress, f, separators=(",", ":"))
+            os.replace(tmp, self._progress_path)
 
     def close(self) -> None:
         """Stop the writer thread and write what is left."""
@@ -140,9 +196,11 @@ class EventSink:
 
 
 def sink_from_env() -> EventSink | None:
-    """An :class:`EventSink` writing to the file ``TILEGRAPH_EVENTS`` names, if it does."""
+    """An :class:`EventSink` writing to the file ``TILEGRAPH_EVENTS`` names, if it does
+    (and its progress to ``TILEGRAPH_PROGRESS``)."""
     path = os.environ.get("TILEGRAPH_EVENTS")
-    return EventSink(path) if path else None
+    return EventSink(path, progress=os.environ.get("TILEGRAPH_PROGRESS") or None) \
+        if path else None
 
 
 def _write_error(exc: BaseException, script: str | None) -> None:
