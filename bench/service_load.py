@@ -2,11 +2,11 @@
 
 Starts ``tilegraph serve --local`` on a free port, submits ``--jobs`` small jobs at once
 (one thread per submission), and polls job records at ``--rate`` requests per second for
-``--seconds`` seconds (``GET /api/jobs/ID`` on a random job; every tenth poll is the whole
-list, ``GET /api/jobs``), over keep-alive connections. It reports the latency of the API
-under that load (p50, p95, p99, max), whether every job completed, how long the jobs took,
-and the service's memory (RSS of the server process, sampled every second: first after the
-submissions, peak, last).
+``--seconds`` seconds, and on until every job has ended (``GET /api/jobs/ID`` on a random
+job; every tenth poll is the whole list, ``GET /api/jobs``), over keep-alive connections.
+It reports the latency of the API under that load (p50, p95, p99, max), whether every job
+completed, how long the jobs took, and the service's memory (RSS of the server process,
+sampled every second: first after the submissions, peak, last).
 
     python bench/service_load.py [--jobs 50] [--rate 200] [--seconds 60]
 
@@ -93,16 +93,16 @@ def start_server(data_dir: str, port: int, max_jobs: int) -> subprocess.Popen:
         time.sleep(0.1)
 
 
-def poller(port: int, ids: list[str], rate: float, until: float, out: list[float],
+def poller(port: int, ids: list[str], rate: float, stop: threading.Event, out: list[float],
            errors: list[str]) -> None:
-    """Poll at ``rate`` requests per second until ``until`` (monotonic), on a fixed
-    schedule (a slow answer does not lower the offered load)."""
+    """Poll at ``rate`` requests per second until ``stop`` is set, on a fixed schedule (a
+    slow answer does not lower the offered load)."""
     conn = Conn(port)
     rng = random.Random(threading.get_ident())
     period = 1.0 / rate
     nxt = time.monotonic()
     n = 0
-    while nxt < until:
+    while not stop.is_set():
         delay = nxt - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -123,6 +123,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--pollers", type=int, default=4, help="polling threads")
     parser.add_argument("--max-jobs", type=int, default=2, help="jobs running at once")
+    parser.add_argument("--wait", type=float, default=300.0,
+                        help="most seconds to poll on after --seconds for the jobs to end")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as data:
@@ -151,18 +153,23 @@ def main() -> int:
                 t.join()
             assert len(ids) == args.jobs, f"only {len(ids)} of {args.jobs} submissions worked"
 
-            until = time.monotonic() + args.seconds
+            t_poll = time.monotonic()
+            until = t_poll + args.seconds
             lat: list[float] = []
             errors: list[str] = []
+            stop = threading.Event()
             pollers = [threading.Thread(target=poller, args=(
-                port, ids, args.rate / args.pollers, until, lat, errors))
+                port, ids, args.rate / args.pollers, stop, lat, errors))
                 for _ in range(args.pollers)]
             for t in pollers:
                 t.start()
             rss: list[int] = []
             all_done_at = None
             watcher = Conn(port)
-            while time.monotonic() < until:
+            while True:
+                now = time.monotonic()
+                if (now >= until and all_done_at is not None) or now >= until + args.wait:
+                    break
                 rss.append(srv.memory_info().rss)
                 if all_done_at is None:
                     _, raw = watcher.call("GET", "/api/jobs")
@@ -170,8 +177,10 @@ def main() -> int:
                     if all(s in ("done", "failed", "cancelled") for s in states):
                         all_done_at = time.monotonic() - t_start
                 time.sleep(1.0)
+            stop.set()
             for t in pollers:
                 t.join()
+            polled = time.monotonic() - t_poll
             rss.append(srv.memory_info().rss)
             _, raw = watcher.call("GET", "/api/jobs")
             jobs = json.loads(raw)
@@ -182,12 +191,14 @@ def main() -> int:
     done = sum(j["state"] == "done" for j in jobs)
     ms = np.array(lat) * 1000
     sub = np.array(submit_lat) * 1000
-    achieved = len(lat) / args.seconds
+    achieved = len(lat) / polled
     print(f"service load test: {args.jobs} jobs submitted at once, {args.rate:.0f} polls/s "
-          f"offered for {args.seconds:.0f} s ({os.cpu_count()} cores; machine shared)")
+          f"offered for {polled:.0f} s ({os.cpu_count()} cores; machine shared)")
     print(f"  jobs done: {done}/{len(jobs)}; all ended after "
           f"{all_done_at:.1f} s" if all_done_at is not None else
           f"  jobs done: {done}/{len(jobs)}; NOT all ended within the test")
+    print(f"  load average (1, 5, 15 min) at the end: "
+          f"{', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     print(f"  submissions: p50 {np.percentile(sub, 50):.1f} ms, max {sub.max():.1f} ms")
     print(f"  polls: {len(lat)} ({achieved:.0f}/s), errors {len(errors)}; latency p50 "
           f"{np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms, p99 "

@@ -390,3 +390,14 @@ def test_pool_and_app_reject_bad_settings(tmp_path):
     with pytest.raises(ValueError, match="max_jobs must be"):
         JobManager(str(tmp_path), LocalPool(1), max_jobs=0)
     assert not os.path.exists(tmp_path / "jobs.sqlite")  # refused before anything is made
+
+
+def test_one_service_per_data_directory(server, capsys):
+    from tilegraph.cli import main
+
+    assert main(["serve", "--local", "--port", str(server.port + 1 if server.port < 65535
+                                                   else 1024),
+                 "--data-dir", str(server.data_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "another service uses the data directory" in err and "--data-dir" in err
+    assert server.get("/api/info")["pool"] == "local"  # the first one is untouched

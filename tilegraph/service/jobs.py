@@ -149,6 +149,7 @@ class JobManager:
             raise ValueError(f"max_jobs must be a positive integer, got {max_jobs!r}")
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(os.path.join(self.data_dir, "jobs"), exist_ok=True)
+        self._lock = _lock_dir(self.data_dir)
         self.pool = pool
         self.max_jobs = max_jobs
         self.store = JobStore(os.path.join(self.data_dir, "jobs.sqlite"))
@@ -355,6 +356,7 @@ class JobManager:
             job.traceback = None
             self.store.save(job)
         self.store.close()
+        self._lock.close()
 
 
 async def _stop_group(proc: Any, first: int) -> None:
@@ -372,6 +374,21 @@ async def _stop_group(proc: Any, first: int) -> None:
     # whatever else of the group is left (threads' children, a worker it started)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _lock_dir(data_dir: str) -> Any:
+    """Hold ``DATA/service.lock`` while the service runs: a second service on the same data
+    directory would fail the first one's running jobs as left behind."""
+    import fcntl
+
+    f = open(os.path.join(data_dir, "service.lock"), "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise ValueError(f"another service uses the data directory {data_dir}; give each "
+                         "service its own --data-dir") from None
+    return f
 
 
 def _kill_leftover(job: Job, job_dir: str) -> None:
