@@ -1,4 +1,5 @@
-"""The Python client of the service (standard library HTTP only: no web stack needed).
+"""The Python client of the service (standard-library HTTP only: no web stack needed,
+imported when the first request is made).
 
 >>> import tilegraph
 >>> client = tilegraph.Client("http://127.0.0.1:8786", token="0123456789abcdef")
@@ -12,9 +13,7 @@ import io
 import json
 import os
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import numpy as np
@@ -75,6 +74,9 @@ class Client:
 
     def _request(self, method: str, path: str, body: bytes | None = None,
                  content_type: str | None = None) -> bytes:
+        import urllib.error  # here: `import tilegraph` does not pay for HTTP and TLS
+        import urllib.request
+
         req = urllib.request.Request(self.address + path, data=body, method=method)
         req.add_header("Authorization", f"Bearer {self._token}")
         if content_type:
