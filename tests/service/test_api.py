@@ -106,6 +106,19 @@ def test_submit_poll_result(server, sum_job):
     assert any(j["id"] == job["id"] for j in server.get("/api/jobs"))
 
 
+def test_job_lists_newest_first_brief_and_limited(server, sum_job):
+    full = server.get("/api/jobs")
+    assert [j["created"] for j in full] == sorted((j["created"] for j in full), reverse=True)
+    brief = server.get("/api/jobs?brief=1&limit=1")
+    assert len(brief) == 1 and brief[0]["id"] == full[0]["id"]
+    assert "plan" not in brief[0] and "traceback" not in brief[0]
+    assert {"state", "progress", "tasks_done", "tasks_total"} <= set(brief[0])
+    for query, words in [("limit=0", b"limit must be"), ("limit=x", b"limit must be"),
+                         ("brief=yes", b"brief must be 0 or 1")]:
+        status, body, _ = server.request("GET", f"/api/jobs?{query}")
+        assert status == 400 and words in body
+
+
 def test_failing_script_traceback_in_record(server):
     job = wait(server, submit(server, FAILING_SCRIPT, name="failing.py"))
     assert job["state"] == "failed"

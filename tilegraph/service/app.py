@@ -46,6 +46,7 @@ STREAM_POLL = 0.25  # seconds between reads of a running job's event file by a s
 STREAM_CHUNK = 1 << 20  # most bytes of events in one message of a stream
 HEARTBEAT = 15.0  # seconds between comments on an idle stream (keeps proxies from closing it)
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+\.py$")
+BULKY = ("plan", "traceback", "args", "outputs")  # left out of brief job lists
 
 
 class BodyTooLarge(Exception):
@@ -161,7 +162,20 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
                              "max_body": max_body})
 
     async def list_jobs(request: Request) -> Response:
-        return JSONResponse([j.public() for j in manager.jobs.values()])
+        q = request.query_params
+        limit = q.get("limit")
+        if limit is not None and not (limit.isdigit() and int(limit) > 0):
+            return _error(400, f"limit must be a positive integer, got {limit!r}")
+        brief = q.get("brief", "0")
+        if brief not in ("0", "1"):
+            return _error(400, f"brief must be 0 or 1, got {brief!r}")
+        jobs = sorted(manager.jobs.values(), key=lambda j: j.created, reverse=True)
+        if limit is not None:
+            jobs = jobs[:int(limit)]
+        if brief == "1":
+            return JSONResponse([{k: v for k, v in j.public().items() if k not in BULKY}
+                                 for j in jobs])
+        return JSONResponse([j.public() for j in jobs])
 
     async def submit(request: Request) -> Response:
         try:
@@ -363,7 +377,12 @@ OPENAPI: dict[str, Any] = {
     },
     "paths": {
         "/api/jobs": {
-            "get": _op("every job's record", responses={"200": "a list of Job"}),
+            "get": {**_op("the jobs' records, newest first (query: limit=N; brief=1 leaves "
+                          "out plan, traceback, args and outputs)",
+                          responses={"200": "a list of Job", "400": "a bad query"}),
+                    "parameters": [
+                        {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                        {"name": "brief", "in": "query", "schema": {"type": "integer"}}]},
             "post": _op("submit a job: a script (JSON) or a plan made by "
                         "tilegraph.Client.compute (octet-stream)",
                         body="a ScriptJob, or a pickled plan",
