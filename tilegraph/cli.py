@@ -1,6 +1,6 @@
-"""The ``tilegraph`` command: ``demo``, ``run``, ``clean``, ``autopar`` and ``serve``. (The
-workload suite against NumPy and dask is ``python bench/suite.py``, from a checkout of the
-repository.)"""
+"""The ``tilegraph`` command: ``demo``, ``run``, ``clean``, ``autopar``, ``worker`` and
+``serve``. (The workload suite against NumPy and dask is ``python bench/suite.py``, from a
+checkout of the repository.)"""
 
 from __future__ import annotations
 
@@ -310,7 +310,15 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--keyfile", default=None, help="TLS private key (PEM)")
     srv.add_argument("--insecure", action="store_true",
                      help="allow a non-loopback address without TLS")
+    sub.add_parser(
+        "worker", add_help=False,
+        help="a stateless serverless worker serving a Redis server's runs "
+             "(tilegraph worker --redis URL; see tilegraph worker --help)")
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "worker":
+        from tilegraph.runtime.serverless.worker import main as worker_main
+
+        return worker_main(argv[1:])
     script_args: list[str] = []
     if argv and argv[0] == "autopar" and "--" in argv:  # the script's own arguments
         cut = argv.index("--")

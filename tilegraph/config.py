@@ -14,7 +14,8 @@ defaults (pass options per call, or enter ``config.set`` in that thread).
 =============  ========================  ====================================================
 option         default                   meaning
 =============  ========================  ====================================================
-``backend``    ``"threads"``             where tasks run: ``"threads"``, ``"sync"`` or ``"mpi"``
+``backend``    ``"threads"``             where tasks run: ``"threads"``, ``"sync"``, ``"mpi"``
+                                         or ``"serverless"``
                                          (the environment variable ``TILEGRAPH_BACKEND``,
                                          set by ``tilegraph run``, changes the default)
 ``workers``    ``None`` (= cores)        worker threads of the threads backend (with MPI:
@@ -45,6 +46,15 @@ option         default                   meaning
                                          outputs of a call together) are returned on every
                                          rank; larger ones on rank 0 only (``None`` on the
                                          others). ``0``: rank 0 only, always
+``pool``       ``None``                  serverless: the :class:`tilegraph.runtime.serverless.Pool`
+                                         to run on (``None``: ``redis``, else a pool of
+                                         ``workers`` processes started for the run)
+``redis``      ``None``                  serverless: URL of a Redis/Valkey server whose
+                                         workers run the tasks (``TILEGRAPH_REDIS``)
+``store``      ``None``                  serverless: object store of the blocks, a directory
+                                         or an fsspec URL (``TILEGRAPH_STORE``; default a
+                                         temporary directory)
+``lease``      ``30`` (seconds)          serverless: lease of the workers a run starts
 =============  ========================  ====================================================
 """
 
@@ -69,6 +79,10 @@ _defaults: dict[str, Any] = {
     "max_tasks": 50_000_000,
     "mpi_timeout": 60.0,
     "mpi_broadcast_limit": 1 << 20,
+    "pool": None,
+    "redis": None,  # None: $TILEGRAPH_REDIS
+    "store": None,  # None: $TILEGRAPH_STORE
+    "lease": 30.0,
 }
 # the options set by the ``config.set`` blocks this context is inside (innermost wins)
 _overrides: ContextVar[Mapping[str, Any]] = ContextVar("tilegraph_config",
@@ -191,6 +205,50 @@ def _check_mpi_broadcast_limit(value: Any) -> int:
                          f"int or a string such as '1MiB'), got {value!r}") from exc
 
 
+def _check_pool(value: Any) -> Any:
+    if value is None:
+        return None
+    from tilegraph.runtime.serverless.pool import Pool
+
+    if not isinstance(value, Pool):
+        raise TypeError(f"pool must be a tilegraph.runtime.serverless.Pool or None, got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def _check_redis(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith(("redis://", "rediss://", "unix://",
+                                                             "valkey://")):
+        raise ValueError(f"redis must be a URL such as 'redis://host:6379/0', got {value!r}")
+    return value
+
+
+def _check_store(value: Any) -> str | None:
+    import os
+
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise TypeError(f"store must be a directory path or an fsspec URL, got "
+                        f"{type(value).__name__}") from None
+    if not path:
+        raise ValueError("store must be a directory path or an fsspec URL, got ''")
+    return path
+
+
+def _check_lease(value: Any) -> float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value > 0 and math.isfinite(value)):
+        raise ValueError(f"lease must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def _default_backend() -> str:
     import os
 
@@ -210,6 +268,10 @@ _checks: dict[str, Callable[[Any], Any]] = {
     "max_tasks": _check_max_tasks,
     "mpi_timeout": _check_mpi_timeout,
     "mpi_broadcast_limit": _check_mpi_broadcast_limit,
+    "pool": _check_pool,
+    "redis": _check_redis,
+    "store": _check_store,
+    "lease": _check_lease,
 }
 
 
@@ -253,4 +315,13 @@ def resolve(options: dict[str, Any], where: str) -> dict[str, Any]:
         merged[name] = _checks[name](value)
     if merged["backend"] is None:
         merged["backend"] = _default_backend()
+    _env_defaults(merged)
     return merged
+
+
+def _env_defaults(merged: dict[str, Any]) -> None:
+    import os
+
+    for name, var in (("redis", "TILEGRAPH_REDIS"), ("store", "TILEGRAPH_STORE")):
+        if merged[name] is None and os.environ.get(var):
+            merged[name] = _checks[name](os.environ[var])

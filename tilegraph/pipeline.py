@@ -108,7 +108,10 @@ def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | No
             g = graph
 
             def placed() -> list[int]:
-                return place(g, processes, initial=initial, model=model).tolist()
+                own = None if backend is None else backend.place_tasks(
+                    g, processes, initial=initial, model=model)
+                return own if own is not None else place(
+                    g, processes, initial=initial, model=model).tolist()
 
             workers = backend.decide(placed) if backend is not None else placed()
             graph = graph.with_meta(worker=workers)
@@ -179,7 +182,8 @@ def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
 
 
 def _backend(opts: dict[str, Any]) -> Backend:
-    backend = make_backend(opts["backend"], opts["workers"])
+    backend = make_backend(opts["backend"], opts["workers"], pool=opts["pool"],
+                           redis=opts["redis"], store=opts["store"], lease=opts["lease"])
     backend.collective_timeout = opts["mpi_timeout"]
     return backend
 

@@ -123,7 +123,7 @@ def test_failing_task():
     ("kwargs", "error", "match"),
     [
         ({"backend": "gpu"}, ValueError,
-         "unknown backend 'gpu'; choose one of: mpi, sync, threads"),
+         "unknown backend 'gpu'; choose one of: mpi, serverless, sync, threads"),
         ({"workers": 0}, ValueError, "workers must be a positive integer"),
         ({"workers": 1.5}, ValueError, "workers must be a positive integer"),
         ({"retries": -1}, ValueError, "retries must be a non-negative integer"),

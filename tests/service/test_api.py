@@ -367,7 +367,7 @@ def test_serve_refuses_an_open_address_without_tls(tmp_path, capsys):
 
 def test_serve_defaults_to_the_serverless_pool(tmp_path, capsys):
     try:
-        import tilegraph.serverless  # noqa: F401
+        import tilegraph.serverless
     except ImportError:
         from tilegraph.cli import main
 
@@ -375,14 +375,37 @@ def test_serve_defaults_to_the_serverless_pool(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "the serverless engine is unavailable" in err and "--local" in err
         return
+    import tilegraph as tg
+
     srv = Server(tmp_path / "data", "--workers", "2", local=False)
     try:
-        assert srv.get("/api/info")["pool"] == "serverless"
+        info = srv.get("/api/info")
+        assert info["pool"] == "serverless" and "redis://" in info["description"]
         job = wait(srv, submit(srv, SUM_SCRIPT, args=["6", "float64"]))
         assert job["state"] == "done", job
+        a = np.arange(42.0).reshape(6, 7)
+        stdout = json.loads(srv.request("GET", f"/api/jobs/{job['id']}/result")[1])["stdout"]
+        assert stdout.splitlines()[0] == f"float64 {((a * 2 + 1).T @ a).sum()}"
+        assert job["tasks_done"] == job["tasks_total"] > 0
         workers = srv.get("/api/workers")
-        assert workers and set(workers[0]) >= {"id", "pid", "host", "task", "lease_expires",
-                                               "rss", "started"}
+        assert len(workers) >= 2 and all(w["pid"] > 0 and w["rss"] > 0 for w in workers)
+        assert set(workers[0]) >= {"id", "pid", "host", "task", "lease_expires", "rss",
+                                   "started"}
+        client = tg.Client(srv.url, token=TOKEN)
+        x = tg.from_numpy(a, chunks=(4, 3))
+        (gram,) = client.compute(x.T @ x)
+        np.testing.assert_allclose(gram, a.T @ a)
+        # cancel mid-run: the pool's workers stop taking its tasks
+        long_id = submit(srv, LONG_SCRIPT, name="long.py")
+        wait(srv, long_id, until=lambda j: j["tasks_done"] >= 3 or j["state"] in
+             ("done", "failed", "cancelled"))
+        srv.request("DELETE", f"/api/jobs/{long_id}")
+        job = wait(srv, long_id, timeout=20)
+        assert job["state"] == "cancelled" and job["tasks_done"] < 401
+        deadline = time.monotonic() + 10
+        while any(w["task"] for w in srv.get("/api/workers")):
+            assert time.monotonic() < deadline, srv.get("/api/workers")
+            time.sleep(0.1)
     finally:
         srv.stop()
 

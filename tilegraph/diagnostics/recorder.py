@@ -25,7 +25,16 @@ import socket
 import time
 from typing import Any
 
-from tilegraph.runtime.events import Event, RunEnd, RunStart, TaskEnd, TaskFailed, Transfer
+from tilegraph.runtime.events import (
+    Event,
+    LeaseExpired,
+    RunEnd,
+    RunStart,
+    TaskEnd,
+    TaskFailed,
+    Transfer,
+    WorkersScaled,
+)
 
 #: The ``format`` of every recording, and the ``version`` of its layout.
 FORMAT = "tilegraph-report-recording"
@@ -72,6 +81,8 @@ class Recorder:
         self._transfers: list[tuple[Any, ...]] = []
         self._memory: list[tuple[float, int]] = []
         self._failures: list[tuple[str, str, int, str, bool]] = []
+        self._alive: list[tuple[float, int]] = []  # serverless: workers alive over time
+        self._expired: list[tuple[float, str]] = []  # serverless: leases that expired
         self._end: dict[str, Any] | None = None
 
     def _held(self, t: float, held: int) -> None:
@@ -107,6 +118,10 @@ class Recorder:
                          "elapsed": float(event.elapsed), "peak_bytes": int(event.peak_bytes),
                          "spilled_bytes": int(event.spilled_bytes),
                          "unspilled_bytes": int(event.unspilled_bytes)}
+        elif isinstance(event, WorkersScaled):
+            self._alive.append((float(event.time), int(event.alive)))
+        elif isinstance(event, LeaseExpired):
+            self._expired.append((float(event.time), _key_text(event.key)))
         elif isinstance(event, TaskFailed):
             self._failures.append((_key_text(event.key), str(event.name), int(event.worker),
                                    type(event.error).__name__, bool(event.retry)))
@@ -128,5 +143,6 @@ class Recorder:
             "transfers": [(_key_text(key), int(src), int(dst), int(nb), float(s), float(e))
                           for key, src, dst, nb, s, e in self._transfers],
             "memory": list(self._memory), "failures": list(self._failures),
+            "alive": list(self._alive), "expired": list(self._expired),
             "end": None if self._end is None else dict(self._end),
         }

@@ -34,7 +34,7 @@ import secrets
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from itertools import pairwise
 from typing import Any
@@ -106,6 +106,8 @@ class _Process:
     memory: list[tuple[float, int]]
     failures: int
     end: dict[str, Any] | None
+    alive: list[tuple[float, int]] = field(default_factory=list)
+    expired: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def stop(self) -> float | None:
@@ -132,9 +134,9 @@ def _validate(recordings: object) -> list[dict[str, Any]]:
         if rec.get("version") != VERSION:
             raise ValueError(f"recordings[{i}] has version {rec.get('version')!r}; this "
                              f"report reads version {VERSION}")
-        for field in ("tasks", "transfers", "memory"):
-            if not isinstance(rec.get(field), (list, tuple)):
-                raise ValueError(f"recordings[{i}][{field!r}] is missing or not a list")
+        for name in ("tasks", "transfers", "memory"):
+            if not isinstance(rec.get(name), (list, tuple)):
+                raise ValueError(f"recordings[{i}][{name!r}] is missing or not a list")
         rank = rec.get("rank")
         if not isinstance(rank, int):
             raise ValueError(f"recordings[{i}]['rank'] is {rank!r}, not an int")
@@ -178,6 +180,8 @@ def _processes(recs: list[dict[str, Any]]) -> list[_Process]:
             memory=[(t - o, int(h)) for t, h in rec["memory"]],
             failures=len(rec.get("failures") or ()),
             end=rec.get("end"),
+            alive=[(t - o, int(n)) for t, n in rec.get("alive") or ()],
+            expired=[(t - o, str(k)) for t, k in rec.get("expired") or ()],
         ))
     return sorted(procs, key=lambda p: p.rank)
 
@@ -579,6 +583,60 @@ def _memory_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
     yield "</section>\n"
 
 
+def _pool_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
+    """Serverless runs: workers alive (a step line) and tasks finished per second (bars)
+    over time, with a mark at each expired lease: how a pool recovers from lost workers."""
+    pools = [p for p in procs if p.alive]
+    if not pools:
+        return
+    p = pools[0]
+    yield "<section><h2>Pool: workers alive and tasks per second</h2>\n"
+    span = max(scale.hi - scale.lo, 1e-9)
+    nbins = max(1, min(120, int(span) + 1))
+    width = span / nbins
+    counts = [0] * nbins
+    for t in p.tasks:
+        if t[4] == "pool":
+            k = min(nbins - 1, max(0, int((t[2] - scale.lo) / width)))
+            counts[k] += 1
+    rates = [c / width for c in counts]
+    top_rate = max(max(rates), 1e-9)
+    top_alive = max(max(n for _, n in p.alive), 1)
+    y0, height = 8.0, float(_MEMORY_HEIGHT)
+    yield _svg_open(_LEFT + _PLOT + _RIGHT, y0 + height + _AXIS,
+                    "workers alive and tasks per second over time")
+    yield from _time_axis(scale, y0, y0 + height)
+    for k, r in enumerate(rates):
+        if r:
+            x0 = scale.x(scale.lo + k * width)
+            x1 = scale.x(scale.lo + (k + 1) * width)
+            h = r / top_rate * height
+            yield (f'<rect x="{_n(x0)}" y="{_n(y0 + height - h)}" width="{_n(max(x1 - x0 - 1, 1))}"'
+                   f' height="{_n(h)}" fill="#9ecae1"><title>{r:.1f} tasks/s</title></rect>')
+    pts = []
+    last = None
+    for t, n in p.alive:
+        yv = y0 + height - n / top_alive * height
+        if last is not None:
+            pts.append((scale.x(t), last))
+        pts.append((scale.x(t), yv))
+        last = yv
+    if pts:
+        pts.append((scale.x(scale.hi), last))
+        text = " ".join(f"{_n(a)},{_n(b)}" for a, b in pts)
+        yield (f'<polyline fill="none" stroke="#d62728" stroke-width="2" points="{text}">'
+               f"<title>workers alive (most: {top_alive})</title></polyline>")
+    for t, key in p.expired:
+        x = scale.x(t)
+        yield (f'<line x1="{_n(x)}" y1="{y0}" x2="{_n(x)}" y2="{_n(y0 + height)}" '
+               f'stroke="#ff7f0e" stroke-dasharray="3,2"><title>lease expired: '
+               f"{escape(key)}</title></line>")
+    yield "</svg>\n"
+    yield (f'<p class="note">Red line: workers alive (0 to {top_alive}); bars: tasks '
+           f"finished per second (most {top_rate:.1f}); dashed: {len(p.expired)} expired "
+           "leases (tasks offered again).</p>\n</section>\n")
+
+
 # -- tables and page ---------------------------------------------------------------------------
 
 
@@ -640,6 +698,7 @@ def _page(procs: list[_Process], scale: _Scale, title: str,
     yield f'<p class="meta">{escape(meta)}</p>\n'
     yield from _task_stream(procs, scale, merge)
     yield from _memory_chart(procs, scale)
+    yield from _pool_chart(procs, scale)
     yield from _process_table(procs)
     if summary is not None:
         yield f"<section><h2>Plan</h2>\n<pre>{escape(summary)}</pre>\n</section>\n"

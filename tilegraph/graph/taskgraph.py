@@ -138,6 +138,35 @@ def fill(template: Any, values: Sequence[Any]) -> Any:
     return template
 
 
+def prepare_call(func: Callable, mode: int, template: Any, kwargs: dict | None,
+                 inputs: list) -> tuple[Callable, Any, dict]:
+    """A task's call ``(func, args, kwargs)`` with its dependency values ``inputs`` filled
+    into its argument ``template`` (by its ``mode``) and ``kwargs``."""
+    if mode == MODE_DIRECT:
+        args = inputs
+    elif mode == MODE_FLAT:
+        args = [inputs[a.slot] if type(a) is Dep else a for a in template]
+    else:
+        args = fill(template, inputs)
+    return func, args, fill(kwargs, inputs) if kwargs else _NO_KWARGS
+
+
+def call_of(graph: TaskGraph, i: int, inputs: list) -> tuple[Callable, Any, dict]:
+    """The call of task ``i`` of ``graph`` given its dependency values (see
+    :func:`prepare_call`); a literal task's call returns its value."""
+    if graph.modes[i] == MODE_DATA:
+        return _identity, graph.args[i], _NO_KWARGS
+    return prepare_call(graph.funcs[i], graph.modes[i], graph.args[i], graph.kwargs.get(i),
+                        inputs)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+_NO_KWARGS: dict = {}
+
+
 def dep_slots(template: Any) -> set[int]:
     """The slots of every :class:`Dep` marker in a (nested) argument template."""
     tp = type(template)

@@ -39,6 +39,7 @@ import ast
 import inspect
 import re
 import textwrap
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -159,6 +160,9 @@ def _pow(a: Any, b: Any) -> Any:
 
 
 FUNCTIONS = {"ceil_div": ceil_div, "min": _min, "max": _max, "_pow": _pow}
+# CPython 3.11 can fail compiling in two threads at once ("AST constructor recursion depth
+# mismatch"): every compile of generated code holds this lock
+COMPILE_LOCK = threading.Lock()
 _CODE: dict[str, Any] = {}
 
 
@@ -178,7 +182,8 @@ class IntExpr:
     def eval(self, env: dict[str, Any]) -> Any:
         code = _CODE.get(self.src)
         if code is None:
-            code = _CODE[self.src] = compile(self.src, "<lambdapack expression>", "eval")
+            with COMPILE_LOCK:
+                code = _CODE[self.src] = compile(self.src, "<lambdapack expression>", "eval")
         return eval(code, FUNCTIONS, env)
 
     def __str__(self) -> str:

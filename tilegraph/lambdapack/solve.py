@@ -24,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.lambdapack.lang import FUNCTIONS, Access, Affine, IntExpr, Loop, Statement
+from tilegraph.lambdapack.lang import (
+    COMPILE_LOCK,
+    FUNCTIONS,
+    Access,
+    Affine,
+    IntExpr,
+    Loop,
+    Statement,
+)
 
 
 def _lcm(values: list[int]) -> int:
@@ -181,7 +189,9 @@ def solver_source(name: str, access: Access, loops: tuple[Loop, ...], conds: tup
 
 def compile_source(source: str, name: str) -> Any:
     namespace: dict[str, Any] = dict(FUNCTIONS)
-    exec(compile(source, f"<lambdapack {name}>", "exec"), namespace)
+    with COMPILE_LOCK:
+        code = compile(source, f"<lambdapack {name}>", "exec")
+    exec(code, namespace)
     return namespace[name]
 
 

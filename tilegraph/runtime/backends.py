@@ -101,6 +101,12 @@ class Backend(ABC):
         worker (the executor's ``parallel`` flags); ``None``: every task is."""
         return None
 
+    def place_tasks(self, graph: TaskGraph, processes: int, *, initial: str = "cyclic",
+                    model: Any = None) -> list[int] | None:
+        """The process of every task of ``graph`` (a ``worker`` column), for a backend of
+        several processes; ``None``: the planner's placement (:func:`tilegraph.plan.place`)."""
+        return None
+
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
                   ) -> Partition:
         """This process's part of ``graph`` (one process: all of it)."""
@@ -245,19 +251,34 @@ def _mpi_backend(workers: int | None = None) -> Backend:
     return MPIBackend(workers)
 
 
+def _serverless_backend(workers: int | None = None, **options: Any) -> Backend:
+    # redis-py is imported only when the backend is asked for
+    from tilegraph.runtime.serverless.backend import ServerlessBackend
+
+    return ServerlessBackend(workers, pool=options.get("pool"), redis=options.get("redis"),
+                             store=options.get("store"), lease=options.get("lease", 30.0))
+
+
 BACKENDS: dict[str, Callable[..., Backend]] = {
-    "sync": lambda workers=None: SyncBackend(),
-    "threads": lambda workers=None: ThreadsBackend(workers),
-    "mpi": _mpi_backend,
+    "sync": lambda workers=None, **options: SyncBackend(),
+    "threads": lambda workers=None, **options: ThreadsBackend(workers),
+    "mpi": lambda workers=None, **options: _mpi_backend(workers),
+    "serverless": _serverless_backend,
 }
 
 
-def make_backend(name: str, workers: int | None = None) -> Backend:
-    """The backend called ``name`` (see ``BACKENDS``)."""
+def make_backend(name: str, workers: int | None = None, **options: Any) -> Backend:
+    """The backend called ``name`` (see ``BACKENDS``); ``options``: the run's options
+    (a backend takes those it uses)."""
     try:
         factory = BACKENDS[name]
     except KeyError:
         raise ValueError(
             f"unknown backend {name!r}; choose one of: {', '.join(sorted(BACKENDS))}"
         ) from None
-    return factory(workers=workers)
+    import inspect
+
+    params = inspect.signature(factory).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        return factory(workers=workers)  # a factory that takes no options
+    return factory(workers=workers, **options)

@@ -93,7 +93,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.graph.taskgraph import MODE_DATA, MODE_DIRECT, MODE_FLAT, Dep, TaskGraph, fill
+from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph, prepare_call
 from tilegraph.runtime.events import (
     Release,
     RunEnd,
@@ -106,7 +106,6 @@ from tilegraph.runtime.events import (
 from tilegraph.runtime.memory import POLL_INTERVAL, MemoryManager, SpillStore
 
 WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
-_NO_KWARGS: dict = {}
 PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
 STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
 TINY, PARALLEL, UNKNOWN = range(3)  # values of ``parallel``
@@ -342,15 +341,8 @@ class Execution:
 
     def _prepare(self, i: int, inputs: list) -> tuple[Callable, list, dict]:
         """The call of task i as ``(func, args, kwargs)`` with its inputs filled in."""
-        mode = self._modes[i]
-        if mode == MODE_DIRECT:
-            args = inputs
-        elif mode == MODE_FLAT:
-            args = [inputs[a.slot] if type(a) is Dep else a for a in self._args[i]]
-        else:
-            args = fill(self._args[i], inputs)
-        kwargs = self._kwargs.get(i) if self._kwargs else None
-        return self._funcs[i], args, fill(kwargs, inputs) if kwargs else _NO_KWARGS
+        return prepare_call(self._funcs[i], self._modes[i], self._args[i],
+                            self._kwargs.get(i) if self._kwargs else None, inputs)
 
     # -- transitions (called with the lock held) -------------------------------------------
 

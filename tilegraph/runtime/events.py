@@ -131,6 +131,28 @@ class Transfer(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseExpired(Event):
+    """Serverless: the lease of task ``key`` held by ``worker`` (a worker id) expired at
+    ``time`` (its worker died or stalled); the task was offered again, for the ``lost``-th
+    time."""
+
+    key: Hashable
+    worker: str
+    time: float
+    lost: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkersScaled(Event):
+    """Serverless: ``alive`` workers served the pool at ``time`` (after the provisioner
+    started or stopped some, or some died: ``reason``)."""
+
+    time: float
+    alive: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnd(Event):
     """A run ended with ``status`` ``"done"``, ``"failed"`` or ``"cancelled"``.
     ``peak_bytes``: most bytes of results held in memory at once; ``spilled_bytes`` and

@@ -102,8 +102,9 @@ class ServerlessPool:
         return None
 
     def workers(self, running: list[Any]) -> list[dict[str, Any]]:
-        """The pool's workers, their current task, lease and memory."""
-        return [{k: w.get(k) for k in WORKER_KEYS} for w in self.pool.workers()]
+        """The pool's workers, their current task, lease and memory (with whatever else
+        the pool says of them, such as tasks done)."""
+        return [{**{k: w.get(k) for k in WORKER_KEYS}, **w} for w in self.pool.workers()]
 
     def describe(self) -> str:
         """The pool in words, for the dashboard."""

@@ -26,6 +26,7 @@ after Ctrl-C, the script's own status after ``sys.exit``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -71,6 +72,7 @@ class EventSink:
             "runs": 0, "tasks_total": 0, "tasks_done": 0, "held_bytes": 0, "peak_bytes": 0,
             "spilled_bytes": 0, "current": {}, "plan": [], "events_dropped": 0}
         self._run_spilled = 0
+        self._run_total = self._run_done = 0
         self._thread = threading.Thread(target=self._loop, args=(interval,),
                                          name="service-event-sink", daemon=True)
         self._thread.start()
@@ -119,6 +121,9 @@ class EventSink:
                                    "nworkers": e.nworkers, "backend": e.backend,
                                    "rank": e.rank, "time": e.time}
             if e.plan is not None:
+                # a serverless run's events tell of every task of the plan, not only of
+                # those the driver runs (its ntasks)
+                rec["plan_tasks"] = len(e.plan.graph)
                 try:
                     rec["summary"] = _plan_summary(e.plan, e.nworkers)
                 except Exception as exc:  # a summary never fails the run it describes
@@ -129,7 +134,12 @@ class EventSink:
                     "elapsed": e.elapsed, "peak_bytes": e.peak_bytes,
                     "spilled_bytes": e.spilled_bytes, "unspilled_bytes": e.unspilled_bytes,
                     "time": at}
-        return {"type": tp.__name__, "time": at}
+        rec = {"type": tp.__name__, "time": at}  # an event this writer does not know
+        for f in dataclasses.fields(e):
+            value = getattr(e, f.name)
+            if isinstance(value, (int, float, str, bool)) or value is None:
+                rec[f.name] = value
+        return rec
 
     def _count(self, rec: dict[str, Any]) -> bool:
         """Fold one event into the progress; whether it is written to the file."""
@@ -141,6 +151,7 @@ class EventSink:
             p["peak_bytes"] = max(p["peak_bytes"], held)
         if kind == "TaskEnd":
             p["tasks_done"] += 1
+            self._run_done += 1
             p["current"].pop(str(rec["worker"]), None)
         elif kind == "TaskStart":
             p["current"][str(rec["worker"])] = rec["name"]
@@ -149,7 +160,9 @@ class EventSink:
             p["spilled_bytes"] += rec["nbytes"]
         elif kind == "RunStart":
             p["runs"] += 1
-            p["tasks_total"] += rec["ntasks"]
+            self._run_total = max(rec["ntasks"], rec.get("plan_tasks", 0))
+            self._run_done = 0
+            p["tasks_total"] += self._run_total
             self._run_spilled = 0
             if rec.get("summary"):
                 p["plan"] = [*p["plan"], rec["summary"]][-MAX_SUMMARIES:]
@@ -159,6 +172,9 @@ class EventSink:
             # the executor's count is the truth (a clean spill may write nothing)
             p["spilled_bytes"] += rec["spilled_bytes"] - self._run_spilled
             p["current"] = {}
+            if rec["status"] == "done":  # a finished run's tasks, as they were counted
+                p["tasks_total"] += self._run_done - self._run_total
+                self._run_total = self._run_done
             return True
         if self._room > 0:
             self._room -= 1

