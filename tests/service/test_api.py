@@ -386,7 +386,10 @@ def test_serve_defaults_to_the_serverless_pool(tmp_path, capsys):
         a = np.arange(42.0).reshape(6, 7)
         stdout = json.loads(srv.request("GET", f"/api/jobs/{job['id']}/result")[1])["stdout"]
         assert stdout.splitlines()[0] == f"float64 {((a * 2 + 1).T @ a).sum()}"
-        assert job["tasks_done"] == job["tasks_total"] > 0
+        # every task of the plans, the pool's included (a last event may come after the
+        # run has returned, and is not counted)
+        assert job["tasks_total"] - 1 <= job["tasks_done"] <= job["tasks_total"]
+        assert job["tasks_total"] > 40 and job["progress"] == 1.0
         workers = srv.get("/api/workers")
         assert len(workers) >= 2 and all(w["pid"] > 0 and w["rss"] > 0 for w in workers)
         assert set(workers[0]) >= {"id", "pid", "host", "task", "lease_expires", "rss",

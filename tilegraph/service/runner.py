@@ -72,7 +72,6 @@ class EventSink:
             "runs": 0, "tasks_total": 0, "tasks_done": 0, "held_bytes": 0, "peak_bytes": 0,
             "spilled_bytes": 0, "current": {}, "plan": [], "events_dropped": 0}
         self._run_spilled = 0
-        self._run_total = self._run_done = 0
         self._thread = threading.Thread(target=self._loop, args=(interval,),
                                          name="service-event-sink", daemon=True)
         self._thread.start()
@@ -122,7 +121,7 @@ class EventSink:
                                    "rank": e.rank, "time": e.time}
             if e.plan is not None:
                 # a serverless run's events tell of every task of the plan, not only of
-                # those the driver runs (its ntasks)
+                # those the driver runs (its ntasks); some may come after its RunEnd
                 rec["plan_tasks"] = len(e.plan.graph)
                 try:
                     rec["summary"] = _plan_summary(e.plan, e.nworkers)
@@ -151,7 +150,6 @@ class EventSink:
             p["peak_bytes"] = max(p["peak_bytes"], held)
         if kind == "TaskEnd":
             p["tasks_done"] += 1
-            self._run_done += 1
             p["current"].pop(str(rec["worker"]), None)
         elif kind == "TaskStart":
             p["current"][str(rec["worker"])] = rec["name"]
@@ -160,9 +158,7 @@ class EventSink:
             p["spilled_bytes"] += rec["nbytes"]
         elif kind == "RunStart":
             p["runs"] += 1
-            self._run_total = max(rec["ntasks"], rec.get("plan_tasks", 0))
-            self._run_done = 0
-            p["tasks_total"] += self._run_total
+            p["tasks_total"] += max(rec["ntasks"], rec.get("plan_tasks", 0))
             self._run_spilled = 0
             if rec.get("summary"):
                 p["plan"] = [*p["plan"], rec["summary"]][-MAX_SUMMARIES:]
@@ -172,9 +168,6 @@ class EventSink:
             # the executor's count is the truth (a clean spill may write nothing)
             p["spilled_bytes"] += rec["spilled_bytes"] - self._run_spilled
             p["current"] = {}
-            if rec["status"] == "done":  # a finished run's tasks, as they were counted
-                p["tasks_total"] += self._run_done - self._run_total
-                self._run_total = self._run_done
             return True
         if self._room > 0:
             self._room -= 1
