@@ -14,12 +14,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,mpi]'
 	touch $(STAMP)
 
-# Debian packages the tests use (Graphviz draws LambdaPACK DAGs); installed when missing
-# and this is a Debian machine we may administer, else the tests that need them say so.
+# Debian packages the tests use (Graphviz draws LambdaPACK DAGs; headless Chromium runs the
+# service's dashboard test); installed when missing and this is a Debian machine we may
+# administer, else the tests that need them say so and are skipped.
+SYSPKGS_MISSING = $(if $(shell command -v dot),,graphviz) \
+                  $(if $(shell command -v chromium),,chromium)
 sysdeps:
-	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	@[ -z "$(strip $(SYSPKGS_MISSING))" ] || { command -v apt-get >/dev/null 2>&1 && \
 	  [ "$$(id -u)" = 0 ] && (apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null); } || true
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSPKGS_MISSING) >/dev/null); \
+	  } || true
 
 run: $(STAMP)
 	$(VENV)/bin/tilegraph demo
@@ -44,6 +48,7 @@ bench: $(STAMP)
 	$(PY) bench/mpi_matmul.py
 	$(PY) bench/linalg.py
 	$(PY) bench/lambdapack.py
+	$(PY) bench/service_load.py
 	mkdir -p bench/results
 	$(PY) bench/suite.py --csv bench/results/suite.csv --png bench/results/suite.png
 

@@ -13,11 +13,13 @@ from tilegraph.array import linalg, random, sparse
 from tilegraph.graph import CycleError, GraphBuilder, GraphError, TaskGraph
 from tilegraph.pipeline import PlanTooLargeError, get, last_run, run
 from tilegraph.runtime import MemoryLimitError, subscribe
+from tilegraph.service.client import Client
 
 __version__ = "0.1.0"
 
 __all__ = [
     *_array_all,
+    "Client",
     "CycleError",
     "GraphBuilder",
     "GraphError",

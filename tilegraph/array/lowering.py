@@ -31,6 +31,13 @@ class OutputBuffer:
         self._array: np.ndarray | None = None
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:  # a plan is pickled to run elsewhere
+        return {"shape": self.shape, "dtype": self.dtype, "_array": self._array}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def array(self) -> np.ndarray:
         if self._array is None:
