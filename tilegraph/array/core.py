@@ -68,12 +68,12 @@ class Array(NDArrayOperatorsMixin):
     array([15., 18., 21., 24.])
     """
 
-    __slots__ = ("blocks", "chunks", "dtype", "shape")
+    __slots__ = ("chunks", "collection", "dtype", "shape")
     __array_priority__ = 20
     is_sparse = False  # blocks are NumPy arrays (SparseArray: scipy.sparse blocks)
 
     def __init__(self, blocks: Blocks, shape: Sequence[int], chunks: Chunks, dtype: Any):
-        self.blocks = blocks
+        self.collection = blocks
         self.shape = tuple(int(s) for s in shape)
         self.chunks = tuple(tuple(int(c) for c in axis) for axis in chunks)
         self.dtype = np.dtype(dtype)
@@ -84,7 +84,7 @@ class Array(NDArrayOperatorsMixin):
 
     @property
     def name(self) -> str:
-        return self.blocks.name
+        return self.collection.name
 
     @property
     def ndim(self) -> int:
@@ -124,7 +124,7 @@ class Array(NDArrayOperatorsMixin):
         """Tasks in this array's plan before fusion (counted without building the plan)."""
         from tilegraph.algebra.blocks import count_tasks
 
-        return count_tasks([self.blocks])
+        return count_tasks([self.collection])
 
     def __repr__(self) -> str:
         # O(1) in the size of the plan: shapes only (``ntasks`` and ``explain()`` say more)
