@@ -113,7 +113,7 @@ def test_visualize_draws_the_task_graph(tmp_path):
     else:
         out = y.visualize(str(tmp_path / "g.svg"))
         assert "<svg" in Path(out).read_text()
-    with pytest.raises(ValueError, match=".svg, .png"):
+    with pytest.raises(ValueError, match=r"\.svg, \.png"):
         y.visualize(str(tmp_path / "g.txt"))
 
 

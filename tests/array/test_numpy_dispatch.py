@@ -12,7 +12,7 @@ from tilegraph.algebra.blocks import lower
 rng = np.random.default_rng(11)
 A = rng.standard_normal((9, 7))
 A32 = A.astype(np.float32)
-I = rng.integers(0, 20, (9, 7)).astype(np.int64)
+INTS = rng.integers(0, 20, (9, 7)).astype(np.int64)
 
 
 def x_of(a, chunks=(4, 3)):
@@ -26,7 +26,7 @@ def check(got, want, rtol=1e-10):
     np.testing.assert_allclose(value, want, rtol=rtol, atol=1e-12)
 
 
-@pytest.mark.parametrize("a", [A, A32, I], ids=["f8", "f4", "i8"])
+@pytest.mark.parametrize("a", [A, A32, INTS], ids=["f8", "f4", "i8"])
 @pytest.mark.parametrize("axis", [0, 1, None])
 def test_scans_sorts_and_order_statistics(a, axis):
     x = x_of(a)
@@ -62,10 +62,10 @@ def test_sample_sort_is_blocked_not_gathered():
 
 
 def test_unique_histogram_bincount():
-    x = x_of(I)
+    x = x_of(INTS)
     for got, want in zip(np.unique(x, return_index=True, return_inverse=True,
                                    return_counts=True),
-                         np.unique(I, return_index=True, return_inverse=True,
+                         np.unique(INTS, return_index=True, return_inverse=True,
                                    return_counts=True), strict=True):
         np.testing.assert_array_equal(got.compute(), want)
     h, e = np.histogram(x_of(A), bins=5)
@@ -75,10 +75,10 @@ def test_unique_histogram_bincount():
     h, e = np.histogram(x_of(A), bins=[-1, 0, 0.5, 3], weights=x_of(A32), density=True)
     hw, _ = np.histogram(A, bins=[-1, 0, 0.5, 3], weights=A32, density=True)
     np.testing.assert_allclose(h.compute(), hw, rtol=1e-5)
-    flat = tg.from_numpy(I.ravel(), chunks=10)
-    check(np.bincount(flat), np.bincount(I.ravel()))
+    flat = tg.from_numpy(INTS.ravel(), chunks=10)
+    check(np.bincount(flat), np.bincount(INTS.ravel()))
     check(np.bincount(flat, weights=flat * 0.5, minlength=40),
-          np.bincount(I.ravel(), weights=I.ravel() * 0.5, minlength=40))
+          np.bincount(INTS.ravel(), weights=INTS.ravel() * 0.5, minlength=40))
 
 
 def test_nan_reductions():
