@@ -23,7 +23,7 @@ from tilegraph.array.chunks import (
     numblocks,
     offsets,
 )
-from tilegraph.array.core import Array, asarray, dense_only, tokenize
+from tilegraph.array.core import Array, ViewBlocks, asarray, dense_only, from_numpy, tokenize
 from tilegraph.graph.taskgraph import Dep, Lit
 
 
@@ -113,7 +113,8 @@ def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
 
 def rechunk(x: Array, chunks: Any) -> Array:
     """The same array with new block sizes. A new block inside one old block is a view;
-    one spanning several is assembled from their pieces."""
+    one spanning several is assembled from their pieces (or is a view as well, when the
+    blocks are views of one NumPy array)."""
     x = asarray(x)
     if isinstance(chunks, dict):  # axes not named keep their blocks
         chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
@@ -121,6 +122,9 @@ def rechunk(x: Array, chunks: Any) -> Array:
     new = normalize_chunks(chunks, x.shape, x.dtype)
     if new == x.chunks:
         return x
+    if type(x.collection) is ViewBlocks and type(x) is Array:
+        # blocks that are views of one NumPy array: any new block is a view too
+        return from_numpy(x.collection.array, chunks=new)
     per_axis = [_axis_pieces(o, n) for o, n in zip(x.chunks, new, strict=True)]
     token = tokenize("rechunk", x, new)
     xkey = x.collection.key

@@ -1,9 +1,9 @@
 """Blocked scans: ``cumsum``, ``cumprod``, ``ufunc.accumulate`` and ``diff``.
 
-A scan along an axis is three small steps per block: the block's own scan, its total (the
-last slice of that scan), and the carry from the blocks before it (a chain of slice-sized
-tasks along the axis); the output block is ``op(carry, own scan)``. Only the carries travel
-between blocks, so the scan costs one pass over the data.
+A scan along an axis is three small steps per block: the block's total (a reduction along
+the axis), the carry from the blocks before it (a chain of slice-sized tasks along the
+axis), and the block's own scan with the carry applied in place. Only the carries travel
+between blocks and no block waits for another block's scan.
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.arange(1, 8), chunks=3)
@@ -31,21 +31,20 @@ ASSOCIATIVE = (np.add, np.multiply, np.maximum, np.minimum, np.fmax, np.fmin,
                np.bitwise_or, np.bitwise_xor)
 
 
-def _local_scan(ufunc: np.ufunc, axis: int, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
-    return ufunc.accumulate(block, axis=axis, dtype=dtype)
-
-
-def _last(axis: int, block: np.ndarray) -> np.ndarray:
-    return np.take(block, [-1], axis=axis)
+def _total(ufunc: np.ufunc, axis: int, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
+    return ufunc.reduce(block, axis=axis, dtype=dtype, keepdims=True)
 
 
 def _carry(ufunc: np.ufunc, prev: np.ndarray, total: np.ndarray) -> np.ndarray:
     return ufunc(prev, total)
 
 
-def _apply_carry(ufunc: np.ufunc, dtype: np.dtype, carry: np.ndarray, local: np.ndarray
-                 ) -> np.ndarray:
-    return ufunc(carry, local, dtype=dtype)
+def _scan(ufunc: np.ufunc, axis: int, dtype: np.dtype, block: np.ndarray,
+          carry: np.ndarray | None = None) -> np.ndarray:
+    out = ufunc.accumulate(block, axis=axis, dtype=dtype)
+    if carry is not None:
+        ufunc(carry, out, out=out)  # ``out`` is this task's own new array
+    return out
 
 
 def accumulate(ufunc: np.ufunc, x: Any, axis: int | None = 0, dtype: Any = None) -> Array:
@@ -78,8 +77,6 @@ def accumulate(ufunc: np.ufunc, x: Any, axis: int | None = 0, dtype: Any = None)
     grid = x.numblocks
     key = x.collection.key
     op = ufunc.__name__
-    local = f"{op}-scan-{token}"
-    last = f"{op}-total-{token}"
     carry = f"{op}-carry-{token}"
     itemsize = dtype.itemsize
     chunks = x.chunks
@@ -87,34 +84,26 @@ def accumulate(ufunc: np.ufunc, x: Any, axis: int | None = 0, dtype: Any = None)
     def nbytes(c: tuple[int, ...]) -> int:
         return itemsize * math.prod(chunks[a][i] for a, i in enumerate(c))
 
-    scans = apply_blocks(local, grid, [x.collection],
-                         lambda c: (_local_scan, [key(c)], (ufunc, axis, dtype, Dep(0))),
-                         kind="elementwise", name=f"{op}-scan", nbytes=nbytes)
-    totals = apply_blocks(last, grid, [scans],
-                          lambda c: (_last, [scans.key(c)], (axis, Dep(0))),
-                          kind="getitem", name=f"{op}-total")
-
-    def carry_of(c: tuple[int, ...]) -> tuple:
-        # carry of block c: everything before it along the axis (block 0 has none)
-        prev = (*c[:axis], c[axis] - 1, *c[axis + 1:])
-        if c[axis] == 1:
-            return _identity, [totals.key(prev)], None
-        return _carry, [(carry, *prev), totals.key(prev)], (ufunc, Dep(0), Dep(1))
-
-    carry_grid = tuple(g - 1 if a == axis else g for a, g in enumerate(grid))
+    # the total of every block but the last along the axis; the carry into block j is the
+    # total of blocks 0 .. j-1, a chain of slice-sized tasks
+    total_grid = tuple(g - 1 if a == axis else g for a, g in enumerate(grid))
+    totals = apply_blocks(f"{op}-total-{token}", total_grid, [x.collection],
+                          lambda c: (_total, [key(c)], (ufunc, axis, dtype, Dep(0))),
+                          kind="partial", name=f"{op}-total")
 
     def carry_task(c: tuple[int, ...]) -> tuple:
-        return carry_of((*c[:axis], c[axis] + 1, *c[axis + 1:]))
+        if c[axis] == 0:
+            return _identity, [totals.key(c)], None
+        return _carry, [(carry, *c), totals.key(c)], (ufunc, Dep(0), Dep(1))
 
-    carries = _shifted(carry, carry_grid, [totals], carry_task, axis)
+    carries = _shifted(carry, total_grid, [totals], carry_task, axis)
 
     def out_of(c: tuple[int, ...]) -> tuple:
         if c[axis] == 0:
-            return _identity, [scans.key(c)], None
-        return (_apply_carry, [carries.key(c), scans.key(c)],
-                (ufunc, dtype, Dep(0), Dep(1)))
+            return _scan, [key(c)], (ufunc, axis, dtype, Dep(0))
+        return (_scan, [key(c), carries.key(c)], (ufunc, axis, dtype, Dep(0), Dep(1)))
 
-    blocks = apply_blocks(f"{op}-accumulate-{token}", grid, [scans, carries], out_of,
+    blocks = apply_blocks(f"{op}-accumulate-{token}", grid, [x.collection, carries], out_of,
                           kind="elementwise", name=f"{op}-accumulate", nbytes=nbytes)
     return Array(blocks, x.shape, x.chunks, dtype)
 

@@ -32,9 +32,9 @@ from tilegraph.graph.taskgraph import Dep, Lit
 # -- histograms and counts --------------------------------------------------------------------
 
 
-def _block_histogram(edges: np.ndarray, block: np.ndarray, weights: np.ndarray | None = None
-                     ) -> np.ndarray:
-    return np.histogram(block, bins=edges, weights=weights)[0]
+def _block_histogram(bins: Any, range_: Any, block: np.ndarray,
+                     weights: np.ndarray | None = None) -> np.ndarray:
+    return np.histogram(block, bins=bins, range=range_, weights=weights)[0]
 
 
 def _sum_all(op: str, parts: Any, dtype: np.dtype, length: int, token: str) -> Array:
@@ -64,10 +64,13 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False,
             lo, hi = range
         edges = np.histogram_bin_edges(np.array([], dtype=a.dtype if a.dtype.kind == "f"
                                                  else float), nbins, range=(lo, hi))
+        # equal bins: NumPy's fast path per block (the same edges and bin of every value)
+        spec: tuple = (nbins, (lo, hi))
     else:
         edges = np.asarray(bins)
         if edges.ndim != 1 or np.any(np.diff(edges) < 0):
             raise ValueError("histogram: bins must increase monotonically, when an array")
+        spec = (Lit(edges), None)
     nb = len(edges) - 1
     key = a.collection.key
     w = None
@@ -82,14 +85,14 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False,
     token = tokenize("histogram", a, edges.tobytes(), w)
     if w is None:
         parts = apply_blocks(f"histogram-partial-{token}", a.numblocks, [a.collection],
-                             lambda c: (_block_histogram, [key(c)], (Lit(edges), Dep(0))),
+                             lambda c: (_block_histogram, [key(c)], (*spec, Dep(0))),
                              kind="partial", name="histogram-partial")
     else:
         wkey = w.collection.key
         parts = apply_blocks(f"histogram-partial-{token}", a.numblocks,
                              [a.collection, w.collection],
                              lambda c: (_block_histogram, [key(c), wkey(c)],
-                                        (Lit(edges), Dep(0), Dep(1))),
+                                        (*spec, Dep(0), Dep(1))),
                              kind="partial", name="histogram-partial")
     hist = _sum_all("histogram", parts, dtype, nb, token)
     if density:
