@@ -6,7 +6,7 @@
 42
 """
 
-from tilegraph import config, lambdapack
+from tilegraph import array_api, config, lambdapack
 from tilegraph.array import *  # noqa: F403 - the NumPy-like API lives at the top level
 from tilegraph.array import __all__ as _array_all
 from tilegraph.array import linalg, random, sparse
@@ -25,6 +25,7 @@ __all__ = [
     "GraphError",
     "TaskGraph",
     "__version__",
+    "array_api",
     "config",
     "MemoryLimitError",
     "PlanTooLargeError",

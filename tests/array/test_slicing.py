@@ -263,11 +263,13 @@ def test_advanced_indexing_equals_numpy(index):
     np.testing.assert_array_equal(a[index].compute(), data[index])
 
 
-@pytest.mark.parametrize("index", [True, np.True_, np.array(True)])
-def test_boolean_scalar_index_raises(forbid_compute, index):
-    a = tg.from_numpy(make((3, 4)), chunks=2)
-    with pytest.raises(IndexError, match="boolean scalar"):
-        a[index]
+@pytest.mark.parametrize("index", [True, np.True_, np.array(True), False,
+                                   (0, np.False_, slice(1, 3))])
+def test_boolean_scalar_index_adds_an_axis_as_numpy(index):
+    data = make((3, 4))
+    a = tg.from_numpy(data, chunks=2)
+    np.testing.assert_array_equal(a[index].compute(), data[index])
+    assert a[index].shape == data[index].shape
 
 
 @pytest.mark.parametrize("index", [1.0, "a", (0, 1.5), {0}], ids=str)

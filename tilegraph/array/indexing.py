@@ -70,11 +70,14 @@ def getitem_advanced(x: Array, index: tuple) -> Array:
             "call .compute() first and index the NumPy result")
     pos = adv[0]
     item = _as_index_array(index[pos])
-    if item.ndim == 0:
-        raise IndexError("a boolean scalar index (x[True]) is not supported; use x[None] "
-                         "to add an axis")
+    if item.ndim == 0 and item.dtype.kind != "b":
+        raise IndexError("a 0-d integer array index: use an int")
+    # a boolean scalar adds an axis of length one, kept where the scalar is true
     k = item.ndim if item.dtype.kind == "b" else 1
-    basic = (*index[:pos], *([slice(None)] * k), *index[pos + 1:])
+    fill = [None] if item.ndim == 0 else [slice(None)] * k
+    if item.ndim == 0:
+        item = item.reshape(1)
+    basic = (*index[:pos], *fill, *index[pos + 1:])
     n_ell = sum(1 for i in basic if i is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")

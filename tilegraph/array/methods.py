@@ -301,6 +301,32 @@ def __array_namespace__(self: Array, *, api_version: str | None = None) -> Any:
     return xp
 
 
+def __index__(self: Array) -> int:
+    """The value of a 0-d integer array as a Python int."""
+    if self.ndim or self.dtype.kind not in "iu":
+        raise TypeError(f"only 0-d integer arrays can be used as an index (shape "
+                        f"{self.shape}, dtype {self.dtype})")
+    return int(self.compute())
+
+
+def __setitem__(self: Array, index: Any, value: Any) -> None:
+    raise TypeError("tilegraph arrays are immutable: build a new array instead, e.g. "
+                    "tilegraph.where(mask, value, x) for x[mask] = value")
+
+
+def __dlpack__(self: Array, /, *, stream: Any = None, max_version: Any = None,
+               dl_device: Any = None, copy: Any = None) -> Any:
+    """The computed array through DLPack (NumPy's)."""
+    kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                ("dl_device", dl_device), ("copy", copy)) if v is not None}
+    return np.asarray(self.compute()).__dlpack__(**kwargs)
+
+
+def __dlpack_device__(self: Array) -> tuple[int, int]:
+    """DLPack's CPU device."""
+    return (1, 0)
+
+
 def to_device(self: Array, device: Any, /, *, stream: Any = None) -> Array:
     """The array on ``device``; tilegraph has one device, ``"cpu"``."""
     if device != "cpu":
@@ -313,14 +339,31 @@ def device(self: Array) -> str:
     return "cpu"
 
 
+_INPLACE = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift",
+            "rshift", "and", "xor", "or")
+
+
+def _inplace(name: str) -> Callable:
+    def method(self: Array, other: Any) -> Array:
+        return getattr(self, f"__{name}__")(other)
+
+    method.__name__ = f"__i{name}__"
+    method.__doc__ = (f"``x {name}= y`` rebinds ``x`` to a new array (arrays are immutable: "
+                      "other references keep the old value).")
+    return method
+
+
 def install() -> None:
     """Attach these methods to :class:`Array` (idempotent)."""
     Array.blocks = property(blocks)
     Array.device = property(device)
     for func in (persist, to_dot, visualize, __reduce__, tolist, item, squeeze, flatten,
                  clip, round, argsort, nonzero, searchsorted, take, trace, diagonal, ptp,
-                 __array_namespace__, to_device):
+                 __array_namespace__, to_device, __index__, __setitem__, __dlpack__,
+                 __dlpack_device__):
         setattr(Array, func.__name__, func)
+    for name in _INPLACE:
+        setattr(Array, f"__i{name}__", _inplace(name))
     Array.cumsum = _scan_method("cumsum")
     Array.cumprod = _scan_method("cumprod")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import operator
+from builtins import max as builtins_max
 from typing import Any
 
 import numpy as np
@@ -224,8 +225,8 @@ def broadcast_to(x: Any, shape: Any) -> Array:
         return x
     from tilegraph.array.creation import full
 
-    _, chunks, (x, _) = align("broadcast_to", [x, full(shape, False, chunks=x.chunksize
-                                                       if len(shape) == x.ndim else "auto")])
+    like = tuple(builtins_max(1, c) for c in x.chunksize) if len(shape) == x.ndim else "auto"
+    _, chunks, (x, _) = align("broadcast_to", [x, full(shape, False, chunks=like)])
     imap = _index_map(x, shape)
     key = x.collection.key
     token = tokenize("broadcast_to", x, shape, chunks)
