@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean sysdeps
+.PHONY: run test lint bench clean sysdeps array-api
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ bench: $(STAMP)
 	$(PY) bench/service_load.py
 	mkdir -p bench/results
 	$(PY) bench/suite.py --csv bench/results/suite.csv --png bench/results/suite.png
+
+# The Array API conformance suite (data-apis/array-api-tests, a checkout outside this
+# project) against tilegraph and array-api-strict in one run; prints both pass counts.
+ARRAY_API_TESTS ?= ../shared/array-api-tests
+array-api: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[array-api]'
+	$(PY) bench/array_api.py --suite $(ARRAY_API_TESTS) --failures
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -282,14 +282,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tilegraph {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the main job: a blocked matmul checked against NumPy")
+    demo = sub.add_parser(
+        "demo", help="run the main job: an out-of-core matmul of .npy files against NumPy",
+        description="The main job of `make run`: writes two random n x n matrices as .npy "
+                    "files, computes their product with tilegraph arrays read block by block "
+                    "(with a progress bar), checks it against NumPy and prints both times "
+                    "(inputs written before any timing), the same product from memory, the "
+                    "path of the HTML report of the run, and the scheduler's tasks/second on "
+                    "a tree of 100,000 tiny tasks.")
     demo.add_argument("--n", type=_positive, default=4000, help="matrix size (default 4000)")
     demo.add_argument("--block", type=_positive, default=1000, help="block size (default 1000)")
     demo.add_argument("--backend", default="threads", choices=["threads", "sync"])
     demo.add_argument("--workers", type=_positive, default=None,
                       help="worker threads (default: one per core)")
+    demo.add_argument("--report", default=None,
+                      help="path of the HTML report (default: ./tilegraph-demo-report.html)")
     run = sub.add_parser(
-        "run", help="run a Python script on several MPI processes (backend 'mpi' by default)")
+        "run", help="run a Python script on several MPI processes (backend 'mpi' by default)",
+        description="Launch SCRIPT on NPROCS MPI ranks with mpiexec (the Open MPI wheel of "
+                    "the 'mpi' extra; no system MPI needed). Every rank runs the whole script "
+                    "with tilegraph's default backend set to 'mpi', so each compute() is one "
+                    "collective run over all ranks; small results come back on every rank, "
+                    "large ones on rank 0. Ctrl-C or SIGTERM is forwarded to the ranks.")
     run.add_argument("-n", "--np", dest="nprocs", type=_positive, required=True,
                      help="number of MPI processes (ranks)")
     run.add_argument("script", help="the Python script every rank runs")
@@ -368,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from tilegraph.demo import main as demo_main
 
-        return demo_main(args.n, args.block, args.backend, args.workers)
+        return demo_main(args.n, args.block, args.backend, args.workers, args.report)
     return 2
 
 
