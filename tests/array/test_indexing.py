@@ -90,3 +90,10 @@ def test_bad_indices_fail_clearly():
         y[[0, 1], [1, 2]]
     with pytest.raises(np.exceptions.AxisError):
         tg.take(y, [0], axis=3)
+
+
+def test_lazy_scalar_index_is_computed_first():
+    a = np.arange(10.0) * 2
+    x = tg.from_numpy(a, chunks=3)
+    assert float(x[x.argmax()].compute()) == 18.0
+    assert float(x[tg.asarray(np.int64(4))].compute()) == 8.0

@@ -70,8 +70,8 @@ def getitem_advanced(x: Array, index: tuple) -> Array:
             "call .compute() first and index the NumPy result")
     pos = adv[0]
     item = _as_index_array(index[pos])
-    if item.ndim == 0 and item.dtype.kind != "b":
-        raise IndexError("a 0-d integer array index: use an int")
+    if item.ndim == 0 and item.dtype.kind != "b":  # a lazy 0-d integer: its value first
+        return getitem(x, (*index[:pos], int(item.compute()), *index[pos + 1:]))
     # a boolean scalar adds an axis of length one, kept where the scalar is true
     k = item.ndim if item.dtype.kind == "b" else 1
     fill = [None] if item.ndim == 0 else [slice(None)] * k
