@@ -32,6 +32,15 @@ from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.graph.taskgraph import Dep, Lit
 
 
+def digest(values: np.ndarray) -> str:
+    """A name for the contents of a NumPy array (index values, splitters) in a token."""
+    import hashlib
+
+    data = np.ascontiguousarray(values)
+    return f"{data.dtype.str}{data.shape}" + hashlib.sha1(
+        data.tobytes(), usedforsecurity=False).hexdigest()
+
+
 def is_advanced(item: Any) -> bool:
     """Whether an index item asks for advanced (integer-array or boolean) indexing."""
     if isinstance(item, (Array, list)):
@@ -168,8 +177,7 @@ def take(x: Any, indices: Any, axis: int | None = None) -> Array:
     grid = numblocks(chunks)
     dtype = x.dtype
     xkey = x.collection.key
-    token = tokenize("take", x, axis, flat.tobytes().hex() if n <= 4096 else
-                     (n, int(flat.sum()), int((flat * np.arange(n)).sum())))
+    token = tokenize("take", x, axis, digest(flat))
 
     def task_of(coord: tuple[int, ...]) -> tuple:
         parts = plans[coord[axis]]

@@ -30,6 +30,7 @@ from tilegraph.algebra.blocks import apply_blocks, reduce_by_key
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import blocks_bytes, offsets
 from tilegraph.array.core import Array, asarray, from_numpy, tokenize
+from tilegraph.array.indexing import digest
 from tilegraph.graph.taskgraph import Dep, Lit
 
 SAMPLES_PER_BLOCK = 64
@@ -166,7 +167,7 @@ def _splitters(x: Array) -> tuple[np.ndarray, np.ndarray]:
     sample = np.sort(np.asarray(Array(samples, (sum(sizes),), (sizes,), x.dtype).compute()))
     picks = (np.arange(1, nb) * sample.size) // nb
     splitters = sample[picks]
-    counts = _map_blocks(f"bucket-counts-{tokenize('buckets', x, splitters.tobytes())}",
+    counts = _map_blocks(f"bucket-counts-{tokenize('buckets', x, digest(splitters))}",
                          _bucket_counts, [x.collection], (nb, 1), [lambda c: (c[0],)],
                          args=(Lit(splitters), Dep(0)), kind="partial", name="bucket-counts")
     table = Array(counts, (nb, nb), ((1,) * nb, (nb,)), np.int64).compute()
@@ -178,7 +179,7 @@ def _sample_sort(x: Array, with_index: bool) -> Array:
     nb = len(x.chunks[0])
     sizes = tuple(int(s) for s in table.sum(axis=0))
     starts = offsets(x.chunks[0])
-    token = tokenize("sample-sort", x, with_index, splitters.tobytes())
+    token = tokenize("sample-sort", x, with_index, digest(splitters))
     key = x.collection.key
     parts = apply_blocks(
         f"partition-{token}", (nb,), [x.collection],
@@ -291,7 +292,7 @@ def unique(x: Any, return_index: bool = False, return_inverse: bool = False,
 
 
 def _inverse(x: Array, values: np.ndarray) -> Array:
-    token = tokenize("unique-inverse", x, values.tobytes())
+    token = tokenize("unique-inverse", x, digest(values))
     blocks = _map_blocks(f"unique-inverse-{token}", _inverse_block, [x.collection],
                          x.numblocks, args=(Lit(values), Dep(0)), kind="elementwise",
                          name="unique-inverse")

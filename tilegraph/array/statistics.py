@@ -27,6 +27,7 @@ from tilegraph.algebra.blocks import apply_blocks, reduce_by_key
 from tilegraph.array import reductions
 from tilegraph.array.core import Array, asarray, compute, from_numpy, tokenize
 from tilegraph.array.elementwise import elemwise
+from tilegraph.array.indexing import digest
 from tilegraph.graph.taskgraph import Dep, Lit
 
 # -- histograms and counts --------------------------------------------------------------------
@@ -82,7 +83,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: bool = False,
         w = w.rechunk(a.chunks)
     dtype = np.histogram(np.zeros(1), edges,
                          weights=None if w is None else np.ones(1, w.dtype))[0].dtype
-    token = tokenize("histogram", a, edges.tobytes(), w)
+    token = tokenize("histogram", a, digest(edges), w)
     if w is None:
         parts = apply_blocks(f"histogram-partial-{token}", a.numblocks, [a.collection],
                              lambda c: (_block_histogram, [key(c)], (*spec, Dep(0))),
@@ -218,7 +219,7 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
 
     from tilegraph.array.chunks import numblocks
 
-    token = tokenize(op, y, q.tobytes(), q.shape, axis, method)
+    token = tokenize(op, y, digest(q), axis, method)
     blocks = apply_blocks(f"{op}-{token}", numblocks(chunks), [y.collection], task_of,
                           kind="sort", name=op)
     out = Array(blocks, tuple(sum(c) for c in chunks), chunks, dtype)
