@@ -3,7 +3,8 @@ array-api-strict in the same run; prints both pass counts.
 
 tilegraph's run skips only the tests listed in ``array_api_skips.txt`` (each with the reason
 the standard allows a lazy, immutable library to refuse it); array-api-strict's run skips
-nothing. Run: ``python bench/array_api.py [--suite ../shared/array-api-tests]
+nothing. Both run without hypothesis's per-example deadline (a speed limit, not a conformance
+check: a lazy array computes every element the suite inspects). Run: ``python bench/array_api.py [--suite ../shared/array-api-tests]
 [--max-examples 5] [--backend sync]``. Needs the ``array-api`` extra
 (``pip install -e '.[array-api]'``).
 """
@@ -34,6 +35,8 @@ def run(suite: Path, module: str, max_examples: int, skips: Path | None, backend
         cmd = [sys.executable, "-m", "pytest", "array_api_tests/", "-q", "-p",
                "no:cacheprovider", f"--max-examples={max_examples}", "--json-report",
                f"--json-report-file={report}", "--skips-file", str(skips or empty),
+               # per-example time limits measure speed, not conformance: off for both
+               "--disable-deadline",
                "--xfails-file", str(empty), *extra]
         subprocess.run(cmd, cwd=suite, env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
