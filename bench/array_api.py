@@ -4,7 +4,8 @@ array-api-strict in the same run; prints both pass counts.
 tilegraph's run skips only the tests listed in ``array_api_skips.txt`` (each with the reason
 the standard allows a lazy, immutable library to refuse it); array-api-strict's run skips
 nothing. Both run without hypothesis's per-example deadline (a speed limit, not a conformance
-check: a lazy array computes every element the suite inspects). Run: ``python bench/array_api.py [--suite ../shared/array-api-tests]
+check: a lazy array computes every element the suite inspects).
+Run: ``python bench/array_api.py [--suite ../shared/array-api-tests]
 [--max-examples 5] [--backend sync]``. Needs the ``array-api`` extra
 (``pip install -e '.[array-api]'``).
 """
@@ -66,8 +67,8 @@ def main() -> int:
         raise SystemExit(f"no array-api-tests checkout at {suite} (give --suite)")
     skips = ROOT / "array_api_skips.txt"
     results = {
-        "tilegraph": run(suite, "tilegraph.array_api", args.max_examples, skips, args.backend,
-                         extra),
+        "tilegraph": run(suite, "tilegraph.array.array_api", args.max_examples, skips,
+                         args.backend, extra),
         "array_api_strict": run(suite, "array_api_strict", args.max_examples, None,
                                 args.backend, extra),
     }

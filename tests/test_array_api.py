@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tilegraph as tg
-import tilegraph.array_api as xp
+from tilegraph import array_api as xp
 
 
 def test_namespace_has_the_standard_names_and_dtypes():

@@ -292,11 +292,12 @@ def ptp(self: Array, axis: Any = None, keepdims: bool = False) -> Array:
 
 
 def __array_namespace__(self: Array, *, api_version: str | None = None) -> Any:
-    """The Array API namespace of tilegraph arrays (:mod:`tilegraph.array_api`)."""
+    """The Array API namespace of tilegraph arrays (:mod:`tilegraph.array.array_api`,
+    also ``tilegraph.array_api``)."""
     if api_version not in (None, "2021.12", "2022.12", "2023.12"):
         raise ValueError(f"__array_namespace__: api_version {api_version!r} is not "
                          "supported (2023.12 and earlier)")
-    import tilegraph.array_api as xp
+    from tilegraph.array import array_api as xp
 
     return xp
 

@@ -1,5 +1,5 @@
 """The ``linalg`` and ``fft`` extensions of the Array API namespace
-(:mod:`tilegraph.array_api`).
+(:mod:`tilegraph.array.array_api`).
 
 Matrix functions of a 2-d array use the blocked algorithms of :mod:`tilegraph.linalg` where
 it has them (cholesky, qr, svd, solve, inv, det, slogdet, norms, products); the others, and
@@ -76,7 +76,7 @@ def _real(dtype: np.dtype) -> np.dtype:
 
 def linalg_namespace() -> SimpleNamespace:
     """The ``linalg`` extension."""
-    from tilegraph import array_api as xp
+    from tilegraph.array import array_api as xp
 
     def cholesky(x: Array, /, *, upper: bool = False) -> Array:
         _square("cholesky", x)
@@ -343,7 +343,7 @@ def fft_namespace() -> SimpleNamespace:
 
     def _shift(name: str) -> Any:
         def func(x: Array, /, *, axes: Any = None) -> Array:
-            from tilegraph import array_api as xp
+            from tilegraph.array import array_api as xp
 
             axs = tuple(range(x.ndim)) if axes is None else (
                 (axes,) if isinstance(axes, int) else tuple(axes))

@@ -687,7 +687,7 @@ def __array_namespace_info__() -> _Info:
     return _Info()
 
 
-from tilegraph import array_api_ext as _ext  # noqa: E402  (the extensions use this module)
+from tilegraph.array import array_api_ext as _ext  # noqa: E402  (it uses this module)
 
 linalg = _ext.linalg_namespace()
 fft = _ext.fft_namespace()
