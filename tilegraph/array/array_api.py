@@ -233,10 +233,16 @@ def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any =
 
 
 def can_cast(from_: Any, to: Any, /) -> builtins.bool:
-    """Whether ``from_`` (a dtype or an array) casts to ``to`` under the promotion rules."""
+    """Whether ``from_`` (a dtype or an array) promotes to ``to`` (no casts between bools,
+    integers and floating types, as in the standard's promotion lattice)."""
     if isinstance(from_, Array):
         from_ = from_.dtype
-    return builtins.bool(np.can_cast(from_, to, casting="safe"))
+    f, t = np.dtype(from_), np.dtype(to)
+    # the standard's promotion lattice: bools, integers and floating types apart
+    group = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 2}
+    if group[f.kind] != group[t.kind]:
+        return False
+    return builtins.bool(np.result_type(f, t) == t)
 
 
 def finfo(type: Any, /) -> Any:
