@@ -259,7 +259,7 @@ def test_library_qr_is_householder_qr_of_any_shape(shape, block, dtype):
     # tg.linalg.qr of a matrix of several column blocks is this program
     r2 = tg.linalg.qr(tg.from_numpy(a, chunks=block), mode="r")
     if shape[1] > block:
-        names = {n for n in tg.algebra.lower([r2.blocks]).build().meta["name"] if n}
+        names = {n for n in tg.algebra.lower([r2.collection]).build().meta["name"] if n}
         assert "hh_geqrt" in names
 
 

@@ -343,7 +343,7 @@ def householder_qr(a: Any, block: int | None = None) -> tuple[Array, Array]:
         return None
 
     q, r = program_blocks(
-        dag, name, {"A": (a.blocks, tuple), "I": (ident.blocks, tuple)},
+        dag, name, {"A": (a.collection, tuple), "I": (ident.collection, tuple)},
         [((M, K), lambda c: ("QS", c)),
          ((K, N), lambda c: ("RS", c) if c[1] >= c[0] else None)], shape_of, a.dtype)
     return (Array(q, (m, k), (rows, qcols), a.dtype), Array(r, (k, n), (qcols, cols), a.dtype))
