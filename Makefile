@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean sysdeps dask-suite
+.PHONY: run test lint bench clean sysdeps array-api dask-suite
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,12 +14,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,mpi]'
 	touch $(STAMP)
 
-# Debian packages the tests use (Graphviz draws LambdaPACK DAGs); installed when missing
-# and this is a Debian machine we may administer, else the tests that need them say so.
+# Debian packages the tests use (Graphviz draws LambdaPACK DAGs; headless Chromium runs the
+# service's dashboard test); installed when missing and this is a Debian machine we may
+# administer, else the tests that need them say so and are skipped.
+SYSPKGS_MISSING = $(if $(shell command -v dot),,graphviz) \
+                  $(if $(shell command -v chromium),,chromium)
 sysdeps:
-	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	@[ -z "$(strip $(SYSPKGS_MISSING))" ] || { command -v apt-get >/dev/null 2>&1 && \
 	  [ "$$(id -u)" = 0 ] && (apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null); } || true
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSPKGS_MISSING) >/dev/null); \
+	  } || true
 
 run: $(STAMP)
 	$(VENV)/bin/tilegraph demo
@@ -50,8 +54,16 @@ bench: $(STAMP)
 	$(PY) bench/linalg.py
 	$(PY) bench/lambdapack.py
 	$(PY) bench/interop.py
+	$(PY) bench/service_load.py
 	mkdir -p bench/results
 	$(PY) bench/suite.py --csv bench/results/suite.csv --png bench/results/suite.png
+
+# The Array API conformance suite (data-apis/array-api-tests, a checkout outside this
+# project) against tilegraph and array-api-strict in one run; prints both pass counts.
+ARRAY_API_TESTS ?= ../shared/array-api-tests
+array-api: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[array-api]'
+	$(PY) bench/array_api.py --suite $(ARRAY_API_TESTS) --failures
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -42,7 +42,7 @@ def plan_graph(x: tg.Array):
     """The TaskGraph of ``x`` (lowered and built, the garbage collector paused)."""
     gc.disable()
     try:
-        return lower([x.blocks]).build()
+        return lower([x.collection]).build()
     finally:
         gc.enable()
 

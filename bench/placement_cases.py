@@ -44,7 +44,7 @@ def simulated(result, p: int):
 
 def ungathered(result, p: int) -> int:
     """Bytes the placement of ``result`` moves, without the stores that gather it."""
-    g = lower([result.blocks]).build()
+    g = lower([result.collection]).build()
     return communication_volume(g, place(g, p), gather_to=None)[0]
 
 

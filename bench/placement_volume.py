@@ -55,8 +55,8 @@ def main() -> int:
     nb, bs = args.blocks, 1000
     a = tg.random.random((nb * bs, nb * bs), chunks=bs, seed=1)
     b = tg.random.random((nb * bs, nb * bs), chunks=bs, seed=2)
-    _left_name = a.blocks.name
-    g = lower([(a @ b).blocks]).build()
+    _left_name = a.collection.name
+    g = lower([(a @ b).collection]).build()
     print(f"matmul of {nb} x {nb} blocks of {bs} x {bs} float64: {len(g):,} tasks "
           "(volumes without the gather of C)")
     print(f"{'p':>4} {'grid':>7} {'tilegraph':>11} {'SUMMA':>11} {'round-robin':>12} "

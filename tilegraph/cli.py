@@ -1,5 +1,6 @@
-"""The ``tilegraph`` command: ``demo``, ``run``, ``clean`` and ``autopar``. (The workload suite
-against NumPy and dask is ``python bench/suite.py``, from a checkout of the repository.)"""
+"""The ``tilegraph`` command: ``demo``, ``run``, ``clean``, ``autopar``, ``worker`` and
+``serve``. (The workload suite against NumPy and dask is ``python bench/suite.py``, from a
+checkout of the repository.)"""
 
 from __future__ import annotations
 
@@ -256,20 +257,53 @@ def autopar_command(script: str, workers: int | None, explain: bool, dot: str | 
     return 0
 
 
+def serve_command(args: argparse.Namespace) -> int:
+    """``tilegraph serve``: the service until Ctrl-C; status 2 when it cannot start."""
+    try:
+        from tilegraph.service.pool import PoolUnavailable
+        from tilegraph.service.server import serve
+    except ImportError as exc:
+        print(f"tilegraph serve: {exc}; install the service extra: "
+              "pip install 'tilegraph[service]'", file=sys.stderr)
+        return 2
+    try:
+        return serve(args.host, args.port, workers=args.workers, redis=args.redis,
+                     store=args.store, data_dir=args.data_dir, local=args.local,
+                     max_jobs=args.max_jobs, max_body=args.max_body, certfile=args.certfile,
+                     keyfile=args.keyfile, insecure=args.insecure)
+    except (ValueError, PoolUnavailable) as exc:
+        print(f"tilegraph serve: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     from tilegraph import __version__
 
     parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tilegraph {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the main job: a blocked matmul checked against NumPy")
+    demo = sub.add_parser(
+        "demo", help="run the main job: an out-of-core matmul of .npy files against NumPy",
+        description="The main job of `make run`: writes two random n x n matrices as .npy "
+                    "files, computes their product with tilegraph arrays read block by block "
+                    "(with a progress bar), checks it against NumPy and prints both times "
+                    "(inputs written before any timing), the same product from memory, the "
+                    "path of the HTML report of the run, and the scheduler's tasks/second on "
+                    "a tree of 100,000 tiny tasks.")
     demo.add_argument("--n", type=_positive, default=4000, help="matrix size (default 4000)")
     demo.add_argument("--block", type=_positive, default=1000, help="block size (default 1000)")
     demo.add_argument("--backend", default="threads", choices=["threads", "sync"])
     demo.add_argument("--workers", type=_positive, default=None,
                       help="worker threads (default: one per core)")
+    demo.add_argument("--report", default=None,
+                      help="path of the HTML report (default: ./tilegraph-demo-report.html)")
     run = sub.add_parser(
-        "run", help="run a Python script on several MPI processes (backend 'mpi' by default)")
+        "run", help="run a Python script on several MPI processes (backend 'mpi' by default)",
+        description="Launch SCRIPT on NPROCS MPI ranks with mpiexec (the Open MPI wheel of "
+                    "the 'mpi' extra; no system MPI needed). Every rank runs the whole script "
+                    "with tilegraph's default backend set to 'mpi', so each compute() is one "
+                    "collective run over all ranks; small results come back on every rank, "
+                    "large ones on rank 0. Ctrl-C or SIGTERM is forwarded to the ranks.")
     run.add_argument("-n", "--np", dest="nprocs", type=_positive, required=True,
                      help="number of MPI processes (ranks)")
     run.add_argument("script", help="the Python script every rank runs")
@@ -299,6 +333,29 @@ def main(argv: list[str] | None = None) -> int:
     auto.add_argument("--saveas", metavar="FILE",
                       help="write a standalone script that runs this plan with tilegraph "
                            "(python FILE [--workers N] [arguments])")
+    srv = sub.add_parser(
+        "serve", help="start the service: submit, watch and cancel jobs over HTTP, with a "
+                      "live dashboard")
+    srv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    srv.add_argument("--port", type=_positive, default=8786, help="port (default 8786)")
+    srv.add_argument("--workers", type=_positive, default=None,
+                     help="workers of the pool (with --local: threads per job)")
+    srv.add_argument("--redis", default=None, help="URL of an existing Redis/Valkey for the "
+                                                   "serverless pool (default: embedded)")
+    srv.add_argument("--store", default=None, help="URL of an existing object store for the "
+                                                   "serverless pool (default: embedded)")
+    srv.add_argument("--data-dir", default="tilegraph-service",
+                     help="where job records and results are kept (default ./tilegraph-service)")
+    srv.add_argument("--local", action="store_true",
+                     help="run jobs on the threads backend instead of the serverless pool")
+    srv.add_argument("--max-jobs", type=_positive, default=2,
+                     help="jobs running at once; the others wait (default 2)")
+    srv.add_argument("--max-body", type=_positive, default=None,
+                     help="largest request body in bytes (default 256 MiB)")
+    srv.add_argument("--certfile", default=None, help="TLS certificate (PEM)")
+    srv.add_argument("--keyfile", default=None, help="TLS private key (PEM)")
+    srv.add_argument("--insecure", action="store_true",
+                     help="allow a non-loopback address without TLS")
     sub.add_parser(
         "worker", add_help=False,
         help="a stateless serverless worker serving a Redis server's runs "
@@ -320,10 +377,12 @@ def main(argv: list[str] | None = None) -> int:
         return run_script(args.nprocs, args.script, args.args)
     if args.command == "clean":
         return clean(args.dirs, args.dry_run)
+    if args.command == "serve":
+        return serve_command(args)
     if args.command == "demo":
         from tilegraph.demo import main as demo_main
 
-        return demo_main(args.n, args.block, args.backend, args.workers)
+        return demo_main(args.n, args.block, args.backend, args.workers, args.report)
     return 2
 
 

@@ -226,7 +226,7 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
             problem = exc
         backend.all_ready(problem)
         start = RunStart(execution.ntasks, backend.workers, backend.name, backend.rank,
-                         time.perf_counter())
+                         time.perf_counter(), plan)
         for fn in subscribers:  # before any result can arrive from another process
             fn(start)
         if transport is None:

@@ -79,7 +79,7 @@ def _tol(dtype):
 
 def test_cholesky_program_records_one_task_per_statement():
     a = from_numpy(np.eye(10), chunks=((4, 4, 2), (4, 4, 2)))
-    g = _record(cholesky_program((4, 4, 2), np.dtype(np.float64)), {"A": a.blocks},
+    g = _record(cholesky_program((4, 4, 2), np.dtype(np.float64)), {"A": a.collection},
                 [("L", (3, 3))])
     recs = g.records
     assert len(recs) == 13
@@ -103,9 +103,9 @@ def test_cholesky_program_records_one_task_per_statement():
 def test_cholesky_grid_lowers_with_keys_deps_coords_and_copy_flags():
     a = from_numpy(np.eye(10), chunks=((4, 4, 2), (4, 4, 2)))
     (low,) = task_grid("chol", cholesky_program((4, 4, 2), np.dtype(np.float64)),
-                       [("L", (3, 3))], sources={"A": a.blocks})
+                       [("L", (3, 3))], sources={"A": a.collection})
     graph = lower([low]).build()
-    assert len(graph) - a.blocks.ntasks == low.ntasks == 13
+    assert len(graph) - a.collection.ntasks == low.ntasks == 13
     final = ("chol-L", 2, 2)
     assert low.key((2, 2)) == final and final in graph
     # the last potrf reads the second syrk update of A[2, 2], which read the first
@@ -125,7 +125,7 @@ def test_cholesky_grid_lowers_with_keys_deps_coords_and_copy_flags():
 
 def test_lu_program_has_the_kinds_placement_relies_on():
     a = from_numpy(np.eye(6), chunks=3)
-    g = _record(lu_program((3, 3), np.dtype(np.float64), True), {"A": a.blocks},
+    g = _record(lu_program((3, 3), np.dtype(np.float64), True), {"A": a.collection},
                 [("U", (2, 2)), ("L", (2, 2)), ("order", (1,))])
     kinds = Counter(r.kind for r in g.records)
     assert kinds["lu"] == 2 + 2 + 2  # getrf, pivots and one laswp per step
@@ -247,7 +247,7 @@ def test_cholesky_grid_matches_numpy(dtype, chunks):
     m = _spd(11, dtype)
     a = from_numpy(m, chunks=(chunks, chunks))
     (low,) = task_grid("c", cholesky_program(chunks, np.dtype(dtype)),
-                       [("L", (len(chunks),) * 2)], sources={"A": a.blocks})
+                       [("L", (len(chunks),) * 2)], sources={"A": a.collection})
     got = Array(low, m.shape, (chunks, chunks), np.dtype(dtype)).compute()
     assert got.dtype == dtype
     np.testing.assert_allclose(got, np.linalg.cholesky(m), **_tol(dtype))
@@ -262,7 +262,7 @@ def test_lu_grid_matches_scipy(dtype):
     a = from_numpy(m, chunks=(chunks, chunks))
     u, low, order = task_grid("l", lu_program(chunks, np.dtype(dtype), True),
                               [("U", (3, 3)), ("L", (3, 3)), ("order", (1,))],
-                              sources={"A": a.blocks})
+                              sources={"A": a.collection})
     u = Array(u, m.shape, (chunks, chunks), np.dtype(dtype)).compute()
     low = Array(low, m.shape, (chunks, chunks), np.dtype(dtype)).compute()
     order = Array(order, (10,), ((10,),), np.int64).compute()

@@ -31,9 +31,9 @@ def make(shape: tuple[int, ...], dtype: str = "float64") -> np.ndarray:
 
 def block_values(arr: tg.Array) -> dict[tuple[int, ...], object]:
     """Every block of ``arr`` on its own (run without assembling the result)."""
-    keys = {coord: arr.blocks.key(coord) for coord in np.ndindex(*arr.numblocks)}
+    keys = {coord: arr.collection.key(coord) for coord in np.ndindex(*arr.numblocks)}
     unique = list(dict.fromkeys(keys.values()))  # concatenating x with x repeats keys
-    graph = lower([arr.blocks]).build()
+    graph = lower([arr.collection]).build()
     got = dict(zip(unique, run(graph, unique, backend="sync"), strict=True))
     return {coord: got[key] for coord, key in keys.items()}
 

@@ -569,13 +569,13 @@ def test_matmul_plan_is_a_group_by_join_with_one_chain(forbid_compute, monkeypat
     monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 1)
     c = _matmul_3x3x4()
     assert c.numblocks == (3, 3)
-    graph = lower([c.blocks]).build()
+    graph = lower([c.collection]).build()
     kinds = _kinds(graph)
     assert kinds["product"] == 9
     assert kinds["accumulate"] == 27
     assert kinds["reduce"] == 0
     kind = dict(zip(graph.keys, graph.meta["kind"], strict=True))
-    outputs = set(c.blocks.keys.ravel().tolist())
+    outputs = set(c.collection.keys.ravel().tolist())
     for key in graph.keys:
         if kind[key] == "accumulate":
             deps = graph.dependencies(key)
@@ -586,7 +586,7 @@ def test_matmul_plan_is_a_group_by_join_with_one_chain(forbid_compute, monkeypat
             (consumer,) = graph.dependents(key)
             assert kind[consumer] == "accumulate"
     for coord in np.ndindex(3, 3):
-        assert kind[c.blocks.key(coord)] == "accumulate"
+        assert kind[c.collection.key(coord)] == "accumulate"
     with pytest.raises(AssertionError, match="run of"):
         c.compute()
 
@@ -595,14 +595,14 @@ def test_matmul_plan_with_two_chains(forbid_compute, monkeypatch):
     # 9 outputs on 18 cores: two chains per output, combined by one reduce
     monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 18)
     c = _matmul_3x3x4()
-    graph = lower([c.blocks]).build()
+    graph = lower([c.collection]).build()
     kinds = _kinds(graph)
     assert kinds["product"] == 18
     assert kinds["accumulate"] == 18
     assert kinds["reduce"] == 9
     kind = dict(zip(graph.keys, graph.meta["kind"], strict=True))
     for coord in np.ndindex(3, 3):
-        out = c.blocks.key(coord)
+        out = c.collection.key(coord)
         assert kind[out] == "reduce"
         ends = graph.dependencies(out)
         assert len(ends) == 2
@@ -617,7 +617,7 @@ def test_matmul_plan_never_materialises_all_products(forbid_compute, monkeypatch
     monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 1)
     a = computed(np.ones((8, 8)), ((2,) * 4,) * 2)
     c = a @ a
-    graph = lower([c.blocks]).build()
+    graph = lower([c.collection]).build()
     kinds = _kinds(graph)
     # N^3 = 64 block products, but only one of them per output starts a chain
     assert kinds["product"] == 16
@@ -638,7 +638,7 @@ def exploding(shape, chunks) -> Array:
 def assert_plans_without_running(results) -> None:
     plan = plan_arrays(results)
     assert len(plan.graph) > 0
-    assert len(lower([r.blocks for r in results]).build()) > 0
+    assert len(lower([r.collection for r in results]).build()) > 0
     with pytest.raises(AssertionError, match="run of"):  # the forbidden backend is on
         tg.compute(*results)
 
@@ -773,7 +773,7 @@ def test_panel_matmul_of_in_memory_operands_matches_numpy(dtype, shape, chunks, 
         y = y - 1j * rng.standard_normal((k, n)).astype(dtype)
     a, b = tg.from_numpy(x, chunks=(chunks[0], chunks[1])), tg.from_numpy(y, chunks=chunks[1:])
     c = a @ b
-    kinds = _kinds(lower([c.blocks]).build())
+    kinds = _kinds(lower([c.collection]).build())
     assert "accumulate" not in kinds  # no chain over the inner blocks
     assert c.chunks == (a.chunks[0], b.chunks[1])
     check(c, x @ y)
@@ -785,16 +785,16 @@ def test_panel_matmul_groups_blocks_into_tiles(monkeypatch, forbid_compute):
     x = np.ones((16, 16))
     a = tg.from_numpy(x, chunks=2)
     c = a @ a
-    graph = lower([c.blocks]).build()
+    graph = lower([c.collection]).build()
     kinds = _kinds(graph)
     # 8 x 8 output blocks of 2, grouped 4 x 4 into tiles of 8: 2 x 2 tiles, one gemm each,
     # and every output block a view of its tile
     assert kinds["product"] == 4
     assert kinds["getitem"] == 64
-    assert c.blocks.ntasks == 4 + 64
+    assert c.collection.ntasks == 4 + 64
     # a tile is never so large that a core is left without two of them
     monkeypatch.setattr(tilegraph.array.contraction, "PANEL_TILE", 64)
-    assert _kinds(lower([(a @ a).blocks]).build())["product"] == 4
+    assert _kinds(lower([(a @ a).collection]).build())["product"] == 4
 
 
 @pytest.mark.parametrize("case", ["integers", "mixed dtypes", "strided source", "one output block",
@@ -818,5 +818,5 @@ def test_panel_matmul_is_only_taken_where_it_applies(case, monkeypatch):
     if case == "computed operand":
         a = a + 0
     c = a @ b
-    assert "accumulate" in _kinds(lower([c.blocks]).build()) or case == "one inner block"
+    assert "accumulate" in _kinds(lower([c.collection]).build()) or case == "one inner block"
     check(c, x @ y)

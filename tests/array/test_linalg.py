@@ -306,9 +306,9 @@ def test_planning_is_lazy_and_tasks_are_counted(forbid_compute):
     x = tg.ones((40, 40), chunks=10)
     low = tg.linalg.cholesky(x)
     # 4 potrf, 6 trsm, 10 updates, 6 zero blocks
-    assert low.blocks.ntasks == 4 + 6 + 10 + 6
+    assert low.collection.ntasks == 4 + 6 + 10 + 6
     q, _r = tg.linalg.qr(tg.ones((40, 4), chunks=(10, 4)))
-    assert q.blocks.ntasks > 0
+    assert q.collection.ntasks > 0
     tg.linalg.lu(x), tg.linalg.svd(q), tg.linalg.solve(x, x), tg.linalg.slogdet(x)
 
 
@@ -331,14 +331,14 @@ def test_factorisations_keep_their_kinds_and_output_coords(forbid_compute):
     from tilegraph.algebra import lower
 
     x = tg.ones((30, 30), chunks=10)
-    kinds = Counter(lower([tg.linalg.lu(x)[2].blocks]).build().meta["kind"])
+    kinds = Counter(lower([tg.linalg.lu(x)[2].collection]).build().meta["kind"])
     assert kinds["lu"] == 3 + 3 + 6  # getrf and pivots per step, laswp per other column
     assert kinds["trsm"] == 3 and kinds["gemm"] == 5
     q, _r = tg.linalg.qr(tg.ones((40, 4), chunks=(10, 4)))
-    assert Counter(lower([q.blocks]).build().meta["kind"])["qr"] == 4 + 1
+    assert Counter(lower([q.collection]).build().meta["kind"])["qr"] == 4 + 1
     s = tg.linalg.svd(tg.ones((40, 4), chunks=(10, 4)), compute_uv=False)
-    assert "svd" in lower([s.blocks]).build().meta["kind"]
-    g = lower([tg.linalg.cholesky(x).blocks]).build()
+    assert "svd" in lower([s.collection]).build().meta["kind"]
+    g = lower([tg.linalg.cholesky(x).collection]).build()
     dag = tg.lambdapack.library.cholesky.bind(N=3)
     seen = Counter()
     for key, kind, coords in zip(g.keys, g.meta["kind"], g.meta["coords"], strict=True):

@@ -250,29 +250,26 @@ def test_two_ellipses_raise_index_error(forbid_compute):
         np.array([0, 1]),
         np.array([[1]]),
         np.array([True, False, True]),
-        True,
-        np.True_,
-        np.array(True),
         (slice(None), [0, 1]),
         (0, np.array([1, 2])),
         (Ellipsis, np.array([True, False, True, False])),
     ],
-    ids=["list", "empty-list", "int-array", "int-array-2d", "bool-mask", "bool", "np-bool",
-         "0d-bool-array", "tuple-with-list", "tuple-with-array", "tuple-with-mask"],
+    ids=["list", "empty-list", "int-array", "int-array-2d", "bool-mask", "tuple-with-list",
+         "tuple-with-array", "tuple-with-mask"],
 )
-def test_advanced_indexing_raises_type_error(forbid_compute, index):
-    a = tg.from_numpy(make((3, 4)), chunks=2)
-    with pytest.raises(TypeError, match="only basic indexing"):
-        a[index]
+def test_advanced_indexing_equals_numpy(index):
+    data = make((3, 4))
+    a = tg.from_numpy(data, chunks=2)
+    np.testing.assert_array_equal(a[index].compute(), data[index])
 
 
-def test_array_as_index_raises_type_error(forbid_compute):
-    a = tg.from_numpy(make((3, 4)), chunks=2)
-    mask = a > 2
-    with pytest.raises(TypeError, match="only basic indexing"):
-        a[mask]
-    with pytest.raises(TypeError, match="only basic indexing"):
-        a[tg.from_numpy(np.array([0, 1]))]
+@pytest.mark.parametrize("index", [True, np.True_, np.array(True), False,
+                                   (0, np.False_, slice(1, 3))])
+def test_boolean_scalar_index_adds_an_axis_as_numpy(index):
+    data = make((3, 4))
+    a = tg.from_numpy(data, chunks=2)
+    np.testing.assert_array_equal(a[index].compute(), data[index])
+    assert a[index].shape == data[index].shape
 
 
 @pytest.mark.parametrize("index", [1.0, "a", (0, 1.5), {0}], ids=str)

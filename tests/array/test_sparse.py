@@ -104,7 +104,7 @@ def check_dense(result, expected, exact: bool = False, **options) -> None:
 
 
 def kinds(arr) -> Counter:
-    graph = lower([arr.blocks]).build()
+    graph = lower([arr.collection]).build()
     return Counter(graph.meta["kind"])
 
 
@@ -504,8 +504,8 @@ def test_semiring_accumulates_dense_results_in_place():
 
 
 def _nbytes(arr) -> dict:
-    graph = lower([arr.blocks]).build()
-    keys = set(arr.blocks.keys.ravel().tolist())
+    graph = lower([arr.collection]).build()
+    keys = set(arr.collection.keys.ravel().tolist())
     return {k: nb for k, nb in zip(graph.keys, graph.meta["nbytes"], strict=True) if k in keys}
 
 
@@ -515,13 +515,13 @@ def test_block_nbytes_are_the_expected_sparse_sizes():
     for coord in np.ndindex(*x.numblocks):
         m, n = block_shape(x.chunks, coord)
         want = sparse_block_nbytes((m, n), round(0.4 * m * n), np.float64, "csr")
-        assert nb[x.blocks.key(coord)] == want
+        assert nb[x.collection.key(coord)] == want
     blocks = block_values(x)
     for coord, block in blocks.items():  # the estimate is the real size at this density
         real = block.data.nbytes + block.indices.nbytes + block.indptr.nbytes
-        assert nb[x.blocks.key(coord)] == real
+        assert nb[x.collection.key(coord)] == real
     csc = tg.sparse.random((7, 5), density=0.4, chunks=(3, 2), seed=1, format="csc")
-    assert _nbytes(csc)[csc.blocks.key((0, 0))] == sparse_block_nbytes((3, 2), 2, "f8", "csc")
+    assert _nbytes(csc)[csc.collection.key((0, 0))] == sparse_block_nbytes((3, 2), 2, "f8", "csc")
     for derived in (x * 2, -x, x.T, x.astype(np.float32), x + x, x @ x.T):
         assert all(v is not None for v in _nbytes(derived).values()), derived
     dense = x @ np.ones((5, 2))
@@ -530,7 +530,7 @@ def test_block_nbytes_are_the_expected_sparse_sizes():
 
 def test_block_nbytes_unknown_without_a_density():
     x = tg.sparse.random((4, 4), density=0.5, chunks=2, seed=1)
-    y = SparseArray(x.blocks, x.shape, x.chunks, x.dtype, x.format, density=None)
+    y = SparseArray(x.collection, x.shape, x.chunks, x.dtype, x.format, density=None)
     assert y.density is None
     for derived in (y * 2, y + y, y.T):
         assert set(_nbytes(derived).values()) == {None}
@@ -656,7 +656,7 @@ def test_bad_operations_fail_while_planning(forbid_compute):
     with pytest.raises(ValueError, match="repeat an axis"):
         x.transpose(0, 0)
     with pytest.raises(ValueError, match="2-D only"):
-        SparseArray(x.blocks, (4, 5, 1), x.chunks, x.dtype)
+        SparseArray(x.collection, (4, 5, 1), x.chunks, x.dtype)
 
 
 # -- properties over random shapes and blocks ----------------------------------------------

@@ -42,9 +42,21 @@ def _serial(script: pathlib.Path, where: pathlib.Path) -> subprocess.CompletedPr
                           text=True, env=env, timeout=120)
 
 
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_before():
+    """Processes this test process had before the test (a server another test module
+    started for the whole session is not this test's)."""
+    _BEFORE.clear()
+    _BEFORE.update(p.pid for p in psutil.Process().children(recursive=True))
+    yield
+
+
 def _no_children() -> None:
     left = [p for p in psutil.Process().children(recursive=True) if p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE]
+            and p.status() != psutil.STATUS_ZOMBIE and p.pid not in _BEFORE]
     assert left == [], f"worker processes left: {left}"
 
 

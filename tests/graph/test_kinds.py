@@ -23,7 +23,8 @@ def _plans_of_the_array_api() -> list:
     s = tg.from_scipy(sps.random(12, 12, density=0.3, format="csr", random_state=2),
                       chunks=4)
     arrays = [
-        (x + 1) * x - v, x.T, x.reshape(6, 24), x.rechunk(6), x[2:9, ::2], x.astype(np.float32),
+        (x + 1) * x - v, x.T, x.reshape(6, 24), (x + 0).rechunk(6), x[2:9, ::2],
+        x.astype(np.float32),
         x.sum(axis=0), x.mean(), x.argmax(axis=1), tg.where(x > 0, x, 0), x.map_blocks(np.abs),
         x @ x, x @ v, tall.T @ tall, tg.einsum("ij,jk->ik", x, x), tg.dot(v, v),
         tg.ones((5, 5), chunks=2), tg.arange(10, chunks=3), tg.zeros(4, chunks=2),
@@ -31,6 +32,8 @@ def _plans_of_the_array_api() -> list:
         tg.linalg.cholesky(spd), tg.linalg.solve(spd, v), tg.linalg.inv(spd),
         *tg.linalg.qr(tall), *tg.linalg.svd(tall), tg.linalg.det(spd),
         s @ v, (s + s).todense(), s.T.todense(), s.sum(axis=0),
+        np.sort(v), np.sort(x, axis=0), np.cumsum(x, axis=1), x[x > 0], x[:, [3, 1]],
+        np.histogram(x, bins=4, range=(0, 1))[0], np.median(x, axis=0),
     ]
     return [plan_arrays([a], fuse=False).graph for a in arrays]
 
@@ -43,7 +46,7 @@ def test_every_kind_the_array_api_emits_is_registered():
     # the plans above reach the kinds of every part of the API
     assert {"load", "creation", "random", "elementwise", "getitem", "transpose", "reshape",
             "map", "partial", "reduce", "aggregate", "rechunk", "product", "accumulate",
-            "partial_product", "store", "potrf", "trsm", "qr", "svd"} <= seen
+            "partial_product", "store", "potrf", "trsm", "qr", "svd", "sort"} <= seen
 
 
 def test_unknown_kind_is_rejected_when_the_task_is_added():
@@ -96,7 +99,7 @@ def test_rows_keep_the_rules_of_the_old_tables():
                  "reshape", "astype", "map", "partial", "store"}
     assert {k for k, r in KINDS.items() if r.blockwise} == blockwise
     assert {k for k, r in KINDS.items() if r.fuse_producer} == blockwise | {
-        "reduce", "aggregate", "product", "accumulate", "rechunk"}
+        "reduce", "aggregate", "product", "accumulate", "rechunk", "sort"}
     assert {k for k, r in KINDS.items() if r.fuse_consumer} == blockwise | {
         "aggregate", "partial_product"}
     assert {k: r.placement for k, r in KINDS.items() if r.placement != "producers"} == {
@@ -106,10 +109,10 @@ def test_rows_keep_the_rules_of_the_old_tables():
                                                                       "map"}
     assert {k for k, r in KINDS.items() if r.temp_factor == 1.0} == {
         "other", "elementwise", "partial", "map", "reduce", "qr", "lu", "svd", "assemble",
-        "todense"}
+        "todense", "sort"}
     assert {k for k, r in KINDS.items() if r.releases_gil} == {
         "product", "accumulate", "partial_product", "potrf", "trsm", "syrk", "gemm", "qr",
-        "lu", "svd"}
+        "lu", "svd", "sort"}
 
 
 def test_task_estimates_count_temporaries_by_kind():

@@ -75,6 +75,11 @@ def test_chunk_arithmetic_and_reductions(registered, data):
     np.testing.assert_allclose(c.v.max("x", skipna=False).values, a.max(axis=0))
     np.testing.assert_allclose(c.v.std("x", skipna=False).values, a.std(axis=0))
     np.testing.assert_allclose(c.v.isel(x=slice(3, 15)).T.values, a[3:15].T)
+    holes = ds.v.where(ds.v > 0.2).chunk({"x": 7}, chunked_array_type="tilegraph")
+    assert isinstance(holes.data, tg.Array)
+    b = np.where(a > 0.2, a, np.nan)
+    np.testing.assert_allclose(holes.mean("x").values, np.nanmean(b, axis=0))  # skips NaN
+    np.testing.assert_allclose(holes.std("y", ddof=1).values, np.nanstd(b, axis=1, ddof=1))
     persisted = c.persist()
     assert isinstance(persisted.v.data, tg.Array)
     np.testing.assert_allclose(persisted.v.values, a)

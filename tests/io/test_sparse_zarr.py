@@ -43,8 +43,8 @@ def sample(shape, density, dtype=np.float64, fmt="csr", seed=0):
 def blocks_of(x) -> dict:
     from tilegraph.pipeline import run
 
-    keys = {c: x.blocks.key(c) for c in np.ndindex(*x.numblocks)}
-    graph = lower([x.blocks]).build()
+    keys = {c: x.collection.key(c) for c in np.ndindex(*x.numblocks)}
+    graph = lower([x.collection]).build()
     got = dict(zip(keys.values(), run(graph, list(keys.values()), backend="sync"),
                    strict=True))
     return {c: got[k] for c, k in keys.items()}
@@ -153,10 +153,10 @@ def test_from_zarr_rechunks_and_plans_lazily(tmp_path, forbid_compute):
     y = tg.from_zarr(tmp_path / "a.zarr", chunks=2)
     assert x.chunks == ((3, 3, 2), (4, 2)) and y.chunks == ((2,) * 4, (2,) * 3)
     assert (x.T @ y).ntasks > 0  # planning reads nothing but the group's attributes
-    graph = lower([x.blocks]).build()
+    graph = lower([x.collection]).build()
     assert set(graph.meta["kind"]) == {"load"}
     nnz = sparse_zarr_info(tmp_path / "a.zarr")["nnz"]
-    want = {x.blocks.key(c): sparse_block_nbytes(block_shape(x.chunks, c), nnz[c], "f8", "csr")
+    want = {x.collection.key(c): sparse_block_nbytes(block_shape(x.chunks, c), nnz[c], "f8", "csr")
             for c in np.ndindex(*x.numblocks)}
     assert dict(zip(graph.keys, graph.meta["nbytes"], strict=True)) == want
     assert x.density == pytest.approx(m.nnz / 48)

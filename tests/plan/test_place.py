@@ -19,7 +19,7 @@ from tilegraph.plan.simulate import communication_volume, simulate, transfers
 def _matmul_graph(n: int, block: int = 4, seed: int = 0):
     a = tg.random.random((n * block, n * block), chunks=block, seed=seed)
     b = tg.random.random((n * block, n * block), chunks=block, seed=seed + 1)
-    return lower([(a @ b).blocks]).build()
+    return lower([(a @ b).collection]).build()
 
 
 @pytest.mark.parametrize(("p", "shape"), [(1, (1, 1)), (2, (1, 2)), (3, (1, 3)), (4, (2, 2)),
@@ -168,7 +168,7 @@ def _parts(g, kind="partial_product"):
 
 
 def _sources_of(g, array):
-    return [g.index[array.blocks.key(c)] for c in np.ndindex(*array.numblocks)]
+    return [g.index[array.collection.key(c)] for c in np.ndindex(*array.numblocks)]
 
 
 @pytest.mark.parametrize("p", [2, 4, 16])
@@ -211,7 +211,7 @@ def test_gram_matrix_of_row_blocks_is_computed_where_the_rows_live(p):
     assert sorted(k for _, _, k in parts.values()) == list(range(16))
     for t, (_, _, k) in parts.items():
         assert where[t] == k % p
-        assert g.dependencies(g.keys[t]) == [x.blocks.key((k, 0))]
+        assert g.dependencies(g.keys[t]) == [x.collection.key((k, 0))]
     # the partial sums meet in a tree on the workers of their inputs
     for t, kind in enumerate(kinds):
         if kind == "reduce":

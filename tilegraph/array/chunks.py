@@ -54,7 +54,8 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
 
     ``chunks`` may be an int (the same block size on every axis), ``-1``/``None`` (one block
     along an axis), a tuple with one entry per axis (each an int, -1, or a tuple of sizes),
-    a tuple of per-axis tuples, or ``"auto"`` (blocks of about 64 MiB).
+    a tuple of per-axis tuples, ``"auto"`` (blocks of about 64 MiB) or a size such as
+    ``"10MB"`` (square-ish blocks of about that many bytes).
 
     >>> normalize_chunks(3, (7, 4))
     ((3, 3, 1), (3, 1))
@@ -62,6 +63,8 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
     ((3, 3, 1), (4,))
     >>> normalize_chunks(((2, 5), (4,)), (7, 4))
     ((2, 5), (4,))
+    >>> normalize_chunks("800B", (30, 30))
+    ((10, 10, 10), (10, 10, 10))
     """
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
@@ -86,10 +89,19 @@ def _check_count(nblocks: int, where: str, shape: tuple[int, ...], step: int | N
 
 def _normalize(chunks: Any, shape: tuple[int, ...], dtype: Any) -> Chunks:
     if isinstance(chunks, str):
-        if chunks != "auto":
+        if chunks == "auto":
+            return auto_chunks(shape, dtype)
+        from tilegraph.util import parse_bytes
+
+        try:
+            target = parse_bytes(chunks)
+        except (TypeError, ValueError):
             raise ValueError(f"chunks: unknown value {chunks!r} for shape {shape}; use 'auto', "
-                             "an int or a tuple")
-        return auto_chunks(shape, dtype)
+                             "a size such as '64MB', an int or a tuple") from None
+        if target < np.dtype(dtype).itemsize:
+            raise ValueError(f"chunks: blocks of {chunks!r} are smaller than one element of "
+                             f"{np.dtype(dtype)}")
+        return auto_chunks(shape, dtype, target)
     if chunks is None or (isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool)):
         return tuple(_axis_chunks(s, chunks, a, shape) for a, s in enumerate(shape))
     if isinstance(chunks, dict):

@@ -227,12 +227,12 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     block_bytes = operand_dtype.itemsize * max(inner, default=0) * max(
         max(a.chunks[0], default=0), max(b.chunks[1], default=0))
     if _small_partials(grid, nk, out_bytes, block_bytes):
-        blocks = _tree_join(f"matmul-{token}", a.blocks, b.blocks, grid, nk, semiring, cost,
+        blocks = _tree_join(f"matmul-{token}", a.collection, b.collection, grid, nk, semiring, cost,
                             nbytes)
         return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
     nchains = _chains_for(math.prod(grid), nk)
     blocks = group_by_join(
-        f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, semiring, chains=nchains,
+        f"matmul-{token}", a.collection, b.collection, pairs_of, grid, semiring, chains=nchains,
         zero_task=lambda o: (_fill_block, (block_shape(chunks, o), zero, dtype)),
         cost=cost, nbytes=nbytes,
         # every output block has nk pairs: counted without listing them
@@ -275,9 +275,9 @@ def _panel_matmul(a: Array, b: Array, dtype: np.dtype) -> Array | None:
     from tilegraph.array.core import ViewBlocks, _view
     from tilegraph.runtime.blas import cores
 
-    if not (isinstance(a.blocks, ViewBlocks) and isinstance(b.blocks, ViewBlocks)):
+    if not (isinstance(a.collection, ViewBlocks) and isinstance(b.collection, ViewBlocks)):
         return None
-    x, y = a.blocks.array, b.blocks.array
+    x, y = a.collection.array, b.collection.array
     if x.dtype != dtype or y.dtype != dtype or not a.shape[1]:
         return None
     if not all(v.flags.c_contiguous or v.flags.f_contiguous for v in (x, y)):
@@ -374,7 +374,7 @@ def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
                   max(b.chunks[1], default=0) * (1.0 if db is None else db))
         block_bytes = int(itemsize * max(inner, default=0) * big)
         if _small_partials(grid, nk, out_bytes, block_bytes):
-            blocks = _tree_join(f"matmul-{token}", a.blocks, b.blocks, grid, nk,
+            blocks = _tree_join(f"matmul-{token}", a.collection, b.collection, grid, nk,
                                 sparse_semiring(dtype, None), cost, nbytes)
             return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
     else:
@@ -382,7 +382,7 @@ def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         density = product_density(da, db, a.shape[1])
         nbytes = expected_nbytes(chunks, density, dtype, fmt)
     blocks = group_by_join(
-        f"matmul-{token}", a.blocks, b.blocks, pairs_of, grid, sparse_semiring(dtype, fmt),
+        f"matmul-{token}", a.collection, b.collection, pairs_of, grid, sparse_semiring(dtype, fmt),
         chains=_chains_for(math.prod(grid), nk), zero_task=zero_task, cost=cost,
         nbytes=nbytes,
     )
@@ -564,7 +564,7 @@ def _diagonal(term: str, x: Array) -> tuple[str, Array]:
         return tuple(pos[c] for c in term)
 
     func = partial(np.einsum, f"{term}->{letters}")
-    blocks = _map_blocks(f"diagonal-{tokenize('diagonal', x, term)}", func, [x.blocks],
+    blocks = _map_blocks(f"diagonal-{tokenize('diagonal', x, term)}", func, [x.collection],
                          numblocks(chunks), [index], kind="elementwise", name="diagonal")
     return letters, Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
 
@@ -625,7 +625,7 @@ def _pairwise(ta: str, a: Array, tb: str, b: Array, keep: set[str], dtype: np.dt
     token = tokenize("einsum", subs, a, b, dtype)
     nsum = math.prod(sum_grid) if summed else 1
     blocks = group_by_join(
-        f"einsum-{token}", a.blocks, b.blocks, pairs_of, grid, semiring,
+        f"einsum-{token}", a.collection, b.collection, pairs_of, grid, semiring,
         chains=_chains_for(math.prod(grid), nsum),
         zero_task=lambda o: (_zeros_block, (block_shape(chunks, o), dtype)),
         nbytes=lambda o: dtype.itemsize * math.prod(block_shape(chunks, o)),

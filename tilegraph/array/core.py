@@ -68,12 +68,12 @@ class Array(NDArrayOperatorsMixin):
     array([15., 18., 21., 24.])
     """
 
-    __slots__ = ("blocks", "chunks", "dtype", "shape")
+    __slots__ = ("chunks", "collection", "dtype", "shape")
     __array_priority__ = 20
     is_sparse = False  # blocks are NumPy arrays (SparseArray: scipy.sparse blocks)
 
     def __init__(self, blocks: Blocks, shape: Sequence[int], chunks: Chunks, dtype: Any):
-        self.blocks = blocks
+        self.collection = blocks
         self.shape = tuple(int(s) for s in shape)
         self.chunks = tuple(tuple(int(c) for c in axis) for axis in chunks)
         self.dtype = np.dtype(dtype)
@@ -84,34 +84,42 @@ class Array(NDArrayOperatorsMixin):
 
     @property
     def name(self) -> str:
-        return self.blocks.name
+        """The name of the task collection (shared by equal expressions)."""
+        return self.collection.name
 
     @property
     def ndim(self) -> int:
+        """The number of axes."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element."""
         return self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the whole array."""
         return self.size * self.itemsize
 
     @property
     def numblocks(self) -> tuple[int, ...]:
+        """Blocks per axis (the block grid)."""
         return numblocks(self.chunks)
 
     @property
     def npartitions(self) -> int:
+        """The number of blocks."""
         return math.prod(self.numblocks)
 
     @property
     def chunksize(self) -> tuple[int, ...]:
+        """The largest block size along each axis."""
         return tuple(max(c) if c else 0 for c in self.chunks)
 
     def __len__(self) -> int:
@@ -124,7 +132,7 @@ class Array(NDArrayOperatorsMixin):
         """Tasks in this array's plan before fusion (counted without building the plan)."""
         from tilegraph.algebra.blocks import count_tasks
 
-        return count_tasks([self.blocks])
+        return count_tasks([self.collection])
 
     def __repr__(self) -> str:
         # O(1) in the size of the plan: shapes only (``ntasks`` and ``explain()`` say more)
@@ -212,32 +220,41 @@ class Array(NDArrayOperatorsMixin):
             return elementwise.apply_ufunc(ufunc, *inputs, **kwargs)
         if method == "reduce":
             return reductions.ufunc_reduce(ufunc, *inputs, **kwargs)
-        return NotImplemented
+        if method == "accumulate":
+            from tilegraph.array.scans import accumulate
+
+            return accumulate(ufunc, *inputs, **kwargs)
+        raise TypeError(f"{ufunc.__name__}.{method} is not supported on tilegraph arrays; "
+                        "call .compute() first")
 
     def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
         from tilegraph.array import numpy_functions
 
         impl = numpy_functions.IMPLEMENTATIONS.get(func)
         if impl is None:
-            return NotImplemented
+            raise numpy_functions.unsupported(func)
         return impl(*args, **kwargs)
 
     # -- methods (thin wrappers over the modules that implement them) -------------------
 
     def __getitem__(self, index: Any) -> Array:
+        """``x[index]``: basic indexing, integer arrays and boolean masks (lazy)."""
         from tilegraph.array.slicing import getitem
 
         return getitem(self, index)
 
     @property
     def T(self) -> Array:
+        """The transpose (axes reversed)."""
         return self.transpose()
 
     @property
     def mT(self) -> Array:
+        """The transpose of the last two axes (a stack of matrices)."""
         return self.swapaxes(-1, -2)
 
     def transpose(self, *axes: Any) -> Array:
+        """The axes permuted (reversed by default), like ``numpy.ndarray.transpose``."""
         from tilegraph.array.manipulation import transpose
 
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list, np.ndarray))):
@@ -245,11 +262,13 @@ class Array(NDArrayOperatorsMixin):
         return transpose(self, None if axes is None or len(axes) == 0 else axes)
 
     def swapaxes(self, a: int, b: int) -> Array:
+        """Axes ``a`` and ``b`` exchanged."""
         from tilegraph.array.manipulation import swapaxes
 
         return swapaxes(self, a, b)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> Array:
+        """The array in a new shape (row-major), like ``numpy.ndarray.reshape``."""
         from tilegraph.array.manipulation import reshape
 
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
@@ -257,9 +276,11 @@ class Array(NDArrayOperatorsMixin):
         return reshape(self, shape, **kwargs)
 
     def ravel(self) -> Array:
+        """The array as one axis, in row-major order."""
         return self.reshape(-1)
 
     def rechunk(self, chunks: Any) -> Array:
+        """The same values in new blocks (``chunks`` as in :func:`from_numpy`)."""
         from tilegraph.array.manipulation import rechunk
 
         return rechunk(self, chunks)
@@ -271,37 +292,45 @@ class Array(NDArrayOperatorsMixin):
         return astype(self, dtype, copy=copy, casting=casting)
 
     def map_blocks(self, func: Callable, *args: Any, **kwargs: Any) -> Array:
+        """``func`` applied to every block (see :func:`tilegraph.map_blocks`)."""
         from tilegraph.array.elementwise import map_blocks
 
         return map_blocks(func, self, *args, **kwargs)
 
     def dot(self, other: Any) -> Array:
+        """The dot product with ``other`` (see :func:`tilegraph.dot`)."""
         from tilegraph.array.contraction import dot
 
         return dot(self, other)
 
     def to_zarr(self, path: str, **options: Any) -> None:
+        """Compute and write the array to a Zarr store at ``path``."""
         from tilegraph.array.io import to_zarr
 
         return to_zarr(self, path, **options)
 
     def to_npy(self, path: str, **options: Any) -> None:
+        """Compute and write the array to a ``.npy`` file at ``path``."""
         from tilegraph.array.io import to_npy
 
         return to_npy(self, path, **options)
 
     def copy(self) -> Array:
+        """The array itself: arrays are immutable, so a copy is the same plan."""
         return self  # arrays are immutable: a copy is the same plan
 
     def conj(self) -> Array:
+        """The complex conjugate, elementwise."""
         return np.conjugate(self)
 
     @property
     def real(self) -> Array:
+        """The real part, elementwise."""
         return np.real(self)
 
     @property
     def imag(self) -> Array:
+        """The imaginary part, elementwise."""
         return np.imag(self)
 
 

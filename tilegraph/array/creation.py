@@ -129,9 +129,10 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None,
         raise ValueError(f"arange: cannot compute the length of [{start}, {stop}) in steps "
                          f"of {step}")
     n = max(0, math.ceil(length))
-    if dtype is None:
-        dtype = np.arange(start, start + step, step).dtype if n else \
-            np.result_type(start, stop, step)
+    if dtype is None:  # as NumPy (which computes in double): a float stop makes floats too
+        dtype = np.arange(start, start + step, step).dtype
+        if dtype.kind in "iub" and isinstance(stop, (float, np.floating)):
+            dtype = np.dtype(np.float64)
     dtype = np.dtype(dtype)
     if dtype == np.bool_ and n > 2:
         raise TypeError(f"arange: booleans are only supported for at most 2 values, got {n}")

@@ -121,7 +121,7 @@ def dask_dict(x: Array) -> dict:
     if got is not None:
         _GRAPHS.move_to_end(x.name)
         return got
-    dsk = graph_to_dask(lower([x.blocks]).build())
+    dsk = graph_to_dask(lower([x.collection]).build())
     _GRAPHS[x.name] = dsk
     while len(_GRAPHS) > _GRAPHS_KEPT:
         _GRAPHS.popitem(last=False)
@@ -135,7 +135,7 @@ def dask_graph(x: Array) -> Mapping:
 
 def dask_keys(x: Array) -> list:
     """The keys of ``x``'s blocks, nested by axis as dask arrays nest theirs."""
-    keys = x.blocks.keys
+    keys = x.collection.keys
     if x.ndim == 0:
         return [keys[()]]
     return keys.tolist()
@@ -163,7 +163,7 @@ def postcompute(x: Array) -> tuple:
 
 
 def postpersist(x: Array) -> tuple:
-    keys = {coord: x.blocks.key(coord) for coord in np.ndindex(*x.numblocks)}
+    keys = {coord: x.collection.key(coord) for coord in np.ndindex(*x.numblocks)}
     return rebuild, (x.name, x.shape, x.chunks, x.dtype, keys)
 
 
@@ -195,7 +195,7 @@ def to_dask(x: Array) -> Any:
     meta = np.empty((0,) * x.ndim, dtype=x.dtype)
     dsk = dict(dask_dict(x))
     for coord in np.ndindex(*x.numblocks):  # dask arrays' blocks are (name, *coord)
-        key = x.blocks.key(coord)
+        key = x.collection.key(coord)
         if key != (x.name, *coord):
             dsk[(x.name, *coord)] = (_same, key)
     return da.Array(dsk, x.name, x.chunks, meta=meta)

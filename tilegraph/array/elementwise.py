@@ -125,7 +125,7 @@ def elemwise(
     itemsize = dtype.itemsize
     direct = all(type(t) is Dep for t in template) and len(inputs) == len(template)
     blocks = _map_blocks(
-        f"{op}-{token}", func, [a.blocks for a in inputs], numblocks(chunks), maps,
+        f"{op}-{token}", func, [a.collection for a in inputs], numblocks(chunks), maps,
         args=None if direct else tuple(template), kwargs=kwargs or None, kind=kind, name=op,
         nbytes=lambda c: itemsize * math.prod(chunks[i][k] for i, k in enumerate(c)),
     )
@@ -241,7 +241,7 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
             template.append(a)
     token = tokenize("map_blocks", func, *aligned, kwargs, dtype, out_chunks)
     blocks = _map_blocks(
-        f"{op}-{token}", func, [a.blocks for a in unique.values()], first.numblocks,
+        f"{op}-{token}", func, [a.collection for a in unique.values()], first.numblocks,
         args=tuple(template), kwargs=kwargs or None, kind="map", name=op,
     )
     return Array(blocks, shape, out_chunks, dtype)

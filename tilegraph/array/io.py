@@ -253,11 +253,11 @@ def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
                 func, where = _write_sparse_block, Lit(coord)
             else:
                 func, where = _write_block, Lit(slc)
-            builder.add((name, *coord), func, deps=[x.blocks.key(coord)],
+            builder.add((name, *coord), func, deps=[x.collection.key(coord)],
                         args=(writer, where, Dep(0)), kind="store", name="write",
                         coords=coord)
 
-    blocks = Blocks(name, x.numblocks, (x.blocks,), emit)
+    blocks = Blocks(name, x.numblocks, (x.collection,), emit)
     try:  # (the write tasks' results are never broadcast: only rank 0 commits)
         here = run_blocks([blocks], **{**options, "mpi_broadcast_limit": 0})
     except BaseException:

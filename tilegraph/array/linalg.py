@@ -219,7 +219,7 @@ def _small_factors(r: Array, name: str) -> tuple[Array, Array, Array]:
                    coords=(0, 0))
 
     s, u, vt = task_grid(name, program, [("s", (1,)), ("u", (1, 1)), ("vt", (1, 1))],
-                         sources={"R": r.blocks}, ntasks=4)
+                         sources={"R": r.collection}, ntasks=4)
     return (Array(u, (k, kk), ((k,), (kk,)), dtype), Array(s, (kk,), ((kk,),), _real(dtype)),
             Array(vt, (kk, n), ((kk,), (n,)), dtype))
 
@@ -362,7 +362,7 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Arr
 
     xb, rank_b, s_b = task_grid(f"lstsq-{tokenize('lstsq', a, bb, rcond)}", program,
                                 [("x", (1, 1)), ("rank", ()), ("s", (1,))],
-                                sources={"R": r.blocks, "QtB": qtb.blocks}, ntasks=4)
+                                sources={"R": r.collection, "QtB": qtb.collection}, ntasks=4)
     x = Array(xb, (n, nrhs), ((n,), (nrhs,)), dtype)
     rank = Array(rank_b, (), (), np.int64)
     s = Array(s_b, (n,), ((n,),), real)
@@ -546,7 +546,7 @@ def _lu_arrays(a: Array, check: bool) -> tuple[Array, Array, Array]:
     u, low, order = task_grid(f"lu-{tokenize('lu', a, check)}",
                               lu_program(chunks, a.dtype, check),
                               [("U", (nb, nb)), ("L", (nb, nb)), ("order", (1,))],
-                              sources={"A": a.blocks})
+                              sources={"A": a.collection})
     n = a.shape[0]
     return (Array(order, (n,), ((n,),), np.int64),
             Array(low, a.shape, (chunks, chunks), a.dtype),
@@ -594,7 +594,7 @@ def _perm_matrix(pi: Array, chunks: tuple[int, ...], dtype: np.dtype) -> Array:
                        nbytes=dtype.itemsize * chunks[i] * chunks[j])
 
     (p,) = task_grid(f"perm-{tokenize('perm', pi, chunks, dtype)}", program,
-                     [("P", (nb, nb))], sources={"pi": pi.blocks}, ntasks=nb * nb)
+                     [("P", (nb, nb))], sources={"pi": pi.collection}, ntasks=nb * nb)
     return Array(p, (offs[-1], offs[-1]), (chunks, chunks), dtype)
 
 
@@ -613,7 +613,7 @@ def _take_rows(b: Array, order: Array) -> Array:
                 g.call(ROWS, ("X", i, j), [("col", 0, j)], args=(Dep(0), offs[i], offs[i + 1]))
 
     (x,) = task_grid(f"take-{tokenize('take_rows', b, order)}", program, [("X", (nb, nc))],
-                     sources={"B": b.blocks, "order": order.blocks}, ntasks=nc * (nb + 1))
+                     sources={"B": b.collection, "order": order.collection}, ntasks=nc * (nb + 1))
     return Array(x, b.shape, b.chunks, b.dtype)
 
 
@@ -699,7 +699,7 @@ def slogdet(a: Any) -> tuple[Array, Array]:
 
     logdet, sign = task_grid(f"slogdet-{tokenize('slogdet', a)}", program,
                              [("log", ()), ("sign", ())],
-                             sources={"U": u.blocks, "order": order.blocks}, ntasks=nb + 3)
+                             sources={"U": u.collection, "order": order.collection}, ntasks=nb + 3)
     return Array(sign, (), (), a.dtype), Array(logdet, (), (), real)
 
 

@@ -71,14 +71,14 @@ class _Plan:
                                  f"shape {c.shape}")
             self.results = out
             self.cond = c
-            builder = lower([a.blocks for a in [*out, c]])
-            self.outputs: list[Hashable] = [a.blocks.key(co) for a in out
+            builder = lower([a.collection for a in [*out, c]])
+            self.outputs: list[Hashable] = [a.collection.key(co) for a in out
                                             for co in np.ndindex(*a.numblocks)]
-            self.cond_key = c.blocks.key(())
+            self.cond_key = c.collection.key(())
             keys = list(dict.fromkeys([*self.outputs, self.cond_key]))
             self.graph = pipeline.make_plan(builder.build(), keys).graph
         self.keys = keys
-        self.slots = [[self.graph.index.get((p.blocks.name, *co))
+        self.slots = [[self.graph.index.get((p.collection.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
         self.invariant: pipeline.Plan | None = None  # the plan of later iterations
         self.invariant_graph: TaskGraph | None = None
@@ -128,7 +128,7 @@ class _Plan:
         self.invariant = pipeline.make_plan(sub.replace(args=args, modes=modes), self.keys,
                                             fuse=False)
         self.invariant_graph = self.invariant.graph
-        self.slots = [[self.invariant_graph.index.get((p.blocks.name, *co))
+        self.slots = [[self.invariant_graph.index.get((p.collection.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
         return self._unpack(values[:n])
 
@@ -147,7 +147,7 @@ class _Plan:
 
     def _unpack(self, values: list) -> tuple[list, Any]:
         got = dict(zip(self.keys, values, strict=True))
-        state = [{co: got[a.blocks.key(co)] for co in np.ndindex(*a.numblocks)}
+        state = [{co: got[a.collection.key(co)] for co in np.ndindex(*a.numblocks)}
                  for a in self.results]
         return state, got[self.cond_key]
 
@@ -155,8 +155,8 @@ class _Plan:
 def _blocks_of(a: Array, options: dict) -> dict:
     """The computed blocks of ``a`` (coordinate -> array)."""
     with gc_paused():
-        keys = [a.blocks.key(co) for co in np.ndindex(*a.numblocks)]
-        graph = lower([a.blocks]).build()
+        keys = [a.collection.key(co) for co in np.ndindex(*a.numblocks)]
+        graph = lower([a.collection]).build()
     values = pipeline.run(graph, keys, **options)
     if values is None:
         raise ValueError("while_loop: the MPI backend is not supported (the loop condition "

@@ -31,6 +31,13 @@ class OutputBuffer:
         self._array: np.ndarray | None = None
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:  # a plan is pickled to run elsewhere
+        return {"shape": self.shape, "dtype": self.dtype, "_array": self._array}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def array(self) -> np.ndarray:
         if self._array is None:
@@ -97,16 +104,16 @@ def lower_arrays(arrays: Sequence[Any], max_tasks: int | None = None
     (default: the option) is refused before anything is built."""
     stores = sum(a.npartitions for a in {a.name: a for a in arrays}.values()
                  if a.npartitions > 1)
-    pipeline.check_plan_size(count_tasks([a.blocks for a in arrays]) + stores, max_tasks)
+    pipeline.check_plan_size(count_tasks([a.collection for a in arrays]) + stores, max_tasks)
     with gc_paused():
-        builder = lower([a.blocks for a in arrays])
+        builder = lower([a.collection for a in arrays])
         keys: list[Hashable] = []
         buffers: list[OutputBuffer | None] = []
         single: list[Hashable | None] = []
         stored: dict[str, OutputBuffer] = {}
         for a in arrays:
             if a.npartitions == 1:
-                key = a.blocks.key((0,) * a.ndim)
+                key = a.collection.key((0,) * a.ndim)
                 keys.append(key)
                 buffers.append(None)
                 single.append(key)
@@ -118,7 +125,7 @@ def lower_arrays(arrays: Sequence[Any], max_tasks: int | None = None
                 for coord, slc in all_block_slices(a.chunks).items():
                     key = (f"store-{a.name}", *coord)
                     nb = itemsize * math.prod(s.stop - s.start for s in slc)
-                    builder.add(key, store_block, deps=[a.blocks.key(coord)],
+                    builder.add(key, store_block, deps=[a.collection.key(coord)],
                                 args=(buf, Lit(slc), Dep(0)), kind="store", name="store",
                                 coords=coord, nbytes=nb)
                     keys.append(key)

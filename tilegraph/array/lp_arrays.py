@@ -112,7 +112,7 @@ def cholesky(a: Any) -> Array:
         return chunks[i], chunks[j]
 
     (low,) = program_blocks(
-        dag, name, {"S": (a.blocks, lambda t: t[1:])},
+        dag, name, {"S": (a.collection, lambda t: t[1:])},
         [((nb, nb), lambda c: ("L", c) if c[0] >= c[1] else None)], shape_of, a.dtype)
     return Array(low, a.shape, (chunks, chunks), a.dtype)
 
@@ -146,7 +146,7 @@ def gemm(a: Any, b: Any) -> Array:
             return inner[i], cols[j]
         return rows[i], cols[j]
 
-    (c,) = program_blocks(dag, name, {"A": (a.blocks, tuple), "B": (b.blocks, tuple)},
+    (c,) = program_blocks(dag, name, {"A": (a.collection, tuple), "B": (b.collection, tuple)},
                           [((m, n), lambda x: ("C", (*x, k)))], shape_of, dtype)
     return Array(c, (a.shape[0], b.shape[1]), (rows, cols), dtype)
 
@@ -168,7 +168,7 @@ def syrk(a: Any) -> Array:
         i, j = tile[:2]
         return (rows[i], inner[j]) if array == "A" else (rows[i], rows[j])
 
-    (c,) = program_blocks(dag, name, {"A": (a.blocks, tuple)},
+    (c,) = program_blocks(dag, name, {"A": (a.collection, tuple)},
                           [((n, n), lambda x: ("C", (*x, k)) if x[0] >= x[1] else None)],
                           shape_of, a.dtype)
     return Array(c, (a.shape[0], a.shape[0]), (rows, rows), a.dtype)
@@ -192,8 +192,8 @@ def triangular_solve(a: Array, b: Array, lower: bool, trans: str, unit: bool) ->
         i, j = tile[:2]
         return (rows[i], rows[j]) if array == "A" else (rows[i], cols[j])
 
-    (x,) = program_blocks(dag, name, {"A": (a.blocks, tuple),
-                                      "B": (b.blocks, lambda t: t[:2])},
+    (x,) = program_blocks(dag, name, {"A": (a.collection, tuple),
+                                      "B": (b.collection, lambda t: t[:2])},
                           [((n, m), lambda c: ("X", c))], shape_of, b.dtype)
     return Array(x, b.shape, b.chunks, b.dtype)
 
@@ -260,7 +260,7 @@ def tsqr_r(a: Any, branch: int = 2) -> Array:
     def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int]:
         return (rows[tile[0]], n) if array == "A" else (n, n)
 
-    (r,) = program_blocks(dag, name, {"A": (a.blocks, tuple)},
+    (r,) = program_blocks(dag, name, {"A": (a.collection, tuple)},
                           [((1, 1), lambda c: ("R", (0, 0)))], shape_of, a.dtype)
     return Array(r, (n, n), ((n,), (n,)), a.dtype)
 
@@ -297,7 +297,7 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
             return k, n
         return None
 
-    q, r = program_blocks(dag, name, {"A": (a.blocks, tuple)},
+    q, r = program_blocks(dag, name, {"A": (a.collection, tuple)},
                           [((nb, 1), lambda c: ("Q", c)), ((1, 1), lambda c: ("R", c))],
                           shape_of, a.dtype)
     return (Array(q, (m, k), (rows, (k,)), a.dtype), Array(r, (k, n), ((k,), (n,)), a.dtype))
@@ -343,7 +343,7 @@ def householder_qr(a: Any, block: int | None = None) -> tuple[Array, Array]:
         return None
 
     q, r = program_blocks(
-        dag, name, {"A": (a.blocks, tuple), "I": (ident.blocks, tuple)},
+        dag, name, {"A": (a.collection, tuple), "I": (ident.collection, tuple)},
         [((M, K), lambda c: ("QS", c)),
          ((K, N), lambda c: ("RS", c) if c[1] >= c[0] else None)], shape_of, a.dtype)
     return (Array(q, (m, k), (rows, qcols), a.dtype), Array(r, (k, n), (qcols, cols), a.dtype))

@@ -23,7 +23,7 @@ from tilegraph.array.chunks import (
     numblocks,
     offsets,
 )
-from tilegraph.array.core import Array, asarray, dense_only, tokenize
+from tilegraph.array.core import Array, ViewBlocks, asarray, dense_only, from_numpy, tokenize
 from tilegraph.graph.taskgraph import Dep, Lit
 
 
@@ -59,7 +59,7 @@ def transpose(x: Array, axes: Sequence[int] | None = None) -> Array:
         return tuple(c[i] for i in inverse)
 
     blocks = _map_blocks(
-        f"transpose-{tokenize('transpose', x, axes)}", np.transpose, [x.blocks],
+        f"transpose-{tokenize('transpose', x, axes)}", np.transpose, [x.collection],
         numblocks(chunks), [index], args=(Dep(0), axes), kind="transpose", name="transpose",
         nbytes=_block_nbytes(chunks, x.itemsize),
     )
@@ -113,7 +113,8 @@ def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
 
 def rechunk(x: Array, chunks: Any) -> Array:
     """The same array with new block sizes. A new block inside one old block is a view;
-    one spanning several is assembled from their pieces."""
+    one spanning several is assembled from their pieces (or is a view as well, when the
+    blocks are views of one NumPy array)."""
     x = asarray(x)
     if isinstance(chunks, dict):  # axes not named keep their blocks
         chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
@@ -121,9 +122,12 @@ def rechunk(x: Array, chunks: Any) -> Array:
     new = normalize_chunks(chunks, x.shape, x.dtype)
     if new == x.chunks:
         return x
+    if type(x.collection) is ViewBlocks and type(x) is Array:
+        # blocks that are views of one NumPy array: any new block is a view too
+        return from_numpy(x.collection.array, chunks=new)
     per_axis = [_axis_pieces(o, n) for o, n in zip(x.chunks, new, strict=True)]
     token = tokenize("rechunk", x, new)
-    xkey = x.blocks.key
+    xkey = x.collection.key
     dtype = x.dtype
 
     def task_of(coord: tuple[int, ...]) -> tuple:
@@ -144,7 +148,7 @@ def rechunk(x: Array, chunks: Any) -> Array:
                 *[Dep(slot[k]) for k in keys])
         return _copy_pieces, unique, args
 
-    blocks = apply_blocks(f"rechunk-{token}", numblocks(new), [x.blocks], task_of,
+    blocks = apply_blocks(f"rechunk-{token}", numblocks(new), [x.collection], task_of,
                           kind="rechunk", name="rechunk",
                           nbytes=_block_nbytes(new, x.itemsize))
     return Array(blocks, x.shape, new, x.dtype)
@@ -196,7 +200,7 @@ def reshape(x: Array, shape: Any, order: str = "C") -> Array:
     if x.size == 0 or x.npartitions == 1 or x.ndim == 0 or not new_shape:
         one = x if x.npartitions == 1 else x.rechunk(-1)
         chunks = tuple((s,) for s in new_shape)
-        blocks = _map_blocks(f"reshape-{token}", _reshape_block, [one.blocks],
+        blocks = _map_blocks(f"reshape-{token}", _reshape_block, [one.collection],
                              numblocks(chunks), [lambda c: (0,) * x.ndim],
                              args=(Dep(0), new_shape), kind="reshape", name="reshape")
         return Array(blocks, new_shape, chunks, x.dtype)
@@ -221,10 +225,10 @@ def reshape(x: Array, shape: Any, order: str = "C") -> Array:
         return (*c[: p + 1], *([0] * (n_in - p - 1)))
 
     def task_of(coord: tuple[int, ...]) -> tuple:
-        return (_reshape_block, [y.blocks.key(index(coord))],
+        return (_reshape_block, [y.collection.key(index(coord))],
                 (Dep(0), block_shape(out_chunks, coord)))
 
-    blocks = apply_blocks(f"reshape-{token}", numblocks(out_chunks), [y.blocks], task_of,
+    blocks = apply_blocks(f"reshape-{token}", numblocks(out_chunks), [y.collection], task_of,
                           kind="reshape", name="reshape")
     return Array(blocks, new_shape, out_chunks, x.dtype)
 
@@ -262,11 +266,11 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Array:
         aligned.append(a.rechunk(want) if want != a.chunks else a)
     if len(aligned) == 1:
         return aligned[0]
-    keys = np.concatenate([a.blocks.keys for a in aligned], axis=axis)
+    keys = np.concatenate([a.collection.keys for a in aligned], axis=axis)
     chunks = tuple(sum((a.chunks[axis] for a in aligned), ()) if i == axis else common[i]
                    for i in range(nd))
     name = f"concatenate-{tokenize('concatenate', *aligned, axis)}"
-    blocks = remap(name, keys, [a.blocks for a in aligned])
+    blocks = remap(name, keys, [a.collection for a in aligned])
     shape = tuple(sum(c) for c in chunks)
     return Array(blocks, shape, chunks, dtype)
 

@@ -1,40 +1,291 @@
 """NumPy functions that dispatch to tilegraph through ``__array_function__``: calling
-``np.sum(x)``, ``np.concatenate([x, y])`` or ``np.einsum(...)`` on tilegraph arrays builds a
-lazy tilegraph array. Functions not listed here raise NumPy's TypeError."""
+``np.sum(x)``, ``np.sort(x)``, ``np.cumsum(x)``, ``np.linalg.solve(a, b)`` ... on tilegraph
+arrays builds a lazy tilegraph array with a blocked algorithm (no gather to one block).
+
+A NumPy function with no tilegraph implementation fails with a TypeError that names the
+tilegraph alternative where there is one, and otherwise says to call ``.compute()`` first
+(see :data:`ALTERNATIVES` and README's list of what is not supported).
+
+>>> import numpy as np, tilegraph as tg
+>>> x = tg.from_numpy(np.array([3.0, 1.0, 2.0]), chunks=2)
+>>> np.cumsum(np.sort(x)).compute()
+array([1., 3., 6.])
+"""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tilegraph.array import contraction, elementwise, manipulation, reductions
+from tilegraph.array import (
+    contraction,
+    elementwise,
+    indexing,
+    manipulation,
+    reductions,
+    scans,
+    sorting,
+    statistics,
+)
+from tilegraph.array import linalg as tlinalg
+from tilegraph.array.core import Array, asarray
 
 
 def _method(name: str) -> Callable:
     def call(x: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(x, name)(*args, **kwargs)
+        return getattr(asarray(x), name)(*args, **kwargs)
 
     return call
 
 
+def _elementwise(func: Callable, name: str) -> Callable:
+    def call(*args: Any, **kwargs: Any) -> Array:
+        return elementwise.elemwise(func, *args, kwargs=kwargs or None, name=name)
+
+    return call
+
+
+def round_(a: Any, decimals: int = 0, out: Any = None) -> Array:
+    """``numpy.round`` block by block."""
+    if out is not None:
+        raise TypeError("round: out= is not supported on tilegraph arrays")
+    return elementwise.elemwise(np.round, a, operator.index(decimals), name="round")
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
+         min: Any = None, max: Any = None, **kwargs: Any) -> Array:
+    """``numpy.clip`` block by block (bounds may be arrays that broadcast)."""
+    if out is not None:
+        raise TypeError("clip: out= is not supported on tilegraph arrays")
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    a = asarray(a)
+    if lo is None and hi is None:
+        return a
+    if lo is None:
+        return elementwise.elemwise(np.minimum, a, hi, name="clip")
+    if hi is None:
+        return elementwise.elemwise(np.maximum, a, lo, name="clip")
+    return elementwise.elemwise(np.clip, a, lo, hi, name="clip")
+
+
+def squeeze(a: Any, axis: Any = None) -> Array:
+    """Remove axes of length one (all of them, or those in ``axis``)."""
+    a = asarray(a)
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(a.shape) if s == 1)
+    else:
+        axes = reductions.normalize_axes("squeeze", axis, a.ndim, a.shape)
+        for ax in axes:
+            if a.shape[ax] != 1:
+                raise ValueError(f"squeeze: cannot select axis {ax} of length "
+                                 f"{a.shape[ax]} (shape {a.shape}): only axes of length one")
+    return a[tuple(0 if i in axes else slice(None) for i in range(a.ndim))]
+
+
+def expand_dims(a: Any, axis: Any) -> Array:
+    """Insert axes of length one at ``axis`` (an int or a tuple)."""
+    a = asarray(a)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    nd = a.ndim + len(axes)
+    axes = reductions.normalize_axes("expand_dims", axes, nd, a.shape)
+    it = iter(range(a.ndim))
+    index = tuple(None if i in axes else (next(it), slice(None))[1] for i in range(nd))
+    return a[index]
+
+
+def moveaxis(a: Any, source: Any, destination: Any) -> Array:
+    """Move axes to new positions (a block transpose)."""
+    a = asarray(a)
+    src = reductions.normalize_axes("moveaxis", source, a.ndim, a.shape) if not isinstance(
+        source, (int, np.integer)) else (operator.index(source) % a.ndim,)
+    dst = (operator.index(destination) % a.ndim,) if isinstance(destination, (
+        int, np.integer)) else tuple(operator.index(d) % a.ndim for d in destination)
+    if not isinstance(source, (int, np.integer)):
+        src = tuple(operator.index(s) % a.ndim for s in source)
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination must have the same number of "
+                         "elements")
+    order = [n for n in range(a.ndim) if n not in src]
+    for d, s in sorted(zip(dst, src, strict=True)):
+        order.insert(d, s)
+    return manipulation.transpose(a, order)
+
+
+def flip(a: Any, axis: Any = None) -> Array:
+    """Reverse the order of elements along ``axis`` (all axes by default)."""
+    a = asarray(a)
+    axes = reductions.normalize_axes("flip", axis, a.ndim, a.shape)
+    return a[tuple(slice(None, None, -1) if i in axes else slice(None)
+                   for i in range(a.ndim))]
+
+
+def atleast_nd(n: int) -> Callable:
+    def at_least(*arrays: Any) -> Any:
+        out = []
+        for x in arrays:
+            x = asarray(x)
+            if x.ndim < n:
+                if n == 3 and x.ndim == 2:
+                    x = x[:, :, None]
+                elif n == 3 and x.ndim == 1:
+                    x = x[None, :, None]
+                else:
+                    x = x.reshape((1,) * (n - x.ndim) + x.shape)
+            out.append(x)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    at_least.__name__ = f"atleast_{n}d"
+    return at_least
+
+
+def vstack(tup: Any, **kwargs: Any) -> Array:
+    """Stack arrays vertically (along the first axis, 1-d arrays as rows)."""
+    return manipulation.concatenate(atleast_nd(2)(*tup) if len(tup) > 1 else
+                                    [atleast_nd(2)(*tup)], axis=0)
+
+
+def hstack(tup: Any, **kwargs: Any) -> Array:
+    """Stack arrays horizontally (along the second axis; 1-d arrays end to end)."""
+    arrays = [asarray(t) for t in tup]
+    axis = 0 if arrays and arrays[0].ndim == 1 else 1
+    return manipulation.concatenate(arrays, axis=axis)
+
+
+def dstack(tup: Any) -> Array:
+    """Stack arrays along the third axis."""
+    arrays = atleast_nd(3)(*tup)
+    return manipulation.concatenate(arrays if isinstance(arrays, tuple) else [arrays], axis=2)
+
+
+def column_stack(tup: Any) -> Array:
+    """Stack 1-d arrays as the columns of a 2-d array."""
+    arrays = [asarray(t) for t in tup]
+    arrays = [a[:, None] if a.ndim == 1 else a for a in arrays]
+    return manipulation.concatenate(arrays, axis=1)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, order: Any = "K",
+              subok: bool = True, shape: Any = None) -> Array:
+    """An array of ``fill_value`` with ``a``'s shape, blocks and dtype."""
+    from tilegraph.array.creation import full
+
+    a = asarray(a)
+    return full(a.shape if shape is None else shape, fill_value,
+                dtype=a.dtype if dtype is None else dtype,
+                chunks=a.chunks if shape is None else "auto")
+
+
+def _linalg_svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
+                hermitian: bool = False) -> Any:
+    a = asarray(a)
+    if full_matrices and a.ndim == 2 and a.shape[0] != a.shape[1] and compute_uv:
+        raise TypeError("numpy.linalg.svd: full_matrices=True of a non-square matrix is not "
+                        "supported; pass full_matrices=False (tilegraph.linalg.svd)")
+    return tlinalg.svd(a, full_matrices=False, compute_uv=compute_uv)
+
+
+def _linalg_lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
+    return tlinalg.lstsq(a, b, rcond=rcond)
+
+
 IMPLEMENTATIONS: dict[Callable, Callable] = {
+    # reductions
     np.sum: reductions.sum, np.prod: reductions.prod, np.mean: reductions.mean,
     np.var: reductions.var, np.std: reductions.std, np.min: reductions.min,
     np.max: reductions.max, np.amin: reductions.min, np.amax: reductions.max,
     np.argmin: reductions.argmin, np.argmax: reductions.argmax, np.any: reductions.any,
     np.all: reductions.all,
+    np.nansum: statistics.nansum, np.nanprod: statistics.nanprod,
+    np.nanmin: statistics.nanmin, np.nanmax: statistics.nanmax,
+    np.nanmean: statistics.nanmean, np.nanvar: statistics.nanvar,
+    np.nanstd: statistics.nanstd, np.nanargmin: statistics.nanargmin,
+    np.nanargmax: statistics.nanargmax, np.ptp: statistics.ptp,
+    np.average: statistics.average, np.count_nonzero: statistics.count_nonzero,
+    np.median: statistics.median, np.percentile: statistics.percentile,
+    np.quantile: statistics.quantile, np.nanmedian: statistics.nanmedian,
+    np.nanpercentile: statistics.nanpercentile, np.nanquantile: statistics.nanquantile,
+    np.histogram: statistics.histogram, np.bincount: statistics.bincount,
+    np.cov: statistics.cov, np.corrcoef: statistics.corrcoef,
+    np.isclose: statistics.isclose, np.allclose: statistics.allclose,
+    np.array_equal: statistics.array_equal, np.diagonal: statistics.diagonal,
+    np.trace: statistics.trace,
+    # scans
+    np.cumsum: scans.cumsum, np.cumprod: scans.cumprod, np.nancumsum: scans.nancumsum,
+    np.nancumprod: scans.nancumprod, np.diff: scans.diff, np.broadcast_to: scans.broadcast_to,
+    # sorting, searching, sets
+    np.sort: sorting.sort, np.argsort: sorting.argsort, np.unique: sorting.unique,
+    np.searchsorted: sorting.searchsorted,
+    np.nonzero: indexing.nonzero, np.argwhere: indexing.argwhere,
+    np.flatnonzero: indexing.flatnonzero, np.compress: indexing.compress,
+    np.extract: indexing.extract, np.take: indexing.take,
+    # shape
     np.transpose: lambda x, axes=None: manipulation.transpose(x, axes),
     np.swapaxes: manipulation.swapaxes, np.reshape: _method("reshape"),
     np.ravel: _method("ravel"), np.concatenate: manipulation.concatenate,
-    np.stack: manipulation.stack, np.where: elementwise.where,
+    np.stack: manipulation.stack, np.vstack: vstack, np.hstack: hstack, np.dstack: dstack,
+    np.column_stack: column_stack, np.atleast_1d: atleast_nd(1),
+    np.atleast_2d: atleast_nd(2), np.atleast_3d: atleast_nd(3), np.squeeze: squeeze,
+    np.expand_dims: expand_dims, np.moveaxis: moveaxis, np.flip: flip,
+    np.fliplr: lambda m: flip(m, 1), np.flipud: lambda m: flip(m, 0),
+    np.full_like: full_like,
+    np.zeros_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
+        a, 0, dtype, shape=shape),
+    np.ones_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
+        a, 1, dtype, shape=shape),
+    np.empty_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
+        a, 0, dtype, shape=shape),
+    # elementwise
+    np.where: elementwise.where, np.clip: clip, np.round: round_, np.around: round_,
+    np.real: lambda x: elementwise.elemwise(np.real, x, name="real"),
+    np.imag: lambda x: elementwise.elemwise(np.imag, x, name="imag"),
+    np.nan_to_num: lambda x, copy=True, nan=0.0, posinf=None, neginf=None:
+        elementwise.elemwise(np.nan_to_num, x, kwargs={"nan": nan, "posinf": posinf,
+                                                      "neginf": neginf}, name="nan_to_num"),
+    # contractions and linear algebra
     np.matmul: contraction.matmul, np.dot: contraction.dot,
     np.tensordot: contraction.tensordot, np.einsum: contraction.einsum,
     np.outer: contraction.outer,
-    np.real: lambda x: elementwise.elemwise(np.real, x, name="real"),
-    np.imag: lambda x: elementwise.elemwise(np.imag, x, name="imag"),
-    np.round: lambda x, decimals=0: elementwise.elemwise(np.round, x, decimals, name="round"),
-    np.clip: lambda x, a_min=None, a_max=None: elementwise.elemwise(
-        np.clip, x, a_min, a_max, name="clip"),
+    np.linalg.cholesky: tlinalg.cholesky, np.linalg.qr: tlinalg.qr,
+    np.linalg.svd: _linalg_svd, np.linalg.solve: tlinalg.solve, np.linalg.inv: tlinalg.inv,
+    np.linalg.det: tlinalg.det, np.linalg.slogdet: tlinalg.slogdet,
+    np.linalg.lstsq: _linalg_lstsq, np.linalg.norm: tlinalg.norm,
+    np.linalg.matmul: contraction.matmul,
 }
+
+# NumPy functions with no blocked implementation, and what to use instead
+ALTERNATIVES: dict[str, str] = {
+    "numpy.linalg.eig": "tilegraph.linalg.svd (or .compute() first)",
+    "numpy.linalg.eigh": "tilegraph.linalg.svd for a symmetric positive semi-definite "
+                         "matrix (or .compute() first)",
+    "numpy.linalg.eigvals": "tilegraph.linalg.svd (or .compute() first)",
+    "numpy.linalg.pinv": "tilegraph.linalg.lstsq (or tilegraph.linalg.svd)",
+    "numpy.linalg.matrix_rank": "tilegraph.linalg.svd(x, compute_uv=False)",
+    "numpy.copyto": "an expression that builds a new array (tilegraph arrays are immutable)",
+    "numpy.put": "tilegraph.where (tilegraph arrays are immutable)",
+    "numpy.place": "tilegraph.where (tilegraph arrays are immutable)",
+    "numpy.partition": "tilegraph.sort",
+    "numpy.argpartition": "tilegraph.argsort",
+    "numpy.lexsort": "tilegraph.argsort of one key",
+    "numpy.histogram2d": "tilegraph.histogram of each axis",
+    "numpy.histogramdd": "tilegraph.histogram of each axis",
+    "numpy.vdot": "tilegraph.dot of the raveled arrays",
+    "numpy.inner": "tilegraph.tensordot",
+    "numpy.kron": "tilegraph.outer and reshape",
+}
+
+
+def unsupported(func: Callable) -> TypeError:
+    """The error for a NumPy function tilegraph does not implement."""
+    module = getattr(func, "__module__", "numpy") or "numpy"
+    if module.startswith("numpy.linalg") or module == "numpy.linalg":
+        module = "numpy.linalg"
+    elif module.startswith("numpy"):
+        module = "numpy"
+    name = f"{module}.{getattr(func, '__name__', func)}"
+    hint = ALTERNATIVES.get(name)
+    advice = (f"use {hint}" if hint else "call .compute() first to get a NumPy array")
+    return TypeError(f"{name} is not supported on tilegraph arrays: {advice}")

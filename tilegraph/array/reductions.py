@@ -116,7 +116,7 @@ def reduction(
         combine = _skipping_none(combine)
     if block_chunk is None and not empty:
         part_func = _partial(chunk, axes)
-        parts = _map_blocks(f"{op}-partial-{token}", part_func, [x.blocks], grid,
+        parts = _map_blocks(f"{op}-partial-{token}", part_func, [x.collection], grid,
                             kind="partial", name=f"{op}-partial")
     else:
         from tilegraph.algebra.blocks import apply_blocks
@@ -127,8 +127,8 @@ def reduction(
             return _partial(chunk, axes) if block_chunk is None else block_chunk(c)
 
         parts = apply_blocks(
-            f"{op}-partial-{token}", grid, [x.blocks],
-            lambda c: (part_of(c), [x.blocks.key(c)], None),
+            f"{op}-partial-{token}", grid, [x.collection],
+            lambda c: (part_of(c), [x.collection.key(c)], None),
             kind="partial", name=f"{op}-partial",
         )
     out_grid = tuple(1 if a in axes else g for a, g in enumerate(grid))

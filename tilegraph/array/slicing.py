@@ -1,6 +1,7 @@
 """Basic indexing: integers, slices (any start, stop and step, unaligned with the blocks),
-``None`` and ``...``. Each output block is a view of exactly one input block, so slicing
-costs one cheap task per output block and copies nothing."""
+``None`` and ``...`` (integer arrays and boolean masks: :mod:`tilegraph.array.indexing`).
+Each output block is a view of exactly one input block, so slicing costs one cheap task per
+output block and copies nothing."""
 
 from __future__ import annotations
 
@@ -95,7 +96,13 @@ def _take(block: np.ndarray, index: tuple) -> np.ndarray:
 
 
 def getitem(x: Array, index: Any) -> Array:
-    """``x[index]`` for basic indexes; see the module docstring."""
+    """``x[index]``: basic indexes as in the module docstring; an integer array or a boolean
+    mask among them goes to :func:`tilegraph.array.indexing.getitem_advanced`."""
+    items = index if isinstance(index, tuple) else (index,)
+    from tilegraph.array.indexing import getitem_advanced, is_advanced
+
+    if any(is_advanced(i) for i in items):
+        return getitem_advanced(x, items)
     idx = normalize_index(index, x.shape)
     if all(isinstance(i, slice) and i == slice(None) for i in idx):
         return x
@@ -127,7 +134,7 @@ def getitem(x: Array, index: Any) -> Array:
     grid = tuple(len(c) for c in chunks)
     token = tokenize("getitem", x, idx)
     name = f"getitem-{token}"
-    xkey = x.blocks.key
+    xkey = x.collection.key
     itemsize = x.dtype.itemsize
 
     def task_of(coord: tuple[int, ...]) -> tuple:
@@ -160,6 +167,6 @@ def getitem(x: Array, index: Any) -> Array:
     def nbytes(coord: tuple[int, ...]) -> int:
         return itemsize * math.prod(chunks[a][k] for a, k in enumerate(coord))
 
-    blocks = apply_blocks(name, grid, [x.blocks], task_of, kind="getitem", name="getitem",
+    blocks = apply_blocks(name, grid, [x.collection], task_of, kind="getitem", name="getitem",
                           nbytes=nbytes)
     return Array(blocks, shape, chunks, x.dtype)

@@ -338,7 +338,7 @@ class SparseArray(Array):
     def _assembled(self) -> Array:
         """A one-block Array whose block is the whole array as one ``csr_array``."""
         grid = self.numblocks
-        keys = [self.blocks.key(c) for c in np.ndindex(*grid)]
+        keys = [self.collection.key(c) for c in np.ndindex(*grid)]
         unique = list(dict.fromkeys(keys))
         slot = {k: j for j, k in enumerate(unique)}
         args = (Lit(offsets(self.chunks[0])), Lit(offsets(self.chunks[1])), Lit(grid),
@@ -348,7 +348,7 @@ class SparseArray(Array):
         nbytes = (None if self._density is None else
                   sparse_block_nbytes((m, n), round(self._density * m * n), self.dtype,
                                       "csr"))
-        blocks = apply_blocks(name, (1, 1), [self.blocks],
+        blocks = apply_blocks(name, (1, 1), [self.collection],
                               lambda c: (_assemble_all, unique, args), kind="assemble",
                               name="to_scipy", nbytes=nbytes)
         return Array(blocks, self.shape, ((m,), (n,)), self.dtype)
@@ -405,7 +405,7 @@ class SparseArray(Array):
                [0., 1., 0.],
                [0., 0., 1.]])
         """
-        blocks = _map_blocks(f"todense-{tokenize('todense', self)}", _toarray, [self.blocks],
+        blocks = _map_blocks(f"todense-{tokenize('todense', self)}", _toarray, [self.collection],
                              self.numblocks, kind="todense", name="todense",
                              nbytes=dense_nbytes(self.chunks, self.dtype))
         return Array(blocks, self.shape, self.chunks, self.dtype)
@@ -422,7 +422,7 @@ class SparseArray(Array):
         template = (params[0], *(Dep(slot[a.name]) for a in arrays), *params[1:], dtype, fmt)
         token = tokenize("sparse", op, func, *arrays, *params, dtype, fmt)
         blocks = _map_blocks(
-            f"{op}-{token}", func, [a.blocks for a in unique], self.numblocks,
+            f"{op}-{token}", func, [a.collection for a in unique], self.numblocks,
             args=template, kind="elementwise", name=op,
             nbytes=expected_nbytes(self.chunks, density, dtype, fmt))
         return SparseArray(blocks, self.shape, self.chunks, dtype, fmt, density)
@@ -445,7 +445,7 @@ class SparseArray(Array):
         if new == self.chunks:
             return self
         rows, cols = (_axis_pieces(o, n) for o, n in zip(self.chunks, new, strict=True))
-        key = self.blocks.key
+        key = self.collection.key
         dtype, fmt = self.dtype, self.format
 
         def task_of(coord: tuple[int, ...]) -> tuple:
@@ -465,7 +465,7 @@ class SparseArray(Array):
                                        *(Dep(slot[k]) for k in keys))
 
         blocks = apply_blocks(f"rechunk-{tokenize('sparse-rechunk', self, new)}",
-                              numblocks(new), [self.blocks], task_of, kind="rechunk",
+                              numblocks(new), [self.collection], task_of, kind="rechunk",
                               name="rechunk",
                               nbytes=expected_nbytes(new, self._density, dtype, fmt))
         return SparseArray(blocks, self.shape, new, dtype, fmt, self._density)
@@ -689,7 +689,7 @@ class SparseArray(Array):
         chunks = (self.chunks[1], self.chunks[0])
         blocks = _map_blocks(
             f"transpose-{tokenize('sparse-transpose', self)}", _transpose_block,
-            [self.blocks], numblocks(chunks), [lambda c: (c[1], c[0])], kind="transpose",
+            [self.collection], numblocks(chunks), [lambda c: (c[1], c[0])], kind="transpose",
             name="transpose", nbytes=expected_nbytes(chunks, self._density, self.dtype, fmt))
         return SparseArray(blocks, (self.shape[1], self.shape[0]), chunks, self.dtype, fmt,
                            self._density)

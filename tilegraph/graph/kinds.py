@@ -140,6 +140,9 @@ _ROWS = (
     OpKind("reduce", fuse_producer=True, temp_factor=1.0),
     OpKind("aggregate", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
     OpKind("rechunk", fuse_producer=True, temp_factor=0.0),
+    # sorting a block, cutting it at splitters, merging sorted pieces (NumPy's sorts run
+    # without the GIL)
+    OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True),
     # the group-by-join of a contraction: the tasks of output block (i, j) on the grid
     OpKind("product", fuse_producer=True, placement="grid", temp_factor=0.0,
            releases_gil=True, flops=matmul_flops),

@@ -325,10 +325,10 @@ def store_arrays(sources: list, targets: list, regions: list, lock: Any = None) 
             for coord, slc in slices.items():
                 where = tuple(slice(s.start + o, s.stop + o)
                               for s, o in zip(slc, offsets, strict=True))
-                builder.add((name, *coord), _write_block, deps=[x.blocks.key(coord)],
+                builder.add((name, *coord), _write_block, deps=[x.collection.key(coord)],
                             args=(target, Lit(where), Dep(0), lock), kind="store",
                             name="write", coords=coord)
 
-        colls.append(Blocks(name, x.numblocks, (x.blocks,), emit))
+        colls.append(Blocks(name, x.numblocks, (x.collection,), emit))
     if colls:
         run_blocks(colls)

@@ -31,13 +31,16 @@ class Event:
 class RunStart(Event):
     """A run begins. ``ntasks``: tasks to run; ``nworkers``: workers; ``backend``: its name;
     ``rank``: the process (MPI rank) this run's events come from, 0 on one machine;
-    ``time``: ``time.perf_counter()`` when the run began."""
+    ``time``: ``time.perf_counter()`` when the run began; ``plan``: the pipeline's plan
+    (:class:`tilegraph.pipeline.Plan`) for subscribers that describe it (``explain``), or
+    ``None``."""
 
     ntasks: int
     nworkers: int
     backend: str
     rank: int = 0
     time: float = 0.0
+    plan: object = None
 
 
 @dataclass(frozen=True, slots=True)

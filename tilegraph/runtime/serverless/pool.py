@@ -130,7 +130,7 @@ class LocalProvisioner:
         self.runtime_limit = runtime_limit
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen] = {}
-        self.stopping: set[str] = set()  # told to stop (SIGTERM), not exited yet
+        self.stopping: set[str] = set()  # told to stop, not exited yet
         self.started_total = 0
         self.events: list[tuple[float, int, str]] = []  # (time, workers alive, why)
 
@@ -154,11 +154,12 @@ class LocalProvisioner:
             out.close()
 
     def alive(self) -> dict[str, subprocess.Popen]:
+        """The worker processes running and not being stopped."""
         for wid, p in list(self.procs.items()):
             if p.poll() is not None:
                 del self.procs[wid]
                 self.stopping.discard(wid)
-        return self.procs
+        return {wid: p for wid, p in self.procs.items() if wid not in self.stopping}
 
     def start(self, pool: Pool) -> None:
         for _ in range(self.min_workers):
@@ -166,9 +167,7 @@ class LocalProvisioner:
         self.events.append((time.time(), len(self.procs), "start"))
 
     def step(self, pool: Pool, ready: int, leased: int) -> None:
-        # a worker told to stop finishes its task first: it no longer counts, and is never
-        # told twice (else the next steps would stop more workers than wanted)
-        alive = {w: p for w, p in self.alive().items() if w not in self.stopping}
+        alive = self.alive()
         want = math.ceil((ready + leased) / self.tasks_per_worker)
         target = max(self.min_workers, min(self.max_workers, want))
         if len(alive) < target:
@@ -182,7 +181,7 @@ class LocalProvisioner:
                           if w["id"] in alive and w["task"] is None and w["idle"] > self.idle_time
                           and now - w["started"] > self.idle_time)
             for _, wid in idle[: len(alive) - target]:
-                alive[wid].terminate()
+                alive[wid].terminate()  # it finishes its current task, if any, and exits
                 self.stopping.add(wid)
             if idle:
                 self.events.append((now, len(alive) - min(len(idle), len(alive) - target),

@@ -1,0 +1,124 @@
+"""NumPy and dask habits: persist, visualize, .blocks, pickling (computed in another
+process), chunks given as sizes, tolist/item/squeeze/flatten, methods, docstrings."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilegraph as tg
+from tilegraph.runtime.events import TaskEnd
+
+ROOT = Path(__file__).resolve().parents[2]
+A = np.arange(35.0).reshape(7, 5)
+
+
+def test_persist_computes_once_and_later_expressions_reuse_it():
+    ran = []
+    x = tg.from_numpy(A, chunks=(3, 2)).map_blocks(lambda b: b * 2)
+    p = x.persist(callbacks=[lambda e: ran.append(e) if isinstance(e, TaskEnd) else None])
+    assert len(ran) >= x.npartitions
+    ran.clear()
+    got = (p + 1).compute(callbacks=[lambda e: ran.append(e.kind)
+                                      if isinstance(e, TaskEnd) else None])
+    np.testing.assert_array_equal(got, A * 2 + 1)
+    assert "map" not in ran  # the map_blocks tasks did not run again
+    assert p.chunks == x.chunks
+
+
+def test_blocks_indexing_as_in_dask():
+    x = tg.from_numpy(A, chunks=(3, 2))
+    np.testing.assert_array_equal(x.blocks[0, 1].compute(), A[:3, 2:4])
+    np.testing.assert_array_equal(x.blocks[-1].compute(), A[6:])
+    np.testing.assert_array_equal(x.blocks[:, ::2].compute(), A[:, [0, 1, 4]])
+    assert x.blocks.shape == (3, 3) and x.blocks.size == 9
+    assert len(x.blocks.ravel()) == 9
+    with pytest.raises(IndexError, match="out of range"):
+        x.blocks[3]
+    with pytest.raises(TypeError, match="ints and slices"):
+        x.blocks[[0, 1]]
+
+
+def test_pickled_array_computes_in_another_process(tmp_path):
+    x = tg.from_numpy(A, chunks=(3, 2))
+    y = np.sort(x[x > 4] * 2)[::-1].cumsum() + x.sum()
+    path = tmp_path / "array.pkl"
+    path.write_bytes(pickle.dumps(y))
+    code = ("import pickle, sys, numpy as np; y = pickle.load(open(sys.argv[1], 'rb')); "
+            "np.save(sys.argv[2], y.compute())")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out.npy")],
+                   check=True, env=env, timeout=120)
+    want = np.cumsum(np.sort(A[A > 4] * 2)[::-1]) + A.sum()
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
+    z = pickle.loads(pickle.dumps(y))
+    np.testing.assert_array_equal(z.compute(), want)
+
+
+def test_chunks_as_sizes():
+    a = np.zeros((1000, 1000))
+    assert tg.from_numpy(a, chunks="800kB").chunksize == (316, 316)
+    assert tg.from_numpy(a, chunks="auto").chunks == ((1000,), (1000,))
+    assert tg.ones((4000, 4000), chunks="10MB").chunksize == (1118, 1118)
+    with pytest.raises(ValueError, match="'lots'"):
+        tg.ones((10, 10), chunks="lots")
+    with pytest.raises(ValueError, match="smaller than one element"):
+        tg.ones((10, 10), chunks="4B")
+
+
+def test_scalar_and_list_conversions_and_methods():
+    x = tg.from_numpy(A, chunks=(3, 2))
+    assert x.tolist() == A.tolist()
+    assert x[2, 3].item() == 13.0 and x.item(7) == 7.0 and x.item(1, 2) == 7.0
+    assert x[:1, :1].item() == 0.0
+    with pytest.raises(ValueError, match="size 1"):
+        x.item()
+    np.testing.assert_array_equal(x[:1].squeeze().compute(), A[0])
+    np.testing.assert_array_equal(x.flatten().compute(), A.ravel())
+    np.testing.assert_array_equal(x.ravel().compute(), A.ravel())
+    np.testing.assert_array_equal(x.cumsum(axis=0).compute(), A.cumsum(axis=0))
+    np.testing.assert_array_equal(x.cumprod().compute(), A.cumprod())
+    np.testing.assert_array_equal(x.clip(3, 9).compute(), A.clip(3, 9))
+    np.testing.assert_array_equal((x / 7).round(2).compute(), (A / 7).round(2))
+    np.testing.assert_array_equal(x.argsort(axis=0).compute(), A.argsort(axis=0))
+    np.testing.assert_array_equal(x.nonzero()[1].compute(), A.nonzero()[1])
+    with pytest.raises(ValueError, match="axes of length one"):
+        x.squeeze(axis=0)
+
+
+def test_map_blocks_says_pass_chunks_when_blocks_change_shape():
+    x = tg.from_numpy(A, chunks=(3, 2))
+    y = x.map_blocks(lambda b: b[:1])
+    with pytest.raises(ValueError, match="pass chunks="):
+        y.compute()
+
+
+def test_visualize_draws_the_task_graph(tmp_path):
+    x = tg.from_numpy(A, chunks=(4, 3))
+    y = (x + 1).sum(axis=0)
+    dot = y.visualize(str(tmp_path / "g.dot"))
+    text = Path(dot).read_text()
+    assert text.startswith("digraph") and "->" in text and "sum" in text
+    if shutil.which("dot") is None:
+        with pytest.raises(RuntimeError, match="graphviz"):
+            y.visualize(str(tmp_path / "g.svg"))
+    else:
+        out = y.visualize(str(tmp_path / "g.svg"))
+        assert "<svg" in Path(out).read_text()
+    with pytest.raises(ValueError, match=r"\.svg, \.png"):
+        y.visualize(str(tmp_path / "g.txt"))
+
+
+def test_every_public_array_method_has_a_docstring():
+    missing = [name for name, member in inspect.getmembers(tg.Array)
+               if not name.startswith("_") and (callable(member) or isinstance(member, property))
+               and not (getattr(member, "__doc__", None) or "").strip()]
+    assert not missing, missing

@@ -1,0 +1,99 @@
+"""Integer-array and boolean-mask indexing, take/compress/nonzero, against NumPy on uneven
+blocks and several dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilegraph as tg
+from tilegraph.array.lowering import plan_arrays
+
+DTYPES = [np.float64, np.float32, np.int32, np.complex128, np.bool_]
+
+
+def _data(dtype, shape=(7, 5)):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(shape) * 10
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return (a > 0) if dtype == np.bool_ else a.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index", [
+    [5, 3], [-1, 0, 0, 6], (slice(None), [0, 2]), (Ellipsis, [4, 0, 1]), (None, [1, 2]),
+    (2, [1, 4]), ([[1, 2], [0, 6]],), (slice(1, 6, 2), [0, 4, 3]), ([],),
+    (np.array([6, 0, 3]), slice(None, None, -1)),
+])
+def test_integer_array_index_equals_numpy(dtype, index):
+    a = _data(dtype)
+    x = tg.from_numpy(a, chunks=(3, 2))
+    got = x[index]
+    want = a[index]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.compute(), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_boolean_mask_index_equals_numpy(dtype):
+    a = _data(dtype)
+    x = tg.from_numpy(a, chunks=(3, 2))
+    m = np.abs(a) > 3 if dtype != np.bool_ else a
+    xm = abs(x) > 3 if dtype != np.bool_ else x
+    for got, want in [(x[xm], a[m]), (x[m], a[m]), (x[:, m[0]], a[:, m[0]]),
+                      (x[xm[:, 1]], a[m[:, 1]]), (x[xm[:, 1], 2:], a[m[:, 1], 2:])]:
+        np.testing.assert_array_equal(got.compute(), want)
+        assert got.shape == want.shape
+
+
+def test_mask_plans_in_two_phases_sizes_first():
+    a = np.arange(20.0).reshape(4, 5)
+    x = tg.from_numpy(a, chunks=(3, 2))
+    y = x[x > 6.5]
+    # phase one ran already: the result's blocks have their real sizes
+    assert y.shape == (13,) and sum(y.chunks[0]) == 13
+    assert len(plan_arrays([y]).graph) > 0
+    np.testing.assert_array_equal((y * 2).compute(), a[a > 6.5] * 2)
+
+
+def test_lazy_integer_index_array_and_take_compress_nonzero():
+    a = _data(np.float64, (9, 4))
+    x = tg.from_numpy(a, chunks=(4, 3))
+    idx = tg.from_numpy(np.array([8, 1, 1, 0]), chunks=3)
+    np.testing.assert_array_equal(x[idx].compute(), a[[8, 1, 1, 0]])
+    np.testing.assert_array_equal(tg.take(x, [3, 0], axis=1).compute(), np.take(a, [3, 0], 1))
+    np.testing.assert_array_equal(np.take(x, [5, 30]).compute(), np.take(a, [5, 30]))
+    cond = [True, False, True, True]
+    np.testing.assert_array_equal(np.compress(cond, x, axis=1).compute(),
+                                  np.compress(cond, a, axis=1))
+    for got, want in zip(np.nonzero(x > 2), np.nonzero(a > 2), strict=True):
+        np.testing.assert_array_equal(got.compute(), want)
+    np.testing.assert_array_equal(np.argwhere(x > 2).compute(), np.argwhere(a > 2))
+    np.testing.assert_array_equal(np.flatnonzero(x > 2).compute(), np.flatnonzero(a > 2))
+    np.testing.assert_array_equal(np.extract(x > 2, x).compute(), np.extract(a > 2, a))
+    empty = x[x > 1e9]
+    assert empty.shape == (0,)
+    assert empty.compute().shape == (0,)
+
+
+def test_bad_indices_fail_clearly():
+    x = tg.from_numpy(np.arange(10.0), chunks=4)
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[[1, 10]]
+    with pytest.raises(IndexError, match="integer or boolean"):
+        x[np.array([1.5])]
+    with pytest.raises(IndexError, match="does not match"):
+        x[np.ones(9, bool)]
+    y = tg.from_numpy(np.ones((3, 3)), chunks=2)
+    with pytest.raises(IndexError, match="one integer-array or boolean index"):
+        y[[0, 1], [1, 2]]
+    with pytest.raises(np.exceptions.AxisError):
+        tg.take(y, [0], axis=3)
+
+
+def test_lazy_scalar_index_is_computed_first():
+    a = np.arange(10.0) * 2
+    x = tg.from_numpy(a, chunks=3)
+    assert float(x[x.argmax()].compute()) == 18.0
+    assert float(x[tg.asarray(np.int64(4))].compute()) == 8.0

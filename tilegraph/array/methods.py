@@ -1,0 +1,370 @@
+"""The NumPy and dask habits of :class:`~tilegraph.array.core.Array` that live outside its
+core: ``persist``, ``visualize``, ``.blocks[...]``, pickling, ``tolist``/``item``/
+``squeeze``/``flatten``, the scans and sorts as methods, and ``__array_namespace__``.
+
+They are attached to :class:`Array` when :mod:`tilegraph.array` is imported.
+
+>>> import numpy as np, tilegraph as tg
+>>> x = tg.from_numpy(np.arange(6.0).reshape(2, 3), chunks=2)
+>>> x.blocks[0, 1].compute()
+array([[2.],
+       [5.]])
+>>> x.cumsum(axis=1).tolist()
+[[0.0, 1.0, 3.0], [3.0, 7.0, 12.0]]
+>>> x[1, 2].item()
+5.0
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tilegraph.array.core import Array
+
+
+class BlockView:
+    """``x.blocks``: the blocks of an array as an array of arrays, indexed like dask's
+    ``x.blocks[i, j]`` (ints and slices of block coordinates); the result is an Array made
+    of those blocks, with no new tasks."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Array):
+        self.array = array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The block grid."""
+        return self.array.numblocks
+
+    @property
+    def size(self) -> int:
+        """The number of blocks."""
+        return self.array.npartitions
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def ravel(self) -> list[Array]:
+        """Every block as its own Array, in C order."""
+        return [self[c] for c in np.ndindex(*self.shape)]
+
+    def __getitem__(self, index: Any) -> Array:
+        from tilegraph.algebra.blocks import remap
+        from tilegraph.array.core import tokenize
+
+        x = self.array
+        if not isinstance(index, tuple):
+            index = (index,)
+        if any(i is None or i is Ellipsis for i in index) and Ellipsis in index:
+            n = x.ndim - sum(1 for i in index if i is not Ellipsis)
+            k = index.index(Ellipsis)
+            index = (*index[:k], *([slice(None)] * n), *index[k + 1:])
+        if len(index) > x.ndim:
+            raise IndexError(f"blocks[{index}]: too many indices for a block grid "
+                             f"{x.numblocks}")
+        index = index + (slice(None),) * (x.ndim - len(index))
+        picks = []
+        for axis, (item, n) in enumerate(zip(index, x.numblocks, strict=True)):
+            if isinstance(item, slice):
+                picks.append(list(range(n))[item])
+            elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+                i = int(item) + n if item < 0 else int(item)
+                if not 0 <= i < n:
+                    raise IndexError(f"blocks: block index {item} is out of range for axis "
+                                     f"{axis} with {n} blocks (grid {x.numblocks})")
+                picks.append([i])
+            else:
+                raise TypeError(f"blocks: index {item!r} on axis {axis}: only ints and "
+                                "slices of block coordinates are supported")
+        if any(not p for p in picks):
+            raise IndexError(f"blocks[{index}] selects no block of the grid {x.numblocks}")
+        keys = x.collection.keys[np.ix_(*picks)]
+        chunks = tuple(tuple(x.chunks[a][i] for i in p) for a, p in enumerate(picks))
+        name = f"blocks-{tokenize('blocks', x, tuple(tuple(p) for p in picks))}"
+        coll = remap(name, keys, [x.collection])
+        return Array(coll, tuple(sum(c) for c in chunks), chunks, x.dtype)
+
+
+def blocks(self: Array) -> BlockView:
+    """The blocks as an array of arrays: ``x.blocks[0, 1]`` is block (0, 1) as an Array,
+    ``x.blocks[:, -1]`` the last column of blocks (as in dask)."""
+    return BlockView(self)
+
+
+def persist(self: Array, **options: Any) -> Array:
+    """Compute every block now and return an Array made of the computed blocks (held in
+    memory): later expressions start from them instead of recomputing ``self``. Options
+    as for :meth:`compute`."""
+    from tilegraph import config
+    from tilegraph.array.loops import _blocks_of, from_blocks
+
+    config.resolve(options, "persist()")
+    try:
+        values = _blocks_of(self, options)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("while_loop", "persist")) from None
+    return from_blocks(values, self.shape, self.chunks, self.dtype)
+
+
+def to_dot(self: Array, max_tasks: int = 2000) -> str:
+    """The lowered task graph in Graphviz's dot language (one node per task, labelled with
+    its op and block coordinates)."""
+    from tilegraph.algebra.blocks import lower
+
+    graph = lower([self.collection]).build()
+    if len(graph) > max_tasks:
+        raise ValueError(f"visualize: the plan has {len(graph)} tasks, more than "
+                         f"max_tasks={max_tasks}; draw a smaller array or raise max_tasks")
+    names = graph.meta.get("name") or [None] * len(graph)
+    out = ['digraph tilegraph {', "  rankdir=BT;",
+           '  node [shape=box, fontname="Helvetica", fontsize=10];']
+    for i, key in enumerate(graph.keys):
+        label = names[i] or (key[0] if isinstance(key, tuple) else str(key))
+        label = str(label).split("-")[0] if names[i] is None else str(label)
+        coords = list(key[1:]) if isinstance(key, tuple) else []
+        out.append(f'  t{i} [label="{label}{coords}"];')
+    for i in range(len(graph)):
+        for j in graph.dep_idx[graph.dep_ptr[i]:graph.dep_ptr[i + 1]].tolist():
+            out.append(f"  t{j} -> t{i};")
+    out.append("}")
+    return "\n".join(out)
+
+
+def visualize(self: Array, filename: str = "tilegraph.svg", max_tasks: int = 2000) -> str:
+    """Draw the task graph with Graphviz's ``dot`` into ``filename`` (``.svg``, ``.png`` or
+    ``.pdf``) and return its path (``.dot``: the text only, no Graphviz needed)."""
+    import shutil
+    import subprocess
+
+    text = to_dot(self, max_tasks)
+    fmt = str(filename).rsplit(".", 1)[-1].lower()
+    if fmt not in ("svg", "png", "pdf", "dot"):
+        raise ValueError(f"visualize: {filename!r} must end in .svg, .png, .pdf or .dot")
+    if fmt == "dot":
+        with open(filename, "w") as f:
+            f.write(text)
+        return str(filename)
+    dot = shutil.which("dot")
+    if dot is None:
+        raise RuntimeError("visualize: Graphviz's 'dot' is not installed (`make sysdeps` or "
+                           "apt-get install graphviz); a .dot filename writes the text only")
+    subprocess.run([dot, f"-T{fmt}", "-o", str(filename)], input=text, text=True, check=True,
+                   capture_output=True)
+    return str(filename)
+
+
+def __reduce__(self: Array) -> tuple:
+    """Arrays pickle with their whole plan (the task functions by value, via cloudpickle),
+    so a pickled Array can be computed in another process."""
+    try:
+        import cloudpickle
+    except ImportError:  # pragma: no cover - cloudpickle is a dependency
+        raise TypeError("pickling a tilegraph Array needs cloudpickle (pip install "
+                        "cloudpickle)") from None
+    state = (type(self), self.collection, self.shape, self.chunks, self.dtype)
+    return _rebuild_state, (cloudpickle.dumps(state),)
+
+
+def _rebuild_state(payload: bytes) -> Array:
+    cls, coll, shape, chunks, dtype = pickle.loads(payload)
+    out = object.__new__(cls)
+    Array.__init__(out, coll, shape, chunks, dtype)
+    return out
+
+
+def tolist(self: Array) -> Any:
+    """The computed array as nested Python lists (a scalar for a 0-d array)."""
+    return np.asarray(self.compute()).tolist()
+
+
+def item(self: Array, *args: Any) -> Any:
+    """One element as a Python scalar: ``x.item()`` for a one-element array,
+    ``x.item(i)`` (flat index) or ``x.item(i, j, ...)``; computes only that element."""
+    if not args:
+        if self.size != 1:
+            raise ValueError(f"item: can only convert an array of size 1 to a Python scalar "
+                             f"(shape {self.shape}); give an index")
+        return np.asarray(self.reshape(()).compute()).item()
+    if len(args) == 1 and not isinstance(args[0], tuple):
+        i = int(args[0])
+        if not -self.size <= i < self.size:
+            raise IndexError(f"item: index {i} is out of bounds for size {self.size}")
+        return np.asarray(self.reshape(-1)[i].compute()).item()
+    index = args[0] if len(args) == 1 else args
+    return np.asarray(self[tuple(index)].compute()).item()
+
+
+def squeeze(self: Array, axis: Any = None) -> Array:
+    """Remove axes of length one."""
+    from tilegraph.array.numpy_functions import squeeze as impl
+
+    return impl(self, axis)
+
+
+def flatten(self: Array, order: str = "C") -> Array:
+    """The array as one axis, in row-major order (a reshape; arrays are immutable, so no
+    copy is needed)."""
+    return self.reshape(-1, order=order)
+
+
+def _scan_method(name: str) -> Callable:
+    def method(self: Array, axis: Any = None, dtype: Any = None) -> Array:
+        from tilegraph.array import scans
+
+        return getattr(scans, name)(self, axis=axis, dtype=dtype)
+
+    method.__name__ = name
+    method.__doc__ = f"Like ``numpy.ndarray.{name}``, a blocked scan (flattened by default)."
+    return method
+
+
+def clip(self: Array, min: Any = None, max: Any = None) -> Array:
+    """Values limited to ``[min, max]``, block by block."""
+    from tilegraph.array.numpy_functions import clip as impl
+
+    return impl(self, min, max)
+
+
+def round(self: Array, decimals: int = 0) -> Array:
+    """Values rounded to ``decimals`` decimals, block by block."""
+    from tilegraph.array.numpy_functions import round_
+
+    return round_(self, decimals)
+
+
+def argsort(self: Array, axis: Any = -1, kind: Any = None, order: Any = None) -> Array:
+    """The indices that sort the array along ``axis`` (see :func:`tilegraph.argsort`)."""
+    from tilegraph.array.sorting import argsort as impl
+
+    return impl(self, axis, kind, order)
+
+
+def nonzero(self: Array) -> tuple[Array, ...]:
+    """The indices of the non-zero elements, one array per axis (two-phase)."""
+    from tilegraph.array.indexing import nonzero as impl
+
+    return impl(self)
+
+
+def searchsorted(self: Array, v: Any, side: str = "left") -> Array:
+    """Where the values ``v`` would go in this sorted 1-d array."""
+    from tilegraph.array.sorting import searchsorted as impl
+
+    return impl(self, v, side)
+
+
+def take(self: Array, indices: Any, axis: Any = None) -> Array:
+    """The elements at ``indices`` along ``axis`` (see :func:`tilegraph.take`)."""
+    from tilegraph.array.indexing import take as impl
+
+    return impl(self, indices, axis)
+
+
+def trace(self: Array, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None
+          ) -> Array:
+    """Sum of the main diagonal."""
+    from tilegraph.array.statistics import trace as impl
+
+    return impl(self, offset, axis1, axis2, dtype)
+
+
+def diagonal(self: Array, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
+    """The main diagonal of a 2-d array."""
+    from tilegraph.array.statistics import diagonal as impl
+
+    return impl(self, offset, axis1, axis2)
+
+
+def ptp(self: Array, axis: Any = None, keepdims: bool = False) -> Array:
+    """Maximum minus minimum along ``axis``."""
+    from tilegraph.array.statistics import ptp as impl
+
+    return impl(self, axis, keepdims=keepdims)
+
+
+def __array_namespace__(self: Array, *, api_version: str | None = None) -> Any:
+    """The Array API namespace of tilegraph arrays (:mod:`tilegraph.array.array_api`,
+    also ``tilegraph.array_api``)."""
+    if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+        raise ValueError(f"__array_namespace__: api_version {api_version!r} is not "
+                         "supported (2023.12 and earlier)")
+    from tilegraph.array import array_api as xp
+
+    return xp
+
+
+def __index__(self: Array) -> int:
+    """The value of a 0-d integer array as a Python int."""
+    if self.ndim or self.dtype.kind not in "iu":
+        raise TypeError(f"only 0-d integer arrays can be used as an index (shape "
+                        f"{self.shape}, dtype {self.dtype})")
+    return int(self.compute())
+
+
+def __setitem__(self: Array, index: Any, value: Any) -> None:
+    raise TypeError("tilegraph arrays are immutable: build a new array instead, e.g. "
+                    "tilegraph.where(mask, value, x) for x[mask] = value")
+
+
+def __dlpack__(self: Array, /, *, stream: Any = None, max_version: Any = None,
+               dl_device: Any = None, copy: Any = None) -> Any:
+    """The computed array through DLPack (NumPy's)."""
+    kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                ("dl_device", dl_device), ("copy", copy)) if v is not None}
+    return np.asarray(self.compute()).__dlpack__(**kwargs)
+
+
+def __dlpack_device__(self: Array) -> tuple[int, int]:
+    """DLPack's CPU device."""
+    return (1, 0)
+
+
+def to_device(self: Array, device: Any, /, *, stream: Any = None) -> Array:
+    """The array on ``device``; tilegraph has one device, ``"cpu"``."""
+    if device != "cpu":
+        raise ValueError(f"to_device: unknown device {device!r}; tilegraph has 'cpu' only")
+    return self
+
+
+def device(self: Array) -> str:
+    """The device the array lives on: ``"cpu"``."""
+    return "cpu"
+
+
+_INPLACE = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift",
+            "rshift", "and", "xor", "or")
+
+
+def _inplace(name: str) -> Callable:
+    def method(self: Array, other: Any) -> Array:
+        return getattr(self, f"__{name}__")(other)
+
+    method.__name__ = f"__i{name}__"
+    method.__doc__ = (f"``x {name}= y`` rebinds ``x`` to a new array (arrays are immutable: "
+                      "other references keep the old value).")
+    return method
+
+
+def install() -> None:
+    """Attach these methods to :class:`Array` (idempotent)."""
+    Array.blocks = property(blocks)
+    Array.device = property(device)
+    for func in (persist, to_dot, visualize, __reduce__, tolist, item, squeeze, flatten,
+                 clip, round, argsort, nonzero, searchsorted, take, trace, diagonal, ptp,
+                 __array_namespace__, to_device, __index__, __setitem__, __dlpack__,
+                 __dlpack_device__):
+        setattr(Array, func.__name__, func)
+    for name in _INPLACE:
+        setattr(Array, f"__i{name}__", _inplace(name))
+    Array.cumsum = _scan_method("cumsum")
+    Array.cumprod = _scan_method("cumprod")
+

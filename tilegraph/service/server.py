@@ -1,0 +1,75 @@
+"""``tilegraph serve``: the service on uvicorn, with its pool, its token and its address."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import sys
+from typing import Any
+
+DEFAULT_PORT = 8786
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, certfile: str | None, keyfile: str | None, insecure: bool) -> None:
+    """Refuse to serve a non-loopback address without TLS (``certfile`` and ``keyfile``)
+    unless ``insecure`` says so: the token would cross the network in clear text."""
+    if (certfile is None) != (keyfile is None):
+        raise ValueError("TLS needs both --certfile and --keyfile")
+    for path in (certfile, keyfile):
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"no such file: {path}")
+    if not is_loopback(host) and certfile is None and not insecure:
+        raise ValueError(
+            f"refusing to serve {host} without TLS: anyone on the network could read the "
+            "token and run code; give --certfile and --keyfile, or --insecure if the "
+            "network is trusted")
+
+
+def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, workers: int | None = None,
+          redis: str | None = None, store: str | None = None, data_dir: str | None = None,
+          local: bool = False, max_jobs: int = 2, max_body: int | None = None,
+          certfile: str | None = None, keyfile: str | None = None, insecure: bool = False,
+          out: Any = None) -> int:
+    """Run the service until Ctrl-C: jobs on the serverless pool (or the threads backend with
+    ``local``), records in ``data_dir`` (default ``./tilegraph-service``). The token is
+    ``$TILEGRAPH_TOKEN`` or a new random one; the dashboard's URL with it is printed."""
+    import uvicorn
+
+    from tilegraph.service.app import DEFAULT_MAX_BODY, create_app
+    from tilegraph.service.pool import make_pool
+
+    out = out or sys.stdout
+    check_bind(host, certfile, keyfile, insecure)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
+    data_dir = os.path.abspath(data_dir or "tilegraph-service")
+    os.makedirs(data_dir, exist_ok=True)
+    token = os.environ.get("TILEGRAPH_TOKEN") or secrets.token_urlsafe(24)
+    pool = make_pool(local, workers, redis, store)
+    try:
+        app = create_app(data_dir, pool, token, max_jobs=max_jobs,
+                         max_body=max_body or DEFAULT_MAX_BODY)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                access_log=False, ssl_certfile=certfile,
+                                ssl_keyfile=keyfile, timeout_graceful_shutdown=5,
+                                lifespan="on")
+        server = uvicorn.Server(config)
+        scheme = "https" if certfile else "http"
+        shown = f"[{host}]" if ":" in host else host
+        print(f"tilegraph service: {pool.describe()}; data in {data_dir}", file=out)
+        print(f"dashboard: {scheme}://{shown}:{port}/?token={token}", file=out, flush=True)
+        server.run()
+    finally:
+        pool.close()
+    return 0
