@@ -371,12 +371,22 @@ class _PoolRun:
         try:
             while not stop.is_set():
                 try:
-                    got = r.xread({ev: last}, count=2000, block=50)
-                    for _, entries in got:
-                        for eid, fields in entries:
-                            last = eid
-                            self._event(fields)
+                    # a task's event is in the stream before it is on the want list (one
+                    # transition writes both), so reading the events after popping the
+                    # list gives every event of a result before the result is delivered
                     tasks = r.lpop(want, 1000)
+                    block: int | None = None if tasks else 50
+                    while True:
+                        got = r.xread({ev: last}, count=2000, block=block)
+                        n = 0
+                        for _, entries in got:
+                            for eid, fields in entries:
+                                last = eid
+                                n += 1
+                                self._event(fields)
+                        if n < 2000:
+                            break
+                        block = None
                     now = time.monotonic()
                     if now - last_check > 0.5:
                         last_check = now
