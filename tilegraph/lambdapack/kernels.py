@@ -180,6 +180,9 @@ def _q_leaf(leaf: tuple, u: np.ndarray) -> np.ndarray:
 # -- tiled Householder QR (the kernels of PLASMA's tile QR, from LAPACK) -----------------------
 
 
+INNER_BLOCK = 128  # columns per block reflector inside a tile (LAPACK's nb, PLASMA's ib)
+
+
 def _lapack(name: str, *arrays: np.ndarray) -> Any:
     from scipy.linalg import get_lapack_funcs
 
@@ -199,7 +202,7 @@ def _hh_geqrt(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The QR factorisation of a diagonal tile as LAPACK's ``geqrt`` leaves it:
     ``(reflectors below the diagonal and R on and above it, the block reflector's T)``."""
     m, n = a.shape
-    vr, t, info = _lapack("geqrt", a)(max(1, min(m, n)), a)
+    vr, t, info = _lapack("geqrt", a)(max(1, min(m, n, INNER_BLOCK)), a)
     _check(info, "geqrt")
     return vr, t
 
@@ -232,7 +235,7 @@ def _hh_tsqrt(prev: tuple, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     ``(the new R, the reflectors, T)``."""
     r = _r_of(prev)
     n = r.shape[1]
-    r2, v, t, info = _lapack("tpqrt", r, b)(0, max(1, n), r, b)
+    r2, v, t, info = _lapack("tpqrt", r, b)(0, max(1, min(n, INNER_BLOCK)), r, b)
     _check(info, "tpqrt")
     return r2, v, t
 
