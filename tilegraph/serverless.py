@@ -1,30 +1,5 @@
 """The serverless engine's public names (:mod:`tilegraph.runtime.serverless`): ``Pool``,
 ``run_program``, the object stores and the provisioners."""
 
-from tilegraph.runtime.serverless import (
-    FsspecStore,
-    LithopsProvisioner,
-    LocalProvisioner,
-    LocalStore,
-    ObjectStore,
-    Pool,
-    PoolFailure,
-    ServerlessBackend,
-    open_store,
-    run_program,
-    workers_info,
-)
-
-__all__ = [
-    "FsspecStore",
-    "LithopsProvisioner",
-    "LocalProvisioner",
-    "LocalStore",
-    "ObjectStore",
-    "Pool",
-    "PoolFailure",
-    "ServerlessBackend",
-    "open_store",
-    "run_program",
-    "workers_info",
-]
+from tilegraph.runtime.serverless import *  # noqa: F403
+from tilegraph.runtime.serverless import __all__  # noqa: F401
