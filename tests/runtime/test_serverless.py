@@ -356,7 +356,8 @@ def test_ctrl_c_leaves_nothing_running(tmp_path):
     """))
     env = dict(os.environ, TILEGRAPH_NAMESPACE=ns)
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
-                            text=True)
+                            text=True,  # as from a terminal, whatever this process does
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout.readline().strip() == "start"
     time.sleep(2.5)
     proc.send_signal(signal.SIGINT)
