@@ -505,3 +505,26 @@ def test_lambdapack_householder_qr_unexpanded(pool):
     np.testing.assert_allclose(q @ r, a, atol=1e-10)
     np.testing.assert_allclose(q.T @ q, np.eye(n), atol=1e-10)
     assert (np.diagonal(r) >= 0).all()
+
+
+def test_run_program_with_tiles_given_by_value(pool):
+    rng = np.random.default_rng(9)
+    b = 6
+    A, B = rng.random((2 * b, 3 * b)), rng.random((3 * b, b))
+    dag = library.gemm.bind(M=2, N=1, K=3)
+
+    def tiles(x, rows, cols):
+        return {(i, j): x[i * b:(i + 1) * b, j * b:(j + 1) * b]
+                for i in range(rows) for j in range(cols)}
+
+    out = run_program(dag, {"A": tiles(A, 2, 3), "B": tiles(B, 3, 1)},
+                      [("C", (0, 0, 3)), ("C", (1, 0, 3))], pool=pool)
+    C = np.vstack([out[("C", (0, 0, 3))], out[("C", (1, 0, 3))]])
+    np.testing.assert_allclose(C, A @ B)
+    partial = tiles(A, 2, 3)
+    del partial[(1, 2)]
+    with pytest.raises(KeyError, match=r"in/A/1,2"):
+        run_program(dag, {"A": partial, "B": tiles(B, 3, 1)}, [("C", (1, 0, 3))], pool=pool)
+    with pytest.raises(TypeError, match="must be a function of a tile or a mapping"):
+        run_program(dag, {"A": 3, "B": tiles(B, 3, 1)}, [("C", (1, 0, 3))], pool=pool)
+    assert _run_keys(pool) == set()

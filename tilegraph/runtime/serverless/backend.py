@@ -516,10 +516,12 @@ def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]]
     """Run a bound LambdaPACK DAG on a serverless pool without expanding it.
 
     ``inputs`` maps each input array (tiles the program reads and never writes) to a
-    function giving the block of a tile; ``outputs`` lists the tiles ``(array, tile)``
-    wanted. Returns their values. Only the program (constant size), the input tiles it
-    reads and the pool's queue entries are stored: the workers find each node's children
-    from the program.
+    mapping ``tile -> block``, or to a function giving the block of a tile; ``outputs``
+    lists the tiles ``(array, tile)`` wanted. Returns their values. Only the program
+    (constant size), the input tiles and the pool's queue entries are stored: the workers
+    find each node's children from the program. With a function, the driver enumerates
+    the program's nodes once to find the tiles they read (pass mappings for DAGs too
+    large to enumerate); a tile missing from a mapping fails the task that reads it.
     """
     from tilegraph.lambdapack.program import DAG
 
@@ -544,16 +546,24 @@ def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]]
             raise ValueError(f"{dag!r}: output tile {array}{list(tile)} is never written")
         wanted[node_id(writer)] = (array, tile)
     tiles: dict[str, Any] = {}
-    for node in dag.nodes():
-        for what, value in dag.inputs(node):
-            if what == "tile" and value[2] is None:
-                array, tile, _ = value
-                if array not in inputs:
-                    raise ValueError(f"{dag!r} reads tile {array}{list(tile)}, which no "
-                                     "statement writes and no input provides")
-                tid = tile_id(array, tile)
-                if tid not in tiles:
-                    tiles[tid] = inputs[array](tile)
+    given = {name: fn for name, fn in inputs.items() if isinstance(fn, Mapping)}
+    for name, tile_values in given.items():  # tiles given by value: nothing to expand
+        for tile, value in tile_values.items():
+            tiles[tile_id(name, tuple(int(v) for v in tile))] = value
+    if len(given) < len(inputs):  # tiles made by functions: find the tiles read
+        for node in dag.nodes():
+            for what, value in dag.inputs(node):
+                if what == "tile" and value[2] is None:
+                    array, tile, _ = value
+                    if array not in inputs:
+                        raise ValueError(f"{dag!r} reads tile {array}{list(tile)}, which no "
+                                         "statement writes and no input provides")
+                    tid = tile_id(array, tile)
+                    if tid not in tiles and array not in given:
+                        if not callable(inputs[array]):
+                            raise TypeError(f"inputs[{array!r}] must be a function of a tile "
+                                            "or a mapping of tiles to blocks")
+                        tiles[tid] = inputs[array](tile)
     backend = ServerlessBackend(workers, pool=pool, redis=redis, store=store, wait=wait)
     rid = uuid.uuid4().hex[:16]
     source = ProgramTasks(dag, list(wanted), rid)
