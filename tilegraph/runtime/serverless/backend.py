@@ -550,7 +550,13 @@ def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]]
     for name, tile_values in given.items():  # tiles given by value: nothing to expand
         for tile, value in tile_values.items():
             tiles[tile_id(name, tuple(int(v) for v in tile))] = value
-    if len(given) < len(inputs):  # tiles made by functions: find the tiles read
+    written = {st.target.array for st in dag.statements}
+    for st in dag.statements:
+        for read in st.reads:
+            if read.array not in written and read.array not in inputs:
+                raise ValueError(f"{dag!r} reads {read.array}, which no statement writes and "
+                                 "no input provides")
+    if not inputs or len(given) < len(inputs):  # tiles made by functions: find those read
         for node in dag.nodes():
             for what, value in dag.inputs(node):
                 if what == "tile" and value[2] is None:
