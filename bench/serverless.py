@@ -130,7 +130,6 @@ def faults(n: int, b: int) -> None:
         got = tg.linalg.cholesky(x).compute(backend="serverless", pool=pool, progress=False)
         base = time.perf_counter() - t
         assert np.allclose(got, want)
-        total = sum(1 for _ in range(1))  # placeholder for symmetry of the printout
         ntasks = library.cholesky.bind(N=-(-n // b)).count()
         done = [0]
         killed: list[int] = []
@@ -185,7 +184,6 @@ def faults(n: int, b: int) -> None:
         print(f"straggler (one worker SIGSTOPped mid-task): {slow:.2f} s ({slow / base:.2f}x),"
               f" right answer: {np.allclose(got, want)}, {expired} lease(s) expired and the "
               "task redone by another worker")
-        del total
 
 
 def _timeline(events: list) -> None:

@@ -528,3 +528,15 @@ def test_run_program_with_tiles_given_by_value(pool):
     with pytest.raises(TypeError, match="must be a function of a tile or a mapping"):
         run_program(dag, {"A": 3, "B": tiles(B, 3, 1)}, [("C", (1, 0, 3))], pool=pool)
     assert _run_keys(pool) == set()
+
+
+def test_large_literal_operands_are_stored_once_and_read_by_the_workers(pool):
+    from tilegraph.runtime.serverless.tasks import HOIST_BYTES
+
+    rng = np.random.default_rng(11)
+    a, b = rng.random((500, 400)), rng.random((400, 300))
+    assert a.nbytes >= HOIST_BYTES  # the matmul's tasks hold a and b as literal arguments
+    x, y = tg.from_numpy(a, chunks=200), tg.from_numpy(b, chunks=200)
+    np.testing.assert_allclose((x @ y).compute(backend="serverless", pool=pool), a @ b)
+    assert _run_keys(pool) == set()
+    assert _store_entries(pool) == []

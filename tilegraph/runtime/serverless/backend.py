@@ -50,6 +50,7 @@ from tilegraph.runtime.events import (
     TaskStart,
     WorkersScaled,
 )
+from tilegraph.runtime.serverless.pool import Pool, workers_info
 from tilegraph.runtime.serverless.state import (
     EVENTS_MAXLEN,
     RUN_SCORE,
@@ -162,8 +163,6 @@ class ServerlessBackend(Backend):
             store = open_store(self.store) if self.store is not None else None
             pool = None
         else:
-            from tilegraph.runtime.serverless.pool import Pool
-
             own = pool = Pool(self.workers, store=self.store, lease=self.lease)
             url, store, ns = pool.redis_url, pool.store, pool.namespace
         tmp = None
@@ -392,8 +391,6 @@ class _PoolRun:
                         last_check = now
                         self.scripts.reclaim(args=[ns, 5, EVENTS_MAXLEN])
                         r.hset(f"{ns}:run:{rid}", "seen", time.time())
-                        from tilegraph.runtime.serverless.pool import workers_info
-
                         alive = len(workers_info(r, ns))
                         if alive != alive_before:
                             alive_before = alive

@@ -98,7 +98,7 @@ class GraphTasks:
         funcs = [graph.funcs[i] if is_run[i] else None for i in range(n)]
         found: dict[int, tuple[str, Any]] = {}
         args = [_hoist(graph.args[i], found, prefix) if is_run[i] else () for i in range(n)]
-        self.hoisted = [i for i in range(n) if is_run[i] and args[i] is not graph.args[i]]
+        self.hoisted = frozenset(i for i in range(n) if is_run[i] and args[i] is not graph.args[i])
         # the large literals, stored by the driver before the run and not pickled with it
         self.literals: dict[str, Any] = {key: value for key, value in found.values()}
         kwargs = {i: kw for i, kw in graph.kwargs.items() if is_run[i]}
@@ -137,13 +137,12 @@ class GraphTasks:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["literals"] = {}
-        state["_hoisted_set"] = frozenset(self.hoisted)
         return state
 
     def refs(self, task: str) -> list[str]:
         """Keys of the stored literals task ``task`` reads."""
         i = int(task)
-        if i not in self.__dict__.get("_hoisted_set", ()):
+        if i not in self.hoisted:
             return []
         return [a.key for a in self.graph.args[i] if type(a) is Ref]
 
