@@ -182,7 +182,7 @@ def clean(directories: list[str], dry_run: bool = False) -> int:
 
 def autopar_command(script: str, workers: int | None, explain: bool, dot: str | None,
                     args: list[str], profile: bool = False, html: str | None = None,
-                    saveas: str | None = None) -> int:
+                    saveas: str | None = None, report: str | None = None) -> int:
     """``tilegraph autopar``: explain the script's task graph, or run it in parallel; the
     exit status is the script's (1 after an exception, whose traceback is printed as
     ``python script.py`` prints it)."""
@@ -198,6 +198,14 @@ def autopar_command(script: str, workers: int | None, explain: bool, dot: str | 
         graph = analyze(script)
     except AnalysisError as exc:
         print(f"tilegraph autopar: {exc}", file=sys.stderr)
+        return 2
+    if report and (explain or dot or html or saveas):
+        print("tilegraph autopar: --report goes with a run, not with --explain, --dot, "
+              "--html or --saveas", file=sys.stderr)
+        return 2
+    if report and not os.path.isdir(os.path.dirname(os.path.abspath(report))):
+        print(f"tilegraph autopar: cannot write {report}: no directory "
+              f"{os.path.dirname(os.path.abspath(report))}", file=sys.stderr)
         return 2
     if profile and not (explain or html):
         print("tilegraph autopar: --profile goes with --explain or --html", file=sys.stderr)
@@ -245,7 +253,8 @@ def autopar_command(script: str, workers: int | None, explain: bool, dot: str | 
                 f.write(to_dot(graph))
         return 0
     try:
-        run_script(script, workers or os.cpu_count() or 1, argv=[script, *args], graph=graph)
+        run_script(script, workers or os.cpu_count() or 1, argv=[script, *args], graph=graph,
+                   report=report)
     except ScriptError as exc:
         sys.stderr.write(exc.traceback)
         return exc.exit_code
@@ -330,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     auto.add_argument("--html", metavar="FILE",
                       help="write the task graph as a self-contained HTML page (drawn in "
                            "layers, with the explanation); with --profile, timed")
+    auto.add_argument("--report", metavar="FILE",
+                      help="with a parallel run: write its HTML report (the statements' task "
+                           "stream on the worker processes)")
     auto.add_argument("--saveas", metavar="FILE",
                       help="write a standalone script that runs this plan with tilegraph "
                            "(python FILE [--workers N] [arguments])")
@@ -372,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "autopar":
         return autopar_command(args.script, args.workers, args.explain, args.dot, script_args,
-                               profile=args.profile, html=args.html, saveas=args.saveas)
+                               profile=args.profile, html=args.html, saveas=args.saveas,
+                               report=args.report)
     if args.command == "run":
         return run_script(args.nprocs, args.script, args.args)
     if args.command == "clean":

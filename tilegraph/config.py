@@ -16,7 +16,7 @@ option         default                   meaning
 =============  ========================  ====================================================
 ``backend``    ``"threads"``             where tasks run: ``"threads"``, ``"sync"``, ``"mpi"``,
                                          ``"serverless"`` or ``"dask"`` (a dask.distributed
-                                         cluster)
+                                         cluster), or a ``Backend`` object
                                          (the environment variable ``TILEGRAPH_BACKEND``,
                                          set by ``tilegraph run``, changes the default)
 ``workers``    ``None`` (= cores)        worker threads of the threads backend (with MPI:
@@ -94,9 +94,11 @@ _overrides: ContextVar[Mapping[str, Any]] = ContextVar("tilegraph_config",
                                                        default=MappingProxyType({}))
 
 
-def _check_backend(value: Any) -> str:
-    from tilegraph.runtime.backends import BACKENDS
+def _check_backend(value: Any) -> Any:
+    from tilegraph.runtime.backends import BACKENDS, Backend
 
+    if isinstance(value, Backend):
+        return value  # a backend object made by a front end (e.g. autopar's processes)
     if not isinstance(value, str) or value not in BACKENDS:
         raise ValueError(
             f"unknown backend {value!r}; choose one of: {', '.join(sorted(BACKENDS))}"

@@ -359,3 +359,79 @@ def test_html_draws_the_graph(tmp_path, capsys):
     assert "no directory" in capsys.readouterr().err
     assert cli_main(["autopar", str(CORPUS / "numpy_analysis.py"), "--saveas",
                      str(tmp_path / "missing" / "p.py")]) == 2
+
+
+# -- the run goes through the one pipeline --------------------------------------------------
+
+
+def test_a_run_is_a_pipeline_run_with_events_and_a_report(tmp_path, monkeypatch):
+    from tilegraph.pipeline import last_run
+    from tilegraph.runtime.events import RunEnd, TaskEnd, TaskStart
+
+    script = tmp_path / "halves.py"
+    script.write_text("a = sum(range(200000))\nb = sum(range(300000))\nprint(a + b)\n")
+    monkeypatch.chdir(tmp_path)
+    events: list = []
+    out = io.StringIO()
+    run_script(script, 2, stdout=out, callbacks=[events.append],
+               report=str(tmp_path / "run.html"))
+    assert out.getvalue() == f"{sum(range(200000)) + sum(range(300000))}\n"
+    starts = [e.key for e in events if isinstance(e, TaskStart)]
+    assert sorted(starts) == [("statement", 0), ("statement", 1), ("statement", 2)]
+    assert starts.index(("statement", 2)) == 2   # it waits for both halves
+    ends = {e.key: e for e in events if isinstance(e, TaskEnd)}
+    assert ends[("statement", 0)].kind == "statement"
+    assert [e.status for e in events if isinstance(e, RunEnd)] == ["done"]
+    summary = last_run()
+    assert summary.backend == "processes" and summary.ntasks == 3 and summary.workers == 2
+    page = (tmp_path / "run.html").read_text()
+    assert "tilegraph run (processes)" in page and "<title>line 2" in page
+    _no_children()
+
+
+def test_the_cli_writes_a_report_and_refuses_it_without_a_run(tmp_path, capsys, monkeypatch):
+    script = tmp_path / "s.py"
+    script.write_text("a = sum(range(1000))\nb = sum(range(2000))\nprint(a, b)\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["autopar", str(script), "--workers", "2", "--report", "r.html"]) == 0
+    assert capsys.readouterr().out == "499500 1999000\n"
+    assert (tmp_path / "r.html").read_text().startswith("<!")
+    assert cli_main(["autopar", str(script), "--explain", "--report", "r.html"]) == 2
+    assert "--report goes with a run" in capsys.readouterr().err
+    assert cli_main(["autopar", str(script), "--report", str(tmp_path / "no" / "r.html")]) == 2
+    assert "no directory" in capsys.readouterr().err
+
+
+def test_a_worker_process_killed_mid_run_stops_the_run_and_leaves_nothing(tmp_path,
+                                                                         monkeypatch):
+    script = tmp_path / "victim.py"
+    script.write_text("import os, signal, time\n"
+                      "a = sum(range(1000))\n"
+                      "b = os.kill(os.getpid(), signal.SIGKILL)\n"
+                      "c = time.sleep(0.2)\n"
+                      "print(a, c)\n")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with pytest.raises(ScriptError, match=r"died \(exit code -9\) while running line 3"):
+        run_script(script, 2, stdout=out)
+    assert out.getvalue() == ""
+    _no_children()
+
+
+def test_a_failure_lets_earlier_statements_finish_and_starts_no_later_one(tmp_path,
+                                                                         monkeypatch):
+    # line 3 fails at once while line 2 still sleeps: line 2's output and file still come,
+    # as in the serial run; line 4 (independent of both) never starts
+    script = tmp_path / "order.py"
+    script.write_text("import time\n"
+                      "a = (time.sleep(0.5), print('slow first'), open('a.txt', 'w').write('a'))\n"
+                      "b = 1 / 0\n"
+                      "c = (print('never'), open('c.txt', 'w').write('c'))\n")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with pytest.raises(ScriptError) as info:
+        run_script(script, 2, stdout=out)
+    assert info.value.lineno == 3 and "ZeroDivisionError" in info.value.traceback
+    assert out.getvalue() == "slow first\n"
+    assert (tmp_path / "a.txt").read_text() == "a" and not (tmp_path / "c.txt").exists()
+    _no_children()

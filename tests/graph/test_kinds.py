@@ -112,7 +112,7 @@ def test_rows_keep_the_rules_of_the_old_tables():
         "todense", "sort"}
     assert {k for k, r in KINDS.items() if r.releases_gil} == {
         "product", "accumulate", "partial_product", "potrf", "trsm", "syrk", "gemm", "qr",
-        "lu", "svd", "sort"}
+        "lu", "svd", "sort", "statement"}
 
 
 def test_task_estimates_count_temporaries_by_kind():

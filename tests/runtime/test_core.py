@@ -523,3 +523,86 @@ def test_overlapping_computes_in_threads_leave_blas_as_it_was():
         t.join(10)
     assert sorted(results) == [0, 1]
     assert now() == before
+
+
+# -- serial failure: graphs whose tasks are a program's steps, with side effects -------------
+
+
+def _serial_graph(log, fail_at, sleeps=None):
+    """Six steps in program order: 0 -> {1, 2}; 3 independent; 4 after 1; 5 after 3.
+    Step ``i`` in ``fail_at`` raises; every step that runs appends ``i`` to ``log``."""
+    sleeps = sleeps or {}
+
+    def step(i):
+        def run(*_):
+            time.sleep(sleeps.get(i, 0))
+            log.append(i)
+            if i in fail_at:
+                raise ValueError(f"step {i} failed")
+            return i
+        return run
+
+    deps = {0: [], 1: [0], 2: [0], 3: [], 4: [1], 5: [3]}
+    b = GraphBuilder()
+    for i in range(6):
+        b.add(("s", i), step(i), deps=[("s", d) for d in deps[i]], serial=i, priority=i)
+    return b.build()
+
+
+@pytest.mark.parametrize("backend", ["sync", "threads"])
+def test_serial_failure_finishes_the_steps_before_and_starts_none_after(backend):
+    log: list[int] = []
+    # 3 (no dependencies) fails while 0 runs; 1 and 2 wait for 0 but come before 3
+    g = _serial_graph(log, fail_at={3}, sleeps={2: 0.2})
+    with pytest.raises(ValueError, match="step 3 failed") as info:
+        tilegraph.pipeline.run(g, g.keys, backend=backend, workers=2, fuse=False)
+    # every step before 3 ran, even the slow 2 that was still running when 3 failed
+    assert sorted(x for x in log if x < 3) == [0, 1, 2]
+    assert 5 not in log   # 5 depends on the failed step; 4 may have started before it
+    assert "('s', 3)" in "".join(info.value.__notes__)
+
+
+def test_serial_failure_reports_the_earliest_step_in_program_order():
+    log: list[int] = []
+    # 3 fails first (1 is slow); then 1 fails: the run ends with 1's error, as serially
+    g = _serial_graph(log, fail_at={1, 3}, sleeps={1: 0.3})
+    with pytest.raises(ValueError, match="step 1 failed"):
+        tilegraph.pipeline.run(g, g.keys, backend="threads", workers=2, fuse=False)
+    assert 4 not in log and 5 not in log
+
+
+def test_serial_failure_events_and_no_stall():
+    log: list[int] = []
+    events = []
+    g = _serial_graph(log, fail_at={0})
+    with pytest.raises(ValueError, match="step 0 failed"):
+        tilegraph.pipeline.run(g, g.keys, backend="threads", workers=2, fuse=False,
+                               callbacks=[events.append])
+    ends = [e for e in events if isinstance(e, RunEnd)]
+    assert [e.status for e in ends] == ["failed"]
+    started = {e.key for e in events if isinstance(e, TaskStart)}
+    assert ("s", 1) not in started and ("s", 2) not in started
+
+
+def test_a_serial_column_out_of_dependency_order_is_refused():
+    b = GraphBuilder()
+    b.add("a", inc, args=(1,), serial=1)
+    b.add("b", inc, deps=["a"], serial=0)
+    g = b.build()
+    with pytest.raises(ValueError, match=r"puts task 'b' \(position 0\) before its dependency "
+                                         r"'a' \(position 1\)"):
+        tilegraph.pipeline.run(g, ["b"], fuse=False)
+    b = GraphBuilder()
+    b.add("a", inc, args=(1,), serial="first")
+    with pytest.raises(ValueError, match="int position for every task, got 'first'"):
+        tilegraph.pipeline.run(b.build(), ["a"], fuse=False)
+
+
+def test_a_backend_object_is_accepted_and_a_wrong_object_refused():
+    g = from_dask({"a": 1, "b": (inc, "a")})
+    backend = SyncBackend()
+    assert tilegraph.pipeline.run(g, ["b"], backend=backend) == [2]
+    assert tilegraph.pipeline.last_run().backend == "sync"
+    with pytest.raises(ValueError, match="unknown backend <object"):
+        tilegraph.pipeline.run(g, ["b"], backend=object())
+    assert make_backend(backend) is backend

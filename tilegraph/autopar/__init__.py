@@ -3,8 +3,9 @@
 :func:`analyze` reads a script (without running it) and returns its task graph: one task per
 top-level statement, def-use and ordering edges, side-effect classes and barriers
 (:mod:`tilegraph.autopar.analysis`). :func:`run_script` runs the script on forked worker
-processes following that graph, with the same standard output and files as the serial run
-(:mod:`tilegraph.autopar.runner`). :func:`explain` and :func:`to_dot` show the graph;
+processes following that graph, with the same standard output and files as the serial run:
+a pipeline run (:mod:`tilegraph.autopar.runner`) on a backend of processes holding
+namespaces (:mod:`tilegraph.runtime.processes`). :func:`explain` and :func:`to_dot` show the graph;
 :func:`profile_script` times a serial run for :func:`simulate_workers`
 (:mod:`tilegraph.autopar.explain`).
 

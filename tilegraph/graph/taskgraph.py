@@ -35,7 +35,10 @@ coordinates), ``nbytes`` (estimated output bytes), ``cost`` (estimated flops), `
 user's source line, ``"file:line"``), ``retries`` (extra attempts allowed), ``priority`` (lower
 runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.plan.place`),
 ``overwrites`` (a tuple of the dependency slots a fused task may write over in place, set by
-:func:`tilegraph.plan.fuse.fuse_chains`; see :meth:`TaskGraph.overwritten`).
+:func:`tilegraph.plan.fuse.fuse_chains`; see :meth:`TaskGraph.overwritten`), ``serial`` (the
+task's position in the program it comes from, for graphs whose tasks have side effects, such
+as the statements of a script: a failure stops the run as the program run in that order
+would stop, see :class:`tilegraph.runtime.core.Execution`).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ MODE_FLAT = 2
 MODE_NESTED = 3
 
 META_COLUMNS = ("name", "kind", "coords", "nbytes", "cost", "line", "retries", "priority",
-                "worker")
+                "worker", "serial")
 
 
 class GraphError(ValueError):
@@ -212,6 +215,7 @@ class TaskMeta(NamedTuple):
     retries: int | None
     priority: int | None
     worker: int | None = None
+    serial: int | None = None
 
 
 class GraphBuilder:

@@ -403,7 +403,9 @@ BACKENDS: dict[str, Callable[..., Backend]] = {
 def make_backend(name: str, workers: int | None = None, **options: Any) -> Backend:
     """The backend called ``name`` (see ``BACKENDS``); ``options``: the run's options
     (a backend takes those it uses; ``client``, a ``distributed.Client`` or a scheduler
-    address, is for ``"dask"`` only)."""
+    address, is for ``"dask"`` only). A :class:`Backend` object is returned as it is."""
+    if isinstance(name, Backend):
+        return name
     try:
         factory = BACKENDS[name]
     except KeyError:

@@ -75,6 +75,16 @@ accumulator, a tile of a factorisation, also when such a step is fused before a 
 fails) as private copies, so the inputs held for the retry are never half-updated. Runs
 without retries copy nothing; with ``retries=r``, the last allowed attempt copies nothing.
 
+Serial failure. A graph whose tasks have side effects (the statements of a script) may give
+each task its position in the program (a ``serial`` column, consistent with the
+dependencies). Then a task that fails for good stops the run as the program run in that order
+would stop: no task after it in the program starts any more, every task before it runs to
+its end (their output is part of what the program did before it failed), and only then does
+the run end with its exception. If a task before it fails meanwhile, that one's exception
+ends the run instead (the earliest failure in program order). ``stop`` is the position of
+that failure and ``before`` the tasks before it not finished yet. An interruption
+(``KeyboardInterrupt``) or :meth:`cancel` still stops everything at once.
+
 Transitions are small methods: READY -> RUNNING in :meth:`worker_loop`, :meth:`_task_done`
 (RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver`
 (an external task WAITING -> DONE when its result arrives),
@@ -121,6 +131,22 @@ def _private_inputs(inputs: list, slots: tuple[int, ...]) -> list:
         if callable(copy):
             inputs[s] = copy()
     return inputs
+
+
+def _check_serial(graph: TaskGraph, serial: list) -> list[int]:
+    """The ``serial`` column as ints, checked to order every dependency before its task."""
+    if any(type(p) is not int for p in serial):
+        bad = next(p for p in serial if type(p) is not int)
+        raise ValueError(f"the serial column needs an int position for every task, got "
+                         f"{bad!r}")
+    dep_ptr, dep_idx = graph.dep_ptr, graph.dep_idx
+    for i in range(len(graph)):
+        for d in dep_idx[dep_ptr[i] : dep_ptr[i + 1]].tolist():
+            if serial[d] >= serial[i]:
+                raise ValueError(
+                    f"the serial column puts task {graph.keys[i]!r} (position {serial[i]}) "
+                    f"before its dependency {graph.keys[d]!r} (position {serial[d]})")
+    return list(serial)
 
 
 class SchedulerStalled(RuntimeError):
@@ -173,6 +199,13 @@ class Execution:
         self._args = graph.args
         self._kwargs = graph.kwargs
         self._modes = graph.modes
+        serial = graph.meta.get("serial")
+        self._serial: list[int] | None = None
+        if serial is not None:
+            self._serial = _check_serial(graph, serial)
+        self.stop: int | None = None
+        self.before = 0
+        self._stop_error: BaseException | None = None
         retry_col = graph.meta.get("retries")
         self._task_retries = retry_col
         self.guard: dict[int, tuple[int, ...]] = {}
@@ -391,12 +424,18 @@ class Execution:
                 self._release(d)
         waiting = self.waiting
         prio = self.priority
+        stop = self.stop
         for c in self._cons_idx[self._cons_ptr[i] : self._cons_ptr[i + 1]]:
             waiting[c] -= 1
             if waiting[c] == 0:
+                if stop is not None and self._serial[c] > stop:
+                    self.state[c] = CANCELLED  # after a serial failure: never starts
+                    continue
                 self.state[c] = READY
                 heappush(self.ready, prio[c])
-        if self.ndone == self.ntasks:
+        if stop is not None:
+            self._serial_step(i)
+        elif self.ndone == self.ntasks:
             self._complete()
 
     def _release(self, i: int) -> None:
@@ -415,6 +454,10 @@ class Execution:
             self.state[i] = CANCELLED
             self._notify_if_idle()
             return
+        if self.stop is not None and self._serial[i] > self.stop:
+            self.state[i] = CANCELLED  # started before an earlier task failed for good
+            self._notify_if_idle()
+            return
         self.attempts[i] += 1
         retry = isinstance(exc, Exception) and self.attempts[i] <= self._allowed(i)
         if self._emit:
@@ -425,10 +468,44 @@ class Execution:
             return
         self.state[i] = FAILED
         if isinstance(exc, Exception):
+            if self._serial is not None:
+                self._serial_failure(i, exc)
+                return
             exc.add_note(self.describe_task(i, failed=True))
             self._cancel(exc, status="failed")
         else:  # KeyboardInterrupt, SystemExit: the user stopped the run
             self._cancel(exc, status="cancelled")
+
+    def _serial_failure(self, i: int, exc: Exception) -> None:
+        """Task i failed for good in a graph with a ``serial`` column (see "Serial
+        failure" above)."""
+        serial = self._serial
+        pos = serial[i]
+        exc.add_note(self.describe_task(i, failed=True))
+        self.stop, self._stop_error = pos, exc
+        state = self.state
+        ready = self.ready
+        keep = []
+        for p in ready:
+            t = self.task_of[p]
+            if serial[t] < pos:
+                keep.append(p)
+            else:
+                state[t] = CANCELLED
+        ready[:] = keep
+        heapify(ready)
+        self.before = sum(1 for t in range(self.ntasks)
+                          if serial[t] < pos and state[t] in (WAITING, READY, RUNNING))
+        if self.before == 0:
+            self._cancel(exc, status="failed")
+
+    def _serial_step(self, i: int) -> None:
+        """Task i finished (or failed) after a serial failure: the run ends once every task
+        before the failure has finished."""
+        if self._serial[i] < self.stop:
+            self.before -= 1
+            if self.before == 0:
+                self._cancel(self._stop_error, status="failed")
 
     def _allowed(self, i: int) -> int:
         """The retries task i is allowed: its ``retries`` column, else the run's."""
