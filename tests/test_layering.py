@@ -159,3 +159,21 @@ def test_every_front_end_runs_through_the_pipeline(callers):
     assert s.compute().nnz == 4
     assert len(callers) >= 10
     assert set(callers) == {"tilegraph.pipeline"}, callers
+
+
+def test_the_package_loads_its_names_when_first_used():
+    import subprocess
+    import sys
+
+    code = ("import sys, tilegraph, tilegraph.autopar.runner\n"
+            "assert 'tilegraph.array' not in sys.modules, 'arrays imported'\n"
+            "assert 'scipy' not in sys.modules, 'scipy imported'\n"
+            "z = tilegraph.zeros\n"
+            "assert 'tilegraph.array' in sys.modules and z is tilegraph.array.zeros\n"
+            "assert tilegraph.linalg is tilegraph.array.linalg and 'zeros' in dir(tilegraph)\n"
+            "assert tilegraph.get is __import__('tilegraph.pipeline').pipeline.get\n"
+            "try:\n    tilegraph.nosuch\nexcept AttributeError as e:\n"
+            "    assert \"no attribute 'nosuch'\" in str(e)\nelse:\n    raise SystemExit(1)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT.parent, timeout=120)
+    assert done.returncode == 0, done.stderr
