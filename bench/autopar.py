@@ -5,10 +5,10 @@ The script has two independent heavy halves of pure-Python work (each a loop of 
 arithmetic) and prints both results (a second script has two NumPy halves, sorts that
 release the GIL); ``tilegraph autopar script.py --workers 2`` runs the
 halves on two forked processes. Both commands are timed end to end as processes (so the
-figure includes starting Python, importing tilegraph -- about 0.8 s here --, analysing and
-forking), best of ``--repeat`` runs; ``run_script`` called in this process (no interpreter
-start, tilegraph already imported) is timed too, to separate the parallel run from the
-start-up. The generated 2,000-line script mixes assignments, calls of functions
+figure includes starting Python, importing what autopar needs -- about 0.25 s here --,
+analysing and forking), best of ``--repeat`` runs; ``run_script`` called in this process
+(no interpreter start, tilegraph already imported) is timed too, to separate the parallel
+run from the start-up. The generated 2,000-line script mixes assignments, calls of functions
 that read globals, prints, file writes and loops. Goals: speed-up >= 1.5x on 2 workers;
 analysis <= 1 s.
 Run: ``python bench/autopar.py [--n 60000000] [--repeat 2]``.
