@@ -279,7 +279,7 @@ def serve_command(args: argparse.Namespace) -> int:
         return serve(args.host, args.port, workers=args.workers, redis=args.redis,
                      store=args.store, data_dir=args.data_dir, local=args.local,
                      max_jobs=args.max_jobs, max_body=args.max_body, certfile=args.certfile,
-                     keyfile=args.keyfile, insecure=args.insecure)
+                     keyfile=args.keyfile, insecure=args.insecure, keep=args.keep_jobs)
     except (ValueError, PoolUnavailable) as exc:
         print(f"tilegraph serve: {exc}", file=sys.stderr)
         return 2
@@ -364,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="jobs running at once; the others wait (default 2)")
     srv.add_argument("--max-body", type=_positive, default=None,
                      help="largest request body in bytes (default 256 MiB)")
+    srv.add_argument("--keep-jobs", type=_positive, default=None,
+                     help="finished jobs kept with their results, newest first; older ones "
+                          "are removed (default 1000)")
     srv.add_argument("--certfile", default=None, help="TLS certificate (PEM)")
     srv.add_argument("--keyfile", default=None, help="TLS private key (PEM)")
     srv.add_argument("--insecure", action="store_true",

@@ -440,3 +440,89 @@ def test_one_service_per_data_directory(server, capsys):
     err = capsys.readouterr().err
     assert "another service uses the data directory" in err and "--data-dir" in err
     assert server.get("/api/info")["pool"] == "local"  # the first one is untouched
+
+
+# -- resuming a stream, removing jobs, keeping the newest -------------------------------------
+
+
+def _messages(server, job_id, headers=None, query=""):
+    """(id, events) of every data message of a finished job's stream."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.request("GET", f"/api/jobs/{job_id}/events?token={TOKEN}{query}",
+                 headers=headers or {})
+    resp = conn.getresponse()
+    text = resp.read().decode()
+    conn.close()
+    if resp.status != 200:
+        return resp.status, text
+    out = []
+    for message in text.split("\n\n"):
+        lines = message.strip().splitlines()
+        data = "".join(ln[6:] for ln in lines if ln.startswith("data: "))
+        ids = [ln[4:] for ln in lines if ln.startswith("id: ")]
+        if ids:
+            out.append((int(ids[0]), json.loads(data)))
+    return resp.status, out
+
+
+def test_event_stream_resumes_after_the_last_event_id(server, sum_job):
+    status, full = _messages(server, sum_job["id"])
+    assert status == 200 and full
+    everything = [e for _, events in full for e in events]
+    raw = (server.data_dir / "jobs" / sum_job["id"] / "events.jsonl").read_bytes()
+    assert full[-1][0] == len(raw)   # the last id is the end of the file
+    lines = raw.splitlines(keepends=True)
+    half = len(lines) // 2
+    cut = sum(len(ln) for ln in lines[:half])   # the offset where event ``half`` starts
+    # an EventSource reconnecting sends the last id it saw: only the rest comes
+    status, rest = _messages(server, sum_job["id"], {"Last-Event-ID": str(cut)})
+    assert status == 200 and [e for _, ev in rest for e in ev] == everything[half:]
+    # an offset inside an event starts at the next one; beyond the end, nothing is left
+    status, later = _messages(server, sum_job["id"], query=f"&from={cut + 3}")
+    assert [e for _, ev in later for e in ev] == everything[half + 1:]
+    status, none = _messages(server, sum_job["id"], query="&from=999999999")
+    assert status == 200 and none == []
+    status, text = _messages(server, sum_job["id"], query="&from=-3")
+    assert status == 400 and "byte offset" in text
+
+
+def test_purge_removes_a_finished_job_and_refuses_a_running_one(server, client):
+    done = wait(server, submit(server, "print('bye')\n"))
+    job_dir = server.data_dir / "jobs" / done["id"]
+    assert job_dir.is_dir()
+    status, body, _ = server.request("DELETE", f"/api/jobs/{done['id']}?purge=2")
+    assert status == 400 and b"purge must be 0 or 1" in body
+    client.purge(done["id"])
+    assert not job_dir.exists()
+    status, _, _ = server.request("GET", f"/api/jobs/{done['id']}")
+    assert status == 404
+    assert done["id"] not in {j["id"] for j in server.get("/api/jobs")}
+    running = submit(server, LONG_SCRIPT, name="long.py")
+    wait(server, running, until=lambda j: j["state"] == "running")
+    status, body, _ = server.request("DELETE", f"/api/jobs/{running}?purge=1")
+    assert status == 409 and b"cancel it and wait for it to end" in body
+    server.request("DELETE", f"/api/jobs/{running}")
+    wait(server, running)
+    status, _, _ = server.request("DELETE", f"/api/jobs/{running}?purge=1")
+    assert status == 204
+
+
+def test_only_the_newest_finished_jobs_are_kept(tmp_path):
+    data = tmp_path / "data"
+    srv = Server(data, "--keep-jobs", "2", "--max-jobs", "1")
+    try:
+        ids = [wait(srv, submit(srv, f"print({i})\n"))["id"] for i in range(3)]
+        listed = [j["id"] for j in srv.get("/api/jobs")]
+        assert listed == [ids[2], ids[1]]
+        assert not (data / "jobs" / ids[0]).exists()
+        assert (data / "jobs" / ids[1]).is_dir()
+        result = json.loads(srv.request("GET", f"/api/jobs/{ids[1]}/result")[1])
+        assert result["stdout"] == "1\n"
+    finally:
+        srv.stop()
+    srv = Server(data, "--keep-jobs", "1")   # a smaller limit applies at start
+    try:
+        assert [j["id"] for j in srv.get("/api/jobs")] == [ids[2]]
+        assert not (data / "jobs" / ids[1]).exists()
+    finally:
+        srv.stop()

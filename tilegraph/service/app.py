@@ -39,7 +39,7 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from tilegraph.service.jobs import FINISHED, JobManager
+from tilegraph.service.jobs import DEFAULT_KEEP, FINISHED, JobManager
 
 DEFAULT_MAX_BODY = 256 << 20  # bytes of a request body (a script, a plan with its inputs)
 STREAM_POLL = 0.25  # seconds between reads of a running job's event file by a stream
@@ -133,15 +133,16 @@ def _check_script(body: Any) -> tuple[str, bytes, list[str], list[str]]:
 
 
 def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
-               max_body: int = DEFAULT_MAX_BODY) -> Any:
+               max_body: int = DEFAULT_MAX_BODY, keep: int | None = DEFAULT_KEEP) -> Any:
     """The service as an ASGI application: jobs kept in ``data_dir``, run on ``pool``
     (:mod:`tilegraph.service.pool`), at most ``max_jobs`` at once, every request
-    authenticated with ``token``, request bodies of at most ``max_body`` bytes."""
+    authenticated with ``token``, request bodies of at most ``max_body`` bytes, the
+    ``keep`` newest finished jobs kept (``None``: all)."""
     if not isinstance(token, str) or len(token) < 8:
         raise ValueError("the token must be a string of at least 8 characters")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
-    manager = JobManager(data_dir, pool, max_jobs)
+    manager = JobManager(data_dir, pool, max_jobs, keep)
 
     def job_or_404(request: Request) -> Any:
         return manager.get(request.path_params["job_id"])
@@ -214,6 +215,15 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
         job = job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
+        purge = request.query_params.get("purge", "0")
+        if purge not in ("0", "1"):
+            return _error(400, f"purge must be 0 or 1, got {purge!r}")
+        if purge == "1":
+            try:
+                manager.purge(job)
+            except ValueError as exc:
+                return _error(409, str(exc))
+            return Response(status_code=204)
         await manager.cancel(job)
         return JSONResponse(job.public())
 
@@ -262,7 +272,12 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
         path = os.path.join(manager.job_dir(job.id), "events.jsonl")
-        return StreamingResponse(_event_stream(job, path), media_type="text/event-stream",
+        start = request.headers.get("last-event-id") or request.query_params.get("from", "0")
+        if not start.isdigit():
+            return _error(400, f"the stream resumes from a byte offset (Last-Event-ID or "
+                               f"from=), got {start!r}")
+        return StreamingResponse(_event_stream(job, path, int(start)),
+                                 media_type="text/event-stream",
                                  headers={"cache-control": "no-store",
                                           "x-accel-buffering": "no"})
 
@@ -298,6 +313,27 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
     return TokenAuth(app, token)
 
 
+def _line_start(path: str, start: int) -> int:
+    """``start`` if it is 0 or follows a newline of the file at ``path``, else the offset
+    after the next newline (the file's size at most)."""
+    if start <= 0:
+        return 0
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = min(start, size)
+            f.seek(start - 1)
+            while True:
+                block = f.read(STREAM_CHUNK)
+                if not block:
+                    return f.tell()
+                cut = block.find(b"\n")
+                if cut >= 0:
+                    return f.tell() - len(block) + cut + 1
+    except FileNotFoundError:
+        return 0
+
+
 def _text(path: str) -> str:
     try:
         with open(path, "rb") as f:
@@ -306,10 +342,14 @@ def _text(path: str) -> str:
         return ""
 
 
-async def _event_stream(job: Any, path: str) -> AsyncIterator[str]:
+async def _event_stream(job: Any, path: str, start: int = 0) -> AsyncIterator[str]:
     """Server-Sent Events of a job: each message's data is a JSON list of events (as the
-    job's process wrote them), from the first; ``event: end`` when the job has ended."""
-    offset, partial = 0, b""
+    job's process wrote them), from byte ``start`` of its event file (the first event by
+    default); ``event: end`` when the job has ended. Each message's ``id`` is the offset
+    just after its events, so a client that reconnects (an ``EventSource`` sends it back as
+    ``Last-Event-ID``) gets only what it has not seen. An offset that is not the start of an
+    event, or beyond the file, starts at the next event."""
+    offset, partial = _line_start(path, start), b""
     idle = 0.0
     yield f"event: state\ndata: {json.dumps(job.state)}\n\n"
     while True:
@@ -326,7 +366,7 @@ async def _event_stream(job: Any, path: str) -> AsyncIterator[str]:
             partial = data[cut:]
             lines = data[:cut].decode("utf-8", "replace").splitlines()
             if lines:
-                yield "data: [" + ",".join(lines) + "]\n\n"
+                yield f"id: {offset - len(partial)}\ndata: [" + ",".join(lines) + "]\n\n"
             idle = 0.0
             continue
         if ended:
@@ -394,8 +434,15 @@ OPENAPI: dict[str, Any] = {
             "get": _op("a job's record: state, tasks done/total, bytes held/spilled, "
                        "timings, error and traceback", ["job_id"],
                        responses={"200": "a Job", "404": "no such job"}),
-            "delete": _op("cancel a job: its tasks stop being taken, its blocks are freed",
-                          ["job_id"], responses={"200": "the Job", "404": "no such job"}),
+            "delete": {**_op("cancel a job: its tasks stop being taken, its blocks are freed; "
+                             "with purge=1, remove a finished job (record and files)",
+                             ["job_id"], responses={"200": "the Job", "204": "removed",
+                                                    "404": "no such job",
+                                                    "409": "purge of a job not ended"}),
+                       "parameters": [
+                           {"name": "job_id", "in": "path", "required": True,
+                            "schema": {"type": "string"}},
+                           {"name": "purge", "in": "query", "schema": {"type": "integer"}}]},
         },
         "/api/jobs/{job_id}/result": {
             "get": _op("a script's standard output and declared files; a plan's arrays "
@@ -407,10 +454,15 @@ OPENAPI: dict[str, Any] = {
                        responses={"200": "the file's bytes", "404": "not declared or absent"}),
         },
         "/api/jobs/{job_id}/events": {
-            "get": _op("Server-Sent Events: JSON lists of the job's typed run events "
-                       "(RunStart, TaskStart, TaskEnd, Release, Spill, ..., RunEnd); "
-                       "'end' when it ends", ["job_id"],
-                       responses={"200": "text/event-stream"}),
+            "get": {**_op("Server-Sent Events: JSON lists of the job's typed run events "
+                          "(RunStart, TaskStart, TaskEnd, Release, Spill, ..., RunEnd); "
+                          "'end' when it ends; each message's id is a byte offset to resume "
+                          "from (Last-Event-ID header or from=)", ["job_id"],
+                          responses={"200": "text/event-stream", "400": "a bad offset"}),
+                    "parameters": [
+                        {"name": "job_id", "in": "path", "required": True,
+                         "schema": {"type": "string"}},
+                        {"name": "from", "in": "query", "schema": {"type": "integer"}}]},
         },
         "/api/workers": {
             "get": _op("the pool's workers: id, pid, host, task, lease_expires, rss, "

@@ -136,6 +136,10 @@ class Client:
         """Cancel a job; returns its record."""
         return self._json("DELETE", f"/api/jobs/{self._id(job_id)}")
 
+    def purge(self, job_id: str) -> None:
+        """Remove a finished job from the service: its record, results and events."""
+        self._request("DELETE", f"/api/jobs/{self._id(job_id)}?purge=1")
+
     def info(self) -> dict[str, Any]:
         """The service's version, pool, jobs at once and request body limit."""
         return self._json("GET", "/api/info")

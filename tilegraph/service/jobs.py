@@ -12,6 +12,10 @@ to SQLite on every change of state and every few seconds while it runs, so a res
 service lists every job, and marks those it finds ``queued`` or ``running`` as failed with
 the reason (killing what is left of a job's processes).
 
+Finished jobs are kept, newest first, up to ``keep`` of them (with their directories):
+when a job ends beyond that, the oldest finished jobs are removed, record and files, and
+:meth:`JobManager.purge` removes one finished job on request.
+
 Cancelling a running job sends Ctrl-C (SIGINT) to its process group: the run in it is
 cancelled by the executor (no task is taken any more, its blocks are freed, a serverless run
 removes its keys); SIGTERM follows after ``CANCEL_GRACE`` seconds, then SIGKILL.
@@ -24,6 +28,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import sqlite3
 import sys
@@ -38,6 +43,7 @@ POLL_SECONDS = 0.25  # how often a running job's event file is read
 SAVE_SECONDS = 2.0  # how often a running job's progress is written to the database
 PROGRESS_FIELDS = ("runs", "tasks_total", "tasks_done", "held_bytes", "peak_bytes",
                    "spilled_bytes", "current", "plan")
+DEFAULT_KEEP = 1000  # finished jobs kept (records and files); older ones are removed
 TAIL_BYTES = 64 * 1024  # of standard error, kept as the error of a job that left no traceback
 JOB_NICE = 5  # jobs' processes run at a lower priority than the service that answers the API
 
@@ -136,6 +142,10 @@ class JobStore:
         return [Job.from_row(r) for r in
                 self.db.execute("SELECT * FROM jobs ORDER BY created")]
 
+    def delete(self, job_ids: list[str]) -> None:
+        """Remove the records of ``job_ids``."""
+        self.db.executemany("DELETE FROM jobs WHERE id = ?", [(i,) for i in job_ids])
+
     def close(self) -> None:
         """Close the database."""
         self.db.close()
@@ -144,9 +154,15 @@ class JobStore:
 class JobManager:
     """Submits, runs, watches and cancels the jobs of one service (in its event loop)."""
 
-    def __init__(self, data_dir: str, pool: Any, max_jobs: int = 2):
+    def __init__(self, data_dir: str, pool: Any, max_jobs: int = 2,
+                 keep: int | None = DEFAULT_KEEP):
         if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
             raise ValueError(f"max_jobs must be a positive integer, got {max_jobs!r}")
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int)
+                                 or keep < 1):
+            raise ValueError(f"keep must be a number of finished jobs >= 1 (or None: all), "
+                             f"got {keep!r}")
+        self.keep = keep
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(os.path.join(self.data_dir, "jobs"), exist_ok=True)
         self._lock = _lock_dir(self.data_dir)
@@ -157,6 +173,7 @@ class JobManager:
         self.pending: list[str] = []
         self.tasks: set[asyncio.Task] = set()
         self._recover()
+        self._prune()
 
     # -- records -------------------------------------------------------------------------------
 
@@ -174,6 +191,29 @@ class JobManager:
                 job.finished = job.finished or time.time()
                 self.store.save(job)
             self.jobs[job.id] = job
+
+    def _prune(self) -> None:
+        """Remove the oldest finished jobs beyond ``keep`` (records and directories)."""
+        if self.keep is None:
+            return
+        finished = sorted((j for j in self.jobs.values() if j.state in FINISHED),
+                          key=lambda j: (j.finished or j.created, j.created), reverse=True)
+        old = [j.id for j in finished[self.keep:]]
+        if old:
+            self._remove(old)
+
+    def _remove(self, job_ids: list[str]) -> None:
+        self.store.delete(job_ids)   # the record first: a job is never listed without files
+        for job_id in job_ids:
+            self.jobs.pop(job_id, None)
+            shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+
+    def purge(self, job: Job) -> None:
+        """Remove finished ``job``: its record and its directory (results, events)."""
+        if job.state not in FINISHED:
+            raise ValueError(f"job {job.id} is {job.state}: cancel it and wait for it to end "
+                             "before removing it")
+        self._remove([job.id])
 
     def job_dir(self, job_id: str) -> str:
         """The directory of job ``job_id``."""
@@ -275,6 +315,7 @@ class JobManager:
             job.proc = None
             job.current.clear()
             self.store.save(job)
+            self._prune()
             self._dispatch()
 
     def _finish(self, job: Job, code: int) -> None:
@@ -328,6 +369,7 @@ class JobManager:
             job.error = "cancelled before it started"
             job.finished = time.time()
             self.store.save(job)
+            self._prune()
             return
         if job.state != "running" or job.proc is None:
             return

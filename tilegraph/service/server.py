@@ -40,13 +40,15 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, workers: int | N
           redis: str | None = None, store: str | None = None, data_dir: str | None = None,
           local: bool = False, max_jobs: int = 2, max_body: int | None = None,
           certfile: str | None = None, keyfile: str | None = None, insecure: bool = False,
-          out: Any = None) -> int:
+          keep: int | None = None, out: Any = None) -> int:
     """Run the service until Ctrl-C: jobs on the serverless pool (or the threads backend with
     ``local``), records in ``data_dir`` (default ``./tilegraph-service``). The token is
-    ``$TILEGRAPH_TOKEN`` or a new random one; the dashboard's URL with it is printed."""
+    ``$TILEGRAPH_TOKEN`` or a new random one; the dashboard's URL with it is printed.
+    ``keep``: finished jobs kept, newest first (default ``DEFAULT_KEEP``)."""
     import uvicorn
 
     from tilegraph.service.app import DEFAULT_MAX_BODY, create_app
+    from tilegraph.service.jobs import DEFAULT_KEEP
     from tilegraph.service.pool import make_pool
 
     out = out or sys.stdout
@@ -59,7 +61,8 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, workers: int | N
     pool = make_pool(local, workers, redis, store)
     try:
         app = create_app(data_dir, pool, token, max_jobs=max_jobs,
-                         max_body=max_body or DEFAULT_MAX_BODY)
+                         max_body=max_body or DEFAULT_MAX_BODY,
+                         keep=keep if keep is not None else DEFAULT_KEEP)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                                 access_log=False, ssl_certfile=certfile,
                                 ssl_keyfile=keyfile, timeout_graceful_shutdown=5,
