@@ -261,7 +261,7 @@ def _drive(execution: Execution, backend: Backend, opts: dict[str, Any]) -> None
     """Run this process's part on the backend's workers, with the progress bar if wanted."""
     try:
         if progress_wanted(opts["progress"]) and not execution.finished:
-            with ProgressBar(execution):
+            with ProgressBar(execution, progress=lambda: backend.progress(execution)):
                 backend.run(execution)
         else:
             backend.run(execution)

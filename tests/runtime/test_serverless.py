@@ -540,3 +540,31 @@ def test_large_literal_operands_are_stored_once_and_read_by_the_workers(pool):
     np.testing.assert_allclose((x @ y).compute(backend="serverless", pool=pool), a @ b)
     assert _run_keys(pool) == set()
     assert _store_entries(pool) == []
+
+
+def test_the_progress_bar_counts_the_pools_tasks(pool, monkeypatch):
+    import tilegraph.pipeline as pipeline
+
+    seen = []
+
+    class Bar:
+        def __init__(self, execution, progress=None, **_):
+            self.progress = progress
+
+        def __enter__(self):
+            seen.append(self.progress())
+            return self
+
+        def __exit__(self, *exc):
+            seen.append(self.progress())
+
+    monkeypatch.setattr(pipeline, "ProgressBar", Bar)
+    a = np.arange(48.0).reshape(6, 8)
+    x = tg.from_numpy(a, chunks=(4, 3))
+    y = (x * 2 + 1).sum(axis=0)
+    np.testing.assert_allclose(y.compute(backend="serverless", pool=pool, progress=True),
+                               (a * 2 + 1).sum(axis=0))
+    (done0, total0), (done1, total1) = seen
+    assert total0 == total1 and done1 == total1   # every task counted, the pool's included
+    assert done0 < total1
+    assert total1 > pipeline.last_run().ntasks   # more than the driver's own tasks

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO, Any
 
 from tilegraph.util import human
@@ -33,8 +34,12 @@ class ProgressBar:
     """
 
     def __init__(self, execution: Any, delay: float = 1.0, interval: float = 0.1,
-                 stream: IO[str] | None = None):
+                 stream: IO[str] | None = None,
+                 progress: Callable[[], tuple[int, int]] | None = None):
+        """``progress()``: ``(tasks done, tasks in all)`` when the run has tasks the
+        executor does not hold (a serverless pool's), else the executor's counters."""
         self.execution = execution
+        self.progress = progress or (lambda: (execution.ndone, execution.ntasks))
         self.delay = delay
         self.interval = interval
         self.stream = sys.stderr if stream is None else stream
@@ -58,12 +63,15 @@ class ProgressBar:
 
         ex = self.execution
         self.shown = True
-        with tqdm(total=ex.ntasks, desc="tilegraph", unit="task", file=self.stream,
+        done, total = self.progress()
+        with tqdm(total=total, desc="tilegraph", unit="task", file=self.stream,
                   dynamic_ncols=True, leave=True) as bar:
             shown = 0
             while True:
                 stopped = self._stop.wait(self.interval)
-                done = ex.ndone
+                done, total = self.progress()
+                if total != bar.total:
+                    bar.total = total
                 bar.set_postfix_str(memory_text(ex), refresh=False)
                 if done > shown:
                     bar.update(done - shown)

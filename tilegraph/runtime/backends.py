@@ -121,6 +121,11 @@ class Backend(ABC):
         """How results cross processes for ``part`` (one process: nothing crosses)."""
         return None
 
+    def progress(self, execution: Execution) -> tuple[int, int]:
+        """``(tasks done, tasks in all)`` of the run, for the progress bar: the executor's
+        counters, unless tasks run where the executor does not see them."""
+        return execution.ndone, execution.ntasks
+
     def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None) -> None:
         """Raise on every process if the processes do not hold the same plan (one process:
         nothing to compare)."""

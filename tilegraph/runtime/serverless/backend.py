@@ -143,7 +143,22 @@ class ServerlessBackend(Backend):
                          exported=exported)
 
     def transport(self, part: Partition) -> Transport:
-        return _Driver(self, self._run)
+        self._driver = _Driver(self, self._run)
+        self._nexternal = len(part.external)
+        return self._driver
+
+    def progress(self, execution: Execution) -> tuple[int, int]:
+        """The driver's own tasks plus the pool's (counted by the run's state in Valkey)."""
+        pool_run = getattr(getattr(self, "_driver", None), "pool_run", None)
+        if pool_run is None:
+            return execution.ndone, execution.ntasks
+        npool = int(np.count_nonzero(self._run.where == POOL))
+        total = execution.ntasks - self._nexternal + npool
+        try:
+            pool_done = pool_run.pool_done()
+        except Exception:   # the state is unreachable: the run reports that itself
+            pool_done = 0
+        return execution.ndone - pool_run.ndelivered + pool_done, total
 
     def run(self, execution: Execution) -> None:
         self._local.run(execution)
@@ -210,6 +225,7 @@ class _Driver(Transport):
         self.rid = uuid.uuid4().hex[:16]
         self._exports: list[tuple[int, Any]] = []
         self._export_cv = threading.Condition()
+        self.pool_run: _PoolRun | None = None
         self.failure: BaseException | None = None
 
     def export(self, i: int, value: Any) -> None:
@@ -225,6 +241,7 @@ class _Driver(Transport):
                       for i in np.flatnonzero(self.plan.data_sent).tolist()]
             run = _PoolRun(url, store, ns, pool, self.rid, source, self.backend,
                            execution, lambda task: int(self.plan.new_of_old[int(task)]))
+            self.pool_run = run
             with run.running(inputs):
                 stop = threading.Event()
                 up = threading.Thread(target=self._upload, args=(run, stop), daemon=True,
@@ -282,6 +299,7 @@ class _PoolRun:
         self.started = time.time()
         self.ndelivered = 0
         self.nwanted = 0
+        self.nprovided = 0
 
     # -- set-up and clean-up -------------------------------------------------------------
 
@@ -355,6 +373,12 @@ class _PoolRun:
                 args.extend((child, nparents, self.base + prio))
             self.scripts.complete(args=args, client=pipe)
         pipe.execute()
+        self.nprovided += len(items)
+
+    def pool_done(self) -> int:
+        """Tasks of the pool finished so far (the run's count, less the values provided)."""
+        ndone = self.r.hget(f"{self.ns}:run:{self.rid}", "ndone")
+        return max(0, int(ndone or 0) - self.nprovided)
 
     # -- listening -----------------------------------------------------------------------
 
