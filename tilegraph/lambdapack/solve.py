@@ -412,9 +412,20 @@ def emit_source(name: str, s: Statement, params: tuple[str, ...], overwrites: in
     direct = all(isinstance(a, Access) for a in s.args)
     args_src = "None" if direct else (
         "(" + ", ".join(call) + ("," if len(call) == 1 else "") + ")")
-    # flops is None when the shapes are not known; a shape may be None (unknown)
-    cost = (f"(None if flops is None or None in ({', '.join(shapes)},) else "
-            f"float(flops({', '.join(shapes)})))") if shapes else "None"
+    # flops is None when the shapes are not known; a shape may be None (unknown). Each read
+    # shape is looked up once per row (it is both tested and passed to flops)
+    if shapes:
+        names = [f"s{j}" for j in range(len(shapes))]
+        lines.append("        if flops is None:")
+        lines.append("            cost = None")
+        lines.append("        else:")
+        for nm, sh in zip(names, shapes, strict=True):
+            lines.append(f"            {nm} = {sh}")
+        lines.append(f"            cost = None if {' or '.join(f'{nm} is None' for nm in names)}"
+                     f" else float(flops({', '.join(names)}))")
+        cost = "cost"
+    else:
+        cost = "None"
     coord_src = "(" + ", ".join(f"tile[{p}]" for p in coords if p < len(s.target.index)) + (
         "," if len([p for p in coords if p < len(s.target.index)]) == 1 else "") + ")"
     if direct:  # collected and added at once
