@@ -10,8 +10,10 @@ output block, several outputs taken from one call.
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.arange(12.0).reshape(4, 3), chunks=(3, 3))
->>> apply_gufunc(np.sum, "(i)->()", x, axis=-1).compute()
-array([ 3., 12., 21., 30.])
+>>> apply_gufunc(np.vecdot, "(i),(i)->()", x, x).compute()
+array([  5.,  50., 149., 302.])
+>>> apply_gufunc(np.vecdot, "(i),(i)->()", x, x, axis=0, allow_rechunk=True).compute()
+array([126., 166., 214.])
 """
 
 from __future__ import annotations
