@@ -1,5 +1,6 @@
 """xarray's chunk manager for tilegraph: registration, chunking, arithmetic, reductions,
-to_zarr and open_dataset/open_zarr through ``chunked_array_type="tilegraph"``."""
+apply_ufunc with core dimensions, to_zarr/to_netcdf (also with compute=False) and
+open_dataset/open_zarr through ``chunked_array_type="tilegraph"``."""
 
 import importlib.metadata as md
 import pathlib
@@ -13,7 +14,7 @@ import tilegraph as tg
 xr = pytest.importorskip("xarray")
 from xarray.namedarray import parallelcompat  # noqa: E402
 
-from tilegraph.interop.xarray import TilegraphManager  # noqa: E402
+from tilegraph.interop.xarray import StoreWrites, TilegraphManager  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -139,10 +140,143 @@ def test_manager_reduction_and_unify_chunks(dtype):
     np.testing.assert_array_equal(tripled.compute(), np.stack([a, a + 1, a + 2]))
     with pytest.raises(ValueError, match="not both"):
         m.map_blocks(np.sum, x, drop_axis=0, new_axis=1)
-    with pytest.raises(NotImplementedError, match="core dimensions"):
-        m.apply_gufunc(np.sum, "(i)->()", x)
-    with pytest.raises(NotImplementedError, match="compute=False"):
-        m.store([x], [np.empty(a.shape)], compute=False)
     out = np.zeros((12, 8), dtype=dtype)
     m.store([x], [out], regions=[(slice(3, 12), slice(0, 8))])
     np.testing.assert_array_equal(out[3:], a)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_apply_ufunc_with_core_dimensions(registered, dtype):
+    a = (np.random.default_rng(2).standard_normal((20, 13)) * 10).astype(dtype)
+    da = xr.DataArray(a, dims=("x", "y"), coords={"x": np.arange(20)})
+    c = da.chunk({"x": 7, "y": 5}, chunked_array_type="tilegraph")
+    # a reduction along the core dimension "x"; xarray refuses a split core dimension
+    with pytest.raises(ValueError, match="dimension x on 0th function argument"):
+        xr.apply_ufunc(lambda b: b.sum(-1), c, input_core_dims=[["x"]],
+                       dask="parallelized", output_dtypes=[dtype])
+    total = xr.apply_ufunc(lambda b: b.sum(-1), c, input_core_dims=[["x"]],
+                           dask="parallelized", output_dtypes=[dtype],
+                           dask_gufunc_kwargs={"allow_rechunk": True})
+    assert isinstance(total.data, tg.Array) and total.dims == ("y",)
+    assert total.data.chunks == ((5, 5, 3),)
+    np.testing.assert_allclose(total.values, a.sum(axis=0), rtol=1e-5 if dtype == np.float32
+                               else 1e-12)
+    whole = c.chunk({"x": -1}, chunked_array_type="tilegraph")
+    # a per-row sort "(i)->(i)": the core dimension comes back last
+    srt = xr.apply_ufunc(lambda b: np.sort(b, axis=-1), whole, input_core_dims=[["x"]],
+                         output_core_dims=[["x"]], dask="parallelized", output_dtypes=[dtype])
+    assert isinstance(srt.data, tg.Array) and srt.dims == ("y", "x")
+    np.testing.assert_array_equal(srt.values, np.sort(a, axis=0).T)
+    # a new output core dimension whose size comes from output_sizes
+    rng_ = xr.apply_ufunc(lambda b: np.stack([b.min(-1), b.max(-1)], axis=-1), whole,
+                          input_core_dims=[["x"]], output_core_dims=[["bound"]],
+                          dask="parallelized", output_dtypes=[dtype],
+                          dask_gufunc_kwargs={"output_sizes": {"bound": 2}})
+    assert rng_.dims == ("y", "bound") and rng_.data.chunks == ((5, 5, 3), (2,))
+    np.testing.assert_array_equal(rng_.values, np.stack([a.min(0), a.max(0)], axis=-1))
+    # two outputs from one call per block
+    lo, hi = xr.apply_ufunc(lambda b: (b.min(-1), b.max(-1)), whole, input_core_dims=[["x"]],
+                            output_core_dims=[[], []], dask="parallelized",
+                            output_dtypes=[dtype, dtype])
+    assert isinstance(lo.data, tg.Array) and isinstance(hi.data, tg.Array)
+    np.testing.assert_array_equal(lo.values, a.min(0))
+    np.testing.assert_array_equal(hi.values, a.max(0))
+    # vectorize=True with a NumPy function of one row, two arguments
+    xs = xr.DataArray(np.arange(20.0), dims="x")
+    fit = xr.apply_ufunc(np.polyfit, xs, whole, 1, input_core_dims=[["x"], ["x"], []],
+                         output_core_dims=[["deg"]], vectorize=True, dask="parallelized",
+                         output_dtypes=[float], dask_gufunc_kwargs={"output_sizes": {"deg": 2}})
+    assert isinstance(fit.data, tg.Array) and fit.dims == ("y", "deg")
+    np.testing.assert_allclose(fit.values, np.polyfit(np.arange(20.0), a, 1).T,
+                               rtol=1e-6, atol=1e-9)
+
+
+def test_manager_apply_gufunc_against_numpy():
+    m = TilegraphManager()
+    rng = np.random.default_rng(5)
+    mats = rng.random((7, 3, 3)) + 3 * np.eye(3)
+    x = tg.from_numpy(mats, chunks=(3, 3, 3))
+    np.testing.assert_allclose(m.apply_gufunc(np.linalg.det, "(m,m)->()", x).compute(),
+                               np.linalg.det(mats))
+    v = rng.random((7, 5))
+    y = tg.from_numpy(v, chunks=(2, 2))
+    got = m.apply_gufunc(np.vecdot, "(i),(i)->()", y, y, axis=0, keepdims=True,
+                         allow_rechunk=True)
+    np.testing.assert_allclose(got.compute(), np.vecdot(v, v, axis=0, keepdims=True))
+    with pytest.raises(ValueError, match=r"core dimension 'i' .*allow_rechunk=True"):
+        m.apply_gufunc(np.vecdot, "(i),(i)->()", y, y)
+    with pytest.raises(ValueError, match="not a gufunc signature"):
+        m.apply_gufunc(np.vecdot, "(i),(i)=>()", y, y)
+    with pytest.raises(ValueError, match="output_sizes"):
+        m.apply_gufunc(lambda b: b, "(i)->(k)", y, allow_rechunk=True)
+
+
+def test_to_zarr_compute_false_writes_on_compute(registered, data, tmp_path):
+    pytest.importorskip("dask")  # xarray wraps the delayed writes in dask.delayed
+    zarr = pytest.importorskip("zarr")
+    ds, a, w = data
+    c = ds.chunk({"x": 6}, chunked_array_type="tilegraph") * 3
+    path = tmp_path / "lazy.zarr"
+    delayed = c.to_zarr(path, compute=False, consolidated=False)
+    group = zarr.open_group(path, mode="r")
+    assert group["v"].shape == (20, 13) and group["v"].nchunks_initialized == 0
+    assert np.isnan(group["v"][:]).all()  # metadata only: every element is the fill value
+    assert delayed.compute() is None
+    back = xr.open_zarr(path, chunks={}, chunked_array_type="tilegraph", consolidated=False)
+    np.testing.assert_allclose(back.v.values, a * 3)
+    np.testing.assert_allclose(back.w.values, w * 3)
+
+
+def test_to_netcdf_compute_false_writes_on_compute(registered, data, tmp_path):
+    pytest.importorskip("dask")
+    ds, a, w = data
+    c = ds.chunk({"x": 6}, chunked_array_type="tilegraph") + 1
+    delayed = c.to_netcdf(tmp_path / "lazy.nc", compute=False)
+    delayed.compute()
+    with xr.open_dataset(tmp_path / "lazy.nc") as back:
+        np.testing.assert_allclose(back.v.values, a + 1)
+        np.testing.assert_allclose(back.w.values, w + 1)
+
+
+def test_manager_store_compute_false_is_lazy():
+    m = TilegraphManager()
+    a = np.arange(35.0).reshape(5, 7)
+    x = tg.from_numpy(a, chunks=(2, 3)) * 2
+    out = np.zeros((5, 7))
+    part = np.zeros((9, 7))
+    writes = m.store([x, x], [out, part], compute=False,
+                     regions=[None, (slice(4, 9), slice(0, 7))])
+    assert isinstance(writes, StoreWrites)
+    assert not out.any() and not part.any()  # nothing written before compute
+    assert writes.compute(backend="sync") is None
+    np.testing.assert_array_equal(out, a * 2)
+    np.testing.assert_array_equal(part[4:], a * 2)
+    assert not part[:4].any()
+    # a dask collection of one task: dask.compute runs the writes
+    dask = pytest.importorskip("dask")
+    again = np.zeros((5, 7))
+    lazy = m.store(x + 1, again, compute=False)
+    assert not again.any()
+    dask.compute(lazy)
+    np.testing.assert_array_equal(again, a * 2 + 1)
+
+
+def test_manager_store_bad_input():
+    m = TilegraphManager()
+    x = tg.from_numpy(np.ones((4, 3)), chunks=2)
+    with pytest.raises(ValueError, match="2 sources but 1 targets"):
+        m.store([x, x], [np.empty((4, 3))], compute=False)
+    with pytest.raises(ValueError, match=r"target #0 has shape \(4, 4\) but its source has "
+                                         r"shape \(4, 3\)"):
+        m.store([x], [np.empty((4, 4))], compute=False)
+    with pytest.raises(ValueError, match=r"region #0 .* has shape \(2, 3\)"):
+        m.store([x], [np.empty((8, 3))], regions=[(slice(0, 2), slice(0, 3))],
+                compute=False)
+    with pytest.raises(ValueError, match="must be a tuple of 2 slices"):
+        m.store([x], [np.empty((8, 3))], regions=[(slice(0, 4),)], compute=False)
+    with pytest.raises(TypeError, match=r"return_stored=True\) is not supported"):
+        m.store([x], [np.empty((4, 3))], return_stored=True)
+    with pytest.raises(TypeError, match="does not support target"):
+        m.store([x], [object()], compute=False)
+    with pytest.raises((TypeError, ValueError), match="no_such_option"):
+        m.store([x], [np.empty((4, 3))], compute=False, no_such_option=1)

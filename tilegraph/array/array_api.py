@@ -432,6 +432,13 @@ def permute_dims(x: Array, /, axes: Any) -> Array:
     return _manip.transpose(x, axes)
 
 
+def transpose(x: Array, /, axes: Any = None) -> Array:
+    """The axes permuted (reversed when ``axes`` is None), as ``numpy.transpose``: not in
+    the standard, but libraries written for NumPy and the standard (xarray's
+    ``apply_ufunc`` with core dimensions) call it on the namespace."""
+    return _manip.transpose(x, axes)
+
+
 def reshape(x: Array, /, shape: Any, *, copy: Any = None) -> Array:
     """``x`` in a new shape (row-major)."""
     if copy is False and x.npartitions > 1 and tuple(shape) != x.shape:

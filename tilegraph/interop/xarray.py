@@ -8,8 +8,11 @@ Registered as the entry point ``tilegraph`` of the group ``xarray.chunkmanagers`
 
 hold tilegraph arrays; arithmetic, reductions and ``.compute()``/``.values`` run on
 tilegraph (``from_array_kwargs={"backend": ...}`` is not needed: options are the usual
-``tilegraph.config.set(...)``), and ``to_zarr`` writes block by block through
-:meth:`TilegraphManager.store`.
+``tilegraph.config.set(...)``).
+``xr.apply_ufunc(..., dask="parallelized")`` with or without core dimensions runs
+:func:`tilegraph.array.gufunc.apply_gufunc`, and ``to_zarr``/``to_netcdf`` write block by
+block through :meth:`TilegraphManager.store`, also with ``compute=False`` (the writes happen
+when the returned object is computed).
 
 tilegraph arrays are also dask collections (:mod:`tilegraph.array.dask_interop`), which
 xarray's dask manager would claim too; loading this manager makes the dask manager leave
@@ -193,21 +196,18 @@ class TilegraphManager(ChunkManagerEntrypoint):
                      axis: Any = None, keepdims: bool = False, output_dtypes: Any = None,
                      output_sizes: Any = None, vectorize: bool | None = None,
                      allow_rechunk: bool = False, meta: Any = None, **kwargs: Any) -> Any:
-        """Elementwise generalized ufuncs (signatures without core dimensions, e.g.
-        ``xr.apply_ufunc(..., dask="parallelized")`` of an elementwise function): ``func``
-        runs on each block of the broadcast arguments."""
-        from tilegraph.array.elementwise import elemwise
+        """``func``, a generalized ufunc of ``signature`` (core dimensions and all), on the
+        blocks of the arguments: :func:`tilegraph.array.gufunc.apply_gufunc`, with
+        ``dask.array.apply_gufunc``'s semantics. This is what
+        ``xr.apply_ufunc(..., input_core_dims=..., dask="parallelized")`` calls (xarray
+        passes ``allow_rechunk=True`` once it has checked the core dimensions itself, and
+        ``output_sizes`` from ``dask_gufunc_kwargs``). Several outputs give a tuple."""
+        from tilegraph.array.gufunc import apply_gufunc
 
-        ins, _, outs = signature.replace(" ", "").partition("->")
-        if ins.replace("(", "").replace(")", "").replace(",", "") or \
-                outs.replace("(", "").replace(")", "").replace(",", ""):
-            raise NotImplementedError(f"apply_gufunc: signature {signature!r} has core "
-                                      "dimensions; the tilegraph chunk manager supports "
-                                      "elementwise functions only")
-        if vectorize:
-            func = np.vectorize(func, otypes=output_dtypes)
-        dtype = output_dtypes[0] if output_dtypes else None
-        return elemwise(func, *args, dtype=dtype, kwargs=kwargs or None)
+        return apply_gufunc(func, signature, *args, axes=axes, axis=axis, keepdims=keepdims,
+                            output_dtypes=output_dtypes, output_sizes=output_sizes,
+                            vectorize=vectorize, allow_rechunk=allow_rechunk, meta=meta,
+                            **kwargs)
 
     def unify_chunks(self, *args: Any, **kwargs: Any) -> tuple[dict, list]:
         """dask's ``unify_chunks(array, index, array, index, ...)``: every array rechunked
@@ -231,21 +231,140 @@ class TilegraphManager(ChunkManagerEntrypoint):
             out.append(arr)
         return common, out
 
-    def store(self, sources: Any, targets: Any, **kwargs: Any) -> Any:
+    def store(self, sources: Any, targets: Any, **kwargs: Any) -> StoreWrites | None:
         """Write each source array into its target (``target[region] = block``, block by
-        block, in one run); ``regions`` as in ``dask.array.store``. ``compute=False`` is
-        not supported (xarray's ``to_zarr(compute=False)``)."""
-        if kwargs.get("compute", True) is False:
-            raise NotImplementedError("store(compute=False) is not supported by the "
-                                      "tilegraph chunk manager: write with compute=True")
-        if isinstance(sources, Array):
+        block, in one tilegraph run), as ``dask.array.store``: ``regions`` (one tuple of
+        slices per target, or one for all), ``lock`` (serialises the writes). Other
+        keywords are tilegraph's run options (``backend=...``); ``flush`` is accepted and
+        has no effect.
+
+        ``compute=False`` (xarray's ``to_zarr(..., compute=False)`` and
+        ``to_netcdf(..., compute=False)``) writes nothing and returns a
+        :class:`StoreWrites`: its ``.compute()`` does the writes. xarray wraps it in a
+        ``dask.delayed`` that closes the store afterwards, so calling ``.compute()`` on
+        what ``to_zarr`` returns writes the data (that wrapping is xarray's and needs dask
+        installed). ``return_stored=True`` is refused (no arrays come back)."""
+        kwargs = dict(kwargs)
+        compute_now = kwargs.pop("compute", True)
+        lock = kwargs.pop("lock", None)
+        regions = kwargs.pop("regions", None)
+        kwargs.pop("flush", None)
+        if kwargs.pop("return_stored", False):
+            raise TypeError("store(return_stored=True) is not supported by the tilegraph "
+                            "chunk manager: the writes return nothing; open the target "
+                            "again to read what was stored")
+        writes = StoreWrites(sources, targets, regions, lock, kwargs)
+        if compute_now is False:
+            return writes
+        writes.compute()
+        return None
+
+
+class StoreWrites:
+    """Block writes of tilegraph arrays into array-like targets, planned but not done:
+    what :meth:`TilegraphManager.store` returns with ``compute=False``.
+
+    ``.compute(**options)`` writes every block of every source in one tilegraph run
+    (``options`` over the run options given to ``store``) and returns None; computing
+    again writes again. It is also a dask collection of one task that does the same, so
+    ``dask.delayed`` functions of it (xarray's ``to_zarr(compute=False)`` result, which
+    closes the store after the writes) and ``dask.compute`` run the writes; nothing is
+    written before."""
+
+    def __init__(self, sources: Any, targets: Any, regions: Any = None, lock: Any = None,
+                 options: dict[str, Any] | None = None):
+        from tilegraph import config
+        from tilegraph.array.core import tokenize, unique_name
+
+        if isinstance(sources, Array) or not isinstance(sources, (list, tuple)):
             sources, targets = [sources], [targets]
-        regions = kwargs.get("regions")
+        elif not isinstance(targets, (list, tuple)):
+            raise TypeError(f"store: {len(sources)} sources need a list of as many targets, "
+                            f"got {type(targets).__name__}")
+        sources, targets = list(sources), list(targets)
+        if len(sources) != len(targets):
+            raise ValueError(f"store: {len(sources)} sources but {len(targets)} targets; "
+                             "give one target per source")
         if regions is None or isinstance(regions, tuple):
             regions = [regions] * len(sources)
-        store_arrays(list(sources), list(targets), list(regions),
-                     lock=kwargs.get("lock"))
-        return None
+        regions = list(regions)
+        if len(regions) != len(sources):
+            raise ValueError(f"store: {len(regions)} regions for {len(sources)} sources; "
+                             "give one region (a tuple of slices, or None) per source")
+        for n, (x, t, r) in enumerate(zip(sources, targets, regions, strict=True)):
+            _check_target(n, x, t, r)
+        self.options = dict(options or {})
+        config.resolve(dict(self.options), "store()")
+        self.sources, self.targets, self.regions, self.lock = sources, targets, regions, lock
+        self.name = unique_name(f"tilegraph-store-{tokenize('store', *sources)}")
+
+    def __repr__(self) -> str:
+        return f"StoreWrites({len(self.sources)} arrays, not yet written)"
+
+    def compute(self, **options: Any) -> None:
+        """Do the writes (one tilegraph run); ``options`` are run options."""
+        store_arrays(self.sources, self.targets, self.regions, lock=self.lock,
+                     **{**self.options, **options})
+
+    def _write(self) -> None:
+        self.compute()
+
+    # the dask collection protocol: one task that does the writes
+    def __dask_graph__(self) -> dict:
+        return {self.name: (self._write,)}
+
+    def __dask_keys__(self) -> list:
+        return [self.name]
+
+    def __dask_layers__(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def __dask_tokenize__(self) -> tuple[str, str]:
+        return ("tilegraph.StoreWrites", self.name)
+
+    def __dask_postcompute__(self) -> tuple[Callable, tuple]:
+        return _nothing, ()
+
+    @staticmethod
+    def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        return dsk
+
+    @staticmethod
+    def __dask_scheduler__(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        from dask.local import get_sync
+
+        return get_sync(dsk, keys, **kwargs)
+
+
+def _nothing(results: Any) -> None:
+    return None
+
+
+def _check_target(n: int, x: Any, target: Any, region: Any) -> None:
+    """Build-time checks of one source/target/region triple of ``store``."""
+    if not hasattr(target, "__setitem__"):
+        raise TypeError(f"store: target #{n} ({type(target).__name__}) does not support "
+                        "target[region] = block")
+    shape = x.shape if hasattr(x, "shape") else np.shape(x)
+    if region is not None:
+        if not isinstance(region, tuple) or len(region) != len(shape) or not all(
+                isinstance(r, slice) for r in region):
+            raise ValueError(f"store: region #{n} {region!r} must be a tuple of "
+                             f"{len(shape)} slices (one per axis of the source of shape "
+                             f"{shape})")
+        tshape = getattr(target, "shape", None)
+        if tshape is not None and len(tshape) == len(shape):
+            got = tuple(len(range(*r.indices(t))) for r, t in zip(region, tshape,
+                                                                   strict=True))
+            if got != tuple(shape):
+                raise ValueError(f"store: region #{n} {region} of a target of shape "
+                                 f"{tuple(tshape)} has shape {got}, but the source has "
+                                 f"shape {tuple(shape)}")
+    else:
+        tshape = getattr(target, "shape", None)
+        if tshape is not None and tuple(tshape) != tuple(shape):
+            raise ValueError(f"store: target #{n} has shape {tuple(tshape)} but its source "
+                             f"has shape {tuple(shape)}; give a region")
 
 
 def _axes(axis: Any) -> tuple[int, ...]:
@@ -302,9 +421,10 @@ def _write_block(target: Any, region: tuple, block: np.ndarray, lock: Any) -> No
         target[region] = block
 
 
-def store_arrays(sources: list, targets: list, regions: list, lock: Any = None) -> None:
+def store_arrays(sources: list, targets: list, regions: list, lock: Any = None,
+                 **options: Any) -> None:
     """Write every block of each source into its target at ``region`` (offsets), in one
-    tilegraph run."""
+    tilegraph run (``options`` are its run options)."""
     from tilegraph.algebra.blocks import Blocks
     from tilegraph.array.chunks import all_block_slices
     from tilegraph.array.core import tokenize
@@ -331,4 +451,4 @@ def store_arrays(sources: list, targets: list, regions: list, lock: Any = None) 
 
         colls.append(Blocks(name, x.numblocks, (x.collection,), emit))
     if colls:
-        run_blocks(colls)
+        run_blocks(colls, **options)
