@@ -86,8 +86,10 @@ def test_bad_indices_fail_clearly():
     with pytest.raises(IndexError, match="does not match"):
         x[np.ones(9, bool)]
     y = tg.from_numpy(np.ones((3, 3)), chunks=2)
-    with pytest.raises(IndexError, match="one integer-array or boolean index"):
-        y[[0, 1], [1, 2]]
+    with pytest.raises(IndexError, match="could not be broadcast together"):
+        y[[0, 1], [1, 2, 0]]
+    with pytest.raises(IndexError, match="out of bounds for axis 1"):
+        y[[0, 1], [1, 3]]
     with pytest.raises(np.exceptions.AxisError):
         tg.take(y, [0], axis=3)
 

@@ -86,7 +86,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = N
             if copy is False:
                 raise ValueError("asarray: copy=False, but a change of dtype needs a copy")
             return obj.astype(dtype)
-        return obj
+        return obj.copy() if copy else obj
     if copy is False and not isinstance(obj, np.ndarray):
         try:
             memoryview(obj)

@@ -210,7 +210,7 @@ class Array(NDArrayOperatorsMixin):
 
         if kwargs.get("out") is not None:
             raise TypeError(f"{ufunc.__name__}: out= is not supported on tilegraph arrays "
-                            "(arrays are immutable; use the returned array)")
+                            "(arrays are lazy; use the returned array, or x[...] = result)")
         kwargs.pop("out", None)
         if method == "__call__":
             if ufunc is np.matmul:
@@ -316,8 +316,14 @@ class Array(NDArrayOperatorsMixin):
         return to_npy(self, path, **options)
 
     def copy(self) -> Array:
-        """The array itself: arrays are immutable, so a copy is the same plan."""
-        return self  # arrays are immutable: a copy is the same plan
+        """A copy: a new Array object over the same plan (nothing is copied; a later
+        assignment into either one rebinds only that one)."""
+        out = object.__new__(type(self))
+        for cls in type(self).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if hasattr(self, slot):
+                    object.__setattr__(out, slot, getattr(self, slot))
+        return out
 
     def conj(self) -> Array:
         """The complex conjugate, elementwise."""

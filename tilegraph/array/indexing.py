@@ -66,21 +66,168 @@ def _as_index_array(item: Any) -> Any:
     return arr
 
 
+def _is_int(item: Any) -> bool:
+    return (isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))) \
+        or (isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind in "iu")
+
+
+def _lazy_scalars(index: tuple) -> tuple:
+    """0-d integer Arrays in an index replaced by their values (computed now)."""
+    out = []
+    for item in index:
+        if isinstance(item, Array) and item.ndim == 0 and item.dtype.kind in "iu":
+            item = int(item.compute())
+        out.append(item)
+    return tuple(out)
+
+
+def advanced_adjacent(index: tuple) -> bool:
+    """NumPy's rule for where the broadcast axes of several advanced indices go: when the
+    advanced indices (integer arrays, boolean arrays and, once there is an array, plain
+    integers) stand next to each other in the index, the result axes replace them there;
+    when a slice, ``None`` or ``...`` separates them, the result axes come first."""
+    has_array = any(is_advanced(i) for i in index)
+    pos = [k for k, i in enumerate(index) if is_advanced(i) or (has_array and _is_int(i))]
+    return not pos or pos[-1] - pos[0] + 1 == len(pos)
+
+
+def expand_index(index: tuple, ndim: int, shape: tuple[int, ...]) -> list[tuple]:
+    """The index as one entry per item, ``...`` expanded: ``("none",)``, ``("slice", axis,
+    slice)``, ``("int", axis, i)`` or ``("array", axis, values)`` where ``values`` is a
+    NumPy integer array (a lazy index Array is computed now: phase one). A boolean array
+    over ``k`` axes becomes ``k`` integer arrays (its ``nonzero``), as in NumPy."""
+    n_ell = sum(1 for i in index if i is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    arrays = []
+    used = 0
+    for item in index:
+        if item is None or item is Ellipsis:
+            arrays.append(item)
+            continue
+        if isinstance(item, (bool, np.bool_)):
+            raise IndexError("a boolean scalar index cannot be combined with other "
+                             "integer-array indices; index in two steps")
+        if is_advanced(item):
+            arr = _as_index_array(item)
+            if isinstance(arr, Array):
+                arr = np.asarray(arr.compute())
+            arrays.append(arr)
+            used += arr.ndim if arr.dtype.kind == "b" else 1
+        else:
+            arrays.append(item)
+            used += 1
+    if used > ndim:
+        raise IndexError(f"too many indices: array of shape {shape} has {ndim} axes, "
+                         f"{used} indexed")
+    out: list[tuple] = []
+    axis = 0
+    for item in arrays:
+        if item is None:
+            out.append(("none",))
+        elif item is Ellipsis:
+            for _ in range(ndim - used):
+                out.append(("slice", axis, slice(None)))
+                axis += 1
+        elif isinstance(item, np.ndarray) and item.dtype.kind == "b":
+            span = shape[axis:axis + item.ndim]
+            if span != item.shape:
+                raise IndexError(
+                    f"boolean index of shape {item.shape} does not match the indexed array "
+                    f"of shape {shape} at axes {axis}..{axis + item.ndim - 1} (sizes {span})")
+            for values in np.nonzero(item):
+                out.append(("array", axis, values))
+                axis += 1
+        elif isinstance(item, np.ndarray) and item.ndim:
+            out.append(("array", axis, item))
+            axis += 1
+        elif isinstance(item, slice):
+            out.append(("slice", axis, item))
+            axis += 1
+        elif _is_int(item):
+            out.append(("int", axis, int(item)))
+            axis += 1
+        else:
+            raise TypeError(f"index {item!r} of type {type(item).__name__} is not supported")
+    while axis < ndim:
+        out.append(("slice", axis, slice(None)))
+        axis += 1
+    for entry in out:  # bounds, negative values wrapped
+        if entry[0] in ("int", "array"):
+            _, ax, v = entry
+            length = shape[ax]
+            flat = np.asarray(v, dtype=np.int64)
+            bad = (flat < -length) | (flat >= length)
+            if bad.any():
+                raise IndexError(f"index {int(flat[bad].reshape(-1)[0])} is out of bounds for "
+                                 f"axis {ax} with size {length} (shape {shape})")
+    return out
+
+
+def broadcast_index_arrays(entries: list[tuple], shape: tuple[int, ...]
+                           ) -> tuple[list[np.ndarray], tuple[int, ...]]:
+    """The integer arrays and integers of ``entries`` broadcast together (NumPy's rule),
+    negative values wrapped; and the broadcast shape."""
+    values = [np.asarray(e[2], dtype=np.int64) for e in entries if e[0] in ("int", "array")]
+    try:
+        values = np.broadcast_arrays(*values)
+    except ValueError:
+        shapes = " ".join(str(v.shape) for v in values)
+        raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
+                         f"with shapes {shapes}") from None
+    axes = [e[1] for e in entries if e[0] in ("int", "array")]
+    out = [np.where(v < 0, v + shape[a], v) for v, a in zip(values, axes, strict=True)]
+    return out, (out[0].shape if out else ())
+
+
 def getitem_advanced(x: Array, index: tuple) -> Array:
-    """``x[index]`` where one item of ``index`` is an integer array or a boolean mask and the
-    others are basic (ints, slices, ``None``, ``...``)."""
+    """``x[index]`` where items of ``index`` are integer arrays or boolean masks and the
+    others are basic (ints, slices, ``None``, ``...``).
+
+    One array (next to any plain integers) is planned directly: the basic part first, then
+    :func:`take` or :func:`boolean_select` (a lazy mask in two phases). Several arrays are
+    broadcast together and their axes flattened into one, so that the same :func:`take`
+    gathers them by a linear index; the result axes land where NumPy puts them."""
+    index = _lazy_scalars(index)
+    adv = [i for i, item in enumerate(index) if is_advanced(item)]
+    if not adv:
+        from tilegraph.array.slicing import getitem
+
+        return getitem(x, index)
+    if len(adv) > 1 or not advanced_adjacent(index):
+        return _getitem_several(x, index)
+    return _getitem_one(x, index, adv[0])
+
+
+def _getitem_several(x: Array, index: tuple) -> Array:
     from tilegraph.array.slicing import getitem
 
-    adv = [i for i, item in enumerate(index) if is_advanced(item)]
-    if len(adv) > 1:
-        raise IndexError(
-            "only one integer-array or boolean index per indexing operation is supported "
-            f"(got {len(adv)}); index one axis at a time, e.g. x[[0, 2]][:, [1, 3]], or "
-            "call .compute() first and index the NumPy result")
-    pos = adv[0]
+    entries = expand_index(index, x.ndim, x.shape)
+    values, _ = broadcast_index_arrays(entries, x.shape)
+    # the basic part: advanced axes kept whole
+    basic = tuple(None if e[0] == "none" else e[2] if e[0] == "slice" else slice(None)
+                  for e in entries)
+    y = getitem(x, basic)
+    adv_y = [k for k, e in enumerate(entries) if e[0] in ("int", "array")]
+    rest = [k for k, e in enumerate(entries) if e[0] not in ("int", "array")]
+    p = len([k for k in rest if k < adv_y[0]]) if advanced_adjacent(index) else 0
+    perm = rest[:p] + adv_y + rest[p:]
+    if perm != list(range(len(perm))):
+        y = y.transpose(perm)
+    dims = tuple(x.shape[entries[k][1]] for k in adv_y)
+    if len(dims) > 1:
+        linear = np.ravel_multi_index(tuple(values), dims) if values[0].size else \
+            np.zeros(values[0].shape, dtype=np.int64)
+        y = y.reshape((*y.shape[:p], math.prod(dims), *y.shape[p + len(dims):]))
+    else:
+        linear = values[0]
+    return take(y, linear, axis=p)
+
+
+def _getitem_one(x: Array, index: tuple, pos: int) -> Array:
+    from tilegraph.array.slicing import getitem
+
     item = _as_index_array(index[pos])
-    if item.ndim == 0 and item.dtype.kind != "b":  # a lazy 0-d integer: its value first
-        return getitem(x, (*index[:pos], int(item.compute()), *index[pos + 1:]))
     # a boolean scalar adds an axis of length one, kept where the scalar is true
     k = item.ndim if item.dtype.kind == "b" else 1
     fill = [None] if item.ndim == 0 else [slice(None)] * k

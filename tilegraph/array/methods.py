@@ -211,9 +211,10 @@ def squeeze(self: Array, axis: Any = None) -> Array:
 
 
 def flatten(self: Array, order: str = "C") -> Array:
-    """The array as one axis, in row-major order (a reshape; arrays are immutable, so no
-    copy is needed)."""
-    return self.reshape(-1, order=order)
+    """The array as one axis, in row-major order (a new lazy array: a later assignment into
+    ``self`` does not change it)."""
+    out = self.reshape(-1, order=order)
+    return out.copy() if out is self else out
 
 
 def _scan_method(name: str) -> Callable:
@@ -311,8 +312,14 @@ def __index__(self: Array) -> int:
 
 
 def __setitem__(self: Array, index: Any, value: Any) -> None:
-    raise TypeError("tilegraph arrays are immutable: build a new array instead, e.g. "
-                    "tilegraph.where(mask, value, x) for x[mask] = value")
+    """``x[index] = value``: ``x`` is rebound to a new lazy plan with ``value`` written at
+    ``index`` (see :mod:`tilegraph.array.assignment`). Only the blocks the index touches get
+    new tasks; arrays built from ``x`` earlier keep the old values."""
+    from tilegraph.array.assignment import assign
+
+    new = assign(self, index, value)
+    self.collection = new.collection
+    self.chunks = new.chunks
 
 
 def __dlpack__(self: Array, /, *, stream: Any = None, max_version: Any = None,
@@ -346,11 +353,25 @@ _INPLACE = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", 
 
 def _inplace(name: str) -> Callable:
     def method(self: Array, other: Any) -> Array:
-        return getattr(self, f"__{name}__")(other)
+        out = getattr(self, f"__{name}__")(other)
+        if out is NotImplemented or self.is_sparse or not isinstance(out, Array):
+            return out
+        if out.shape != self.shape:
+            raise ValueError(f"non-broadcastable output operand with shape {self.shape} "
+                             f"doesn't match the broadcast shape {out.shape}")
+        if out.dtype != self.dtype:
+            if not np.can_cast(out.dtype, self.dtype, "same_kind"):
+                raise TypeError(f"Cannot cast ufunc '{name}' output from {out.dtype} to "
+                                f"{self.dtype} with casting rule 'same_kind'")
+            out = out.astype(self.dtype)
+        self.collection = out.collection
+        self.chunks = out.chunks
+        return self
 
     method.__name__ = f"__i{name}__"
-    method.__doc__ = (f"``x {name}= y`` rebinds ``x`` to a new array (arrays are immutable: "
-                      "other references keep the old value).")
+    method.__doc__ = (f"``x {name}= y`` as in NumPy: the result keeps ``x``'s shape and dtype "
+                      "(cast with ``same_kind``) and ``x`` is rebound to it; arrays built "
+                      "from ``x`` earlier keep the old values.")
     return method
 
 

@@ -105,7 +105,7 @@ def getitem(x: Array, index: Any) -> Array:
         return getitem_advanced(x, items)
     idx = normalize_index(index, x.shape)
     if all(isinstance(i, slice) and i == slice(None) for i in idx):
-        return x
+        return x.copy()  # a new object: assigning into x later does not change it
     axis_plan = []  # per output axis: list of (block, local index, length) or a new axis
     fixed: dict[int, tuple[int, int]] = {}  # input axis -> (block, local int)
     in_axis = 0

@@ -608,7 +608,7 @@ class SparseArray(Array):
 
         if kwargs.get("out") is not None:
             raise TypeError(f"{ufunc.__name__}: out= is not supported on tilegraph arrays "
-                            "(arrays are immutable; use the returned array)")
+                            "(arrays are lazy; use the returned array)")
         kwargs.pop("out", None)
         if method == "reduce" and ufunc is np.add and len(inputs) == 1:
             extra = set(kwargs) - {"axis", "dtype", "keepdims"}

@@ -279,7 +279,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
 def _no_out(op: str, out: Any) -> None:
     if out is not None:
         raise TypeError(f"{op}: out= is not supported on tilegraph arrays (arrays are "
-                        "immutable; use the returned array)")
+                        "lazy; use the returned array)")
 
 
 # -- NaN-skipping reductions --------------------------------------------------------------------

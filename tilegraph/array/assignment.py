@@ -1,0 +1,410 @@
+"""Item assignment: ``x[index] = value`` on a lazy Array.
+
+An Array is a plan, so assignment does not write into a buffer: it builds a new plan for
+the whole array and rebinds ``x`` to it (``x.collection``). Arrays built from ``x`` before the
+assignment keep the plan they were built from, so they keep the old values, as if NumPy had
+copied ``x`` before writing into it. Only the blocks that the selected region touches get a
+new task (a copy of the old block with the region written into it); every other block of
+the new plan is the old block itself, reused without a copy.
+
+The index may be basic (ints, slices with any step, ``None``, ``...``), carry one integer
+array (a list, a NumPy array or an Array) along one axis, or be a boolean mask (NumPy or
+Array) over the leading axes. The value is a scalar, a NumPy array or an Array that
+broadcasts to the selected region, cast to ``x``'s dtype as NumPy casts it (NumPy converts
+scalars and NumPy arrays at assignment time, so what NumPy refuses is refused then).
+
+>>> import numpy as np, tilegraph as tg
+>>> x = tg.from_numpy(np.zeros(6, dtype=int), chunks=4)
+>>> y = x + 1
+>>> x[1::2] = 7
+>>> x[x > 5] = np.array([8, 9, 10])
+>>> x.compute(), y.compute()
+(array([ 0,  8,  0,  9,  0, 10]), array([1, 1, 1, 1, 1, 1]))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tilegraph.algebra.blocks import Blocks
+from tilegraph.array.chunks import offsets
+from tilegraph.array.core import Array, tokenize
+from tilegraph.graph.taskgraph import Dep, Lit
+
+
+def _assign_block(block: np.ndarray, local: tuple, value: Any) -> np.ndarray:
+    """A copy of ``block`` with ``value`` written at ``local`` (the old block is shared by
+    other plans, so it is never written into)."""
+    out = np.array(block, copy=True)
+    out[local] = value
+    return out
+
+
+def _mask_block(block: np.ndarray, mask: np.ndarray, value: Any) -> np.ndarray:
+    """``block`` with ``value`` where ``mask`` is true (the block itself when it is not)."""
+    if not mask.any():
+        return block
+    out = np.array(block, copy=True)
+    out[mask] = value
+    return out
+
+
+def _token_value(v: Any) -> Any:
+    from tilegraph.array.indexing import digest
+
+    if isinstance(v, np.ndarray):
+        return digest(v)
+    if isinstance(v, (tuple, list)):
+        return tuple(_token_value(p) for p in v)
+    return v
+
+
+def _convert(x: Array, value: Any) -> Any:
+    """The value in ``x``'s dtype: an Array lazily (NumPy's unsafe cast, as NumPy's
+    assignment of an array does), anything else now, by NumPy itself, so the rules (and the
+    errors) are NumPy's; the result is a private copy (later changes to ``value`` do not
+    reach ``x``)."""
+    if isinstance(value, Array):
+        if value.is_sparse:
+            raise TypeError(f"x[...] = value: a sparse value (shape {value.shape}) cannot be "
+                            "assigned into a dense array; use value.todense()")
+        return value if value.dtype == x.dtype else value.astype(x.dtype)
+    shape = np.shape(value)
+    out = np.empty(shape, dtype=x.dtype)
+    out[...] = value
+    return out
+
+
+def _fit(vshape: tuple[int, ...], region: tuple[int, ...]) -> tuple[int, ...]:
+    """``vshape`` without the leading length-1 axes beyond the region's rank (NumPy drops
+    them); a ValueError naming both shapes when it does not broadcast to the region."""
+    shape = tuple(vshape)
+    while len(shape) > len(region) and shape[0] == 1:
+        shape = shape[1:]
+    ok = len(shape) <= len(region) and all(
+        v in (1, r) for v, r in zip(shape[::-1], region[::-1], strict=False))
+    if not ok:
+        raise ValueError(f"could not broadcast input array from shape {tuple(vshape)} into "
+                         f"shape {region} (the selected region of the array)")
+    return shape
+
+
+def _reshape(v: Any, shape: tuple[int, ...]) -> Any:
+    return v.reshape(shape) if v.shape != shape else v
+
+
+def _broadcast(v: Any, shape: tuple[int, ...]) -> Any:
+    if v.shape == shape:
+        return v
+    if isinstance(v, Array):
+        from tilegraph.array.scans import broadcast_to
+
+        return broadcast_to(v, shape)
+    return np.broadcast_to(v, shape)
+
+
+def assign(x: Array, index: Any, value: Any) -> Array:
+    """A new Array equal to ``x`` with ``value`` written at ``index`` (``x`` itself is left
+    as it is); :meth:`Array.__setitem__` rebinds ``x`` to it. See the module docstring."""
+    from tilegraph.array.indexing import _lazy_scalars, is_advanced
+
+    if x.is_sparse:
+        raise TypeError(f"x[...] = value: item assignment into a sparse array (shape "
+                        f"{x.shape}) is not supported; use x.todense() first")
+    items = _lazy_scalars(index if isinstance(index, tuple) else (index,))
+    adv = [k for k, i in enumerate(items) if is_advanced(i)]
+    mask = _mask_of(items, adv)
+    if mask is not None:
+        return _assign_mask(x, mask, value)
+    return _assign_region(x, items, adv, value)
+
+
+def _mask_of(items: tuple, adv: list[int]) -> Any:
+    """The boolean mask when the index is one (``x[mask]``, ``x[mask, ...]``), else None."""
+    if len(adv) != 1 or adv[0] != 0:
+        return None
+    m = items[0]
+    if isinstance(m, (bool, np.bool_)):
+        return None
+    if isinstance(m, Array):
+        if m.dtype.kind != "b":
+            return None
+    else:
+        m = np.asarray(m)
+        if m.dtype.kind != "b":
+            return None
+    if m.ndim == 0:
+        return None
+    rest = items[1:]
+    if rest and rest != (Ellipsis,):
+        raise IndexError("x[mask, ...] = value: a boolean mask combined with other indices "
+                         "is only supported as x[mask] (the mask over the leading axes)")
+    return m
+
+
+# -- basic indices and one integer array ---------------------------------------------------------
+
+
+def _assign_region(x: Array, items: tuple, adv: list[int], value: Any) -> Array:
+    from tilegraph.array.indexing import advanced_adjacent, expand_index
+    from tilegraph.array.slicing import _slice_pieces, normalize_index
+
+    if adv:
+        entries = expand_index(items, x.ndim, x.shape)
+        n_arrays = sum(1 for e in entries if e[0] == "array")
+        if len(adv) > 1 or n_arrays > 1:
+            raise IndexError(
+                f"x[...] = value: only one integer-array index (or a boolean mask over one "
+                f"axis, or x[mask]) per assignment is supported (got {max(len(adv), n_arrays)}"
+                "); assign axis by axis")
+    else:
+        entries = []
+        norm = normalize_index(items, x.shape)
+        axis = 0
+        for item in norm:
+            if item is None:
+                entries.append(("none",))
+                continue
+            if isinstance(item, slice):
+                entries.append(("slice", axis, item))
+            else:
+                length = x.shape[axis]
+                if not -length <= item < length:
+                    raise IndexError(f"index {item} is out of bounds for axis {axis} with "
+                                     f"size {length} (shape {x.shape})")
+                entries.append(("int", axis, item))
+            axis += 1
+    # the region: the shape NumPy's x[index] would have
+    idx_shape: tuple[int, ...] = ()
+    adv_axis = -1
+    flat_idx = np.arange(0)
+    for e in entries:
+        if e[0] == "array":
+            adv_axis = e[1]
+            length = x.shape[adv_axis]
+            vals = np.asarray(e[2], dtype=np.int64)
+            idx_shape = vals.shape
+            flat_idx = np.where(vals < 0, vals + length, vals).reshape(-1)
+    out_dims: list[tuple] = []  # per region axis: ("none",) | ("slice", axis, n) | ("adv", k)
+    for e in entries:
+        if e[0] == "none":
+            out_dims.append(("none", 1))
+        elif e[0] == "slice":
+            out_dims.append(("slice", e[1], len(range(*e[2].indices(x.shape[e[1]])))))
+    if adv_axis >= 0:
+        p = 0
+        if advanced_adjacent(items):
+            first = next(k for k, e in enumerate(entries) if e[0] in ("int", "array"))
+            p = sum(1 for e in entries[:first] if e[0] in ("none", "slice"))
+        out_dims[p:p] = [("adv", k, n) for k, n in enumerate(idx_shape)]
+    region = tuple(d[-1] for d in out_dims)
+    v = _convert(x, value)
+    vshape = _fit(tuple(v.shape), region)
+    if math.prod(region) == 0:
+        return _alias(x)
+    # the value laid out along x's axes: ints as length 1, the integer array flattened
+    aligned = tuple(1 if e[0] == "int" else
+                    flat_idx.size if e[0] == "array" else
+                    len(range(*e[2].indices(x.shape[e[1]]))) for e in entries if e[0] != "none")
+    scalar = math.prod(vshape) == 1
+    if scalar:
+        v = _reshape(v, ())
+    else:
+        v = _broadcast(_reshape(v, vshape), region)
+        keep = [k for k, d in enumerate(out_dims) if d[0] != "none"]
+        v = _reshape(v, tuple(region[k] for k in keep))
+        dims = [out_dims[k] for k in keep]
+        order = sorted(range(len(dims)), key=lambda k: (
+            dims[k][1] if dims[k][0] == "slice" else adv_axis, k))
+        if order != list(range(len(order))):
+            v = v.transpose(order)
+        v = _reshape(v, aligned)
+    # per axis of x: the pieces (block, local index, value index, length)
+    plans: list[list[tuple]] = []
+    for e in entries:
+        if e[0] == "none":
+            continue
+        ax = e[1]
+        offs = offsets(x.chunks[ax])
+        if e[0] == "int":
+            i = e[2] + x.shape[ax] if e[2] < 0 else e[2]
+            b = int(np.searchsorted(offs, i, side="right") - 1)
+            plans.append([(b, slice(i - offs[b], i - offs[b] + 1), slice(0, 1), 1)])
+        elif e[0] == "slice":
+            pieces, start = [], 0
+            for b, sl, n in _slice_pieces(x.chunks[ax], e[2], x.shape[ax]):
+                pieces.append((b, sl, slice(start, start + n), n))
+                start += n
+            plans.append(pieces)
+        else:
+            owner = np.searchsorted(np.asarray(offs), flat_idx, side="right") - 1
+            pieces = []
+            for b in np.unique(owner):
+                pos = np.flatnonzero(owner == b)
+                pieces.append((int(b), flat_idx[pos] - offs[b], pos, pos.size))
+            plans.append(pieces)
+    lazy = isinstance(v, Array) and not scalar
+    if lazy:
+        if adv_axis >= 0:  # the value's elements grouped by the block they go to
+            from tilegraph.array.indexing import take
+
+            v = take(v, np.concatenate([pc[2] for pc in plans[adv_axis]]), axis=adv_axis)
+        v = v.rechunk(tuple(tuple(pc[3] for pc in plan) for plan in plans))
+    token = tokenize("setitem", x, tuple(_token_value(e) for e in entries),
+                     v if isinstance(v, Array) else _token_value(v))
+    label = f"setitem-{token}"
+    tasks = {}
+    for pick in np.ndindex(*(len(plan) for plan in plans)):
+        parts = [plan[k] for plan, k in zip(plans, pick, strict=True)]
+        coord = tuple(pc[0] for pc in parts)
+        local = tuple(pc[1] for pc in parts)
+        if isinstance(v, Array):
+            tasks[coord] = (Lit(local), v.collection.key(pick if lazy else ()))
+        else:
+            vpiece = v if scalar else v[tuple(pc[2] for pc in parts)]
+            tasks[coord] = (Lit(local), Lit(np.array(vpiece)))
+    return _rebuilt(x, label, tasks, [v] if isinstance(v, Array) else [])
+
+
+def _rebuilt(x: Array, label: str, tasks: dict, values: list[Array],
+             func: Any = _assign_block) -> Array:
+    """``x``'s blocks with the blocks in ``tasks`` replaced by ``func(old block, *args)``
+    (``tasks``: coord -> args, each a :class:`Lit` or the key of a block of one of
+    ``values``); every other block is ``x``'s own, reused as it is."""
+    keys = x.collection.keys.copy()
+    for coord in tasks:
+        keys[coord] = (label, *coord)
+    xkey = x.collection.key
+    itemsize = x.itemsize
+    chunks = x.chunks
+
+    def emit(builder: Any) -> None:
+        for coord, parts in tasks.items():
+            nb = itemsize * math.prod(chunks[a][i] for a, i in enumerate(coord))
+            deps: list[Any] = [xkey(coord)]
+            args: list[Any] = [Dep(0)]
+            for val in parts:
+                if isinstance(val, Lit):
+                    args.append(val)
+                elif val in deps:
+                    args.append(Dep(deps.index(val)))
+                else:
+                    deps.append(val)
+                    args.append(Dep(len(deps) - 1))
+            builder.add((label, *coord), func, deps=deps, args=tuple(args),
+                        kind="elementwise", name="setitem", nbytes=nb, coords=coord)
+
+    deps = {x.collection.name: x.collection}
+    for a in values:
+        deps.setdefault(a.collection.name, a.collection)
+    blocks = Blocks(label, x.collection.grid, list(deps.values()), emit, keys=keys,
+                    ntasks=len(tasks))
+    return Array(blocks, x.shape, x.chunks, x.dtype)
+
+
+def _alias(x: Array) -> Array:
+    return Array(x.collection, x.shape, x.chunks, x.dtype)
+
+
+# -- boolean masks -------------------------------------------------------------------------------
+
+
+def _assign_mask(x: Array, mask: Any, value: Any) -> Array:
+    k = mask.ndim
+    if mask.shape != x.shape[:k]:
+        raise IndexError(f"boolean index of shape {mask.shape} does not match the indexed "
+                         f"array of shape {x.shape} (its leading axes {x.shape[:k]})")
+    rest = x.shape[k:]
+    v = _convert(x, value)
+    try:  # one value for every selected row (a scalar, or broadcast along the rest axes)
+        vshape = _fit(tuple(v.shape), (1, *rest))
+    except ValueError:
+        return _assign_points(x, mask, v)
+    if x.size == 0:
+        return _alias(x)
+    v = _reshape(v, vshape)
+    if math.prod(vshape) == 1:
+        v = _reshape(v, ())
+    else:
+        v = _reshape(_broadcast(v, (1, *rest)), rest)
+        if isinstance(v, Array):
+            v = v.rechunk(x.chunks[k:])
+    m = mask
+    if isinstance(m, Array) and m.chunks != x.chunks[:k]:
+        m = m.rechunk(x.chunks[:k])
+    lead_offs = [offsets(c) for c in x.chunks[:k]]
+    rest_offs = [offsets(c) for c in x.chunks[k:]]
+    token = tokenize("setitem-mask", x, m if isinstance(m, Array) else _token_value(m),
+                     v if isinstance(v, Array) else _token_value(v))
+    tasks = {}
+    for coord in np.ndindex(*x.numblocks):
+        if isinstance(m, Array):
+            mval: Any = m.collection.key(coord[:k])
+        else:
+            lead = tuple(slice(o[i], o[i + 1]) for o, i in zip(lead_offs, coord[:k],
+                                                                strict=True))
+            mblock = m[lead]
+            if not mblock.any():
+                continue  # the block is untouched: x's own block is reused
+            mval = Lit(np.ascontiguousarray(mblock))
+        if isinstance(v, Array):
+            vval: Any = v.collection.key(coord[k:])
+        elif v.ndim == 0:
+            vval = Lit(v)
+        else:
+            vsel = tuple(slice(o[i], o[i + 1]) for o, i in zip(rest_offs, coord[k:],
+                                                             strict=True))
+            vval = Lit(np.array(v[vsel]))
+        tasks[coord] = (mval, vval)
+    values = [a for a in (m, v) if isinstance(a, Array)]
+    return _rebuilt(x, f"setitem-{token}", tasks, values, _mask_block)
+
+
+def _assign_points(x: Array, mask: Any, v: Any) -> Array:
+    """``x[mask] = values`` with one value per true element of the mask (in row-major
+    order): the mask is known first (phase one: computed now if it is lazy), then each block
+    holding true elements gets its values, gathered from the value by position."""
+    m = np.asarray(mask.compute()) if isinstance(mask, Array) else np.asarray(mask)
+    k = m.ndim
+    n = int(np.count_nonzero(m))
+    rest = x.shape[k:]
+    try:
+        vshape = _fit(tuple(v.shape), (n, *rest))
+    except ValueError:
+        raise ValueError(f"boolean mask assignment cannot assign a value of shape "
+                         f"{tuple(v.shape)} to the {n} elements where the mask (shape "
+                         f"{m.shape}) is true (region shape {(n, *rest)})") from None
+    if n == 0 or x.size == 0:
+        return _alias(x)
+    v = _broadcast(_reshape(v, vshape), (n, *rest))
+    points = np.nonzero(m)
+    owners = []
+    for ax, pt in enumerate(points):
+        offs = np.asarray(offsets(x.chunks[ax]))
+        owners.append(np.searchsorted(offs, pt, side="right") - 1)
+    block_id = np.ravel_multi_index(tuple(owners), x.numblocks[:k])
+    order = np.argsort(block_id, kind="stable")
+    groups = np.split(order, np.flatnonzero(np.diff(block_id[order])) + 1)
+    lead_offs = [offsets(c) for c in x.chunks[:k]]
+    rest_offs = [offsets(c) for c in x.chunks[k:]]
+    if isinstance(v, Array):
+        from tilegraph.array.indexing import take
+
+        v = take(v, order, axis=0).rechunk((tuple(g.size for g in groups), *x.chunks[k:]))
+    token = tokenize("setitem-points", x, _token_value(m),
+                     v if isinstance(v, Array) else _token_value(v))
+    tasks = {}
+    for gi, g in enumerate(groups):
+        lead = tuple(int(o[g[0]]) for o in owners)
+        local = tuple(pt[g] - lo[b] for pt, lo, b in zip(points, lead_offs, lead, strict=True))
+        for rc in np.ndindex(*x.numblocks[k:]):
+            sel = tuple(slice(o[i], o[i + 1]) for o, i in zip(rest_offs, rc, strict=True))
+            if isinstance(v, Array):
+                val: Any = v.collection.key((gi, *rc))
+            else:
+                val = Lit(np.array(v[(g, *sel)]))
+            tasks[(*lead, *rc)] = (Lit(local), val)
+    return _rebuilt(x, f"setitem-{token}", tasks, [v] if isinstance(v, Array) else [])
