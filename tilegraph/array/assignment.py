@@ -115,6 +115,11 @@ def assign(x: Array, index: Any, value: Any) -> Array:
         raise TypeError(f"x[...] = value: item assignment into a sparse array (shape "
                         f"{x.shape}) is not supported; use x.todense() first")
     items = _lazy_scalars(index if isinstance(index, tuple) else (index,))
+    if any(isinstance(i, (bool, np.bool_)) for i in items):
+        # a boolean scalar: True adds a length-one axis to the region, False selects nothing
+        if any(isinstance(i, (bool, np.bool_)) and not i for i in items):
+            return _alias(x)
+        items = tuple(None if isinstance(i, (bool, np.bool_)) else i for i in items)
     adv = [k for k, i in enumerate(items) if is_advanced(i)]
     mask = _mask_of(items, adv)
     if mask is not None:

@@ -59,7 +59,9 @@ class _Plan:
         self.placeholders = [from_blocks({}, a.shape, a.chunks, a.dtype,
                                          name=unique_name("loopvar")) for a in template]
         with gc_paused():
-            out = body(*self.placeholders)
+            # the body gets its own Array objects: an assignment into one (x[i] = v) rebinds
+            # that object, never the placeholder the plan is keyed by
+            out = body(*[p.copy() for p in self.placeholders])
             out = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(out) != len(template):
                 raise ValueError(f"while_loop: body returned {len(out)} arrays for "
