@@ -138,6 +138,8 @@ def test_integer_array_assignment_along_one_axis(dtype):
         ((slice(None), np.array([[0, 1], [4, 3]])), (7, 2, 2)),
         (([3, 1], slice(None, None, -2)), (2, 3)),
         ((np.array([1, 1, 1]),), (3, 5)),  # repeated: the last write wins, as in NumPy
+        ((np.array([True, False, False, True, True, False, True]), slice(1, 3)), (4, 2)),
+        ((slice(None, None, 2), np.array([False, True, True, False, True])), (4, 3)),
         (([], 0), (0,)),
     ]
     for index, region in cases:
@@ -149,7 +151,7 @@ def test_integer_array_assignment_along_one_axis(dtype):
             x[index] = value
             np.testing.assert_array_equal(x.compute(), expected)
             y = tg.from_numpy(a, chunks=chunks)
-            lazy_index = tuple(tg.asarray(np.asarray(i, dtype=np.int64))
+            lazy_index = tuple(tg.asarray(np.asarray(i) if len(i) else np.arange(0))
                                if isinstance(i, (list, np.ndarray)) else i for i in index)
             y[lazy_index] = tg.from_numpy(value, chunks=2)
             np.testing.assert_array_equal(y.compute(), expected)
@@ -357,10 +359,11 @@ def test_assignment_inside_a_while_loop_body():
         return x, i + 1
 
     x0 = tg.from_numpy(np.arange(1.0, 8.0), chunks=3)
-    x, i = tg.while_loop(lambda x, i: i < 5, body, [x0, tg.asarray(np.int64(0))])
+    x, n = tg.while_loop(lambda x, i: i < 5, body, [x0, tg.asarray(np.int64(0))])
     expected = np.arange(1.0, 8.0)
-    for k in range(5):
+    for _ in range(5):
         expected[1::3] *= 10
         expected[expected > 500] = 500
     np.testing.assert_array_equal(x.compute(), expected)
+    assert int(n.compute()) == 5
     np.testing.assert_array_equal(x0.compute(), np.arange(1.0, 8.0))

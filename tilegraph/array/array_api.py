@@ -6,10 +6,12 @@ built from tilegraph's blocked operations; functions whose result shape depends 
 (``nonzero``, ``unique_*``, boolean-mask indexing) compute the sizes first (see
 :mod:`tilegraph.array.indexing`).
 
-Arrays are immutable: ``__setitem__`` and in-place updates are refused, as the standard
-allows for libraries without mutation. The Array API conformance suite runs against this
-module with ``make array-api`` (the tests a lazy, immutable library may refuse are listed,
-with their reasons, in ``array_api_skips.txt``).
+``x[key] = value`` and the in-place operators rebind ``x`` to a new lazy plan in which only
+the blocks ``key`` touches are new (see :mod:`tilegraph.array.assignment`); arrays built
+from ``x`` before keep the old values, and ``asarray(x, copy=True)`` is a new array object
+while ``asarray(x)`` is ``x`` itself. The Array API conformance suite runs against this
+module with ``make array-api`` (the tests tilegraph skips, if any, are listed with their
+reasons in ``array_api_skips.txt``).
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.array([3.0, -1.0, 2.0]), chunks=2)

@@ -8,10 +8,11 @@ new task (a copy of the old block with the region written into it); every other 
 the new plan is the old block itself, reused without a copy.
 
 The index may be basic (ints, slices with any step, ``None``, ``...``), carry one integer
-array (a list, a NumPy array or an Array) along one axis, or be a boolean mask (NumPy or
-Array) over the leading axes. The value is a scalar, a NumPy array or an Array that
-broadcasts to the selected region, cast to ``x``'s dtype as NumPy casts it (NumPy converts
-scalars and NumPy arrays at assignment time, so what NumPy refuses is refused then).
+array (a list, a NumPy array or an Array) or one 1-d boolean array along one axis, or be a
+boolean mask (NumPy or Array) over the leading axes. The value is a scalar, a NumPy array
+or an Array that broadcasts to the selected region, cast to ``x``'s dtype as NumPy casts
+it (NumPy converts scalars and NumPy arrays at assignment time, so what NumPy refuses is
+refused then).
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.zeros(6, dtype=int), chunks=4)
@@ -145,8 +146,7 @@ def _mask_of(items: tuple, adv: list[int]) -> Any:
         return None
     rest = items[1:]
     if rest and rest != (Ellipsis,):
-        raise IndexError("x[mask, ...] = value: a boolean mask combined with other indices "
-                         "is only supported as x[mask] (the mask over the leading axes)")
+        return None  # with other indices: a 1-d mask is an integer array (its nonzero)
     return m
 
 
