@@ -343,12 +343,19 @@ def test_zero_d_and_boolean_scalar_indices():
     assert float(x.compute()) == 5.0
     x[...] = np.array(6.0)
     assert float(x.compute()) == 6.0
+    x[np.array(False)] = 7.0
+    x[tg.asarray(np.array(True))] = np.array(8.0)
+    assert float(x.compute()) == 8.0
     w = tg.from_numpy(np.zeros((3, 2)), chunks=2)
     w[0, True] = 1.0
     w[False] = 2.0
+    w[1, np.array(True)] = 3.0
+    w[2, tg.asarray(np.array(False))] = 4.0
     expected = np.zeros((3, 2))
     expected[0, True] = 1.0
     expected[False] = 2.0
+    expected[1, np.array(True)] = 3.0
+    expected[2, np.array(False)] = 4.0
     np.testing.assert_array_equal(w.compute(), expected)
 
 

@@ -116,6 +116,10 @@ def assign(x: Array, index: Any, value: Any) -> Array:
         raise TypeError(f"x[...] = value: item assignment into a sparse array (shape "
                         f"{x.shape}) is not supported; use x.todense() first")
     items = _lazy_scalars(index if isinstance(index, tuple) else (index,))
+    # a 0-d boolean array (a lazy one is computed now) acts as a boolean scalar
+    items = tuple(bool(np.asarray(i.compute() if isinstance(i, Array) else i))
+                  if isinstance(i, (Array, np.ndarray)) and i.ndim == 0 and i.dtype.kind == "b"
+                  else i for i in items)
     if any(isinstance(i, (bool, np.bool_)) for i in items):
         # a boolean scalar: True adds a length-one axis to the region, False selects nothing
         if any(isinstance(i, (bool, np.bool_)) and not i for i in items):
