@@ -1,5 +1,6 @@
 """Run on every rank by tests/array/test_mpi_data_dependent.py: data-dependent shapes (masks,
-nonzero, unique, sample sort) under the MPI backend; prints one ``RESULT <json>`` line."""
+nonzero, unique, sample sort, item assignment) under the MPI backend; prints one
+``RESULT <json>`` line."""
 
 from __future__ import annotations
 
@@ -27,6 +28,19 @@ def main() -> None:
             checks[name] = bool(g is not None and np.shape(g) == w.shape
                                 and np.allclose(g, w))
         checks["mask-shape"] = x[x > 0.5].shape == (int((a > 0.5).sum()),)
+        # item assignment: a lazy mask (scalar, then one value per true element: its
+        # mask is computed first), an integer array given lazily, several advanced indices
+        y = x.copy()
+        y[y > 0.8] = 0.0
+        y[y > 0.6] = np.arange(int(((a > 0.6) & (a <= 0.8)).sum()), dtype=float)
+        y[:, tg.asarray(np.array([8, 1]))] = -1.0
+        b = a.copy()
+        b[b > 0.8] = 0.0
+        b[b > 0.6] = np.arange(int((b > 0.6).sum()), dtype=float)
+        b[:, [8, 1]] = -1.0
+        checks["setitem"] = bool(np.allclose(y.compute(), b))
+        checks["several-advanced"] = bool(np.allclose(
+            x[[3, 0, 22], [8, 1, 0]].compute(), a[[3, 0, 22], [8, 1, 0]]))
     print("RESULT " + json.dumps({"rank": rank, "checks": checks}), flush=True)
 
 
