@@ -374,3 +374,30 @@ def test_assignment_inside_a_while_loop_body():
     np.testing.assert_array_equal(x.compute(), expected)
     assert int(n.compute()) == 5
     np.testing.assert_array_equal(x0.compute(), np.arange(1.0, 8.0))
+
+
+def test_dask_value_joins_the_plan():
+    da = pytest.importorskip("dask.array")
+    x = tg.from_numpy(np.zeros((5, 4)), chunks=2)
+    x[1:4, ::2] = da.from_array(np.arange(6.0).reshape(3, 2), chunks=2)
+    expected = np.zeros((5, 4))
+    expected[1:4, ::2] = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(x.compute(), expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), sep=st.sampled_from(["adjacent", "slice", "none", "int"]))
+def test_several_advanced_indices_property(data, sep):
+    a = np.arange(5 * 6 * 7).reshape(5, 6, 7)
+    chunks = data.draw(st.tuples(st.integers(1, 5), st.integers(1, 6), st.integers(1, 7)))
+    x = tg.from_numpy(a, chunks=chunks)
+    bshape = data.draw(st.sampled_from([(3,), (2, 1), (1, 4), ()]))
+    i = np.array(data.draw(st.lists(st.integers(-5, 4), min_size=1, max_size=12)))
+    j = np.array(data.draw(st.lists(st.integers(-7, 6), min_size=1, max_size=12)))
+    size = max(1, int(np.prod(bshape)))
+    i = np.resize(i, size).reshape(bshape)
+    j = np.resize(j, bshape[-1] if bshape else 1).reshape(bshape[-1:])
+    middle = {"adjacent": (), "slice": (slice(None, None, -2),), "none": (None,),
+              "int": (2,)}[sep]
+    index = (i, *middle, j) if sep != "adjacent" else (slice(1, 5), i, j)
+    np.testing.assert_array_equal(x[index].compute(), a[index])

@@ -68,6 +68,10 @@ def _convert(x: Array, value: Any) -> Any:
     assignment of an array does), anything else now, by NumPy itself, so the rules (and the
     errors) are NumPy's; the result is a private copy (later changes to ``value`` do not
     reach ``x``)."""
+    if not isinstance(value, (Array, np.ndarray)) and hasattr(type(value), "__dask_graph__"):
+        from tilegraph.array.core import asarray
+
+        value = asarray(value)  # a dask array joins the plan lazily
     if isinstance(value, Array):
         if value.is_sparse:
             raise TypeError(f"x[...] = value: a sparse value (shape {value.shape}) cannot be "
