@@ -397,7 +397,7 @@ def test_several_advanced_indices_property(data, sep):
     size = max(1, int(np.prod(bshape)))
     i = np.resize(i, size).reshape(bshape)
     j = np.resize(j, bshape[-1] if bshape else 1).reshape(bshape[-1:])
-    middle = {"adjacent": (), "slice": (slice(None, None, -2),), "none": (None,),
+    middle = {"adjacent": (), "slice": (slice(None, None, -2),), "none": (None, 1),
               "int": (2,)}[sep]
     index = (i, *middle, j) if sep != "adjacent" else (slice(1, 5), i, j)
     np.testing.assert_array_equal(x[index].compute(), a[index])
