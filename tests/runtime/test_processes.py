@@ -27,7 +27,10 @@ def _steps(lines, deps, **extra):
 def test_hand_built_steps_share_variables_across_processes():
     names = {0: (set(), {"x"}), 1: (set(), {"y"}), 2: ({"x", "y"}, {"z"}),
              3: ({"z"}, set())}
-    g = _steps(["x = sum(range(10))", "y = [1, 2, 3]", "z = x * len(y)", "print(z)"],
+    # x and y take a while, so that they run on two processes and z needs a transfer
+    g = _steps(["x = (__import__('time').sleep(0.2), sum(range(10)))[1]",
+                "y = (__import__('time').sleep(0.2), [1, 2, 3])[1]", "z = x * len(y)",
+                "print(z)"],
                {2: [0, 1], 3: [2]}, names=names)
     out = io.StringIO()
     backend = ProcessesBackend(2, filename="<prog>", out=out)

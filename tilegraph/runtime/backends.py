@@ -103,7 +103,8 @@ class Backend(ABC):
 
     def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
         """Per task of ``graph`` (planned to take ``seconds``), whether it is worth a second
-        worker (the executor's ``parallel`` flags); ``None``: every task is."""
+        worker (the executor's ``parallel`` flags); ``None``: no flags, the executor decides
+        from the tasks' measured times (every task ``UNKNOWN``)."""
         return None
 
     def place_tasks(self, graph: TaskGraph, processes: int, *, initial: str = "cyclic",

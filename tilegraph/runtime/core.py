@@ -28,7 +28,7 @@ field          meaning and invariant
 ``busy_since`` dict, worker -> ``perf_counter()`` when its current task started
 ``task_time``  moving average of task durations, seconds
 ``parallel``   bytearray[n] or ``None``: ``TINY``, ``PARALLEL`` or ``UNKNOWN`` per task (see
-               "Tiny tasks"); ``None``: every task is worth a second worker
+               "Tiny tasks"); ``None``: every task is ``UNKNOWN`` (measured)
 ``running``    set of RUNNING tasks; their inputs are pinned (see :meth:`pinned`)
 ``awaiting``   external tasks (results made elsewhere, e.g. by another MPI rank) not yet
                delivered; each waits on one virtual dependency until :meth:`deliver`

@@ -77,7 +77,7 @@ from typing import Any
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.backends import Backend
 from tilegraph.runtime.blas import cores
-from tilegraph.runtime.core import Execution
+from tilegraph.runtime.core import PARALLEL, Execution
 
 MOVE_WAIT_BYTES = 32 << 20   # wait for a busy process rather than move this much more data
 STATE_PARTS = ("cwd", "env", "path")
@@ -543,7 +543,9 @@ class ProcessesBackend(Backend):
     # -- the seam ---------------------------------------------------------------------------
 
     def task_policy(self, graph: TaskGraph, seconds: Any) -> bytearray | None:
-        return None   # every step runs in a process: always worth a worker
+        # every step runs in a process (the driving thread only waits): always worth a
+        # worker of its own
+        return bytearray([PARALLEL]) * len(graph)
 
     def run(self, execution: Execution) -> None:
         if self.used:
