@@ -17,26 +17,12 @@ figures are noisy. Run: ``python bench/gufunc.py [--rows 200000] [--cols 64]
 from __future__ import annotations
 
 import argparse
-import gc
-import time
-from collections.abc import Callable
 
 import numpy as np
+from measure import best_alternating
 
 import tilegraph as tg
 from tilegraph.array.gufunc import apply_gufunc
-
-
-def best_alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """The best time of ``repeat`` runs of each function, the functions taking turns."""
-    t = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            gc.collect()
-            t0 = time.perf_counter()
-            fn()
-            t[name] = min(t[name], time.perf_counter() - t0)
-    return t
 
 
 def report(label: str, t: dict[str, float]) -> None:

@@ -20,30 +20,17 @@ figures are noisy. Run: ``python bench/interop.py [--n 8000] [--block 1000] [--r
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Callable
 
 import numpy as np
+from measure import best_alternating
 
 import tilegraph as tg
-
-
-def best_alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """The best time of ``repeat`` runs of each function, the functions taking turns."""
-    t = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            gc.collect()
-            t0 = time.perf_counter()
-            fn()
-            t[name] = min(t[name], time.perf_counter() - t0)
-    return t
 
 
 def bench_from_dask(n: int, block: int, repeat: int) -> bool:

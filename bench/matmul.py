@@ -14,25 +14,11 @@ Run: ``python bench/matmul.py [--sizes 4000 8000] [--blocks 500 1000 2000] [--re
 from __future__ import annotations
 
 import argparse
-import gc
-import time
-from collections.abc import Callable
 
 import numpy as np
+from measure import best_alternating
 
 import tilegraph as tg
-
-
-def best_alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """The best time of ``repeat`` runs of each function, the functions taking turns."""
-    t = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            gc.collect()
-            t0 = time.perf_counter()
-            fn()
-            t[name] = min(t[name], time.perf_counter() - t0)
-    return t
 
 
 def main() -> int:

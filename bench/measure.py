@@ -1,6 +1,7 @@
 """Measuring a run in this process: its best time over repeats and the peak growth of the
 resident memory while it runs (:func:`measure`), and touching memory before timing
-(:func:`touch_memory`). Used by ``bench/suite.py`` and ``bench/linalg.py``."""
+(:func:`touch_memory`), and the best times of several functions taking turns
+(:func:`best_alternating`). Used by the benchmarks of this directory."""
 
 from __future__ import annotations
 
@@ -73,6 +74,18 @@ def measure(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, int, Any]:
         best_mem = mem.growth if i == 0 else min(best_mem, mem.growth)
     return best_t, best_mem, result
 
+
+
+def best_alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """The best time of ``repeat`` runs of each function, the functions taking turns."""
+    t = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            gc.collect()
+            t0 = time.perf_counter()
+            fn()
+            t[name] = min(t[name], time.perf_counter() - t0)
+    return t
 
 
 def touch_memory(nbytes: float) -> None:
