@@ -272,6 +272,19 @@ def _take_block(block: np.ndarray, local: np.ndarray, axis: int) -> np.ndarray:
     return np.take(block, local, axis=axis)
 
 
+def _array_axis(x: Any, axis: Any, what: str) -> tuple[Array, int]:
+    """``x`` as an Array and ``axis`` as a non-negative axis of it (``None``: ``x``
+    flattened, axis 0), as NumPy's ``take`` and ``compress`` read them."""
+    x = asarray(x)
+    if axis is None:
+        return x.reshape(-1), 0
+    axis = operator.index(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise np.exceptions.AxisError(
+            f"{what}: axis {axis} is out of bounds for an array of shape {x.shape}")
+    return x, axis % x.ndim
+
+
 def take(x: Any, indices: Any, axis: int | None = None) -> Array:
     """The elements of ``x`` at integer ``indices`` along ``axis`` (``numpy.take``; with
     ``axis=None`` the flattened array). Output blocks have about the input's block size
@@ -284,14 +297,7 @@ def take(x: Any, indices: Any, axis: int | None = None) -> Array:
            [ 7,  4],
            [11,  8]])
     """
-    x = asarray(x)
-    if axis is None:
-        x, axis = x.reshape(-1), 0
-    axis = operator.index(axis)
-    if not -x.ndim <= axis < x.ndim:
-        raise np.exceptions.AxisError(
-            f"take: axis {axis} is out of bounds for an array of shape {x.shape}")
-    axis %= x.ndim
+    x, axis = _array_axis(x, axis, "take")
     idx = _as_index_array(indices)
     if isinstance(idx, Array):  # phase one: the index values
         idx = np.asarray(idx.compute())
@@ -415,14 +421,7 @@ def boolean_select(x: Array, mask: Any, axis: int = 0) -> Array:
 def compress(condition: Any, a: Any, axis: int | None = None) -> Array:
     """``numpy.compress``: the slices of ``a`` along ``axis`` where ``condition`` is true
     (a 1-D boolean array, as long as the axis or shorter)."""
-    a = asarray(a)
-    if axis is None:
-        a, axis = a.reshape(-1), 0
-    axis = operator.index(axis)
-    if not -a.ndim <= axis < a.ndim:
-        raise np.exceptions.AxisError(
-            f"compress: axis {axis} is out of bounds for an array of shape {a.shape}")
-    axis %= a.ndim
+    a, axis = _array_axis(a, axis, "compress")
     cond = condition if isinstance(condition, Array) else np.asarray(condition)
     if cond.ndim != 1:
         raise ValueError(f"compress: condition must be a 1-d array, got shape {cond.shape}")
