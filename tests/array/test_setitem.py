@@ -248,8 +248,16 @@ def test_bad_assignments_fail_at_assignment_time():
         x[tg.from_numpy(np.ones(5, bool), chunks=2)] = 1.0
     with pytest.raises(ValueError, match=r"value of shape \(3,\).*4 elements"):
         x[np.eye(4, 5, dtype=bool)] = np.ones(3)
-    with pytest.raises(IndexError, match="one integer-array index"):
-        x[[0, 1], [1, 2]] = 1.0
+    with pytest.raises(IndexError, match="could not be broadcast together"):
+        x[[0, 1, 2], [1, 2]] = 1.0
+    with pytest.raises(ValueError, match=r"shape \(3,\) into shape \(2,\)"):
+        x[[0, 1], [1, 2]] = np.ones(3)
+    y = tg.from_numpy(np.zeros((3, 4, 5)), chunks=2)
+    for index in [(slice(None), [0, 1], [1, 2]), ([0, 1], slice(1, 3), [0, 1])]:
+        with pytest.raises(IndexError, match="index the leading axes and every other axis "
+                                             "is whole"):
+            y[index] = 1.0
+    assert np.all(y.compute() == 0)
     with pytest.raises(IndexError, match="too many indices"):
         x[0, 0, 0] = 1.0
     with pytest.raises(TypeError, match="not supported"):
@@ -401,3 +409,43 @@ def test_several_advanced_indices_property(data, sep):
               "int": (2,)}[sep]
     index = (i, *middle, j) if sep != "adjacent" else (slice(1, 5), i, j)
     np.testing.assert_array_equal(x[index].compute(), a[index])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float32, np.complex128, np.bool_])
+@pytest.mark.parametrize("index", [
+    (np.array([0, 6, 3, 3]), np.array([1, 8, 2, 2])),     # a point named twice: last wins
+    ([0, -1], [2, 3]),
+    (np.arange(5), np.arange(5)),                          # a diagonal
+    (np.array([[0, 1], [2, 3]]), np.array([4, 5])),        # broadcast index arrays
+    (np.array([1, 2]), 3),                                 # an int among the arrays
+    (np.array([1, 2]), np.array([3, 4]), slice(None)),
+    (np.array([1, 2]), np.array([3, 4]), np.array([0, 4])),
+])
+def test_several_integer_arrays_assign_points_as_numpy(index, dtype):
+    rng = np.random.default_rng(3)
+    a = (rng.random((7, 9, 5)) * 10).astype(dtype)
+    want = a.copy()
+    x = tg.from_numpy(a, chunks=(3, 4, 2))
+    before = x + 0
+    val = (rng.random(want[index].shape) * 10).astype(dtype)
+    want[index] = val
+    x[index] = val
+    np.testing.assert_array_equal(x.compute(), want)
+    want[index] = 7
+    x[index] = 7
+    np.testing.assert_array_equal(x.compute(), want)
+    lazy = tg.from_numpy(val[..., ::-1].copy(), chunks=2)
+    want[index] = val[..., ::-1]
+    x[index] = lazy
+    np.testing.assert_array_equal(x.compute(), want)
+    np.testing.assert_array_equal(before.compute(), a)   # built before: the old values
+
+
+def test_point_assignment_touches_only_the_blocks_of_its_points():
+    x = tg.from_numpy(np.zeros((9, 9)), chunks=3)
+    x[np.arange(3), np.arange(3)] = 1.0      # the diagonal of block (0, 0) only
+    np.testing.assert_array_equal(x.compute()[:3, :3], np.eye(3))
+    assert x.compute().sum() == 3
+    keys = x.collection.keys
+    changed = [c for c in np.ndindex(3, 3) if keys[c][0].startswith("setitem")]
+    assert changed == [(0, 0)]

@@ -8,8 +8,10 @@ new task (a copy of the old block with the region written into it); every other 
 the new plan is the old block itself, reused without a copy.
 
 The index may be basic (ints, slices with any step, ``None``, ``...``), carry one integer
-array (a list, a NumPy array or an Array) or one 1-d boolean array along one axis, or be a
-boolean mask (NumPy or Array) over the leading axes. The value is a scalar, a NumPy array
+array (a list, a NumPy array or an Array) or one 1-d boolean array along one axis, carry
+several integer arrays (and ints) on the leading axes with the other axes whole (points,
+broadcast together as NumPy does: ``x[i, i] = 1``), or be a boolean mask (NumPy or Array)
+over the leading axes. The value is a scalar, a NumPy array
 or an Array that broadcasts to the selected region, cast to ``x``'s dtype as NumPy casts
 it (NumPy converts scalars and NumPy arrays at assignment time, so what NumPy refuses is
 refused then).
@@ -169,10 +171,7 @@ def _assign_region(x: Array, items: tuple, adv: list[int], value: Any) -> Array:
         entries = expand_index(items, x.ndim, x.shape)
         n_arrays = sum(1 for e in entries if e[0] == "array")
         if len(adv) > 1 or n_arrays > 1:
-            raise IndexError(
-                f"x[...] = value: only one integer-array index (or a boolean mask over one "
-                f"axis, or x[mask]) per assignment is supported (got {max(len(adv), n_arrays)}"
-                "); assign axis by axis")
+            return _assign_leading_points(x, entries, value)
     else:
         entries = []
         norm = normalize_index(items, x.shape)
@@ -393,7 +392,54 @@ def _assign_points(x: Array, mask: Any, v: Any) -> Array:
     if n == 0 or x.size == 0:
         return _alias(x)
     v = _broadcast(_reshape(v, vshape), (n, *rest))
-    points = np.nonzero(m)
+    return _scatter(x, np.nonzero(m), v, ("mask", _token_value(m)))
+
+
+def _assign_leading_points(x: Array, entries: list[tuple], value: Any) -> Array:
+    """``x[i, j, ...] = value`` with several integer arrays (and ints) on the leading axes,
+    the other axes whole: the index arrays broadcast together name points (NumPy's rule; a
+    point named twice keeps the last value), the region is ``(*broadcast shape, *rest)``,
+    and each block holding points gets its values."""
+    lead = 0
+    while lead < len(entries) and entries[lead][0] in ("int", "array"):
+        lead += 1
+    rest_entries = entries[lead:]
+    if any(e[0] != "slice" or e[2] != slice(None) for e in rest_entries) or \
+            [e[1] for e in entries[:lead]] != list(range(lead)):
+        raise IndexError(
+            "x[...] = value with several integer arrays is supported when they (and any "
+            "ints among them) index the leading axes and every other axis is whole, e.g. "
+            "x[i, j] = v or x[i, j, :] = v; assign in two steps otherwise")
+    arrays = []
+    for e in entries[:lead]:
+        vals = np.asarray(e[2], dtype=np.int64)
+        arrays.append(np.where(vals < 0, vals + x.shape[e[1]], vals))
+    try:
+        bcast = np.broadcast_arrays(*arrays)
+    except ValueError:
+        raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together "
+                         f"with shapes {' '.join(str(a.shape) for a in arrays)}") from None
+    idx_shape = bcast[0].shape
+    rest = x.shape[lead:]
+    region = (*idx_shape, *rest)
+    v = _convert(x, value)
+    vshape = _fit(tuple(v.shape), region)
+    n = math.prod(idx_shape)
+    if n == 0 or x.size == 0:
+        return _alias(x)
+    if math.prod(vshape) == 1 and not isinstance(v, Array):
+        v = _reshape(v, ())   # one value for every point: nothing is broadcast
+    else:
+        v = _reshape(_broadcast(_reshape(v, vshape), region), (n, *rest))
+    points = tuple(a.reshape(-1) for a in bcast)
+    return _scatter(x, points, v, ("points", tuple(_token_value(p) for p in points)))
+
+
+def _scatter(x: Array, points: tuple[np.ndarray, ...], v: Any, what: tuple) -> Array:
+    """``x`` with ``v[p]`` (shape ``(n, *rest)``, or one 0-d value for all) written at
+    point ``p`` of the leading ``len(points)`` axes (``points``: one non-negative coordinate
+    array per axis, ``n`` long), block by block; blocks without points are reused."""
+    k = len(points)
     owners = []
     for ax, pt in enumerate(points):
         offs = np.asarray(offsets(x.chunks[ax]))
@@ -407,7 +453,7 @@ def _assign_points(x: Array, mask: Any, v: Any) -> Array:
         from tilegraph.array.indexing import take
 
         v = take(v, order, axis=0).rechunk((tuple(g.size for g in groups), *x.chunks[k:]))
-    token = tokenize("setitem-points", x, _token_value(m),
+    token = tokenize("setitem-points", x, what,
                      v if isinstance(v, Array) else _token_value(v))
     tasks = {}
     for gi, g in enumerate(groups):
@@ -417,6 +463,8 @@ def _assign_points(x: Array, mask: Any, v: Any) -> Array:
             sel = tuple(slice(o[i], o[i + 1]) for o, i in zip(rest_offs, rc, strict=True))
             if isinstance(v, Array):
                 val: Any = v.collection.key((gi, *rc))
+            elif v.ndim == 0:
+                val = Lit(v)
             else:
                 val = Lit(np.array(v[(g, *sel)]))
             tasks[(*lead, *rc)] = (Lit(local), val)
