@@ -94,8 +94,52 @@ def test_bad_indices_fail_clearly():
         tg.take(y, [0], axis=3)
 
 
-def test_lazy_scalar_index_is_computed_first():
+def test_lazy_scalar_index_is_read_when_the_plan_runs():
     a = np.arange(10.0) * 2
     x = tg.from_numpy(a, chunks=3)
     assert float(x[x.argmax()].compute()) == 18.0
     assert float(x[tg.asarray(np.int64(4))].compute()) == 8.0
+    # the plan does not depend on the index value: nothing is computed to build it
+    i = tg.asarray(np.int64(4)) + 0
+    calls = []
+    with tg.config.set(callbacks=[calls.append]):
+        y = x[i]
+        assert calls == []
+        assert float(y.compute()) == 8.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.complex128, np.bool_])
+@pytest.mark.parametrize("k", [0, 4, 6, -1, -7])
+def test_lazy_scalar_indices_with_basic_ones_equal_numpy(dtype, k):
+    a = (np.arange(70).reshape(7, 10) % 5).astype(dtype)
+    x = tg.from_numpy(a, chunks=(3, 4))
+    i = tg.asarray(np.int64(k))
+    j = tg.asarray(np.int64(k % 10 - 1))
+    for got, want in [(x[i], a[k]), (x[:, i], a[:, k]), (x[1:6:2, j], a[1:6:2, k % 10 - 1]),
+                      (x[None, ..., j], a[None, ..., k % 10 - 1]), (x[i, j], a[k, k % 10 - 1]),
+                      (x[i, ::-3], a[k, ::-3])]:
+        np.testing.assert_array_equal(got.compute(), want)
+        assert got.dtype == want.dtype and got.shape == want.shape
+
+
+def test_lazy_scalar_index_out_of_bounds_fails_when_run():
+    x = tg.from_numpy(np.arange(6.0), chunks=4)
+    y = x[tg.asarray(np.int64(6))]
+    with pytest.raises(IndexError, match="index 6 is out of bounds for axis 0 with size 6"):
+        y.compute()
+    with pytest.raises(TypeError, match="0-d integer Array"):
+        from tilegraph.array.indexing import dynamic_index
+
+        dynamic_index(x, tg.asarray(np.array([1])), 0)
+
+
+def test_loop_carried_index_in_a_while_loop_body():
+    a = np.arange(10.0)
+    x = tg.from_numpy(a, chunks=4)
+    i, y = tg.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x * 2 + x[i]),
+                         (tg.asarray(np.int64(0)), x))
+    want = a.copy()
+    for k in range(3):
+        want = want * 2 + want[k]
+    np.testing.assert_array_equal(y.compute(), want)
+    assert int(i.compute()) == 3

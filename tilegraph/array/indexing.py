@@ -188,6 +188,9 @@ def getitem_advanced(x: Array, index: tuple) -> Array:
     :func:`take` or :func:`boolean_select` (a lazy mask in two phases). Several arrays are
     broadcast together and their axes flattened into one, so that the same :func:`take`
     gathers them by a linear index; the result axes land where NumPy puts them."""
+    lazy = [k for k, item in enumerate(index) if _lazy_int(item)]
+    if lazy and not any(is_advanced(item) for k, item in enumerate(index) if k not in lazy):
+        return _getitem_dynamic(x, index, lazy)
     index = _lazy_scalars(index)
     adv = [i for i, item in enumerate(index) if is_advanced(item)]
     if not adv:
@@ -197,6 +200,98 @@ def getitem_advanced(x: Array, index: tuple) -> Array:
     if len(adv) > 1 or not advanced_adjacent(index):
         return _getitem_several(x, index)
     return _getitem_one(x, index, adv[0])
+
+
+def _lazy_int(item: Any) -> bool:
+    return isinstance(item, Array) and item.ndim == 0 and item.dtype.kind in "iu"
+
+
+def _getitem_dynamic(x: Array, index: tuple, lazy: list[int]) -> Array:
+    """``x[index]`` where the items at ``lazy`` are 0-d integer Arrays and the others basic:
+    the basic part with those axes kept whole, then :func:`dynamic_index` on each of them.
+    The plan does not depend on the index values (they are read when the plan runs), so a
+    loop-carried index works in a :func:`~tilegraph.while_loop` body."""
+    from tilegraph.array.slicing import getitem
+
+    basic = tuple(slice(None) if k in lazy else item for k, item in enumerate(index))
+    used = sum(1 for item in index if item is not None and item is not Ellipsis)
+    axes = {}
+    out = 0
+    for k, item in enumerate(index):
+        if k in lazy:
+            axes[k] = out
+            out += 1
+        elif item is Ellipsis:
+            out += x.ndim - used
+        elif item is None or isinstance(item, slice):
+            out += 1
+    if used > x.ndim:
+        raise IndexError(f"too many indices: array of shape {x.shape} has {x.ndim} axes, "
+                         f"{used} indexed")
+    y = getitem(x, basic)
+    for k in sorted(lazy, reverse=True):   # the last first: earlier axes keep their number
+        y = dynamic_index(y, index[k], axes[k])
+    return y
+
+
+def _pick_local(offset: int, length: int, total: int, axis: int, i: Any,
+                block: np.ndarray) -> np.ndarray | None:
+    """The slice of ``block`` (starting at ``offset`` along ``axis``) at index ``i`` of the
+    whole axis, or ``None`` when another block holds it."""
+    k = int(i)
+    if k < 0:
+        k += total
+    if offset <= k < offset + length:
+        return np.take(block, k - offset, axis=axis)
+    return None
+
+
+def _picked(total: int, axis: int, i: Any, *parts: np.ndarray | None) -> np.ndarray:
+    k = int(i)
+    if not -total <= k < total:
+        raise IndexError(f"index {k} is out of bounds for axis {axis} with size {total}")
+    return next(p for p in parts if p is not None)
+
+
+def dynamic_index(x: Array, i: Array, axis: int) -> Array:
+    """``x`` indexed by the 0-d integer Array ``i`` along ``axis`` (the axis dropped),
+    planned without knowing ``i``: every block looks whether it holds index ``i`` (a few
+    bytes when it does not), then one task per result block keeps the slice that was found.
+    An index out of bounds raises ``IndexError`` when the plan runs."""
+    if not _lazy_int(i):
+        raise TypeError(f"dynamic_index: the index must be a 0-d integer Array, got {i!r:.60}")
+    axis = operator.index(axis)
+    if not 0 <= axis < x.ndim:
+        raise np.exceptions.AxisError(f"dynamic_index: axis {axis} is out of bounds for an "
+                                      f"array of shape {x.shape}")
+    total = x.shape[axis]
+    if total == 0:
+        raise IndexError(f"index into an empty axis {axis} (shape {x.shape})")
+    offs = offsets(x.chunks[axis])
+    xkey, ikey = x.collection.key, i.collection.key
+    token = tokenize("dynamic-index", x, i, axis)
+
+    def local(coord: tuple[int, ...]) -> tuple:
+        b = coord[axis]
+        return (_pick_local, [xkey(coord), ikey(())],
+                (offs[b], offs[b + 1] - offs[b], total, axis, Dep(1), Dep(0)))
+
+    found = apply_blocks(f"dynamic-index-local-{token}", x.numblocks,
+                         [x.collection, i.collection], local, kind="getitem",
+                         name="dynamic-index")
+    chunks = (*x.chunks[:axis], *x.chunks[axis + 1:])
+    nb = x.numblocks[axis]
+
+    def pick(coord: tuple[int, ...]) -> tuple:
+        keys = [ikey(())] + [found.key((*coord[:axis], b, *coord[axis:])) for b in range(nb)]
+        return _picked, keys, (total, axis, *[Dep(k) for k in range(nb + 1)])
+
+    itemsize = x.dtype.itemsize
+    blocks = apply_blocks(f"dynamic-index-{token}", numblocks(chunks),
+                          [found, i.collection], pick, kind="getitem", name="dynamic-index",
+                          nbytes=lambda c: itemsize * math.prod(
+                              chunks[a][k] for a, k in enumerate(c)))
+    return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
 
 
 def _getitem_several(x: Array, index: tuple) -> Array:
