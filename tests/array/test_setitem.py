@@ -449,3 +449,48 @@ def test_point_assignment_touches_only_the_blocks_of_its_points():
     keys = x.collection.keys
     changed = [c for c in np.ndindex(3, 3) if keys[c][0].startswith("setitem")]
     assert changed == [(0, 0)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.bool_])
+@pytest.mark.parametrize("k", [0, 3, -1])
+@pytest.mark.parametrize("form", ["i", ":,i", "...,i", "i,..."])
+def test_assignment_at_a_lazy_scalar_index_is_read_when_run(form, k, dtype):
+    rng = np.random.default_rng(5)
+    a = (rng.random((7, 9)) * 10).astype(dtype)
+
+    def index(i):
+        return {"i": i, ":,i": (slice(None), i), "...,i": (Ellipsis, i),
+                "i,...": (i, Ellipsis)}[form]
+
+    x = tg.from_numpy(a, chunks=(3, 4))
+    want = a.copy()
+    calls = []
+    with tg.config.set(callbacks=[calls.append]):
+        val = (rng.random(want[index(k)].shape) * 10).astype(dtype)
+        want[index(k)] = val
+        x[index(tg.asarray(np.int64(k)) + 0)] = val
+        assert calls == []   # planning the assignment computed nothing
+    np.testing.assert_array_equal(x.compute(), want)
+    want[index(k)] = 4
+    x[index(tg.asarray(np.int64(k)))] = 4
+    np.testing.assert_array_equal(x.compute(), want)
+    want[index(k)] = val[::-1]
+    x[index(tg.asarray(np.int64(k)))] = tg.from_numpy(val[::-1].copy(), chunks=2)
+    np.testing.assert_array_equal(x.compute(), want)
+
+
+def test_assignment_at_a_loop_carried_index_in_a_while_loop_body():
+    def body(i, x):
+        x[i] = i * 10.0
+        return i + 1, x
+
+    i, y = tg.while_loop(lambda i, x: i < 5, body,
+                         (tg.asarray(np.int64(0)), tg.from_numpy(np.zeros(10), chunks=4)))
+    np.testing.assert_array_equal(y.compute(), [0, 10, 20, 30, 40, 0, 0, 0, 0, 0])
+    assert int(i.compute()) == 5
+    x = tg.from_numpy(np.zeros(5), chunks=2)
+    x[tg.asarray(np.int64(5))] = 1.0
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
+        x.compute()
+    with pytest.raises(ValueError, match=r"shape \(3,\) into shape \(\)"):
+        x[tg.asarray(np.int64(1))] = np.ones(3)

@@ -10,8 +10,9 @@ the new plan is the old block itself, reused without a copy.
 The index may be basic (ints, slices with any step, ``None``, ``...``), carry one integer
 array (a list, a NumPy array or an Array) or one 1-d boolean array along one axis, carry
 several integer arrays (and ints) on the leading axes with the other axes whole (points,
-broadcast together as NumPy does: ``x[i, i] = 1``), or be a boolean mask (NumPy or Array)
-over the leading axes. The value is a scalar, a NumPy array
+broadcast together as NumPy does: ``x[i, i] = 1``), be one 0-d integer Array with whole
+axes around it (read when the plan runs), or be a boolean mask (NumPy or Array) over the
+leading axes. The value is a scalar, a NumPy array
 or an Array that broadcasts to the selected region, cast to ``x``'s dtype as NumPy casts
 it (NumPy converts scalars and NumPy arrays at assignment time, so what NumPy refuses is
 refused then).
@@ -121,7 +122,11 @@ def assign(x: Array, index: Any, value: Any) -> Array:
     if x.is_sparse:
         raise TypeError(f"x[...] = value: item assignment into a sparse array (shape "
                         f"{x.shape}) is not supported; use x.todense() first")
-    items = _lazy_scalars(index if isinstance(index, tuple) else (index,))
+    items = index if isinstance(index, tuple) else (index,)
+    dynamic = _dynamic_axis(x, items)
+    if dynamic is not None:
+        return _assign_dynamic(x, items[dynamic[0]], dynamic[1], value)
+    items = _lazy_scalars(items)
     # a 0-d boolean array (a lazy one is computed now) acts as a boolean scalar
     items = tuple(bool(np.asarray(i.compute() if isinstance(i, Array) else i))
                   if isinstance(i, (Array, np.ndarray)) and i.ndim == 0 and i.dtype.kind == "b"
@@ -136,6 +141,81 @@ def assign(x: Array, index: Any, value: Any) -> Array:
     if mask is not None:
         return _assign_mask(x, mask, value)
     return _assign_region(x, items, adv, value)
+
+
+def _dynamic_axis(x: Array, items: tuple) -> tuple[int, int] | None:
+    """``(position in the index, axis of x)`` when the index is one 0-d integer Array with
+    only whole axes (``:`` or ``...``) around it, else None."""
+    from tilegraph.array.indexing import _lazy_int
+
+    lazy = [k for k, i in enumerate(items) if _lazy_int(i)]
+    if len(lazy) != 1:
+        return None
+    k = lazy[0]
+    others = [i for j, i in enumerate(items) if j != k]
+    if not all(i is Ellipsis or (isinstance(i, slice) and i == slice(None)) for i in others):
+        return None
+    if sum(1 for i in others if i is Ellipsis) > 1:
+        return None
+    # (``is``: ``Ellipsis in items`` would compare the Array with ``==``, a computation)
+    has_ellipsis = any(i is Ellipsis for i in items)
+    axis = x.ndim - (len(items) - k) if any(i is Ellipsis for i in items[:k]) else k
+    if not 0 <= axis < x.ndim or len(items) - has_ellipsis > x.ndim:
+        return None
+    return k, axis
+
+
+def _put_dynamic(block: np.ndarray, offset: int, total: int, axis: int, i: Any,
+                 value: Any) -> np.ndarray:
+    """``block`` (starting at ``offset`` along ``axis``) with ``value`` written at index
+    ``i`` of the whole axis when the block holds it (a copy); the block itself otherwise."""
+    k = int(i)
+    if not -total <= k < total:
+        raise IndexError(f"index {k} is out of bounds for axis {axis} with size {total}")
+    if k < 0:
+        k += total
+    if not offset <= k < offset + block.shape[axis]:
+        return block
+    out = np.array(block, copy=True)
+    out[(slice(None),) * axis + (k - offset,)] = value
+    return out
+
+
+def _assign_dynamic(x: Array, i: Array, axis: int, value: Any) -> Array:
+    """``x[..., i, ...] = value`` with ``i`` a 0-d integer Array read when the plan runs
+    (so the plan does not depend on it: a loop-carried index works in a ``while_loop``
+    body): every block along ``axis`` writes the value if it holds index ``i``, and is
+    passed on unchanged otherwise."""
+    region = (*x.shape[:axis], *x.shape[axis + 1:])
+    v = _convert(x, value)
+    vshape = _fit(tuple(v.shape), region)
+    if x.size == 0:
+        raise IndexError(f"index into an empty axis {axis} (shape {x.shape})")
+    scalar = math.prod(vshape) == 1
+    if scalar:
+        v = _reshape(v, ())
+    else:
+        v = _broadcast(_reshape(v, vshape), region)
+        if isinstance(v, Array):
+            v = v.rechunk((*x.chunks[:axis], *x.chunks[axis + 1:]))
+    offs = offsets(x.chunks[axis])
+    rest = [offsets(c) for c in (*x.chunks[:axis], *x.chunks[axis + 1:])]
+    token = tokenize("setitem-dynamic", x, i, axis,
+                     v if isinstance(v, Array) else _token_value(v))
+    ikey = i.collection.key(())
+    tasks = {}
+    for coord in np.ndindex(*x.numblocks):
+        other = coord[:axis] + coord[axis + 1:]
+        if isinstance(v, Array):
+            val: Any = v.collection.key(other)
+        elif scalar:
+            val = Lit(v)
+        else:
+            sel = tuple(slice(o[c], o[c + 1]) for o, c in zip(rest, other, strict=True))
+            val = Lit(np.array(v[sel]))
+        tasks[coord] = (Lit(offs[coord[axis]]), Lit(x.shape[axis]), Lit(axis), ikey, val)
+    values = [i] + ([v] if isinstance(v, Array) else [])
+    return _rebuilt(x, f"setitem-{token}", tasks, values, _put_dynamic)
 
 
 def _mask_of(items: tuple, adv: list[int]) -> Any:
