@@ -60,3 +60,29 @@ def test_item_assignment_and_in_place_operators_rebind_the_array():
     assert z.compute().tolist() == [1.0, 2.0] and c.compute().tolist() == [1.0, 2.0]
     with pytest.raises(ValueError, match="device"):
         xp.zeros(3, device="gpu")
+
+
+def test_complex_expm1_and_tanh_follow_the_standards_special_cases():
+    inf, nan = np.inf, np.nan
+    z = np.array([0j, complex(-0.0, 0.0), complex(inf, 0), complex(inf, inf),
+                  complex(inf, nan), complex(-inf, inf), complex(-inf, nan), complex(nan, 0),
+                  complex(-inf, 2), complex(1e-10, 1e-10), complex(1, 2), complex(0.3, -0.7)],
+                 dtype=np.complex128)
+    got = np.asarray(xp.expm1(tg.from_numpy(z, chunks=5)))
+    want = [0j, 0j, complex(inf, 0), complex(inf, nan), complex(inf, nan), complex(-1, 0),
+            complex(-1, 0), complex(nan, 0), complex(-1, 0), None, np.expm1(1 + 2j),
+            np.exp(0.3 - 0.7j) - 1]
+    for g, w in zip(got, want, strict=True):
+        if w is None:   # near 0: z + z**2 / 2, which exp(z) - 1 computes to 8 digits only
+            np.testing.assert_allclose(g, complex(1e-10, 1e-10 + 1e-20), rtol=1e-14)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert not np.signbit(got[1].real)   # -0 + 0j gives +0 + 0j
+    t = np.asarray(xp.tanh(xp.asarray(np.array([complex(inf, 1), complex(-inf, 2),
+                                                complex(0.5, 0.3)], np.complex64))))
+    np.testing.assert_allclose(t, [1 + 0j, -1 + 0j, np.tanh(np.complex64(0.5 + 0.3j))],
+                               rtol=1e-6)
+    assert t.dtype == np.complex64 and np.signbit(t[1].imag)   # 0 signed as sin(2 imag)
+    x = np.linspace(-3, 3, 7, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(xp.expm1(xp.asarray(x))), np.expm1(x))
+    np.testing.assert_array_equal(np.asarray(xp.tanh(xp.asarray(x))), np.tanh(x))

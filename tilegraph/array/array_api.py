@@ -294,15 +294,55 @@ def _binary(name: str, ufunc: Any) -> Any:
     return func
 
 
+def _expm1(x: np.ndarray) -> np.ndarray:
+    """``exp(x) - 1``; for complex ``x = a + bj`` computed as ``expm1(a) cos b - 2 sin^2(b/2)
+    + j exp(a) sin b`` (accurate near 0) with the standard's special cases at infinities and
+    NaN (C99 Annex G), which NumPy's complex expm1 does not give."""
+    if x.dtype.kind != "c":
+        return np.expm1(x)
+    a, b = x.real, x.imag
+    with np.errstate(all="ignore"):
+        re = np.expm1(a) * np.cos(b) - 2 * np.sin(b / 2) ** 2
+        im = np.exp(a) * np.sin(b)
+        zero_b = b == 0   # exact: the imaginary part keeps b (and its sign)
+        im = np.where(zero_b, b, im)
+        re = np.where(zero_b & ~np.isnan(a), np.expm1(a) + 0.0, re)   # +0 for a = -0
+        neg_inf = np.isneginf(a) & ~np.isfinite(b)   # -1 + 0j
+        re = np.where(neg_inf, -1.0, re)
+        im = np.where(neg_inf, 0.0, im)
+        pos_inf = np.isposinf(a) & ~np.isfinite(b)   # +inf + NaN j
+        re = np.where(pos_inf, np.inf, re)
+        im = np.where(pos_inf, np.nan, im)
+    out = np.empty(x.shape, dtype=x.dtype)
+    out.real, out.imag = re, im
+    return out
+
+
+def _tanh(x: np.ndarray) -> np.ndarray:
+    """``tanh(x)``; for complex ``x`` with an infinite real part and a finite imaginary part
+    the standard's ``±1 + 0j`` (the zero signed as ``sin(2 imag)``), where NumPy gives NaN."""
+    if x.dtype.kind != "c":
+        return np.tanh(x)
+    with np.errstate(all="ignore"):
+        out = np.tanh(x)
+        edge = np.isinf(x.real) & np.isfinite(x.imag)
+        if edge.any():
+            re = np.where(edge, np.copysign(1.0, x.real), out.real)
+            im = np.where(edge, np.copysign(0.0, np.sin(2 * x.imag)), out.imag)
+            out = np.empty(x.shape, dtype=x.dtype)
+            out.real, out.imag = re, im   # (1j * -0.0 would lose the zero's sign)
+    return out
+
+
 _UNARY = {
     "abs": np.abs, "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin,
     "asinh": np.arcsinh, "atan": np.arctan, "atanh": np.arctanh, "bitwise_invert": np.invert,
-    "conj": np.conjugate, "cos": np.cos, "cosh": np.cosh, "exp": np.exp, "expm1": np.expm1,
+    "conj": np.conjugate, "cos": np.cos, "cosh": np.cosh, "exp": np.exp, "expm1": _expm1,
     "imag": np.imag, "isfinite": np.isfinite, "isinf": np.isinf, "isnan": np.isnan,
     "log": np.log, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
     "logical_not": np.logical_not, "negative": np.negative, "positive": np.positive,
     "real": np.real, "sign": np.sign, "signbit": np.signbit, "sin": np.sin, "sinh": np.sinh,
-    "square": np.square, "sqrt": np.sqrt, "tan": np.tan, "tanh": np.tanh,
+    "square": np.square, "sqrt": np.sqrt, "tan": np.tan, "tanh": _tanh,
 }
 _BINARY = {
     "add": np.add, "atan2": np.arctan2, "bitwise_and": np.bitwise_and,
