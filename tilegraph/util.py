@@ -17,6 +17,21 @@ _UNITS = {
 }
 
 
+def die_with_parent(signum: int) -> None:
+    """In a child process: receive ``signum`` when the process that started it dies, even by
+    SIGKILL (Linux's ``PR_SET_PDEATHSIG``; nothing elsewhere)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum))   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass   # no prctl: the parent's own clean-up still stops the child
+
+
 def parse_bytes(value: Any) -> int:
     """Bytes from an int or a string such as ``"2GB"``, ``"512 MiB"`` or ``"1.5e9"``.
 

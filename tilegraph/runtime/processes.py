@@ -78,6 +78,7 @@ from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.backends import Backend
 from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import PARALLEL, Execution
+from tilegraph.util import die_with_parent
 
 MOVE_WAIT_BYTES = 32 << 20   # wait for a busy process rather than move this much more data
 STATE_PARTS = ("cwd", "env", "path")
@@ -276,26 +277,13 @@ def _apply_state(part: str, value: Any) -> None:
         sys.path[:] = value
 
 
-def _die_with_parent() -> None:
-    """On Linux, a worker gets SIGTERM when its parent process dies, even by SIGKILL."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
             blas: int = 1) -> None:
     """The loop of a worker process. Messages are ``(op, token, *payload)``; a request
     (a token that is not ``None``) gets the reply ``(token, payload)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
+    die_with_parent(signal.SIGTERM)
     # processes x BLAS threads stay within the cores: NumPy steps on several processes
     # would otherwise each start a BLAS thread per core and slow each other down
     from threadpoolctl import threadpool_limits
@@ -666,7 +654,7 @@ class ProcessesBackend(Backend):
                     self.worker_state[w][part] = j
         reply = ch.request("run", i, sorted(t.writes), list(t.changes), t.reads_all,
                            inline=True)
-        (out, err, defined, state, error), _ = self._wait(reply)
+        (out, err, defined, state, error), _ = reply.result()
         with self.cond:
             self.busy[w] = None
             self.ran_on[w] += 1
@@ -685,14 +673,11 @@ class ProcessesBackend(Backend):
             self._release()
         return None
 
-    def _wait(self, fut: Future) -> Any:
-        return fut.result()
-
     def _replicate(self, i: int) -> None:
         """Run step ``i`` (imports, ``def``, ``class``) on every process; the output of the
         first one is the step's."""
         replies = [ch.request("run", i, [], [], False, inline=True) for ch in self.channels]
-        answers = [self._wait(r)[0] for r in replies]
+        answers = [r.result()[0] for r in replies]
         out, err, _, _, _ = answers[0]
         error = next((a[4] for a in answers if a[4] is not None), None)
         with self.cond:
@@ -740,14 +725,14 @@ class ProcessesBackend(Backend):
         stuck: dict[str, int] = {}
         loads = []
         for src, fut in exports.items():
-            bad, frames = self._wait(fut)
+            bad, frames = fut.result()
             if bad:
                 stuck.update(dict.fromkeys(bad, src))
                 continue
             loads.append((missing[src], frames,
                           self.channels[w].request("load", frames=frames)))
         for names, frames, fut in loads:
-            problem, _ = self._wait(fut)
+            problem, _ = fut.result()
             if problem is not None:
                 raise ScriptError(f"a value could not be moved to worker {w}: {problem}\n",
                                   self.path, None)

@@ -29,7 +29,6 @@ Lithops is an optional extra.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import json
 import math
 import os
@@ -46,17 +45,12 @@ from typing import Any
 from tilegraph.runtime.blas import cores
 from tilegraph.runtime.serverless.state import connect, default_namespace, namespace_keys
 from tilegraph.runtime.serverless.store import ObjectStore, open_store
-
-_PR_SET_PDEATHSIG = 1
+from tilegraph.util import die_with_parent
 
 
 def _die_with_parent() -> None:
     """In a child process: get SIGKILL when the process that started it dies (Linux)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+    die_with_parent(signal.SIGKILL)
     os.setpgrp()  # a Ctrl-C at the terminal reaches the driver only; it stops the workers
 
 
