@@ -601,7 +601,7 @@ class ProcessesBackend(Backend):
             if self.closing:
                 return _Cancelled("the run is over")
         proc = self.channels[w].proc
-        proc.join(timeout=1.0)   # for its exit code
+        proc.join(timeout=5.0)   # for its exit code (it is dead: this returns at once)
         with self.cond:
             i = self.busy[w]
             line = self.steps[i].lineno if i is not None else None
