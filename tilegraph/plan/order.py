@@ -5,6 +5,23 @@ dependencies are visited in argument order, and a task gets its number once all 
 have theirs. Among ready tasks the executor runs the smallest number first, so one output's
 subtree is finished (and its intermediates freed) before the next one is started; that keeps
 the live set small, where breadth-first order would hold a whole level of the graph at once.
+
+Shared blocks stream. Depth-first alone finishes one output before the next, so a block that
+several outputs read (``u`` in ``(u * u).mean(0)`` and ``(u * v).mean(0)`` computed together)
+would be held from the first output's pass until the last one's: the whole of ``u``. Two
+rules co-schedule the consumers of a block instead, across every output:
+
+- **completion**: a task whose dependencies all have their numbers gets its number at once
+  (it is next to run), even when it belongs to a later output's subtree;
+- **pull**: when a block that has several consumers gets its number, and its consumers that
+  the depth-first walk has not reached need only a small set of further tasks (at most
+  ``PULL_LIMIT``: ``v``'s block for ``u * v``, or a short chain making it) whose results are
+  all released once those consumers run, that set gets its numbers right away, and so do the
+  consumers. A block whose other consumers need much more (the whole climatology before an
+  anomaly) is left to the depth-first walk; the memory manager remakes or spills it.
+
+The walk stays linear in the edges: each task keeps the count of its dependencies still
+unnumbered, and a pull looks at no more than ``PULL_LIMIT`` tasks.
 """
 
 from __future__ import annotations
@@ -14,6 +31,145 @@ from collections.abc import Sequence
 import numpy as np
 
 from tilegraph.graph.taskgraph import CycleError, TaskGraph
+
+PULL_LIMIT = 8  # tasks a shared block's other consumers may pull in (and consumers looked at)
+
+
+class _Walk:
+    """The state of one :func:`order` walk (plain lists, as the executor's state is):
+    ``missing[i]``, dependencies of i not yet numbered; ``remaining[i]``, consumers of i
+    not yet numbered; ``size[i]``, bytes of i's result (1 where the graph does not say)."""
+
+    def __init__(self, graph: TaskGraph, outputs: list[int] | None):
+        n = len(graph)
+        self.ptr = graph.dep_ptr.tolist()
+        self.idx = graph.dep_idx.tolist()
+        cptr, cidx = graph.dependents_csr()
+        self.cptr = cptr.tolist()
+        self.cidx = cidx.tolist()
+        self.missing = graph.in_degree().tolist()
+        self.remaining = np.diff(cptr).tolist()
+        self.prio = [-1] * n
+        self.seen = bytearray(n)  # 0: unseen, 1: on the current path, 2: numbered
+        self.count = 0
+        self.needed = bytearray(b"\x01") * n if outputs is None else self._ancestors(outputs)
+        self.is_output = bytearray(n)
+        for o in outputs or ():
+            self.is_output[o] = 1
+        nb = graph.meta.get("nbytes")
+        self.size = [1] * n if nb is None else [1 if b is None else int(b) for b in nb]
+
+    def _ancestors(self, outputs: list[int]) -> bytearray:
+        needed = bytearray(len(self.prio))
+        ptr, idx = self.ptr, self.idx
+        todo = list(outputs)
+        for o in todo:
+            needed[o] = 1
+        while todo:
+            i = todo.pop()
+            for d in idx[ptr[i] : ptr[i + 1]]:
+                if not needed[d]:
+                    needed[d] = 1
+                    todo.append(d)
+        return needed
+
+    def number(self, i: int) -> None:
+        self.prio[i] = self.count
+        self.count += 1
+        self.seen[i] = 2
+        missing, remaining = self.missing, self.remaining
+        for c in self.cidx[self.cptr[i] : self.cptr[i + 1]]:
+            missing[c] -= 1
+        for d in self.idx[self.ptr[i] : self.ptr[i + 1]]:
+            remaining[d] -= 1
+
+    def _frees(self, c: int) -> int:
+        """Bytes released once the complete task c runs: its dependencies it is the last
+        unnumbered consumer of."""
+        remaining, is_output, size = self.remaining, self.is_output, self.size
+        freed = 0
+        for d in self.idx[self.ptr[c] : self.ptr[c + 1]]:
+            if remaining[d] == 1 and not is_output[d]:
+                freed += size[d]
+        return freed
+
+    def settle(self, first: int) -> None:
+        """``first`` was just numbered: number what it completes without growing what is
+        held, and pull in what lets its other consumers run (see the module docstring)."""
+        seen, missing, needed, size = self.seen, self.missing, self.needed, self.size
+        cptr, cidx = self.cptr, self.cidx
+        work = [first]
+        while work:
+            t = work.pop()
+            cons = cidx[cptr[t] : cptr[t + 1]]
+            waiting = []
+            for c in cons:
+                if seen[c] or not needed[c]:
+                    continue
+                if missing[c] == 0 and size[c] <= self._frees(c):
+                    self.number(c)
+                    work.append(c)
+                else:
+                    waiting.append(c)
+            if waiting and len(cons) > 1 and len(waiting) <= PULL_LIMIT:
+                pulled = self._pull(t, waiting)
+                for p in pulled:
+                    self.number(p)
+                work.extend(reversed(pulled))
+
+    def _pull(self, t: int, consumers: list[int]) -> list[int]:
+        """What to number so that the waiting ``consumers`` of the shared block ``t`` run
+        now: the unnumbered tasks they need (few, each released once its consumers have
+        run), then ``consumers`` and the other tasks this completes, in dependency order.
+        ``[]`` when that is more, or would hold more bytes than it releases."""
+        seen, ptr, idx = self.seen, self.ptr, self.idx
+        pulled: list[int] = []
+        inside: set[int] = set()
+        for c in consumers:
+            stack = [(c, ptr[c])]
+            while stack:
+                i, p = stack[-1]
+                end = ptr[i + 1]
+                while p < end:
+                    d = idx[p]
+                    p += 1
+                    s = seen[d]
+                    if s == 1:
+                        return []  # on the walk's path: the walk makes it
+                    if s == 0 and d not in inside:
+                        stack[-1] = (i, p)
+                        stack.append((d, ptr[d]))
+                        break
+                else:
+                    stack.pop()
+                    if i != c and i not in inside:
+                        inside.add(i)
+                        pulled.append(i)
+                        if len(pulled) > PULL_LIMIT:
+                            return []
+        if not pulled:
+            return []
+        cptr, cidx, missing, needed, size = (self.cptr, self.cidx, self.missing, self.needed,
+                                             self.size)
+        ends = dict.fromkeys(c for c in consumers if c not in inside)
+        for p in pulled:
+            for e in cidx[cptr[p] : cptr[p + 1]]:
+                if e in inside or e in ends or not needed[e] or seen[e]:
+                    continue  # (a task on the walk's path is numbered by the walk)
+                # every consumer of a pulled task runs with it: it is released at once
+                if missing[e] != sum(1 for d in idx[ptr[e] : ptr[e + 1]] if d in inside):
+                    return []
+                ends[e] = None
+        # held: the results the pull makes early; released: t, and the pulled blocks that
+        # several consumers read (each would otherwise be held from its first consumer on)
+        held = sum(size[e] for e in ends)
+        released = sum(size[p] for p in pulled if cptr[p + 1] - cptr[p] > 1)
+        if not self.is_output[t] and all(seen[c] or c in ends or c in inside
+                                         for c in cidx[cptr[t] : cptr[t + 1]]):
+            released += size[t]  # its last consumers run now, or next on the walk's path
+        if held > released:
+            return []
+        return [*pulled, *ends]
 
 
 def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
@@ -27,17 +183,27 @@ def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -
     >>> g = from_dask({"a": 1, "b": (add, "a", 1), "c": 2, "d": (add, "b", "c")})
     >>> [g.keys[i] for i in np.argsort(order(g))]
     ['a', 'b', 'c', 'd']
+
+    A block read by two outputs is freed once both have read it (``u1`` is made right after
+    ``u0`` is read, so that ``uv0`` and ``uu0`` can free ``u0`` and ``v0``):
+
+    >>> from operator import mul
+    >>> g = from_dask({"u0": 1, "v0": 2, "u1": 3, "v1": 4,
+    ...                "uu0": (mul, "u0", "u0"), "uu1": (mul, "u1", "u1"),
+    ...                "uv0": (mul, "u0", "v0"), "uv1": (mul, "u1", "v1"),
+    ...                "uu": (add, "uu0", "uu1"), "uv": (add, "uv0", "uv1")})
+    >>> [g.keys[i] for i in np.argsort(order(g, g.indices(["uu", "uv"])))]
+    ['u0', 'v0', 'uv0', 'uu0', 'u1', 'v1', 'uv1', 'uv', 'uu1', 'uu']
     """
     n = len(graph)
-    ptr = graph.dep_ptr.tolist()
-    idx = graph.dep_idx.tolist()
-    prio = [-1] * n
-    seen = bytearray(n)  # 0: unseen, 1: on the current path, 2: numbered
-    count = 0
-    roots = range(n) if outputs is None else [int(o) for o in outputs]
-    for root in (*roots, *range(n)):
+    roots = None if outputs is None else [int(o) for o in outputs]
+    walk = _Walk(graph, roots)
+    ptr, idx, seen = walk.ptr, walk.idx, walk.seen
+    for root in (*(roots or ()), *range(n)):
         if seen[root]:
             continue
+        if not walk.needed[root]:  # the tasks no output needs: ordered among themselves
+            walk.needed = bytearray(b"\x01") * n
         seen[root] = 1
         stack = [root]
         cursor = [ptr[root]]
@@ -56,14 +222,13 @@ def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -
                 if s == 1:
                     raise CycleError([graph.keys[j] for j in stack[stack.index(d) :]])
             if child < 0:
-                prio[i] = count
-                count += 1
-                seen[i] = 2
+                walk.number(i)
                 stack.pop()
                 cursor.pop()
+                walk.settle(i)
             else:
                 cursor[-1] = p
                 seen[child] = 1
                 stack.append(child)
                 cursor.append(ptr[child])
-    return np.array(prio, dtype=np.int64)
+    return np.array(walk.prio, dtype=np.int64)

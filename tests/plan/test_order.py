@@ -1,0 +1,132 @@
+"""The default task order: depth-first, with the consumers of a shared block co-scheduled."""
+
+from __future__ import annotations
+
+from operator import add, mul
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilegraph as tg
+from tilegraph.array.lowering import plan_arrays
+from tilegraph.graph import CycleError, GraphBuilder, from_dask
+from tilegraph.graph.taskgraph import Dep
+from tilegraph.plan import order
+from tilegraph.plan.explain import sequential_peak
+
+
+def ranked(g, outputs):
+    return [g.keys[i] for i in np.argsort(order(g, g.indices(outputs)))]
+
+
+def test_a_chain_and_a_tree_keep_the_depth_first_order():
+    g = from_dask({"a": 1, "b": (add, "a", 1), "c": 2, "d": (add, "b", "c"), "e": (mul, "d", 2)})
+    assert ranked(g, ["e"]) == ["a", "b", "c", "d", "e"]
+
+
+def test_tasks_no_output_needs_come_last_and_cycles_are_named():
+    g = from_dask({"a": 1, "b": (add, "a", 1), "x": 5, "y": (add, "x", "a")})
+    assert ranked(g, ["b"])[:2] == ["a", "b"]
+    assert set(ranked(g, ["b"])[2:]) == {"x", "y"}
+    cyclic = from_dask({"p": (add, "q", 1), "q": (add, "p", 1)})
+    with pytest.raises(CycleError):
+        order(cyclic, cyclic.indices(["p"]))
+
+
+def quadratic_means(t, y=6, x=5, seed=0):
+    u = tg.random.random((t, 1, y, x), chunks=(2, 1, y, x), seed=seed)
+    v = tg.random.random((t, 1, y, x), chunks=(2, 1, y, x), seed=seed + 1)
+    return u, v, [(u * u).mean(axis=0), (v * v).mean(axis=0), (u * v).mean(axis=0)]
+
+
+def test_three_means_over_shared_inputs_stream_one_time_block_at_a_time():
+    _, _, outs = quadratic_means(40)
+    plan = plan_arrays(outs)
+    g, pr = plan.graph, plan.plan.priority
+    kinds = g.meta["kind"]
+    seq = [i for i in np.argsort(pr) if kinds[i] in ("random", "partial")]
+    # each time block: u_t and v_t, then the three partial means that read them
+    for start in range(0, len(seq), 5):
+        group = seq[start:start + 5]
+        assert [kinds[i] for i in group] == ["random", "random", "partial", "partial",
+                                             "partial"]
+        assert {g.keys[i][1] for i in group[:2]} == {start // 5}
+    block = 2 * 6 * 5 * 8
+    peak, _ = sequential_peak(g, plan.plan.outputs, pr)
+    assert peak <= 4 * block  # u_t, v_t, the product's temporary and small partials: not
+    # the 40 blocks of u and v that finishing one mean before the next would hold
+    # the three means alone, one after the other, hold as little: the sharing costs nothing
+    alone = max(sequential_peak(p.graph, p.plan.outputs, p.plan.priority)[0]
+                for p in (plan_arrays([o]) for o in outs))
+    assert peak <= 2 * alone
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_three_means_values_under_a_small_budget_spill_nothing(dtype):
+    u, v, outs = quadratic_means(30, y=40, x=30)
+    outs = [o.astype(dtype) for o in outs]
+    got = tg.compute(*outs, memory_limit="200KB", workers=2)
+    un, vn = u.compute(), v.compute()
+    for g, want in zip(got, [(un * un).mean(0), (vn * vn).mean(0), (un * vn).mean(0)],
+                       strict=True):
+        np.testing.assert_allclose(g, want.astype(dtype), rtol=1e-6)
+    run = tg.last_run()
+    assert run.spilled_bytes == 0
+
+
+def test_a_blocked_matmul_keeps_its_row_by_row_order():
+    a = tg.random.random((8, 8), chunks=2, seed=1)
+    plan = plan_arrays([a @ a.T])
+    g, pr = plan.graph, plan.plan.priority
+    stores = [g.keys[i][1:] for i in np.argsort(pr) if g.meta["kind"][i] == "store"]
+    assert [s[0] for s in stores] == sorted(s[0] for s in stores)  # one output row at a time
+
+
+def test_a_dask_graph_without_sizes_streams_its_shared_blocks_too():
+    dsk = {("u", i): i for i in range(3)} | {("v", i): i for i in range(3)}
+    dsk |= {("uu", i): (mul, ("u", i), ("u", i)) for i in range(3)}
+    dsk |= {("uv", i): (mul, ("u", i), ("v", i)) for i in range(3)}
+    dsk |= {"suu": (sum, [("uu", i) for i in range(3)]),
+            "suv": (sum, [("uv", i) for i in range(3)])}
+    g = from_dask(dsk)
+    keys = ranked(g, ["suu", "suv"])  # unknown sizes count one each: u_t and v_t stream
+    assert keys[:4] == [("u", 0), ("v", 0), ("uv", 0), ("uu", 0)]
+    assert tg.get(dsk, ["suu", "suv"]) == (5, 5)
+
+
+@st.composite
+def dags(draw):
+    """Random DAGs of 1-30 tasks, each reading up to 4 earlier ones (repeats allowed), with
+    random sizes, and one to three outputs."""
+    n = draw(st.integers(1, 30))
+    deps = [draw(st.lists(st.integers(0, i - 1), max_size=4)) if i else [] for i in range(n)]
+    sizes = draw(st.lists(st.sampled_from([None, 1, 8, 100]), min_size=n, max_size=n))
+    outputs = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3, unique=True))
+    return deps, sizes, outputs
+
+
+@given(dags())
+@settings(max_examples=300, deadline=None)
+def test_order_is_a_permutation_with_every_dependency_first(case):
+    deps, sizes, outputs = case
+    b = GraphBuilder()
+    for i, ds in enumerate(deps):
+        b.add(i, sum, deps=ds, args=([Dep(k) for k in range(len(ds))],), nbytes=sizes[i])
+    g = b.build()
+    prio = order(g, g.indices(outputs))
+    assert sorted(prio.tolist()) == list(range(len(g)))
+    for i, ds in enumerate(deps):
+        for d in ds:
+            assert prio[g.index[d]] < prio[g.index[i]]
+    needed = set(g.cull(outputs).keys)
+    assert max(prio[g.index[k]] for k in needed) == len(needed) - 1  # needed tasks first
+
+
+def test_a_pull_never_numbers_a_task_on_the_walks_path():
+    # e reads t then p; t's other consumer c needs p: p is pulled in while e is on the path
+    g = from_dask({"t": 1, "p": 2, "c": (add, "t", "p"), "e": (mul, "t", "p")})
+    prio = order(g, g.indices(["e", "c"]))
+    assert sorted(prio.tolist()) == [0, 1, 2, 3]
+    assert ranked(g, ["e", "c"]) == ["t", "p", "c", "e"]
