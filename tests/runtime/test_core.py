@@ -37,7 +37,7 @@ def test_start_state_literally():
         "waiting": {"a": 0, "b": 0, "c": 0, "d": 2, "e": 1},
         "refs": {"a": 2, "b": 2, "c": 1, "d": 1, "e": 1},
         "results": {"a": 1},
-        "ready": ["c", "b"],  # c completes with a: it is numbered right after a
+        "ready": ["b", "c"],
         "nrunning": 0,
         "ndone": 1,
         "finished": False,

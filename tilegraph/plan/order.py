@@ -12,7 +12,10 @@ would be held from the first output's pass until the last one's: the whole of ``
 rules co-schedule the consumers of a block instead, across every output:
 
 - **completion**: a task whose dependencies all have their numbers gets its number at once
-  (it is next to run), even when it belongs to a later output's subtree;
+  (it is next to run), even when it belongs to a later output's subtree, if it releases more
+  bytes than it makes (a combine step of a reduction tree); a task that only trades one block
+  for another is left where the walk puts it, since its result could wait long for a
+  consumer on another output's path;
 - **pull**: when a block that has several consumers gets its number, and its consumers that
   the depth-first walk has not reached need only a small set of further tasks (at most
   ``PULL_LIMIT``: ``v``'s block for ``u * v``, or a short chain making it) whose results are
@@ -94,8 +97,9 @@ class _Walk:
         return freed
 
     def settle(self, first: int) -> None:
-        """``first`` was just numbered: number what it completes without growing what is
-        held, and pull in what lets its other consumers run (see the module docstring)."""
+        """``first`` was just numbered: number what it completes and what releases more
+        than it makes, and pull in what lets its other consumers run (see the module
+        docstring)."""
         seen, missing, needed, size = self.seen, self.missing, self.needed, self.size
         cptr, cidx = self.cptr, self.cidx
         work = [first]
@@ -106,7 +110,7 @@ class _Walk:
             for c in cons:
                 if seen[c] or not needed[c]:
                     continue
-                if missing[c] == 0 and size[c] <= self._frees(c):
+                if missing[c] == 0 and size[c] < self._frees(c):
                     self.number(c)
                     work.append(c)
                 else:
