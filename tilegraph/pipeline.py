@@ -276,7 +276,8 @@ def _drive(execution: Execution, backend: Backend, opts: dict[str, Any]) -> None
 @dataclass(frozen=True)
 class RunSummary:
     """What the last successful run did: tasks, backend, workers, seconds, the memory budget,
-    the most bytes of results held at once, and bytes spilled to and read back from disk.
+    the most bytes of results held at once, bytes spilled to and read back from disk, and
+    bytes of results dropped under memory pressure and made again (``recomputed_bytes``).
     With MPI these are this rank's figures (``ntasks``: tasks in its part of the plan), and
     ``processes`` and ``bytes_sent`` give the ranks and the bytes this rank sent."""
 
@@ -290,6 +291,7 @@ class RunSummary:
     unspilled_bytes: int
     processes: int = 1
     bytes_sent: int = 0
+    recomputed_bytes: int = 0
 
     def __str__(self) -> str:
         where = f" x {self.processes} ranks" if self.processes > 1 else ""
@@ -297,7 +299,8 @@ class RunSummary:
         return (f"{self.ntasks} tasks on {self.workers}{where} {self.backend} worker(s) in "
                 f"{self.elapsed:.3f} s; peak {human(self.peak_bytes)} of results held "
                 f"(limit {human(self.memory_limit)}); spilled {human(self.spilled_bytes)}, "
-                f"read back {human(self.unspilled_bytes)}{sent}")
+                f"read back {human(self.unspilled_bytes)}, recomputed "
+                f"{human(self.recomputed_bytes)}{sent}")
 
 
 _last_summary: RunSummary | None = None
@@ -309,7 +312,8 @@ def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
     _last_summary = RunSummary(
         ntasks, backend.name, backend.workers, time.perf_counter() - execution.started,
         limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes,
-        backend.processes, transport.bytes_sent if transport is not None else 0)
+        backend.processes, transport.bytes_sent if transport is not None else 0,
+        execution.recomputed_bytes)
 
 
 def last_run() -> RunSummary | None:

@@ -88,7 +88,8 @@ def _values() -> dict:
 
     # each rank keeps its own memory budget and spills beyond it
     big_np = rng.random((96, 96))
-    big = tg.from_numpy(big_np, chunks=16) + 0.5  # not a load: spilled, not dropped
+    # a user's function is not remade (its cost is unknown): spilled, not dropped
+    big = tg.from_numpy(big_np, chunks=16).map_blocks(np.add, 0.5)
     spilled = ((big @ big) + big).compute(memory_limit=16 * 16 * 8 * 6, **opts)
     big_np = big_np + 0.5
     check("matmul-under-a-tight-budget", spilled, big_np @ big_np + big_np)

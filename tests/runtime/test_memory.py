@@ -170,6 +170,53 @@ def test_loads_are_dropped_and_read_again_not_spilled(tmp_path):
     assert os.listdir(spill_dir) == []
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_random_and_constant_blocks_are_made_again_not_spilled(tmp_path, dtype):
+    """The anomaly pattern: every block is read by a climatology of all blocks and again by
+    the anomaly, so it cannot stay in memory; a random block is made again (recomputed)
+    instead of written to disk and read back."""
+    t, x = 48, 4000
+    data = tg.random.integers(0, 100, (t, x), chunks=(1, x), seed=3).astype(dtype)
+    data = data + tg.ones((t, x), chunks=(1, x), dtype=dtype)
+    clim = data.mean(axis=0)
+    anom = (data - clim).std(axis=0)
+    from tilegraph.array.lowering import plan_arrays
+
+    plan = plan_arrays([anom]).graph
+    remade = {plan.keys[i] for i, r in enumerate(plan.remakeable()) if r}
+    events = []
+    got = anom.compute(memory_limit="400KB", spill_dir=tmp_path, callbacks=[events.append])
+    run = tg.last_run()
+    ref = data.compute()
+    np.testing.assert_allclose(got, (ref - ref.mean(axis=0)).std(axis=0), rtol=1e-5)
+    assert run.recomputed_bytes > 0
+    assert "recomputed" in str(run)
+    end = next(e for e in events if isinstance(e, RunEnd))
+    assert end.recomputed_bytes == run.recomputed_bytes
+    spills = [e for e in events if isinstance(e, Spill)]
+    assert {e.key for e in spills if e.key in remade} and all(  # dropped, never written
+        e.clean for e in spills if e.key in remade)
+    assert not any(e.key in remade for e in spills if not e.clean)
+    assert os.listdir(tmp_path) == []
+
+
+def test_remakeable_tasks_follow_the_registry_and_the_fused_chain():
+    from tilegraph.array.lowering import plan_arrays
+
+    a = tg.random.random((40, 40), chunks=10, seed=1)
+    f = tg.map_blocks(lambda b: b * 2, a)
+    plan = plan_arrays([(a * 2 + 1).sum(axis=0), f.sum(axis=0), a.T.sum(axis=1)])
+    g = plan.graph
+    remake = g.remakeable()
+    names = g.meta["name"]
+    made = {names[i] for i in range(len(g)) if remake[i]}
+    assert not any("map" in n for n in made)  # a user's function: cost unknown, spilled
+    assert all(g.in_degree()[i] == 0 for i in range(len(g)) if remake[i])
+    assert any(n.startswith("random") for n in made)
+    assert "made again rather than spilled under memory pressure: 16 tasks" in (
+        (a * 2 + 1).sum(axis=0).explain())
+
+
 def _random_expression(rng):
     n, bs = 240, int(rng.choice([40, 60, 80]))
     a = tg.random.random((n, n), chunks=bs, seed=int(rng.integers(1000)))

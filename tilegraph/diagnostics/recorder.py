@@ -117,7 +117,8 @@ class Recorder:
             self._end = {"status": str(event.status), "ndone": int(event.ndone),
                          "elapsed": float(event.elapsed), "peak_bytes": int(event.peak_bytes),
                          "spilled_bytes": int(event.spilled_bytes),
-                         "unspilled_bytes": int(event.unspilled_bytes)}
+                         "unspilled_bytes": int(event.unspilled_bytes),
+                         "recomputed_bytes": int(event.recomputed_bytes)}
         elif isinstance(event, WorkersScaled):
             self._alive.append((float(event.time), int(event.alive)))
         elif isinstance(event, LeaseExpired):

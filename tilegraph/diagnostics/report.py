@@ -573,12 +573,13 @@ def _memory_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
     ends = [p for p in procs if p.end is not None]
     if ends:
         yield ('<table><thead><tr><th>rank</th><th>peak held</th><th>spilled</th>'
-               "<th>read back</th></tr></thead><tbody>")
+               "<th>read back</th><th>recomputed</th></tr></thead><tbody>")
         for p in ends:
             end = p.end or {}
             yield (f"<tr><td>{p.rank}</td><td>{escape(human(end.get('peak_bytes', 0)))}</td>"
                    f"<td>{escape(human(end.get('spilled_bytes', 0)))}</td>"
-                   f"<td>{escape(human(end.get('unspilled_bytes', 0)))}</td></tr>")
+                   f"<td>{escape(human(end.get('unspilled_bytes', 0)))}</td>"
+                   f"<td>{escape(human(end.get('recomputed_bytes', 0)))}</td></tr>")
         yield "</tbody></table>\n"
     yield "</section>\n"
 

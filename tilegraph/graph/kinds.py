@@ -28,6 +28,11 @@ field               meaning
 ``releases_gil``    the task body is a BLAS/LAPACK or NumPy-heavy call that releases the GIL:
                     worth a second thread even when short
 ``flops``           the flop count of one task from its block sizes, or None (see each row)
+``remake``          making a result of this kind again costs less than writing it to disk and
+                    reading it back (a read from its file, a random or constant block, a view,
+                    a cheap elementwise step): under memory pressure the memory manager drops
+                    such a result of a task with no inputs (its whole recipe is in the task,
+                    fused steps included) and the executor makes it again when it is needed
 ==================  ===========================================================================
 
 Tasks without a kind (opaque tasks, e.g. of dask dict graphs) get the row ``"other"``. A
@@ -61,6 +66,7 @@ class OpKind:
     overwrites: int | None = None
     releases_gil: bool = False
     flops: Callable[..., float] | None = None
+    remake: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -114,10 +120,10 @@ def lu_flops(m: float, n: float) -> float:
 
 
 def _blockwise(name: str, temp_factor: float, chain: bool = False,
-               placement: str = "producers", view: bool = False) -> OpKind:
+               placement: str = "producers", view: bool = False, remake: bool = True) -> OpKind:
     return OpKind(name, blockwise=True, fuse_producer=True, fuse_consumer=True,
                   placement=placement, temp_factor=temp_factor, chain_temporaries=chain,
-                  view=view)
+                  view=view, remake=remake)
 
 
 _ROWS = (
@@ -131,10 +137,10 @@ _ROWS = (
     _blockwise("transpose", 0.0, view=True),
     _blockwise("reshape", 0.0, view=True),
     _blockwise("astype", 0.0),
-    _blockwise("store", 0.0, placement="gather", view=True),
+    _blockwise("store", 0.0, placement="gather", view=True, remake=False),
     # blockwise computations: about one temporary block per step of a fused chain
     _blockwise("elementwise", 1.0, chain=True),
-    _blockwise("map", 1.0, chain=True),
+    _blockwise("map", 1.0, chain=True, remake=False),  # a user's function: cost unknown
     _blockwise("partial", 1.0, chain=True),
     # reductions and block rearrangements
     OpKind("reduce", fuse_producer=True, temp_factor=1.0),

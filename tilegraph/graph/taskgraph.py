@@ -38,7 +38,9 @@ runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.p
 :func:`tilegraph.plan.fuse.fuse_chains`; see :meth:`TaskGraph.overwritten`), ``serial`` (the
 task's position in the program it comes from, for graphs whose tasks have side effects, such
 as the statements of a script: a failure stops the run as the program run in that order
-would stop, see :class:`tilegraph.runtime.core.Execution`).
+would stop, see :class:`tilegraph.runtime.core.Execution`), ``working`` and ``remake`` (of a
+fused task: the largest working set along its chain, and whether every step of it is cheap
+to make again; set by :func:`tilegraph.plan.fuse.fuse_chains`).
 """
 
 from __future__ import annotations
@@ -547,6 +549,23 @@ class TaskGraph:
             np.cumsum(np.bincount(self.dep_idx, minlength=n), out=ptr[1:])
             self._dependents = (ptr, src[order])
         return self._dependents
+
+    def remakeable(self) -> bytearray:
+        """1 for each task whose result a memory manager may drop under pressure and make
+        again by running the task: no inputs (its whole recipe is in the task) and an op
+        kind cheaper to run again than to spill and read back (the registry's ``remake``;
+        for a fused task its ``remake`` column: every step of the chain is)."""
+        n = len(self.keys)
+        kinds = self.meta.get("kind")
+        if kinds is None:
+            return bytearray(n)
+        column = self.meta.get("remake") or [None] * n
+        rows = {k: kind_info(k).remake for k in set(kinds)}
+        in_deg = self.in_degree().tolist()
+        modes = self.modes
+        return bytearray(
+            1 if in_deg[i] == 0 and modes[i] != MODE_DATA
+            and (rows[kinds[i]] if column[i] is None else column[i]) else 0 for i in range(n))
 
     def in_degree(self) -> np.ndarray:
         """Number of dependencies of each task."""

@@ -60,6 +60,7 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
     peak, biggest = sequential_peak(g, outputs, priority)
     flops = float(sum(c for c in cost if c))
     chains = fuse_stats.chains if fuse_stats is not None else {}
+    remake = [i for i, r in enumerate(g.remakeable()) if r]
     return {
         "tasks": len(g),
         "tasks_before_fusion": fuse_stats.before if fuse_stats is not None else len(g),
@@ -71,6 +72,8 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
         "flops": flops,
         "peak_bytes": peak,
         "largest_task_bytes": biggest,
+        "remakeable_tasks": len(remake),
+        "remakeable_bytes": int(sum(nbytes[i] or 0 for i in remake)),
         "fused_chains": dict(sorted(chains.items(), key=lambda kv: -kv[1])),
     }
 
@@ -87,6 +90,9 @@ def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
         f"{human(s['peak_bytes'] + (threads - 1) * s['largest_task_bytes'])} with {threads} "
         f"workers (largest task works on {human(s['largest_task_bytes'])})",
     ]
+    if s.get("remakeable_tasks"):
+        lines.append(f"made again rather than spilled under memory pressure: "
+                     f"{s['remakeable_tasks']} tasks ({human(s['remakeable_bytes'])})")
     if s["fused_chains"]:
         chains = ", ".join(f"{n} x {name}" for name, n in list(s["fused_chains"].items())[:5])
         lines.append(f"fused chains: {chains}")

@@ -139,8 +139,9 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     names = graph.meta.get("name")
     costs = graph.meta.get("cost")
     modes = graph.modes
-    exprs: dict[int, tuple[Any, list[int], str, float, set[int], int, int]] = {}
-    rewritten: dict[int, tuple[tuple, dict | None, list[int], str, float, set[int], int]] = {}
+    exprs: dict[int, tuple[Any, list[int], str, float, set[int], int, int, bool]] = {}
+    rewritten: dict[int, tuple[tuple, dict | None, list[int], str, float, set[int], int,
+                               bool]] = {}
     nbytes = graph.meta.get("nbytes")
     kinds = graph.meta.get("kind")
     rows = {k: kind_info(k) for k in set(kinds)} if kinds is not None else {}
@@ -176,11 +177,13 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         own_written = graph.overwritten(i)
         written = {mapping[s] for s in own_written if mapping[s] >= 0}
         held = peak = 0  # bytes of the inlined steps' results so far; the chain's peak
+        remake = True  # every inlined step is cheap to make again
         for j, d in enumerate(deps):
             if not fuse[d] or d not in exprs:
                 continue
-            expr, edeps, elabel, ecost, ewritten, eout, epeak = exprs.pop(d)
+            expr, edeps, elabel, ecost, ewritten, eout, epeak, eremake = exprs.pop(d)
             cost += ecost
+            remake = remake and eremake
             peak = max(peak, held + epeak)
             held += eout
             emap = []
@@ -210,11 +213,13 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
             out = 0
         factor = row.temp_factor if row is not None else 1.0
         peak = max(peak, held + int(out * (1 + factor)))
+        remake = remake and (row.remake if row is not None else False)
         if fuse[i]:
             exprs[i] = (Call(graph.funcs[i], tmpl_args, tmpl_kwargs), new_deps, text, cost,
-                        written, out, peak)
+                        written, out, peak, remake)
         else:
-            rewritten[i] = (tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak)
+            rewritten[i] = (tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak,
+                            remake)
             stats.chains[text] = stats.chains.get(text, 0) + 1
 
     keep = np.flatnonzero(~fuse)
@@ -241,14 +246,15 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     new_modes = bytearray(modes[i] for i in keep_l)
     meta = {c: [col[i] for i in keep_l] for c, col in graph.meta.items()}
     meta.setdefault("name", [None] * len(keep_l))
-    if any(c for _, _, _, _, c, _, _ in rewritten.values()):
+    if any(r[4] for r in rewritten.values()):
         meta.setdefault("cost", [None] * len(keep_l))
-    if any(w for *_, w, _ in rewritten.values()):
+    if any(r[5] for r in rewritten.values()):
         meta.setdefault("overwrites", [None] * len(keep_l))
     meta.setdefault("working", [None] * len(keep_l))
+    meta.setdefault("remake", [None] * len(keep_l))
     nol = new_of_old.tolist()
     kwargs_col = {nol[i]: kw for i, kw in graph.kwargs.items() if nol[i] >= 0}
-    for i, (t_args, t_kwargs, deps, text, cost, written, peak) in rewritten.items():
+    for i, (t_args, t_kwargs, deps, text, cost, written, peak, remake) in rewritten.items():
         k = nol[i]
         idx[ptr[k] : ptr[k + 1]] = [nol[d] for d in deps]
         args_col[k] = t_args
@@ -261,6 +267,7 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         if "overwrites" in meta:
             meta["overwrites"][k] = tuple(sorted(written))
         meta["working"][k] = peak
+        meta["remake"][k] = remake
         if cost:
             meta["cost"][k] = cost
     index = dict(zip(keys, range(len(keys)), strict=True))

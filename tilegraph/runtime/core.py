@@ -235,16 +235,12 @@ class Execution:
         self.task_time = PARALLEL_TASK_TIME
         self.parallel = parallel
         self.running: set[int] = set()
-        kinds = graph.meta.get("kind")
-        in_deg = graph.in_degree()
-        reloadable = bytearray(
-            1 if kinds is not None and kinds[i] == "load" and in_deg[i] == 0
-            and graph.modes[i] != MODE_DATA else 0 for i in range(n))
+        remake = graph.remakeable()
         self.awaiting = len(external)
         for i in external:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
-            reloadable[i] = 0
-        self.memory = MemoryManager(self, memory_limit, spill, reloadable, estimates)
+            remake[i] = 0
+        self.memory = MemoryManager(self, memory_limit, spill, remake, estimates)
         self.exported = bytearray(n)
         for i in exported:
             self.exported[i] = 1
@@ -539,7 +535,8 @@ class Execution:
     def _end(self) -> None:
         if self._emit:
             self.send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
-                             self.peak_live, self.spilled_bytes, self.unspilled_bytes))
+                             self.peak_live, self.spilled_bytes, self.unspilled_bytes,
+                             self.recomputed_bytes))
         self.done_event.set()
 
     # -- what the memory manager asks (called with the lock held) -----------------------------
@@ -593,7 +590,7 @@ class Execution:
         self._cancel(exc, status="failed")
 
     def run_again(self, i: int) -> Any:
-        """Run task i (a load, no inputs) again to make its result."""
+        """Run task i (remakeable: no inputs) again to make its result."""
         func, args, kwargs = self._prepare(i, [])
         return func(*args, **kwargs)
 
@@ -626,6 +623,10 @@ class Execution:
     @property
     def unspilled_bytes(self) -> int:
         return self.memory.unspilled_bytes
+
+    @property
+    def recomputed_bytes(self) -> int:
+        return self.memory.recomputed_bytes
 
     def finish_io(self) -> None:
         """Wait for the read-ahead thread to end (it ends once the run is finished)."""

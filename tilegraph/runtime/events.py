@@ -156,7 +156,8 @@ class WorkersScaled(Event):
 class RunEnd(Event):
     """A run ended with ``status`` ``"done"``, ``"failed"`` or ``"cancelled"``.
     ``peak_bytes``: most bytes of results held in memory at once; ``spilled_bytes`` and
-    ``unspilled_bytes``: bytes written to and read back from disk."""
+    ``unspilled_bytes``: bytes written to and read back from disk; ``recomputed_bytes``:
+    bytes of results dropped under memory pressure and made again."""
 
     status: str
     ndone: int
@@ -164,6 +165,7 @@ class RunEnd(Event):
     peak_bytes: int = 0
     spilled_bytes: int = 0
     unspilled_bytes: int = 0
+    recomputed_bytes: int = 0
 
 
 _global_subscribers: list[Subscriber] = []

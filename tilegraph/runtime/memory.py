@@ -5,7 +5,9 @@ The budget (``memory_limit=``) is the bytes of task results a worker process may
 once. The executor admits a ready task only when the results it holds, the estimates of the
 tasks running, and the new task's own estimate fit under it; when they do not, the coldest
 results (those whose next use is furthest away) go to a :class:`SpillStore` on disk and come
-back just before a consumer runs.
+back just before a consumer runs; a result that is cheaper to make again than to write and
+read back (a load, a random or constant block: the op-kind registry's ``remake``) is dropped
+instead, and its task runs again when a consumer needs it.
 """
 
 from __future__ import annotations
@@ -277,18 +279,22 @@ class MemoryManager:
     ``disk``            dict, task -> SpillRecord of a result with a copy on disk (a result is in
                         memory iff it is in the execution's ``results``; it may be in both)
     ``io_busy``         results being written or read right now (pinned)
-    ``reloadable``      bytearray[n]: 1 for loads (kind "load", no inputs); under pressure their
-                        results are dropped without writing and made again by running the load
+    ``remakeable``      bytearray[n]: 1 for tasks with no inputs whose kind is cheaper to make
+                        again than to spill (loads, random and constant blocks, cheap fused
+                        chains of them: :meth:`TaskGraph.remakeable`); under
+                        pressure their results are dropped without writing and made again by
+                        running the task when a consumer needs them
     ``prefetch``        deque of results queued for read-ahead; ``prefetching`` the set of them
                         plus the one being read (all also in ``io_busy``); ``prefetch_bytes``
                         their sizes
-    ``spilled_bytes``,  bytes written to disk and read back so far
-    ``unspilled_bytes``
+    ``spilled_bytes``,  bytes written to disk and read back so far, and bytes of dropped
+    ``unspilled_bytes`` results made again (``recomputed_bytes``)
+    ``recomputed_bytes``
     ==================  ==========================================================================
     """
 
     def __init__(self, ex: Any, limit: int | None, spill: SpillStore | None,
-                 reloadable: bytearray, estimates: list[int] | None = None):
+                 remakeable: bytearray, estimates: list[int] | None = None):
         self.ex = ex
         self.limit = limit
         self.spill = spill if spill is not None else SpillStore()
@@ -304,12 +310,13 @@ class MemoryManager:
         self.reserved = 0
         self.disk: dict[int, SpillRecord] = {}
         self.io_busy: set[int] = set()
-        self.reloadable = reloadable
+        self.remakeable = remakeable
         self.prefetch: deque[int] = deque()
         self.prefetching: set[int] = set()
         self.prefetch_bytes = 0
         self.spilled_bytes = 0
         self.unspilled_bytes = 0
+        self.recomputed_bytes = 0
         self._io_thread: threading.Thread | None = None
 
     # -- accounting ---------------------------------------------------------------------------
@@ -396,15 +403,16 @@ class MemoryManager:
         for v, value in ex.results.items():
             if v in own or v in self.io_busy:
                 continue
-            if not (self.reloadable[v] or spillable(value)):
+            remake = self.remakeable[v]
+            if not (remake or spillable(value)):
                 continue
             nxt = ex.next_use(v)
             if nxt < mine:  # needed before ``task``: a later task never evicts it
                 continue
-            candidates.append((nxt, v))
+            candidates.append((nxt, remake, v))  # coldest first; of equals, the remakeable
         candidates.sort(reverse=True)
         out, freed = [], 0
-        for _, v in candidates:
+        for _, _, v in candidates:
             out.append(v)
             freed += self.sizes.get(v, 0)
             if freed >= deficit:
@@ -415,7 +423,7 @@ class MemoryManager:
         """Move ``victims`` to disk; the lock is released while writing."""
         ex = self.ex
         todo = [(v, ex.results[v]) for v in victims
-                if v not in self.disk and not self.reloadable[v]]
+                if v not in self.disk and not self.remakeable[v]]
         self.io_busy.update(victims)
         records: dict[int, SpillRecord] = {}
         ex.lock.release()
@@ -428,7 +436,7 @@ class MemoryManager:
         pinned = ex.pinned()
         for v in victims:
             record = records.get(v) or self.disk.get(v)
-            if record is None:  # a load: its source is the copy, made again when needed
+            if record is None:  # remakeable: its task is the copy, run again when needed
                 value = ex.results.get(v)
                 record = SpillRecord("", getattr(value, "shape", ()),
                                      getattr(value, "dtype", None), self.sizes.get(v, 0))
@@ -484,7 +492,8 @@ class MemoryManager:
         if self.disk[d].path:
             self.unspilled_bytes += nbytes
         else:
-            del self.disk[d]  # a load made again: nothing on disk to keep
+            del self.disk[d]  # made again: nothing on disk to keep
+            self.recomputed_bytes += nbytes
         if ex.emitting:
             ex.send(Unspill(ex.graph.keys[d], nbytes, ahead, self.live))
 
@@ -562,7 +571,7 @@ class MemoryManager:
             thread.join()
 
     def reload(self, i: int, record: SpillRecord) -> Any:
-        """A result from its spill file, or, for a load, by running the load again."""
+        """A result from its spill file, or, for a remakeable task, by running it again."""
         if record.path:
             return self.spill.read(record)
         return self.ex.run_again(i)
