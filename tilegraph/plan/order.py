@@ -13,7 +13,8 @@ rules co-schedule the consumers of a block instead, across every output:
 
 - **completion**: a task whose dependencies all have their numbers gets its number at once
   (it is next to run), even when it belongs to a later output's subtree, if it releases more
-  bytes than it makes (a combine step of a reduction tree); a task that only trades one block
+  bytes than it makes (a combine step of a reduction tree; a block the memory manager can
+  drop and make again counts as nothing released); a task that only trades one block
   for another is left where the walk puts it, since its result could wait long for a
   consumer on another output's path;
 - **pull**: when a block that has several consumers gets its number, and its consumers that
@@ -61,6 +62,7 @@ class _Walk:
             self.is_output[o] = 1
         nb = graph.meta.get("nbytes")
         self.size = [1] * n if nb is None else [1 if b is None else int(b) for b in nb]
+        self.remake = graph.remakeable()  # dropped and made again under pressure: free to keep
 
     def _ancestors(self, outputs: list[int]) -> bytearray:
         needed = bytearray(len(self.prio))
@@ -88,11 +90,12 @@ class _Walk:
 
     def _frees(self, c: int) -> int:
         """Bytes released once the complete task c runs: its dependencies it is the last
-        unnumbered consumer of."""
-        remaining, is_output, size = self.remaining, self.is_output, self.size
+        unnumbered consumer of, except those the memory manager can drop and make again
+        (keeping them costs nothing under pressure)."""
+        remaining, is_output, size, remake = self.remaining, self.is_output, self.size, self.remake
         freed = 0
         for d in self.idx[self.ptr[c] : self.ptr[c + 1]]:
-            if remaining[d] == 1 and not is_output[d]:
+            if remaining[d] == 1 and not is_output[d] and not remake[d]:
                 freed += size[d]
         return freed
 
