@@ -433,8 +433,8 @@ class TaskGraph:
     :meth:`TaskGraph.from_dask`; see the module docstring for the layout."""
 
     __slots__ = (
-        "_dependents", "args", "dep_idx", "dep_ptr", "funcs", "index", "keys", "kwargs",
-        "meta", "modes",
+        "_dependents", "_remakeable", "args", "dep_idx", "dep_ptr", "funcs", "index", "keys",
+        "kwargs", "meta", "modes",
     )
 
     def __init__(
@@ -460,6 +460,7 @@ class TaskGraph:
         self.dep_idx = dep_idx
         self.meta = meta
         self._dependents: tuple[np.ndarray, np.ndarray] | None = None
+        self._remakeable: bytes | None = None
 
     def replace(self, **columns: Any) -> TaskGraph:
         """The same graph with some of its columns (the constructor's arguments) replaced;
@@ -554,18 +555,23 @@ class TaskGraph:
         """1 for each task whose result a memory manager may drop under pressure and make
         again by running the task: no inputs (its whole recipe is in the task) and an op
         kind cheaper to run again than to spill and read back (the registry's ``remake``;
-        for a fused task its ``remake`` column: every step of the chain is)."""
-        n = len(self.keys)
-        kinds = self.meta.get("kind")
-        if kinds is None:
-            return bytearray(n)
-        column = self.meta.get("remake") or [None] * n
-        rows = {k: kind_info(k).remake for k in set(kinds)}
-        in_deg = self.in_degree().tolist()
-        modes = self.modes
-        return bytearray(
-            1 if in_deg[i] == 0 and modes[i] != MODE_DATA
-            and (rows[kinds[i]] if column[i] is None else column[i]) else 0 for i in range(n))
+        for a fused task its ``remake`` column: every step of the chain is). Computed once
+        per graph (the order, the executor and ``explain`` ask); each caller gets a copy."""
+        if self._remakeable is None:
+            n = len(self.keys)
+            kinds = self.meta.get("kind")
+            if kinds is None:
+                self._remakeable = bytes(n)
+            else:
+                column = self.meta.get("remake") or [None] * n
+                rows = {k: kind_info(k).remake for k in set(kinds)}
+                in_deg = self.in_degree().tolist()
+                modes = self.modes
+                self._remakeable = bytes(
+                    1 if in_deg[i] == 0 and modes[i] != MODE_DATA
+                    and (rows[kinds[i]] if column[i] is None else column[i]) else 0
+                    for i in range(n))
+        return bytearray(self._remakeable)
 
     def in_degree(self) -> np.ndarray:
         """Number of dependencies of each task."""

@@ -644,7 +644,6 @@ class Execution:
         kinds = self.graph.meta.get("kind")
         return (kinds[i] or "") if kinds is not None else ""
 
-
     # -- outside API ------------------------------------------------------------------------
 
     def cancel(self, exc: BaseException | None = None) -> None:
