@@ -6,11 +6,11 @@ from operator import add, mul
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tilegraph as tg
-from tilegraph.array.lowering import plan_arrays
+from tilegraph.array.lowering import plan_arrays, plan_summary
 from tilegraph.graph import CycleError, GraphBuilder, from_dask
 from tilegraph.graph.taskgraph import Dep
 from tilegraph.plan import order
@@ -35,14 +35,14 @@ def test_tasks_no_output_needs_come_last_and_cycles_are_named():
         order(cyclic, cyclic.indices(["p"]))
 
 
-def quadratic_means(t, y=6, x=5, seed=0):
-    u = tg.random.random((t, 1, y, x), chunks=(2, 1, y, x), seed=seed)
-    v = tg.random.random((t, 1, y, x), chunks=(2, 1, y, x), seed=seed + 1)
+def quadratic_means(t, y=6, x=5, seed=0, dtype=np.float64, step=10):
+    u = tg.random.random((t, 1, y, x), chunks=(step, 1, y, x), seed=seed, dtype=dtype)
+    v = tg.random.random((t, 1, y, x), chunks=(step, 1, y, x), seed=seed + 1, dtype=dtype)
     return u, v, [(u * u).mean(axis=0), (v * v).mean(axis=0), (u * v).mean(axis=0)]
 
 
 def test_three_means_over_shared_inputs_stream_one_time_block_at_a_time():
-    _, _, outs = quadratic_means(40)
+    _, _, outs = quadratic_means(400)
     plan = plan_arrays(outs)
     g, pr = plan.graph, plan.plan.priority
     kinds = g.meta["kind"]
@@ -53,27 +53,34 @@ def test_three_means_over_shared_inputs_stream_one_time_block_at_a_time():
         assert [kinds[i] for i in group] == ["random", "random", "partial", "partial",
                                              "partial"]
         assert {g.keys[i][1] for i in group[:2]} == {start // 5}
-    block = 2 * 6 * 5 * 8
+    block = 10 * 6 * 5 * 8
     peak, _ = sequential_peak(g, plan.plan.outputs, pr)
-    assert peak <= 4 * block  # u_t, v_t, the product's temporary and small partials: not
-    # the 40 blocks of u and v that finishing one mean before the next would hold
+    # u_t, v_t, a product's temporary and the partials and combined partials waiting for
+    # their trees' next steps (tenths of a block): not the 80 blocks of u and v that
+    # finishing one mean before the next would hold
+    assert peak <= 8 * block
     # the three means alone, one after the other, hold as little: the sharing costs nothing
     alone = max(sequential_peak(p.graph, p.plan.outputs, p.plan.priority)[0]
                 for p in (plan_arrays([o]) for o in outs))
-    assert peak <= 2 * alone
+    assert peak <= 3 * alone
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_three_means_values_under_a_small_budget_spill_nothing(dtype):
-    u, v, outs = quadratic_means(30, y=40, x=30)
-    outs = [o.astype(dtype) for o in outs]
-    got = tg.compute(*outs, memory_limit="200KB", workers=2)
+    u, v, outs = quadratic_means(201, y=40, x=30, dtype=dtype)  # an uneven last block
+    summary = plan_summary(outs)
+    projected = summary["peak_bytes"] + summary["largest_task_bytes"]  # two workers
+    assert projected < u.nbytes  # a fraction of one input: the time blocks stream
+    got = tg.compute(*outs, memory_limit=projected, workers=2)
+    run = tg.last_run()
     un, vn = u.compute(), v.compute()
     for g, want in zip(got, [(un * un).mean(0), (vn * vn).mean(0), (un * vn).mean(0)],
                        strict=True):
-        np.testing.assert_allclose(g, want.astype(dtype), rtol=1e-6)
-    run = tg.last_run()
-    assert run.spilled_bytes == 0
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, want, rtol=1e-5)
+    # under the plan's own projection each time block is made once: neither written to
+    # disk nor made again
+    assert run.spilled_bytes == 0 and run.recomputed_bytes == 0
 
 
 def test_a_blocked_matmul_keeps_its_row_by_row_order():
@@ -98,17 +105,19 @@ def test_a_dask_graph_without_sizes_streams_its_shared_blocks_too():
 
 @st.composite
 def dags(draw):
-    """Random DAGs of 1-30 tasks, each reading up to 4 earlier ones (repeats allowed), with
-    random sizes, and one to three outputs."""
-    n = draw(st.integers(1, 30))
-    deps = [draw(st.lists(st.integers(0, i - 1), max_size=4)) if i else [] for i in range(n)]
+    """Random DAGs of 1-12 tasks (small and dense: the shapes where a pull meets the walk's
+    path), each reading up to 3 earlier ones (repeats allowed), with random sizes, and one
+    to three outputs."""
+    n = draw(st.integers(1, 12))
+    deps = [draw(st.lists(st.integers(0, i - 1), max_size=3)) if i else [] for i in range(n)]
     sizes = draw(st.lists(st.sampled_from([None, 1, 8, 100]), min_size=n, max_size=n))
     outputs = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3, unique=True))
     return deps, sizes, outputs
 
 
 @given(dags())
-@settings(max_examples=300, deadline=None)
+@example(([[], [], [0, 1], [0, 1]], [None] * 4, [3, 2]))  # a pull beside the walk's path
+@settings(max_examples=500, deadline=None)
 def test_order_is_a_permutation_with_every_dependency_first(case):
     deps, sizes, outputs = case
     b = GraphBuilder()

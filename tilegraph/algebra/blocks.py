@@ -342,7 +342,8 @@ def reduce_by_key(
     **meta: Any,
 ) -> Blocks:
     """Combine the blocks of ``coll`` that share an output coordinate ``key_of(coord)``
-    with the associative ``op``, as a tree with fan-in ``split_every``."""
+    with the associative ``op``, as a tree with fan-in ``split_every``. ``nbytes=`` (a
+    value or a callable of the output coordinate) sizes the tree's inner steps too."""
     if split_every < 2:
         raise ValueError(f"split_every must be at least 2, got {split_every}")
     grid = tuple(grid)
@@ -359,6 +360,7 @@ def reduce_by_key(
 
     def emit(builder: GraphBuilder) -> None:
         for out, keys in groups.items():
+            at = _meta_at(meta, out)
             level = 0
             while len(keys) > split_every:
                 nxt = []
@@ -368,10 +370,11 @@ def reduce_by_key(
                         nxt.append(part[0])
                         continue
                     k = (label + "-tree", *out, level, g // split_every)
-                    builder.add(k, combine, deps=part, kind="reduce", coords=out)
+                    builder.add(k, combine, deps=part, kind="reduce", coords=out,
+                                nbytes=at.get("nbytes"))
                     nxt.append(k)
                 keys, level = nxt, level + 1
-            builder.add((label, *out), combine, deps=keys, **_meta_at(meta, out))
+            builder.add((label, *out), combine, deps=keys, **at)
 
     def count() -> int:
         total = 0

@@ -114,10 +114,18 @@ def reduction(
                  if builtins.any(x.chunks[a][c[a]] == 0 for a in axes)}
     if empty:
         combine = _skipping_none(combine)
+    # a partial is about one array of the kept block shape (the larger of the input's and
+    # the result's item sizes): the planner's memory model and order need its bytes
+    part_item = builtins.max(dtype.itemsize, x.itemsize)
+
+    def part_bytes(c: tuple[int, ...]) -> int:
+        return part_item * math.prod(1 if a in axes else x.chunks[a][k]
+                                     for a, k in enumerate(c))
+
     if block_chunk is None and not empty:
         part_func = _partial(chunk, axes)
         parts = _map_blocks(f"{op}-partial-{token}", part_func, [x.collection], grid,
-                            kind="partial", name=f"{op}-partial")
+                            kind="partial", name=f"{op}-partial", nbytes=part_bytes)
     else:
         from tilegraph.algebra.blocks import apply_blocks
 
@@ -129,13 +137,13 @@ def reduction(
         parts = apply_blocks(
             f"{op}-partial-{token}", grid, [x.collection],
             lambda c: (part_of(c), [x.collection.key(c)], None),
-            kind="partial", name=f"{op}-partial",
+            kind="partial", name=f"{op}-partial", nbytes=part_bytes,
         )
     out_grid = tuple(1 if a in axes else g for a, g in enumerate(grid))
     tree = reduce_by_key(
         f"{op}-combine-{token}", parts,
         lambda c: tuple(0 if a in axes else k for a, k in enumerate(c)), out_grid, combine,
-        split_every=split_every, kind="reduce", name=f"{op}-combine",
+        split_every=split_every, kind="reduce", name=f"{op}-combine", nbytes=part_bytes,
     )
     out_chunks = tuple((1,) if a in axes else c for a, c in enumerate(x.chunks))
     finish = _finish(aggregate, axes, keepdims, dtype)
