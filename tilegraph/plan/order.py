@@ -56,27 +56,14 @@ class _Walk:
         self.prio = [-1] * n
         self.seen = bytearray(n)  # 0: unseen, 1: on the current path, 2: numbered
         self.count = 0
-        self.needed = bytearray(b"\x01") * n if outputs is None else self._ancestors(outputs)
+        self.needed = (bytearray(b"\x01") * n if outputs is None else bytearray(
+            graph.ancestors_mask(np.asarray(outputs, dtype=np.int64)).tobytes()))
         self.is_output = bytearray(n)
         for o in outputs or ():
             self.is_output[o] = 1
         nb = graph.meta.get("nbytes")
         self.size = [1] * n if nb is None else [1 if b is None else int(b) for b in nb]
         self.remake = graph.remakeable()  # dropped and made again under pressure: free to keep
-
-    def _ancestors(self, outputs: list[int]) -> bytearray:
-        needed = bytearray(len(self.prio))
-        ptr, idx = self.ptr, self.idx
-        todo = list(outputs)
-        for o in todo:
-            needed[o] = 1
-        while todo:
-            i = todo.pop()
-            for d in idx[ptr[i] : ptr[i + 1]]:
-                if not needed[d]:
-                    needed[d] = 1
-                    todo.append(d)
-        return needed
 
     def number(self, i: int) -> None:
         self.prio[i] = self.count
