@@ -3,6 +3,7 @@ blocks, 0-size and 0-d arrays; bad input fails at build time."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -251,6 +252,112 @@ def test_bad_rechunk_raises_value_error(forbid_compute, chunks):
     a = tg.from_numpy(make((5, 4)), chunks=2)
     with pytest.raises(ValueError, match=r"\(5, 4\)"):
         a.rechunk(chunks)
+
+
+def _graph(arr: tg.Array):
+    return tg.algebra.lower([arr.collection]).build()
+
+
+def _task_needs(arr: tg.Array) -> list[int]:
+    """Bytes each task of ``arr``'s graph holds: its inputs and its output."""
+    graph = _graph(arr)
+    nb = graph.meta["nbytes"]
+    ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
+    return [(nb[i] or 0) + sum(nb[d] or 0 for d in idx[ptr[i]:ptr[i + 1]])
+            for i in range(len(graph))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "complex128", "bool"])
+def test_staged_rechunk_time_blocks_to_space_blocks(dtype):
+    """The all-to-all of climate data (time blocks to space blocks, uneven edges): under a
+    small ``max_mem`` every stage appears, each task holds at most ``max_mem``, no task
+    reads every source block, and the values are NumPy's."""
+    from tilegraph.array.manipulation import rechunk_plan
+
+    x = make((41, 13, 17), dtype)
+    a = tg.from_numpy(x, chunks=(1, 13, 17)) + np.zeros((), dtype)  # one-step time blocks
+    budget = 64 * 13 * 17 // 2 * x.itemsize  # holds about half the array
+    out = a.rechunk((41, 3, 4), max_mem=budget)
+    stages = [name for name, _ in rechunk_plan(a.chunks, out.chunks, x.itemsize, budget)]
+    assert stages == ["rechunk-gather", "rechunk-split", "rechunk-merge", "rechunk"]
+    assert out.chunks == ((41,), (3, 3, 3, 3, 1), (4, 4, 4, 4, 1))
+    check(out, x)
+    needs = _task_needs(out)
+    assert max(needs) <= budget
+    one_stage = a.rechunk((41, 3, 4), max_mem=10**9)
+    assert max(_task_needs(one_stage)) > budget  # each new block reads all 41 blocks
+
+
+@pytest.mark.parametrize("limit", ["40KB", "64KB"])
+def test_staged_rechunk_runs_under_a_memory_limit_smaller_than_the_array(limit):
+    """Its pieces are spilled once and read back (the intermediate store), nothing is
+    refused, and the stored result is NumPy's, read back from zarr."""
+    x = np.random.default_rng(5).standard_normal((60, 21, 22)).astype("float32")  # 111 KiB
+    with tg.config.set(memory_limit=limit):
+        a = tg.from_numpy(x, chunks=(4, 21, 22)) * 1  # blocks of 7.2 KiB, not views
+        out = a.rechunk((60, 5, 5))
+        got = out.compute()
+    np.testing.assert_array_equal(got, x)
+    run = tg.last_run()
+    assert run.memory_limit == tg.util.parse_bytes(limit)
+    assert run.peak_bytes <= run.memory_limit
+    assert run.spilled_bytes > 0  # the pieces, once each
+    assert run.unspilled_bytes <= run.spilled_bytes
+    assert run.recomputed_bytes == 0  # each time block read once, cut, and released
+
+
+def test_rechunk_budget_follows_the_memory_limit_option():
+    """A one-stage plan under the default budget is staged under a small memory_limit."""
+    x = make((40, 12, 12), "float64")
+    a = tg.from_numpy(x, chunks=(2, 12, 12)) + 0
+    assert _names(a.rechunk((40, 2, 2))) == {"_view", "add", "rechunk"}
+    with tg.config.set(memory_limit="30KB"):
+        staged = a.rechunk((40, 2, 2))
+    assert "rechunk-split" in _names(staged)
+    check(staged, x)
+
+
+def _names(arr: tg.Array) -> set[str]:
+    graph = _graph(arr)
+    return {graph.opname(i) for i in range(len(graph))}
+
+
+@pytest.mark.parametrize("max_mem, error, match", [
+    (0, ValueError, "max_mem must be positive"),
+    (-5, ValueError, "max_mem must be positive"),
+    ("lots", ValueError, "lots"),
+    (True, TypeError, "max_mem must be a size"),
+    (2.5, TypeError, "max_mem must be a size"),
+    (100, ValueError, r"more than max_mem=100 B.*larger max_mem"),
+])
+def test_bad_max_mem_is_refused(forbid_compute, max_mem, error, match):
+    a = tg.from_numpy(make((8, 8)), chunks=(1, 8)) + 0
+    with pytest.raises(error, match=match):
+        a.rechunk((8, 1), max_mem=max_mem)
+    with pytest.raises(error, match=match):
+        tg.rechunk(a, (8, 1), max_mem=max_mem)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), xa=arrays(min_dims=1))
+def test_staged_rechunk_of_any_chunks_under_any_budget(data, xa):
+    """Whatever the blocks and the budget: NumPy's values, and when staged, no task holds
+    more than the one-stage plan's largest."""
+    from tilegraph.array.manipulation import _direct_need, rechunk_plan
+
+    x, a = xa
+    a = a + np.zeros((), a.dtype)  # blocks that are results, not views of one array
+    new = data.draw(chunks_for(x.shape), label="new")
+    budget = data.draw(st.integers(1, max(2, 3 * x.nbytes)), label="budget")
+    stages = rechunk_plan(a.chunks, new, x.itemsize, budget)
+    assert stages[-1] == ("rechunk", new)
+    sizes = [a.chunks, *(c for _, c in stages)]
+    staged = max(_direct_need(p, q, x.itemsize) for p, q in itertools.pairwise(sizes))
+    assert staged <= _direct_need(a.chunks, new, x.itemsize)
+    with tg.config.set(memory_limit=4 * budget):
+        out = a.rechunk(new)
+    assert out.chunks == new
+    check(out, x)
 
 
 # -- reshape -------------------------------------------------------------------------------

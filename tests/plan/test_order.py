@@ -103,6 +103,23 @@ def test_a_dask_graph_without_sizes_streams_its_shared_blocks_too():
     assert tg.get(dsk, ["suu", "suv"]) == (5, 5)
 
 
+def test_a_block_cut_into_pieces_is_cut_at_once():
+    """The split rule: the pieces of a block (its consumers, needing nothing else, no
+    larger together) are numbered right after it, so it is read once, not held (or made
+    again) until the walk reaches its last piece."""
+    dsk = {("src", t): t for t in range(3)}
+    dsk |= {("piece", t, g): (mul, ("src", t), 1) for t in range(3) for g in range(4)}
+    dsk |= {("group", g): (sum, [("piece", t, g) for t in range(3)]) for g in range(4)}
+    g = from_dask(dsk)
+    sizes = [4 if k[0] == "src" else 1 for k in g.keys]
+    g = g.with_meta(nbytes=sizes)
+    keys = ranked(g, [("group", j) for j in range(4)])
+    for t in range(3):  # every piece of a block before the next block is read
+        at = keys.index(("src", t))
+        end = keys.index(("src", t + 1)) if t < 2 else len(keys)
+        assert {("piece", t, j) for j in range(4)} <= set(keys[at + 1:end])
+
+
 @st.composite
 def dags(draw):
     """Random DAGs of 1-12 tasks (small and dense: the shapes where a pull meets the walk's

@@ -279,11 +279,13 @@ class Array(NDArrayOperatorsMixin):
         """The array as one axis, in row-major order."""
         return self.reshape(-1)
 
-    def rechunk(self, chunks: Any) -> Array:
-        """The same values in new blocks (``chunks`` as in :func:`from_numpy`)."""
+    def rechunk(self, chunks: Any, *, max_mem: Any = None) -> Array:
+        """The same values in new blocks (``chunks`` as in :func:`from_numpy`); a rechunk
+        whose tasks would hold more than ``max_mem`` bytes is planned in stages
+        (:func:`tilegraph.array.manipulation.rechunk`)."""
         from tilegraph.array.manipulation import rechunk
 
-        return rechunk(self, chunks)
+        return rechunk(self, chunks, max_mem=max_mem)
 
     def astype(self, dtype: Any, copy: bool = True, casting: str = "unsafe") -> Array:
         """``x`` converted to ``dtype`` block by block (``casting`` as in NumPy)."""

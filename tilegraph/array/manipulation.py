@@ -18,6 +18,7 @@ from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import (
     Chunks,
     block_shape,
+    blocks_bytes,
     common_refinement,
     normalize_chunks,
     numblocks,
@@ -25,6 +26,7 @@ from tilegraph.array.chunks import (
 )
 from tilegraph.array.core import Array, ViewBlocks, asarray, dense_only, from_numpy, tokenize
 from tilegraph.graph.taskgraph import Dep, Lit
+from tilegraph.util import human, parse_bytes
 
 
 def _block_nbytes(chunks: Chunks, itemsize: int):
@@ -111,31 +113,172 @@ def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
     return out
 
 
-def rechunk(x: Array, chunks: Any) -> Array:
+RECHUNK_TASK_CAP = 256 * 2**20  # the default per-task budget of a rechunk, at most
+
+
+def _task_budget(max_mem: Any) -> int:
+    """Bytes one rechunk task may hold (its inputs and its output): ``max_mem`` when given,
+    else a quarter of the ``memory_limit`` option (or of the default budget), at most
+    256 MiB, so that a plan built before ``compute(memory_limit=...)`` still fits it."""
+    if max_mem is not None:
+        if isinstance(max_mem, bool):
+            raise TypeError(f"rechunk: max_mem must be a size in bytes or a string such as "
+                            f"'256MB', got {max_mem!r}")
+        value = parse_bytes(max_mem) if isinstance(max_mem, str) else max_mem
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise TypeError(f"rechunk: max_mem must be a size in bytes or a string such as "
+                            f"'256MB', got {max_mem!r}")
+        if value <= 0:
+            raise ValueError(f"rechunk: max_mem must be positive, got {max_mem!r}")
+        return int(value)
+    from tilegraph import config
+    from tilegraph.runtime.memory import default_limit
+
+    limit = config.get("memory_limit") or default_limit()
+    return max(1, min(limit // 4, RECHUNK_TASK_CAP))
+
+
+def _largest(sizes: tuple[int, ...]) -> int:
+    return max(sizes) if sizes else 0
+
+
+def _grouped(sizes: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """Runs of ``k`` consecutive blocks merged into one."""
+    return tuple(sum(sizes[i:i + k]) for i in range(0, len(sizes), k)) or sizes
+
+
+def _consolidate(chunks: Chunks, want: Sequence[int], itemsize: int, budget: int) -> Chunks:
+    """``chunks`` with runs of consecutive blocks merged on the axes where a block is
+    smaller than ``want``, the most lacking axis first, while the largest merged block
+    stays within ``budget`` bytes."""
+    k = [1] * len(chunks)
+    done = [len(c) <= 1 for c in chunks]
+
+    def size(a: int, ka: int) -> int:
+        return _largest(_grouped(chunks[a], ka))
+
+    while True:
+        lacking = [(want[a] / max(size(a, k[a]), 1), a) for a in range(len(chunks))
+                   if not done[a] and size(a, k[a]) < want[a]]
+        if not lacking:
+            break
+        _, a = max(lacking)
+        trial = k[a] + 1
+        grown = itemsize * math.prod(size(b, trial if b == a else k[b])
+                                     for b in range(len(chunks)))
+        if grown > budget:
+            done[a] = True
+            continue
+        k[a] = trial
+        done[a] = k[a] >= len(chunks[a])
+    return tuple(_grouped(c, ka) for c, ka in zip(chunks, k, strict=True))
+
+
+def _direct_need(old: Chunks, new: Chunks, itemsize: int) -> int:
+    """Bytes the largest task of a one-stage rechunk holds: the old blocks it reads and
+    the new block it makes (the axes are independent, so the largest is their product)."""
+    reads = 1
+    for o, n in zip(old, new, strict=True):
+        reads *= max((sum(o[p[0]] for p in pieces) for pieces in _axis_pieces(o, n)),
+                     default=0)
+    return itemsize * (reads + math.prod(_largest(n) for n in new))
+
+
+def rechunk_plan(old: Chunks, new: Chunks, itemsize: int, budget: int
+                 ) -> list[tuple[str, Chunks]]:
+    """The stages of a rechunk from ``old`` to ``new`` blocks whose tasks should hold at
+    most ``budget`` bytes: (op name, block sizes after the stage), the last one ``new``.
+
+    One stage when its largest task fits (each new block assembled from the old blocks it
+    overlaps). Otherwise, as rechunker plans it: *write groups* (runs of new blocks merged,
+    on the axes where the old blocks are larger, up to half the budget), *read groups*
+    (runs of old blocks merged where the write groups are larger: ``rechunk-gather``), and
+    the pieces where the two meet: each read group is cut into pieces (``rechunk-split``,
+    copies, so that the read group is released), each write group is assembled from its
+    pieces (``rechunk-merge``), and the new blocks are views of the write groups. Between
+    the cut and the assembly every piece may be held at once (each write group needs a
+    piece of every read group in an all-to-all rechunk): under a memory limit they go to
+    the spill directory and are read back once, which is the intermediate store. A rechunk
+    whose own blocks are larger than the budget keeps one stage when staging would not make
+    its tasks smaller.
+
+    >>> rechunk_plan(((2, 2),), ((1, 1, 1, 1),), 8, 1 << 20)
+    [('rechunk', ((1, 1, 1, 1),))]
+    >>> rechunk_plan(((1, 1, 1, 1), (4,)), ((4,), (1, 1, 1, 1)), 8, 100)
+    [('rechunk-split', ((1, 1, 1, 1), (1, 1, 1, 1))), ('rechunk', ((4,), (1, 1, 1, 1)))]
+    """
+    direct = _direct_need(old, new, itemsize)
+    if direct <= budget or old == new:
+        return [("rechunk", new)]
+    half = max(1, budget // 2)
+    write = _consolidate(new, [_largest(o) for o in old], itemsize, half)
+    read = _consolidate(old, [_largest(w) for w in write], itemsize, half)
+    pieces = tuple(common_refinement(r, w) for r, w in zip(read, write, strict=True))
+    stages: list[tuple[str, Chunks]] = []
+    for name, chunks in (("rechunk-gather", read), ("rechunk-split", pieces),
+                         ("rechunk-merge", write), ("rechunk", new)):
+        if chunks == (stages[-1][1] if stages else old):
+            continue
+        stages.append((name, chunks))
+    stages[-1] = ("rechunk", new)
+    sizes = [old, *(c for _, c in stages)]
+    staged = max(_direct_need(a, b, itemsize) for a, b in itertools.pairwise(sizes))
+    return stages if staged < direct else [("rechunk", new)]
+
+
+def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
     """The same array with new block sizes. A new block inside one old block is a view;
     one spanning several is assembled from their pieces (or is a view as well, when the
-    blocks are views of one NumPy array)."""
+    blocks are views of one NumPy array).
+
+    A rechunk whose tasks would hold more than ``max_mem`` bytes (default: a quarter of
+    the ``memory_limit`` option, at most 256 MiB) is planned in stages
+    (:func:`rechunk_plan`), so that an all-to-all rechunk (time blocks to space blocks)
+    runs under any memory limit a few blocks large, its pieces spilled once in between.
+    An explicit ``max_mem`` that even staged tasks cannot meet (blocks larger than it) is
+    refused with the block sizes that would."""
     x = asarray(x)
     if isinstance(chunks, dict):  # axes not named keep their blocks
         chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
                        for a in range(x.ndim))
     new = normalize_chunks(chunks, x.shape, x.dtype)
+    budget = _task_budget(max_mem)
     if new == x.chunks:
         return x
     if type(x.collection) is ViewBlocks and type(x) is Array:
         # blocks that are views of one NumPy array: any new block is a view too
         return from_numpy(x.collection.array, chunks=new)
+    stages = rechunk_plan(x.chunks, new, x.itemsize, budget)
+    if max_mem is not None:
+        sizes = [x.chunks, *(c for _, c in stages)]
+        need = max(_direct_need(a, b, x.itemsize) for a, b in itertools.pairwise(sizes))
+        if need > budget:
+            raise ValueError(
+                f"rechunk: blocks of {human(blocks_bytes(x.chunks, x.dtype))} into blocks of "
+                f"{human(blocks_bytes(new, x.dtype))} need tasks of about {human(need)}, "
+                f"more than max_mem={human(budget)}: give a larger max_mem or rechunk from "
+                "smaller blocks")
+    for name, chunks_ in stages:
+        x = _rechunk_stage(x, chunks_, name)
+    return x
+
+
+def _rechunk_stage(x: Array, new: Chunks, name: str) -> Array:
+    """One stage: each new block a view of the old block holding it, or assembled from the
+    pieces of the old blocks it overlaps. A split stage copies its views, so that the old
+    block is released once cut."""
     per_axis = [_axis_pieces(o, n) for o, n in zip(x.chunks, new, strict=True)]
-    token = tokenize("rechunk", x, new)
+    token = tokenize(name, x, new)
     xkey = x.collection.key
     dtype = x.dtype
+    take = _take_copy if name == "rechunk-split" else _take_view
 
     def task_of(coord: tuple[int, ...]) -> tuple:
         axis_lists = [per_axis[a][k] for a, k in enumerate(coord)]
         combos = list(np.ndindex(*[len(lst) for lst in axis_lists]))
         if len(combos) == 1:
             parts = [axis_lists[a][0] for a in range(len(coord))]
-            return (_take_view, [xkey(tuple(p[0] for p in parts))],
+            return (take, [xkey(tuple(p[0] for p in parts))],
                     (Dep(0), Lit(tuple(p[1] for p in parts))))
         keys, placements = [], []
         for combo in combos:
@@ -148,10 +291,14 @@ def rechunk(x: Array, chunks: Any) -> Array:
                 *[Dep(slot[k]) for k in keys])
         return _copy_pieces, unique, args
 
-    blocks = apply_blocks(f"rechunk-{token}", numblocks(new), [x.collection], task_of,
-                          kind="rechunk", name="rechunk",
+    blocks = apply_blocks(f"{name}-{token}", numblocks(new), [x.collection], task_of,
+                          kind="rechunk", name=name,
                           nbytes=_block_nbytes(new, x.itemsize))
     return Array(blocks, x.shape, new, x.dtype)
+
+
+def _take_copy(block: np.ndarray, index: tuple) -> np.ndarray:
+    return np.array(block[index], copy=True)
 
 
 def _take_view(block: np.ndarray, index: tuple) -> np.ndarray:

@@ -427,17 +427,20 @@ class SparseArray(Array):
             nbytes=expected_nbytes(self.chunks, density, dtype, fmt))
         return SparseArray(blocks, self.shape, self.chunks, dtype, fmt, density)
 
-    def rechunk(self, chunks: Any) -> SparseArray:
+    def rechunk(self, chunks: Any, *, max_mem: Any = None) -> SparseArray:
         """The same array with new block sizes (as :meth:`Array.rechunk`); a new block
         inside one old block is a slice of it, one spanning several is assembled from the
-        parts.
+        parts. Sparse rechunks always run in one stage: ``max_mem`` is checked (a size)
+        but does not stage them, as a sparse block's bytes depend on its data.
 
         >>> import numpy as np, scipy.sparse as sps, tilegraph as tg
         >>> x = tg.from_scipy(sps.csr_array(np.eye(5)), chunks=2).rechunk(3)
         >>> x.chunks, bool((x.to_scipy().toarray() == np.eye(5)).all())
         (((3, 2), (3, 2)), True)
         """
-        from tilegraph.array.manipulation import _axis_pieces
+        from tilegraph.array.manipulation import _axis_pieces, _task_budget
+
+        _task_budget(max_mem)
 
         if isinstance(chunks, dict):  # axes not named keep their blocks
             chunks = tuple(chunks.get(a, chunks.get(a - 2, self.chunks[a])) for a in range(2))

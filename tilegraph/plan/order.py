@@ -22,7 +22,11 @@ rules co-schedule the consumers of a block instead, across every output:
   ``PULL_LIMIT``: ``v``'s block for ``u * v``, or a short chain making it) whose results are
   all released once those consumers run, that set gets its numbers right away, and so do the
   consumers. A block whose other consumers need much more (the whole climatology before an
-  anomaly) is left to the depth-first walk; the memory manager remakes or spills it.
+  anomaly) is left to the depth-first walk; the memory manager remakes or spills it;
+- **split**: when a block gets its number and its consumers the walk has not reached need
+  nothing else and together make no more bytes than it holds (the pieces a rechunk cuts it
+  into), they all get their numbers at once, so the block is read once and released, not
+  held (or remade, if it can be) until the walk reaches its last piece.
 
 The walk stays linear in the edges: each task keeps the count of its dependencies still
 unnumbered, and a pull looks at no more than ``PULL_LIMIT`` tasks.
@@ -105,11 +109,29 @@ class _Walk:
                     work.append(c)
                 else:
                     waiting.append(c)
+            if len(waiting) > 1:
+                pieces = list(dict.fromkeys(waiting))  # a consumer may read t twice
+                if self._splits(t, cons, pieces):
+                    for c in pieces:
+                        self.number(c)
+                    work.extend(reversed(pieces))
+                    continue
             if waiting and len(cons) > 1 and len(waiting) <= PULL_LIMIT:
                 pulled = self._pull(t, waiting)
                 for p in pulled:
                     self.number(p)
                 work.extend(reversed(pulled))
+
+    def _splits(self, t: int, cons: list[int], waiting: list[int]) -> bool:
+        """Whether the waiting consumers of ``t`` are its pieces: each needs nothing more,
+        together they are its last consumers and hold no more bytes than ``t`` (a block
+        cut into the pieces of a rechunk)."""
+        missing, seen, size = self.missing, self.seen, self.size
+        if self.is_output[t] or any(missing[c] for c in waiting):
+            return False
+        if sum(1 for c in set(cons) if not seen[c]) != len(waiting):
+            return False  # a consumer no output needs would keep t anyway
+        return sum(size[c] for c in waiting) <= size[t]
 
     def _pull(self, t: int, consumers: list[int]) -> list[int]:
         """What to number so that the waiting ``consumers`` of the shared block ``t`` run
