@@ -112,3 +112,30 @@ def test_zarr_overwrite_killed_between_renames_is_repaired_by_the_next_open(tmp_
     # and the next write cleans the rest (the new array's temporary directory)
     tg.from_numpy(np.ones(4), chunks=2).to_zarr(path, overwrite=True)
     assert os.listdir(tmp_path) == ["a.zarr"]
+
+
+def test_fsync_path_flushes_every_file_and_directory_of_a_tree(tmp_path, monkeypatch):
+    """Every file of a store (flushed by several threads) and every directory, deepest
+    directories before their parents."""
+
+    root = tmp_path / "store"
+    for i in range(3):
+        for j in range(7):
+            (root / "c" / str(i)).mkdir(parents=True, exist_ok=True)
+            (root / "c" / str(i) / str(j)).write_bytes(b"x" * (i + j))
+    (root / "zarr.json").write_text("{}")
+    flushed: list[str] = []
+    real = _atomic._fsync_one
+    monkeypatch.setattr(_atomic, "_fsync_one", lambda p: (flushed.append(p), real(p)))
+    _atomic.fsync_path(str(root))
+    files = {str(p) for p in root.rglob("*") if p.is_file()}
+    dirs = [str(root), str(root / "c"), *(str(root / "c" / str(i)) for i in range(3))]
+    assert sorted(flushed) == sorted(files | set(dirs))
+    assert len(flushed) == len(files) + len(dirs)
+    assert flushed.index(str(root)) > flushed.index(str(root / "c" / "2"))
+    assert set(flushed[:len(files)]) == files  # the files before any directory
+    single = tmp_path / "one.npy"
+    single.write_bytes(b"y")
+    flushed.clear()
+    _atomic.fsync_path(str(single))
+    assert flushed == [str(single)]
