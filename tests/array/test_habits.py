@@ -101,6 +101,23 @@ def test_map_blocks_says_pass_chunks_when_blocks_change_shape():
         y.compute()
 
 
+def test_map_blocks_takes_one_blocks_shape_as_chunks():
+    """dask's form: ``chunks=(1, 1)`` is the shape of every output block."""
+    x = tg.from_numpy(A, chunks=(3, 2))
+    y = x.map_blocks(lambda b: b[:1, :1], chunks=(1, 1))
+    assert y.chunks == ((1,) * x.numblocks[0], (1,) * x.numblocks[1])
+    np.testing.assert_array_equal(y.compute(), A[::3, ::2])
+    same = x.map_blocks(lambda b: b[:1, :1], chunks=((1,) * x.numblocks[0],
+                                                     (1,) * x.numblocks[1]))
+    assert same.chunks == y.chunks
+    with pytest.raises(TypeError, match="chunks must be a tuple"):
+        x.map_blocks(lambda b: b, chunks=3)
+    with pytest.raises(ValueError, match="neither one block's shape"):
+        x.map_blocks(lambda b: b, chunks=(1,))
+    with pytest.raises(ValueError, match="block grid"):
+        x.map_blocks(lambda b: b, chunks=((7,), (5,)))
+
+
 def test_visualize_draws_the_task_graph(tmp_path):
     x = tg.from_numpy(A, chunks=(4, 3))
     y = (x + 1).sum(axis=0)

@@ -224,6 +224,20 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
     else:
         from tilegraph.array.chunks import Chunks
 
+        if not isinstance(chunks, (tuple, list)):
+            raise TypeError(f"map_blocks: chunks must be a tuple of per-axis block sizes or "
+                            f"one block's shape, got {chunks!r}")
+        if any(isinstance(c, (int, np.integer)) for c in chunks):
+            # one block's shape, as dask takes it: every block of the output has it
+            if len(chunks) != first.ndim or not all(
+                    isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0
+                    for c in chunks):
+                raise ValueError(
+                    f"map_blocks: chunks {chunks!r} is neither one block's shape (one "
+                    f"non-negative int per axis of the {first.ndim}-d input) nor a tuple of "
+                    f"per-axis block sizes giving the block grid {first.numblocks}")
+            chunks = tuple((int(c),) * n for c, n in zip(chunks, first.numblocks,
+                                                         strict=True))
         out_chunks: Chunks = tuple(tuple(int(s) for s in c) for c in chunks)
         if numblocks(out_chunks) != first.numblocks:
             raise ValueError(
