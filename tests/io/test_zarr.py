@@ -273,3 +273,21 @@ def test_read_from_numpy_array_returns_a_copy():
     assert_array_equal(block, [[1, 2], [5, 6]])
     block[...] = -1
     assert_array_equal(data, np.arange(12).reshape(3, 4))
+
+
+def test_a_zarr_read_counts_its_decoding_buffers(tmp_path):
+    """A read holds the compressed chunk and its decoded copy beside the block: the memory
+    model (admission, check_fits, explain) counts three blocks, also once the read is fused
+    into the step that consumes it."""
+    import tilegraph as tg
+    from tilegraph.array.lowering import plan_arrays
+    from tilegraph.runtime.memory import task_estimates
+
+    path = str(tmp_path / "a.zarr")
+    tg.from_numpy(np.arange(48.0).reshape(8, 6), chunks=(4, 6)).to_zarr(path)
+    block = 4 * 6 * 8
+    x = tg.from_zarr(path)
+    plan = plan_arrays([x + 1])
+    assert max(task_estimates(plan.graph)) >= 3 * block
+    assert "largest task works on 576 B" in x.explain()
+    np.testing.assert_array_equal((x + 1).compute(), np.arange(48.0).reshape(8, 6) + 1)

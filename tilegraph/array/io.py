@@ -36,17 +36,25 @@ from tilegraph.io import (
 )
 from tilegraph.io.snapshot import InputSnapshot, snapshot_of
 
+ZARR_READ_WORKING = 3  # a zarr read holds the compressed chunk, its decoding and the block
+
 
 def _reader_array(op: str, reader: Any, path: str, shape: tuple[int, ...], dtype: np.dtype,
-                  chunks: Any, snap: InputSnapshot) -> Array:
+                  chunks: Any, snap: InputSnapshot, working: int = 1) -> Array:
+    """Load tasks, one per block; a task's working set is ``working`` times its block (a
+    compressed chunk, its decoded copy and the block assembled from it)."""
     chunks = normalize_chunks(chunks, shape, dtype)
     slices = all_block_slices(chunks)
     name = f"{op}-{tokenize(op, snap, chunks)}"
     itemsize = dtype.itemsize
+
+    def nbytes(c: tuple[int, ...]) -> int:
+        return itemsize * math.prod(s.stop - s.start for s in slices[c])
+
     blocks = source(name, numblocks(chunks),
                     lambda c: (reader, (path, Lit(slices[c]), Lit(snap))),
-                    kind="load", name=op,
-                    nbytes=lambda c: itemsize * math.prod(s.stop - s.start for s in slices[c]))
+                    kind="load", name=op, nbytes=nbytes,
+                    working=(lambda c: working * nbytes(c)) if working > 1 else None)
     return Array(blocks, shape, chunks, dtype)
 
 
@@ -205,7 +213,7 @@ def from_zarr(path: Any, chunks: Any = None, component: str | None = None) -> Ar
     shape, dtype, zchunks = zarr_info(path)
     snap = replace(snap, shape=shape, dtype=str(np.dtype(dtype)))
     return _reader_array("from_zarr", read_zarr_block, path, shape, np.dtype(dtype),
-                         zchunks if chunks is None else chunks, snap)
+                         zchunks if chunks is None else chunks, snap, working=ZARR_READ_WORKING)
 
 
 def _from_zarr_object(obj: Any, chunks: Any, component: str | None) -> Array:

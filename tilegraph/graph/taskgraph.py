@@ -58,7 +58,7 @@ MODE_FLAT = 2
 MODE_NESTED = 3
 
 META_COLUMNS = ("name", "kind", "coords", "nbytes", "cost", "line", "retries", "priority",
-                "worker", "serial")
+                "worker", "serial", "working")
 
 
 class GraphError(ValueError):
@@ -218,6 +218,7 @@ class TaskMeta(NamedTuple):
     priority: int | None
     worker: int | None = None
     serial: int | None = None
+    working: int | None = None  # bytes the task holds while it runs, when more than modelled
 
 
 class GraphBuilder:

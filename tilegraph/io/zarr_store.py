@@ -336,6 +336,10 @@ class ZarrWriter(AtomicWriter):
         if any(a >= b for a, b in bounds):
             return
         partial = _partially_covered_chunks(bounds, self.chunks, self.shape)
+        # zarr encodes on its one event-loop thread, where a strided view (a block cut
+        # from a larger one) would be copied: copy it here, on this worker's thread
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
         with ExitStack() as stack:
             for coord in partial:
                 stack.enter_context(self._chunk_lock(coord))

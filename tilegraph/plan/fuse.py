@@ -143,6 +143,7 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     rewritten: dict[int, tuple[tuple, dict | None, list[int], str, float, set[int], int,
                                bool]] = {}
     nbytes = graph.meta.get("nbytes")
+    own_working = graph.meta.get("working") or [None] * n  # a task's own, e.g. a read
     kinds = graph.meta.get("kind")
     rows = {k: kind_info(k) for k in set(kinds)} if kinds is not None else {}
     for i in _work_order(graph, fuse | absorbs):
@@ -212,7 +213,7 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         if row is not None and row.view:  # shares its input's memory
             out = 0
         factor = row.temp_factor if row is not None else 1.0
-        peak = max(peak, held + int(out * (1 + factor)))
+        peak = max(peak, held + int(out * (1 + factor)), held + (own_working[i] or 0))
         remake = remake and (row.remake if row is not None else False)
         if fuse[i]:
             exprs[i] = (Call(graph.funcs[i], tmpl_args, tmpl_kwargs), new_deps, text, cost,
