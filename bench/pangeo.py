@@ -11,12 +11,21 @@ Ported from coiled/benchmarks (``tests/benchmarks/test_xarray.py``):
   Written with Array API functions (``take``, ``mean``, ``stack``), as the xarray groupby
   without flox lowers it, so that the same code runs on all three.
 
+And from ``tests/geospatial/workloads/rechunking.py`` (``era5_rechunking``), at the size
+the local machine holds:
+
+- ``rechunk``: a zarr store ``(T, 721, 1440)`` float32 (ERA5's quarter-degree grid; a
+  smooth field with noise, zstd-compressed) in ``(31, 721, 1440)`` time blocks, rechunked
+  to ``(T, 10, 10)`` space blocks and written to a new zarr store (``T=1240``: 5.2 GB);
+  the source is made once and kept in ``--data-dir``.
+
 Each system runs in its own process of the same run (so its peak resident set is its own),
 with 2 threads; tilegraph under ``--limit`` (its ``memory_limit``), Cubed under the same
 ``allowed_mem`` when it is installed. Printed per workload and system: seconds, peak RSS,
 and for tilegraph the bytes spilled, read back and recomputed; then the ratios to dask.
 
-Run: ``python bench/pangeo.py [--workload quadratic|anomaly|all] [--t 1000] [--limit 2GB]``
+Run: ``python bench/pangeo.py [--workload quadratic|anomaly|rechunk|all] [--t 1000]
+[--limit 2GB]``
 (``--t`` sets T; the default sizes are 1-2x this machine's 24 GB).
 """
 
@@ -24,12 +33,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
-SIZES = {"quadratic": 1000, "anomaly": 1200}  # T: 30 GB and 12 GB generated
+SIZES = {"quadratic": 1000, "anomaly": 1200, "rechunk": 1240}  # 30, 12 and 5.2 GB
+GRID = (721, 1440)
+DATA_DIR = os.path.join(tempfile.gettempdir(), "tilegraph-bench-pangeo")
 
 
 def _quadratic(xp, t: int, rng):
@@ -51,12 +65,84 @@ def _anomaly(xp, t: int, rng):
     return [xp.mean(anom, axis=0)]
 
 
-WORKLOADS = {"quadratic": _quadratic, "anomaly": _anomaly}
+def era5_like(t: int, data_dir: str) -> str:
+    """The rechunk's source store, made once: a smooth field plus noise, as float32."""
+    import numpy as np
+    import zarr
+
+    path = os.path.join(data_dir, f"era5-{t}.zarr")
+    if os.path.exists(os.path.join(path, ".complete")):
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(data_dir, exist_ok=True)
+    z = zarr.create_array(path, shape=(t, *GRID), chunks=(31, *GRID), dtype="float32")
+    lat = np.linspace(-90, 90, GRID[0], dtype=np.float32)[:, None]
+    lon = np.linspace(0, 360, GRID[1], endpoint=False, dtype=np.float32)[None, :]
+    base = 15 + 15 * np.cos(np.radians(lat)) + 2 * np.sin(np.radians(3 * lon))
+    rng = np.random.default_rng(0)
+    for i in range(0, t, 31):
+        n = min(31, t - i)
+        days = np.arange(i, i + n, dtype=np.float32)[:, None, None]
+        season = 5 * np.sin(2 * np.pi * days / 365.25) * np.sin(np.radians(lat))
+        noise = rng.standard_normal((n, *GRID), dtype=np.float32) * 0.5
+        z[i:i + n] = (base + season + noise).astype(np.float32)
+    open(os.path.join(path, ".complete"), "w").close()
+    return path
 
 
-def child(system: str, workload: str, t: int, limit: str) -> None:
+WORKLOADS = {"quadratic": _quadratic, "anomaly": _anomaly, "rechunk": None}
+TARGET = (10, 10)  # the space blocks of the rechunk
+
+
+def _rechunk(system: str, t: int, limit: str, data_dir: str) -> dict:
+    """Run the rechunk on ``system``: seconds, and tilegraph's run summary."""
+    source = era5_like(t, data_dir)
+    out = os.path.join(data_dir, f"rechunked-{system}.zarr")
+    shutil.rmtree(out, ignore_errors=True)
     extra: dict = {}
-    if system == "tilegraph":
+    try:
+        t0 = time.perf_counter()
+        if system == "tilegraph":
+            import tilegraph as tg
+
+            with tg.config.set(memory_limit=limit, workers=2):
+                tg.from_zarr(source).rechunk((t, *TARGET)).to_zarr(out)
+            run = tg.last_run()
+            extra = {"spilled": run.spilled_bytes, "read_back": run.unspilled_bytes,
+                     "recomputed": run.recomputed_bytes, "held": run.peak_bytes}
+        elif system == "dask":
+            import dask
+            import dask.array as da
+
+            with dask.config.set(scheduler="threads", num_workers=2):
+                da.from_zarr(source).rechunk((t, *TARGET)).to_zarr(out)
+        else:
+            import cubed
+            from cubed.runtime.executors.local import ThreadsExecutor
+
+            spec = cubed.Spec(work_dir=tempfile.mkdtemp(dir=data_dir), allowed_mem=limit)
+            x = cubed.from_zarr(source, spec=spec).rechunk((t, *TARGET))
+            cubed.to_zarr(x, out, executor=ThreadsExecutor(max_workers=2))
+        elapsed = time.perf_counter() - t0
+        import numpy as np
+        import zarr
+
+        src, dst = zarr.open_array(source, mode="r"), zarr.open_array(out, mode="r")
+        if dst.chunks != (t, *TARGET) or not all(
+                np.array_equal(src[:, i:i + 7, j:j + 9], dst[:, i:i + 7, j:j + 9])
+                for i, j in ((0, 0), (355, 700), (714, 1431))):
+            raise AssertionError(f"{system}: the rechunked store differs from its source")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": elapsed, **extra}
+
+
+def child(system: str, workload: str, t: int, limit: str, data_dir: str) -> None:
+    extra: dict = {}
+    if workload == "rechunk":
+        extra = _rechunk(system, t, limit, data_dir)
+        elapsed = extra.pop("seconds")
+    elif system == "tilegraph":
         import tilegraph as xp
 
         def rng(shape, chunks, seed):
@@ -105,9 +191,10 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def run(system: str, workload: str, t: int, limit: str, timeout: float) -> dict | None:
+def run(system: str, workload: str, t: int, limit: str, timeout: float, data_dir: str
+        ) -> dict | None:
     cmd = [sys.executable, __file__, "--child", system, "--workload", workload, "--t", str(t),
-           "--limit", limit]
+           "--limit", limit, "--data-dir", data_dir]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -127,10 +214,12 @@ def main() -> int:
     parser.add_argument("--limit", default="2GB")
     parser.add_argument("--systems", default="tilegraph,dask,cubed")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--data-dir", default=DATA_DIR,
+                        help="where the rechunk's source store is kept")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.workload, args.t, args.limit)
+        child(args.child, args.workload, args.t, args.limit, args.data_dir)
         return 0
     systems = args.systems.split(",")
     if "cubed" in systems:
@@ -143,9 +232,11 @@ def main() -> int:
     for w in workloads:
         t = args.t or SIZES[w]
         print(f"{w}: T={t}, memory_limit={args.limit}, 2 threads")
+        if w == "rechunk":
+            era5_like(t, args.data_dir)  # made before any system is timed
         got = {}
         for system in systems:
-            r = got[system] = run(system, w, t, args.limit, args.timeout)
+            r = got[system] = run(system, w, t, args.limit, args.timeout, args.data_dir)
             if "error" in r:
                 print(f"  {system:10s} failed: {r['error']}")
                 continue
