@@ -32,6 +32,12 @@ option         default                   meaning
                                          workers it can be exceeded by about one task's
                                          result. The default is divided among the MPI
                                          ranks on one host
+``spill``      ``True``                  whether results may go to disk beyond the limit;
+                                         with ``False`` a plan whose projected peak (what
+                                         must stay in memory, blocks that can be made
+                                         again left out) exceeds ``memory_limit`` is
+                                         refused before it runs, naming the task at the
+                                         peak, and nothing is spilled
 ``spill_dir``  ``None`` (the temp dir)   where spilled results are written
 ``placement``  ``"cyclic"``              initial placement of input blocks on MPI ranks:
                                          ``"cyclic"`` (2-D block-cyclic) or ``"locality"``
@@ -78,6 +84,7 @@ _defaults: dict[str, Any] = {
     "callbacks": (),
     "memory_limit": None,
     "spill_dir": None,
+    "spill": True,
     "placement": "cyclic",
     "report": None,
     "max_tasks": 50_000_000,
@@ -147,6 +154,12 @@ def _check_memory_limit(value: Any) -> int | None:
     from tilegraph.runtime.memory import parse_bytes
 
     return parse_bytes(value)
+
+
+def _check_spill(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"spill must be True or False, got {value!r}")
+    return value
 
 
 def _check_spill_dir(value: Any) -> str | None:
@@ -275,6 +288,7 @@ _checks: dict[str, Callable[[Any], Any]] = {
     "report": _check_report,
     "memory_limit": _check_memory_limit,
     "spill_dir": _check_spill_dir,
+    "spill": _check_spill,
     "backend": _check_backend,
     "workers": _check_workers,
     "retries": _check_retries,

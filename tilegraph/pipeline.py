@@ -43,6 +43,7 @@ from tilegraph.diagnostics.progress import ProgressBar, progress_wanted
 from tilegraph.graph.dask_spec import from_dask, gc_paused
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.plan.cost import CostModel
+from tilegraph.plan.explain import Projection, projected_peak
 from tilegraph.plan.fuse import FuseStats, fuse_chains
 from tilegraph.plan.order import order
 from tilegraph.plan.place import place
@@ -50,6 +51,7 @@ from tilegraph.runtime.backends import Backend, make_backend
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
 from tilegraph.runtime.memory import (
+    MemoryLimitError,
     SpillStore,
     check_fits,
     default_limit,
@@ -57,6 +59,8 @@ from tilegraph.runtime.memory import (
     task_estimates,
 )
 from tilegraph.util import human
+
+PROJECT_ALWAYS = 100_000  # tasks: larger plans are projected only under a memory_limit
 
 
 class PlanTooLargeError(ValueError):
@@ -217,10 +221,18 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
                           subscribers=subscribers, memory_limit=limit, spill=store,
                           external=part.external, exported=part.exported,
                           on_export=transport.export if transport is not None else None,
-                          estimates=estimates, parallel=_policy(backend, part.graph, estimates))
+                          estimates=estimates, parallel=_policy(backend, part.graph, estimates),
+                          may_spill=opts["spill"])
+    projection = None
     try:
         try:
             check_fits(part.graph, execution.estimates, limit)
+            if (opts["memory_limit"] or not opts["spill"]
+                    or len(part.graph) <= PROJECT_ALWAYS):
+                projection = projected_peak(part.graph, part.outputs, part.priority,
+                                            estimates)
+            if projection is not None and not opts["spill"]:
+                check_projection(part.graph, projection, limit)
             problem: BaseException | None = None
         except BaseException as exc:
             problem = exc
@@ -236,7 +248,7 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
                 _drive(execution, backend, opts)
         if execution.error is not None:
             raise execution.error
-        _remember(backend, execution, limit, len(part.graph), transport)
+        _remember(backend, execution, limit, len(part.graph), transport, projection)
         values = None
         if part.returns:
             def values() -> Any:
@@ -277,9 +289,13 @@ def _drive(execution: Execution, backend: Backend, opts: dict[str, Any]) -> None
 class RunSummary:
     """What the last successful run did: tasks, backend, workers, seconds, the memory budget,
     the most bytes of results held at once, bytes spilled to and read back from disk, and
-    bytes of results dropped under memory pressure and made again (``recomputed_bytes``).
-    With MPI these are this rank's figures (``ntasks``: tasks in its part of the plan), and
-    ``processes`` and ``bytes_sent`` give the ranks and the bytes this rank sent."""
+    bytes of results dropped under memory pressure and made again (``recomputed_bytes``),
+    and the plan's own projection of its peak (``projected_bytes``: results held and the
+    running task's working set, tasks one at a time in priority order, as ``explain()``
+    reports it; 0 when not computed: plans of more than ``PROJECT_ALWAYS`` tasks run
+    without a ``memory_limit``). With MPI these are this rank's figures (``ntasks``: tasks
+    in its part of the plan), and ``processes`` and ``bytes_sent`` give the ranks and the
+    bytes this rank sent."""
 
     ntasks: int
     backend: str
@@ -292,13 +308,15 @@ class RunSummary:
     processes: int = 1
     bytes_sent: int = 0
     recomputed_bytes: int = 0
+    projected_bytes: int = 0
 
     def __str__(self) -> str:
         where = f" x {self.processes} ranks" if self.processes > 1 else ""
         sent = f"; sent {human(self.bytes_sent)} to other ranks" if self.processes > 1 else ""
         return (f"{self.ntasks} tasks on {self.workers}{where} {self.backend} worker(s) in "
                 f"{self.elapsed:.3f} s; peak {human(self.peak_bytes)} of results held "
-                f"(limit {human(self.memory_limit)}); spilled {human(self.spilled_bytes)}, "
+                f"(projected {human(self.projected_bytes)}, limit {human(self.memory_limit)}"
+                f"); spilled {human(self.spilled_bytes)}, "
                 f"read back {human(self.unspilled_bytes)}, recomputed "
                 f"{human(self.recomputed_bytes)}{sent}")
 
@@ -307,13 +325,27 @@ _last_summary: RunSummary | None = None
 
 
 def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
-              transport: Any) -> None:
+              transport: Any, projection: Projection | None) -> None:
     global _last_summary
     _last_summary = RunSummary(
         ntasks, backend.name, backend.workers, time.perf_counter() - execution.started,
         limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes,
         backend.processes, transport.bytes_sent if transport is not None else 0,
-        execution.recomputed_bytes)
+        execution.recomputed_bytes, projection.peak if projection is not None else 0)
+
+
+def check_projection(graph: TaskGraph, projection: Projection, limit: int) -> None:
+    """With ``spill=False``: refuse a plan whose projected peak without the results that
+    can be made again exceeds ``limit``, naming the task at the peak and what would fit."""
+    if projection.without_remake <= limit:
+        return
+    at = projection.at
+    where = (f" (at task {graph.keys[at]!r}, op {graph.opname(at)})" if at >= 0 else "")
+    raise MemoryLimitError(
+        f"the plan needs about {human(projection.without_remake)} in memory at its peak"
+        f"{where}, more than memory_limit={human(limit)}, and spill=False forbids going to "
+        f"disk: give memory_limit of at least {human(projection.without_remake)}, use "
+        "smaller blocks, or allow spilling (spill=True)")
 
 
 def last_run() -> RunSummary | None:

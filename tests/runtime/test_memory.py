@@ -342,3 +342,76 @@ def test_a_failed_spill_write_names_errno_and_path(tmp_path, monkeypatch):
         (x @ x.T + x).sum().compute(memory_limit="3MB", workers=2)
     assert err.value.errno == errno.ENOSPC and err.value.filename == path
     assert os.path.exists("/dev/full")
+
+
+# -- the plan's memory is a promise: the projection, spill=False -----------------------------
+
+
+def test_projected_peak_by_hand():
+    """Two loads feed a product that feeds a sum: the peak is while the product runs (both
+    loads, its output); without the loads, which can be read again, it is their bytes
+    brought back for the one task that reads them."""
+    from tilegraph.graph import GraphBuilder
+    from tilegraph.graph.taskgraph import Dep
+    from tilegraph.plan import order
+    from tilegraph.plan.explain import projected_peak
+
+    b = GraphBuilder()
+    b.add("a", np.ones, args=(10,), kind="load", nbytes=80)
+    b.add("b", np.ones, args=(10,), kind="load", nbytes=80)
+    b.add("ab", np.multiply, deps=["a", "b"], args=(Dep(0), Dep(1)), kind="map", nbytes=80)
+    b.add("s", np.sum, deps=["ab"], args=(Dep(0),), kind="map", nbytes=8)
+    g = b.build()
+    out = g.indices(["s"])
+    p = projected_peak(g, out, order(g, out))
+    # the map kind makes one temporary block: 80 + 80 + (80 + 80)
+    assert p.peak == 320 and g.keys[p.at] == "ab"
+    assert p.largest_task == 320
+    assert p.without_remake == 320  # the loads are read for "ab" itself
+    assert p.without_remake <= p.peak
+
+
+def test_spill_false_refuses_a_plan_whose_projection_exceeds_the_limit():
+    """Refused before any task runs, naming the task at the peak, its op and what fits."""
+    started = []
+
+    def count(event):
+        if type(event).__name__ == "TaskStart":
+            started.append(event)
+
+    w = tg.from_numpy(np.arange(160_000.0).reshape(400, 400), chunks=100).map_blocks(
+        np.add, 0.5)  # a user's function: its blocks must stay in memory or go to disk
+    y = (w @ w.T).sum()
+    with pytest.raises(MemoryLimitError, match=r"spill=False.*memory_limit of at least") as e:
+        y.compute(memory_limit="300KB", spill=False, callbacks=[count])
+    assert "op " in str(e.value) and "at task" in str(e.value)
+    assert started == []
+    expected = (np.arange(160_000.0).reshape(400, 400) + 0.5)
+    got = y.compute(memory_limit="300KB")  # spilling allowed: today's behaviour
+    np.testing.assert_allclose(got, (expected @ expected.T).sum())
+    assert tg.last_run().spilled_bytes > 0
+
+
+def test_spill_false_runs_by_making_blocks_again_and_reports_the_projection():
+    """Random blocks read by two passes (a mean, then deviations from it) are made again
+    under pressure: nothing spilled, the values NumPy's, and the run's summary carries the
+    plan's projection beside the measured peak."""
+    u = tg.random.random((64, 1000), chunks=(1, 1000), seed=4)  # 8 KB blocks, 512 KB
+    r = ((u - u.mean(axis=0)) ** 2).sum()
+    want = float(((u.compute() - u.compute().mean(axis=0)) ** 2).sum())
+    assert "what a run with spill=False needs" in r.explain()
+    got = r.compute(memory_limit="160KB", spill=False, workers=1)
+    assert got == pytest.approx(want)
+    run = tg.last_run()
+    assert run.spilled_bytes == 0 and run.recomputed_bytes > 0
+    assert run.projected_bytes > run.memory_limit  # all of u held, were nothing remade
+    assert f"projected {tg.util.human(run.projected_bytes)}" in str(run)
+
+
+def test_spill_option_is_validated():
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match="spill must be True or False"):
+            tg.ones(4, chunks=2).sum().compute(spill=bad)
+    with pytest.raises(ValueError, match="spill must be True or False"), \
+            tg.config.set(spill="no"):
+        pass

@@ -10,6 +10,7 @@ worker).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,32 +20,78 @@ from tilegraph.runtime.memory import task_estimates
 from tilegraph.util import human
 
 
-def sequential_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray) -> tuple[int, int]:
-    """(peak bytes, largest task bytes) of running the graph in priority order on one worker,
-    releasing every block after its last consumer.
+@dataclass(frozen=True)
+class Projection:
+    """The memory a plan needs when its tasks run one at a time in priority order, in the
+    executor's model (:func:`tilegraph.runtime.memory.task_estimates`).
 
-    Memory is the executor's model (:func:`tilegraph.runtime.memory.task_estimates`): a
-    running task holds its output and its temporaries, the temporaries until it finishes.
-    A task's bytes are its inputs, its output and its temporaries."""
+    ``peak``: the most bytes held at once, results plus the running task's output and
+    temporaries; ``largest_task``: the most one task works on (its inputs, output and
+    temporaries); ``without_remake``: the peak when results the memory manager may drop
+    and make again (loads, random and creation blocks, cheap chains of them) are counted
+    only while a task reads them, i.e. what must stay in memory or go to disk; ``at``: the
+    task running at that peak (-1 for an empty plan)."""
+
+    peak: int
+    largest_task: int
+    without_remake: int
+    at: int
+
+
+def projected_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray,
+                   estimates: list[int] | None = None) -> Projection:
+    """The :class:`Projection` of running ``graph`` in ``priority`` order on one worker,
+    releasing every block after its last consumer (``estimates``: the executor's, when it
+    has them already)."""
+    n = len(graph)
     nb = graph.meta.get("nbytes")
-    size = [0 if nb is None or nb[i] is None else int(nb[i]) for i in range(len(graph))]
-    working = task_estimates(graph)
+    size = [0 if nb is None or nb[i] is None else int(nb[i]) for i in range(n)]
+    working = task_estimates(graph) if estimates is None else estimates
+    remake = graph.remakeable()
     refs = graph.out_degree().tolist()
     for o in np.asarray(outputs).tolist():
         refs[o] += 1
     ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
-    live = peak = biggest = 0
+    live = peak = biggest = held = held_peak = 0
+    at = -1
+    any_remake = any(remake)
     for i in np.argsort(priority, kind="stable").tolist():
         need = working[i]
+        deps = idx[ptr[i]:ptr[i + 1]]
+        inputs = 0
+        brought = 0  # inputs made again for this task
+        for d in deps:
+            inputs += size[d]
+            if any_remake and remake[d]:
+                brought += size[d]
         live += need
-        biggest = max(biggest, need + sum(size[d] for d in idx[ptr[i]:ptr[i + 1]]))
-        peak = max(peak, live)
+        if need + inputs > biggest:
+            biggest = need + inputs
+        if live > peak:
+            peak, at = live, i
+        if held + need + brought > held_peak:
+            held_peak = held + need + brought
         live -= need - size[i]
-        for d in idx[ptr[i]:ptr[i + 1]]:
+        if not remake[i]:
+            held += size[i]
+        for d in deps:
             refs[d] -= 1
             if refs[d] == 0:
                 live -= size[d]
-    return peak, biggest
+                if not remake[d]:
+                    held -= size[d]
+    return Projection(peak, biggest, held_peak, at)
+
+
+def sequential_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray) -> tuple[int, int]:
+    """(peak bytes, largest task bytes) of running the graph in priority order on one worker,
+    releasing every block after its last consumer (:func:`projected_peak`).
+
+    Memory is the executor's model (:func:`tilegraph.runtime.memory.task_estimates`): a
+    running task holds its output and its temporaries, the temporaries until it finishes.
+    A task's bytes are its inputs, its output and its temporaries."""
+    p = projected_peak(graph, outputs, priority)
+    return p.peak, p.largest_task
 
 
 def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> dict[str, Any]:
@@ -57,7 +104,7 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
     before = (fuse_stats.kinds_before if fuse_stats is not None else None) or dict(counts)
     written = [i for i, k in enumerate(kinds) if k == "store"]
     priority = order(g, outputs)
-    peak, biggest = sequential_peak(g, outputs, priority)
+    projection = projected_peak(g, outputs, priority)
     flops = float(sum(c for c in cost if c))
     chains = fuse_stats.chains if fuse_stats is not None else {}
     remake = [i for i, r in enumerate(g.remakeable()) if r]
@@ -70,8 +117,9 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
         "blocks_written": len(written),
         "bytes_written": int(sum(nbytes[i] or 0 for i in written)),
         "flops": flops,
-        "peak_bytes": peak,
-        "largest_task_bytes": biggest,
+        "peak_bytes": projection.peak,
+        "largest_task_bytes": projection.largest_task,
+        "held_bytes": projection.without_remake,
         "remakeable_tasks": len(remake),
         "remakeable_bytes": int(sum(nbytes[i] or 0 for i in remake)),
         "fused_chains": dict(sorted(chains.items(), key=lambda kv: -kv[1])),
@@ -92,7 +140,9 @@ def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
     ]
     if s.get("remakeable_tasks"):
         lines.append(f"made again rather than spilled under memory pressure: "
-                     f"{s['remakeable_tasks']} tasks ({human(s['remakeable_bytes'])})")
+                     f"{s['remakeable_tasks']} tasks ({human(s['remakeable_bytes'])}); "
+                     f"without them the peak is {human(s['held_bytes'])} (what a run with "
+                     "spill=False needs)")
     if s["fused_chains"]:
         chains = ", ".join(f"{n} x {name}" for name, n in list(s["fused_chains"].items())[:5])
         lines.append(f"fused chains: {chains}")

@@ -177,6 +177,7 @@ class Execution:
         on_export: Callable[[int, Any], None] | None = None,
         parallel: bytearray | None = None,
         estimates: list[int] | None = None,
+        may_spill: bool = True,
     ):
         n = len(graph)
         self.graph = graph
@@ -240,7 +241,7 @@ class Execution:
         for i in external:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
             remake[i] = 0
-        self.memory = MemoryManager(self, memory_limit, spill, remake, estimates)
+        self.memory = MemoryManager(self, memory_limit, spill, remake, estimates, may_spill)
         self.exported = bytearray(n)
         for i in exported:
             self.exported[i] = 1

@@ -284,6 +284,8 @@ class MemoryManager:
                         chains of them: :meth:`TaskGraph.remakeable`); under
                         pressure their results are dropped without writing and made again by
                         running the task when a consumer needs them
+    ``may_spill``       False when the run refuses disk (``spill=False``): only remakeable results
+                        are dropped; beyond that, tasks wait for running ones, or run over
     ``prefetch``        deque of results queued for read-ahead; ``prefetching`` the set of them
                         plus the one being read (all also in ``io_busy``); ``prefetch_bytes``
                         their sizes
@@ -294,9 +296,11 @@ class MemoryManager:
     """
 
     def __init__(self, ex: Any, limit: int | None, spill: SpillStore | None,
-                 remakeable: bytearray, estimates: list[int] | None = None):
+                 remakeable: bytearray, estimates: list[int] | None = None,
+                 may_spill: bool = True):
         self.ex = ex
         self.limit = limit
+        self.may_spill = may_spill  # False: only results that can be made again are dropped
         self.spill = spill if spill is not None else SpillStore()
         n = ex.ntasks
         if limit is None:
@@ -404,7 +408,7 @@ class MemoryManager:
             if v in own or v in self.io_busy:
                 continue
             remake = self.remakeable[v]
-            if not (remake or spillable(value)):
+            if not (remake or (self.may_spill and spillable(value))):
                 continue
             nxt = ex.next_use(v)
             if nxt < mine:  # needed before ``task``: a later task never evicts it
