@@ -291,3 +291,27 @@ def test_a_zarr_read_counts_its_decoding_buffers(tmp_path):
     assert max(task_estimates(plan.graph)) >= 3 * block
     assert "largest task works on 576 B" in x.explain()
     np.testing.assert_array_equal((x + 1).compute(), np.arange(48.0).reshape(8, 6) + 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_blocks_cut_from_larger_ones_are_written_as_the_larger_regions(tmp_path, dtype):
+    """``x.rechunk(finer).to_zarr()``: zarr chunks of the finer shape (uneven edges too),
+    written one larger block per zarr call; the values are NumPy's."""
+    import tilegraph as tg
+    from tilegraph.runtime.events import TaskEnd
+
+    a = (np.arange(23 * 17).reshape(23, 17) * 3).astype(dtype)
+    x = tg.from_numpy(a, chunks=(10, 17)) + 0  # blocks that are results
+    fine = x.rechunk((5, 4))
+    path = str(tmp_path / "f.zarr")
+    ends = []
+    fine.to_zarr(path, callbacks=[lambda e: ends.append(e) if isinstance(e, TaskEnd)
+                                  else None])
+    z = zarr.open_array(path, mode="r")
+    assert z.chunks == (5, 4)
+    assert_array_equal(z[...], a)
+    writes = [e for e in ends if "write" in e.name]
+    assert len(writes) == x.npartitions  # 3 regions, not 5 x 5 blocks
+    other = tg.from_numpy(a, chunks=(10, 17)).rechunk((5, 4))  # views of one array
+    other.to_zarr(str(tmp_path / "g.zarr"))
+    assert_array_equal(zarr.open_array(str(tmp_path / "g.zarr"), mode="r")[...], a)

@@ -21,6 +21,7 @@ import numpy as np
 from tilegraph.algebra.blocks import Blocks, source
 from tilegraph.array.chunks import all_block_slices, block_shape, normalize_chunks, numblocks
 from tilegraph.array.core import Array, tokenize, unique_name
+from tilegraph.array.manipulation import SplitBlocks
 from tilegraph.array.sparse import SparseArray, sparse_block_nbytes
 from tilegraph.graph.taskgraph import Dep, Lit
 from tilegraph.io import (
@@ -317,6 +318,10 @@ def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **option
     regular = normalize_chunks(zchunks, x.shape, x.dtype)
     if regular != x.chunks:
         x = x.rechunk(regular)
+    if isinstance(x.collection, SplitBlocks):
+        # blocks cut from larger ones (the last stage of a rechunk): write the larger
+        # blocks, each a region of whole chunks, in one zarr call apiece
+        x = x.collection.coarser
     writer = ZarrWriter(os.fspath(path), x.shape, x.dtype, zchunks, overwrite=overwrite)
     _store(x, writer, options)
 

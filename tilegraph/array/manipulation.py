@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import apply_blocks, remap
+from tilegraph.algebra.blocks import Blocks, apply_blocks, remap
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import (
     Chunks,
@@ -294,7 +294,22 @@ def _rechunk_stage(x: Array, new: Chunks, name: str) -> Array:
     blocks = apply_blocks(f"{name}-{token}", numblocks(new), [x.collection], task_of,
                           kind="rechunk", name=name,
                           nbytes=_block_nbytes(new, x.itemsize))
+    if take is _take_view and type(x) is Array and all(
+            len(pieces) == 1 for axis in per_axis for pieces in axis):
+        blocks = SplitBlocks(blocks, x)
     return Array(blocks, x.shape, new, x.dtype)
+
+
+class SplitBlocks(Blocks):
+    """The blocks of a rechunk to finer blocks: each a view of one block of ``coarser``
+    (an Array with the same values). A writer may store ``coarser``'s blocks instead, one
+    region each, rather than the many small blocks cut from them."""
+
+    __slots__ = ("coarser",)
+
+    def __init__(self, blocks: Blocks, coarser: Array):
+        super().__init__(blocks.name, blocks.grid, blocks.deps, blocks.emit)
+        self.coarser = coarser
 
 
 def _take_copy(block: np.ndarray, index: tuple) -> np.ndarray:
