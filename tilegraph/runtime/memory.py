@@ -84,6 +84,7 @@ def task_estimates(graph: Any) -> list[int]:
 
 
 _allocator_tuned = False
+MMAP_THRESHOLD = 4 << 20  # bytes: larger allocations get their own mappings
 
 
 def return_freed_blocks_to_os() -> None:
@@ -91,9 +92,12 @@ def return_freed_blocks_to_os() -> None:
 
     glibc raises its mmap threshold after large frees (up to 32 MiB), after which blocks of
     that size come from heap arenas that keep freed memory: the process's resident set then
-    stays far above the bytes it holds. A fixed threshold of 1 MiB keeps large blocks in
-    their own mappings, released on free. Process-wide, done once, only on glibc and only
-    when a run has an explicit memory limit; elsewhere it does nothing.
+    stays far above the bytes it holds. A fixed threshold of ``MMAP_THRESHOLD`` (4 MiB)
+    keeps blocks larger than that in their own mappings, released on free, while the many
+    small buffers of a run (pieces of a rechunk, zarr's chunk buffers) are reused from the
+    arenas rather than mapped, faulted in and unmapped each time. Process-wide, done once,
+    only on glibc and only when a run has an explicit memory limit; elsewhere it does
+    nothing.
     """
     global _allocator_tuned
     if _allocator_tuned:
@@ -103,8 +107,8 @@ def return_freed_blocks_to_os() -> None:
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(ctypes.c_int(-3), ctypes.c_int(1 << 20))  # M_MMAP_THRESHOLD
-        libc.mallopt(ctypes.c_int(-1), ctypes.c_int(1 << 20))  # M_TRIM_THRESHOLD
+        libc.mallopt(ctypes.c_int(-3), ctypes.c_int(MMAP_THRESHOLD))  # M_MMAP_THRESHOLD
+        libc.mallopt(ctypes.c_int(-1), ctypes.c_int(2 * MMAP_THRESHOLD))  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):
         pass
 
