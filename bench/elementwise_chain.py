@@ -70,7 +70,7 @@ def main() -> int:
               f"= {r['peak'] / block_bytes:5.1f} blocks")
     speed = res["dask"]["elapsed"] / res["tilegraph"]["elapsed"]
     print(f"  tilegraph speed vs dask: {speed:.2f}x")
-    from tilegraph.runtime.blas import cores
+    from tilegraph.util import cores
 
     blocks_per_worker = res["tilegraph"]["peak"] / block_bytes / cores()
     ok = speed >= 1.0 and blocks_per_worker <= 8

@@ -41,6 +41,7 @@ import numpy as np
 from tilegraph import config
 from tilegraph.diagnostics.progress import ProgressBar, progress_wanted
 from tilegraph.graph.dask_spec import from_dask, gc_paused
+from tilegraph.graph.memory import task_estimates
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.explain import Projection, projected_peak
@@ -56,7 +57,6 @@ from tilegraph.runtime.memory import (
     check_fits,
     default_limit,
     return_freed_blocks_to_os,
-    task_estimates,
 )
 from tilegraph.util import human
 

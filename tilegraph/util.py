@@ -4,6 +4,7 @@ a fast ``unique`` for plans."""
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
@@ -93,3 +94,11 @@ def unique(values: Any, return_inverse: bool = False) -> Any:
     inverse = np.empty(x.size, dtype=np.int64)
     inverse[order] = np.cumsum(first) - 1
     return s[first], inverse
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

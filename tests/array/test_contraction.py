@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import floyd_warshall
 
 import tilegraph as tg
-import tilegraph.runtime.blas
+import tilegraph.util
 from tilegraph.algebra import Semiring, lower, source
 from tilegraph.array.core import Array
 from tilegraph.array.lowering import plan_arrays
@@ -566,7 +566,7 @@ def _matmul_3x3x4():
 
 
 def test_matmul_plan_is_a_group_by_join_with_one_chain(forbid_compute, monkeypatch):
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 1)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 1)
     c = _matmul_3x3x4()
     assert c.numblocks == (3, 3)
     graph = lower([c.collection]).build()
@@ -593,7 +593,7 @@ def test_matmul_plan_is_a_group_by_join_with_one_chain(forbid_compute, monkeypat
 
 def test_matmul_plan_with_two_chains(forbid_compute, monkeypatch):
     # 9 outputs on 18 cores: two chains per output, combined by one reduce
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 18)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 18)
     c = _matmul_3x3x4()
     graph = lower([c.collection]).build()
     kinds = _kinds(graph)
@@ -614,7 +614,7 @@ def test_matmul_plan_with_two_chains(forbid_compute, monkeypatch):
 
 
 def test_matmul_plan_never_materialises_all_products(forbid_compute, monkeypatch):
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 1)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 1)
     a = computed(np.ones((8, 8)), ((2,) * 4,) * 2)
     c = a @ a
     graph = lower([c.collection]).build()
@@ -672,7 +672,7 @@ def test_planning_contractions_that_slice_reads_no_block_data(forbid_compute):
 
 @pytest.mark.parametrize("ncores", [1, 2, 4])
 def test_matmul_holds_few_partial_results(ncores, monkeypatch, backend_options):
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: ncores)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: ncores)
     rng = np.random.default_rng(13)
     x, y = rng.standard_normal((4, 60)), rng.standard_normal((60, 3))
     a = computed(x, ((4,), (3,) * 20))
@@ -763,7 +763,7 @@ def test_bad_input_fails_at_build_time_naming_the_shapes(build, message, forbid_
     ((5, 6, 3), (5, 2, 1)),        # one block row: tiles along the columns only
 ])
 def test_panel_matmul_of_in_memory_operands_matches_numpy(dtype, shape, chunks, monkeypatch):
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 2)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 2)
     m, k, n = shape
     rng = np.random.default_rng(5)
     x = rng.standard_normal((m, k)).astype(dtype)
@@ -780,7 +780,7 @@ def test_panel_matmul_of_in_memory_operands_matches_numpy(dtype, shape, chunks, 
 
 
 def test_panel_matmul_groups_blocks_into_tiles(monkeypatch, forbid_compute):
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 2)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 2)
     monkeypatch.setattr(tilegraph.array.contraction, "PANEL_TILE", 8)
     x = np.ones((16, 16))
     a = tg.from_numpy(x, chunks=2)
@@ -800,7 +800,7 @@ def test_panel_matmul_groups_blocks_into_tiles(monkeypatch, forbid_compute):
 @pytest.mark.parametrize("case", ["integers", "mixed dtypes", "strided source", "one output block",
                                   "one inner block", "computed operand"])
 def test_panel_matmul_is_only_taken_where_it_applies(case, monkeypatch):
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 2)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 2)
     rng = np.random.default_rng(1)
     x, y = rng.standard_normal((12, 12)), rng.standard_normal((12, 12))
     ca = cb = 4

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilegraph as tg
-import tilegraph.runtime.blas
+import tilegraph.util
 from tilegraph.algebra import lower, source
 from tilegraph.array.chunks import block_shape, block_slices
 from tilegraph.array.core import Array, unique_name
@@ -471,7 +471,7 @@ def test_matmul_with_an_empty_inner_axis():
 
 
 def test_matmul_plan_is_a_group_by_join(forbid_compute, monkeypatch):
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 1)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 1)
     x = tg.sparse.random((6, 8), density=0.3, chunks=(2, 2), seed=1)
     d = tg.from_numpy(np.ones((8, 6)), chunks=2)
     e = tg.from_numpy(np.ones((4, 6)), chunks=2)
@@ -481,7 +481,7 @@ def test_matmul_plan_is_a_group_by_join(forbid_compute, monkeypatch):
         assert k["product"] == nout  # one chain per output block
         assert k["product"] + k["accumulate"] == nout * inner
         assert k["reduce"] == 0
-    monkeypatch.setattr(tilegraph.runtime.blas, "cores", lambda: 64)
+    monkeypatch.setattr(tilegraph.util, "cores", lambda: 64)
     k = kinds(x @ d)
     assert k["reduce"] == 9 and k["product"] + k["accumulate"] == 36
 

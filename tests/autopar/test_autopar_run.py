@@ -290,7 +290,7 @@ def test_a_relative_script_path_gives_the_absolute_file_in_the_traceback(
 
 
 def test_workers_times_blas_threads_stay_within_the_cores(tmp_path, monkeypatch):
-    from tilegraph.runtime.blas import cores
+    from tilegraph.util import cores
 
     script = tmp_path / "blas.py"
     script.write_text(

@@ -11,7 +11,7 @@ import tilegraph as tg
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder, GraphError
 from tilegraph.graph.kinds import KINDS, OpKind, kind_info, register_kind
-from tilegraph.runtime.memory import task_estimates
+from tilegraph.graph.memory import task_estimates
 
 
 def _plans_of_the_array_api() -> list:

@@ -281,7 +281,7 @@ def test_a_zarr_read_counts_its_decoding_buffers(tmp_path):
     into the step that consumes it."""
     import tilegraph as tg
     from tilegraph.array.lowering import plan_arrays
-    from tilegraph.runtime.memory import task_estimates
+    from tilegraph.graph.memory import task_estimates
 
     path = str(tmp_path / "a.zarr")
     tg.from_numpy(np.arange(48.0).reshape(8, 6), chunks=(4, 6)).to_zarr(path)

@@ -14,9 +14,9 @@ from tilegraph.graph import GraphBuilder, from_dask
 from tilegraph.plan import order
 from tilegraph.runtime import SchedulerStalled
 from tilegraph.runtime.backends import SyncBackend, make_backend
-from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import Release, RunEnd, RunStart, TaskEnd, TaskFailed, TaskStart
+from tilegraph.util import cores
 
 
 def inc(x):

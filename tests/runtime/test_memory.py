@@ -305,7 +305,7 @@ def test_a_block_larger_than_memory_fails_the_check_not_numpy():
 
 def test_explain_and_the_estimates_see_the_working_set_of_a_fused_chain():
     from tilegraph.array.lowering import plan_arrays
-    from tilegraph.runtime.memory import task_estimates
+    from tilegraph.graph.memory import task_estimates
 
     x = tg.random.random((4000, 4000), chunks=2000, seed=0)
     total = (x * 2).sum()

@@ -57,7 +57,7 @@ def _zeros_block(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 def _chains_for(nout: int, nk: int) -> int:
     """Accumulation chains per output block: enough for every core to have work when there
     are fewer output blocks than cores."""
-    from tilegraph.runtime.blas import cores
+    from tilegraph.util import cores
 
     if nout >= cores():
         return 1
@@ -273,7 +273,7 @@ def _panel_matmul(a: Array, b: Array, dtype: np.dtype) -> Array | None:
     computed, read from files or sparse take the group-by-join.
     """
     from tilegraph.array.core import ViewBlocks, _view
-    from tilegraph.runtime.blas import cores
+    from tilegraph.util import cores
 
     if not (isinstance(a.collection, ViewBlocks) and isinstance(b.collection, ViewBlocks)):
         return None

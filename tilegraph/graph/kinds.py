@@ -16,7 +16,7 @@ field               meaning
                     input lives), ``"gather"`` (the worker gathering results) or
                     ``"producers"`` (the cheapest of the producers' workers)
 ``temp_factor``     temporary memory besides inputs and output, as a multiple of the output's
-                    bytes (:func:`tilegraph.runtime.memory.task_estimates`)
+                    bytes (:func:`tilegraph.graph.memory.task_estimates`)
 ``view``            the step makes no new block in memory (a view of its input, or a write of
                     it to the output): a fused chain's working set does not count its output
                     (:mod:`tilegraph.plan.fuse`)

@@ -6,7 +6,7 @@ One model serves the placement (cost = cpu + alpha * communication) and the simu
 A task's compute time is its flop count (the ``cost`` column, e.g. ``2mnk`` for a block
 product, from the ``flops`` formula of its op kind in :mod:`tilegraph.graph.kinds`) divided by
 ``flop_rate``; a task without a flop count is memory-bound: it streams its result and its
-temporaries (the executor's estimate, :func:`tilegraph.runtime.memory.task_estimates`, from
+temporaries (the executor's estimate, :func:`tilegraph.graph.memory.task_estimates`, from
 the ``temp_factor`` of its kind) once in and once out, ``2 * estimate / mem_bandwidth``.
 Every task also pays ``task_overhead`` (the scheduler's own time). A message of ``b`` bytes
 takes ``latency + b / bandwidth`` to arrive.
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.runtime.memory import task_estimates
+from tilegraph.graph.memory import task_estimates
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class CostModel:
 
     def task_seconds(self, graph: Any, estimates: Any = None) -> np.ndarray:
         """Estimated compute seconds of every task of ``graph`` (float64 array);
-        ``estimates``: its :func:`~tilegraph.runtime.memory.task_estimates` if already known."""
+        ``estimates``: its :func:`~tilegraph.graph.memory.task_estimates` if already known."""
         n = len(graph)
         flops = column(graph, "cost", n)
         if estimates is None:

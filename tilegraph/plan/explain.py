@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.memory import task_estimates
 from tilegraph.plan.order import order
-from tilegraph.runtime.memory import task_estimates
 from tilegraph.util import human
 
 
 @dataclass(frozen=True)
 class Projection:
     """The memory a plan needs when its tasks run one at a time in priority order, in the
-    executor's model (:func:`tilegraph.runtime.memory.task_estimates`).
+    executor's model (:func:`tilegraph.graph.memory.task_estimates`).
 
     ``peak``: the most bytes held at once, results plus the running task's output and
     temporaries; ``largest_task``: the most one task works on (its inputs, output and
@@ -87,7 +87,7 @@ def sequential_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray) -> tu
     """(peak bytes, largest task bytes) of running the graph in priority order on one worker,
     releasing every block after its last consumer (:func:`projected_peak`).
 
-    Memory is the executor's model (:func:`tilegraph.runtime.memory.task_estimates`): a
+    Memory is the executor's model (:func:`tilegraph.graph.memory.task_estimates`): a
     running task holds its output and its temporaries, the temporaries until it finishes.
     A task's bytes are its inputs, its output and its temporaries."""
     p = projected_peak(graph, outputs, priority)
@@ -160,7 +160,7 @@ def explain_plan(graph: Any, outputs: np.ndarray, fuse_stats: Any = None,
     :class:`~tilegraph.plan.cost.CostModel`; default: its defaults): makespan, bytes moved
     between workers, and peak memory per worker, computed without running anything.
     """
-    from tilegraph.runtime.blas import cores
+    from tilegraph.util import cores
 
     s = graph_summary(graph, outputs, fuse_stats)
     if workers is None:

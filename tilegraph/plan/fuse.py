@@ -25,7 +25,7 @@ whose output is 8 bytes. The ``working`` column of a fused task is the largest w
 along its chain: evaluating a step holds the results of the steps inlined before it (its
 siblings already evaluated) plus its own working set, which is its inlined inputs, its output
 and its temporaries (output bytes times the kind's ``temp_factor``; views count nothing).
-The executor's estimate (:func:`tilegraph.runtime.memory.task_estimates`) takes it, so
+The executor's estimate (:func:`tilegraph.graph.memory.task_estimates`) takes it, so
 admission, ``check_fits``, ``explain`` and the simulator all see it.
 
 The fused task runs the producer's call inside the consumer's call (a nested template), so

@@ -20,7 +20,7 @@ occupies the link for ``b / bandwidth`` seconds and arrives at
 ``link_start + b / bandwidth + latency``. The makespan is the time the last task finished or
 the last gathered output arrived, whichever is later.
 
-Memory. The executor's memory model (:func:`tilegraph.runtime.memory.task_estimates`), as in
+Memory. The executor's memory model (:func:`tilegraph.graph.memory.task_estimates`), as in
 :func:`~tilegraph.plan.explain.sequential_peak`: a task's output and its temporaries count
 against its worker from the moment the task starts, the temporaries until it finishes, and a
 received block counts from the moment it arrives; the peak is taken after each such
@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.memory import task_estimates
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.order import order
-from tilegraph.runtime.memory import task_estimates
 from tilegraph.util import human, unique
 
 

@@ -46,8 +46,9 @@ import numpy as np
 
 from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import TaskGraph
-from tilegraph.runtime.blas import blas_threads, cores
+from tilegraph.runtime.blas import blas_threads
 from tilegraph.runtime.core import PARALLEL, PARALLEL_TASK_TIME, TINY, UNKNOWN, Execution
+from tilegraph.util import cores
 
 T = TypeVar("T")
 

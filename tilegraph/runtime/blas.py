@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -11,14 +10,6 @@ from typing import Any
 
 _controller = None
 _controller_modules = -1
-
-
-def cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _get_controller():

@@ -158,9 +158,10 @@ class Execution:
 
     ``graph`` must already be culled to what ``outputs`` (task indices) need; ``priority`` is
     a permutation of ``0..n-1`` (lower runs first), e.g. from :func:`tilegraph.plan.order`.
-    ``estimates``: the tasks' :func:`~tilegraph.runtime.memory.task_estimates`, if the caller
-    already has them (computed here otherwise); ``parallel``: see "Tiny tasks" above.
-    """
+    ``estimates``: the tasks' :func:`~tilegraph.graph.memory.task_estimates`, if the caller
+    already has them (computed here otherwise); ``parallel``: see "Tiny tasks" above;
+    ``may_spill=False``: nothing goes to disk (``spill=False``), remakeable results may still
+    be dropped."""
 
     def __init__(
         self,

@@ -45,8 +45,9 @@ from tilegraph.graph.taskgraph import (
     fill,
 )
 from tilegraph.runtime.backends import Backend, Partition
-from tilegraph.runtime.blas import blas_threads, cores
+from tilegraph.runtime.blas import blas_threads
 from tilegraph.runtime.core import Execution
+from tilegraph.util import cores
 
 WORKERS_TIMEOUT = 10.0  # seconds a run waits for a cluster with no workers yet
 LARGE_ARGUMENT = 1 << 20  # bytes: arrays this large in a task's arguments are not sent

@@ -1,5 +1,6 @@
-"""Memory budgets, task working-memory estimates, the spill store, and the memory manager of
-each run (:class:`MemoryManager`: admission, spill, read-back and read-ahead).
+"""Memory budgets, the spill store, and the memory manager of each run
+(:class:`MemoryManager`: admission, spill, read-back and read-ahead), on the memory model of
+:mod:`tilegraph.graph.memory`.
 
 The budget (``memory_limit=``) is the bytes of task results a worker process may hold at
 once. The executor admits a ready task only when the results it holds, the estimates of the
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_debris
-from tilegraph.graph.kinds import kind_info
+from tilegraph.graph.memory import task_estimates
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 
@@ -50,37 +51,6 @@ def _total_memory() -> int:
     import psutil
 
     return int(psutil.virtual_memory().total)
-
-
-def task_estimates(graph: Any) -> list[int]:
-    """Estimated bytes each task adds while it runs: its output plus temporaries.
-
-    Temporaries are the output's bytes times the ``temp_factor`` of the task's op kind
-    (:mod:`tilegraph.graph.kinds`: views and in-place accumulations need none); a fused chain
-    of a kind with ``chain_temporaries`` (elementwise ops, per-block reductions, user
-    functions) makes one more temporary block per step it fuses (its name joins the steps
-    with ``+``). A fused task takes at least its ``working`` column: the largest working set
-    along its chain (:mod:`tilegraph.plan.fuse`), so that a chain whose output is small but
-    whose steps make large blocks (``random(...).sum()``) is known to need them."""
-    n = len(graph)
-    nb = graph.meta.get("nbytes")
-    working = graph.meta.get("working")
-    if nb is None and working is None:
-        return [0] * n
-    nb = nb or [None] * n
-    kinds = graph.meta.get("kind") or [None] * n
-    names = graph.meta.get("name") or [None] * n
-    rows = {k: kind_info(k) for k in set(kinds)}
-    out = []
-    for i in range(n):
-        size = nb[i] or 0
-        row = rows[kinds[i]]
-        steps = names[i].count("+") if names[i] and row.chain_temporaries else 0
-        need = int(size * (1 + row.temp_factor + steps))
-        if working is not None and working[i] is not None and working[i] > need:
-            need = int(working[i])
-        out.append(need)
-    return out
 
 
 _allocator_tuned = False

@@ -66,11 +66,10 @@ from tilegraph.runtime.backends import (
     Transport,
     threads_policy,
 )
-from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import Transfer, nbytes_of
 from tilegraph.runtime.memory import MemoryLimitError
-from tilegraph.util import unique
+from tilegraph.util import cores, unique
 
 TAG_HEADER = 101
 TAG_DATA = 102

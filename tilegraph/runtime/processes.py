@@ -76,9 +76,8 @@ from typing import Any
 
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.backends import Backend
-from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import PARALLEL, Execution
-from tilegraph.util import die_with_parent
+from tilegraph.util import cores, die_with_parent
 
 MOVE_WAIT_BYTES = 32 << 20   # wait for a busy process rather than move this much more data
 STATE_PARTS = ("cwd", "env", "path")

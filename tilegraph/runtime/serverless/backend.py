@@ -41,7 +41,6 @@ import numpy as np
 from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
 from tilegraph.runtime.backends import Backend, Partition, ThreadsBackend, Transport
-from tilegraph.runtime.blas import cores
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import (
     LeaseExpired,
@@ -61,6 +60,7 @@ from tilegraph.runtime.serverless.state import (
 )
 from tilegraph.runtime.serverless.store import ObjectStore, dumps_code, open_store
 from tilegraph.runtime.serverless.tasks import GraphTasks, ProgramTasks, node_id, tile_id
+from tilegraph.util import cores
 
 DRIVER, POOL = 0, 1
 DRIVER_ID = "driver"

@@ -42,10 +42,9 @@ import threading
 import time
 from typing import Any
 
-from tilegraph.runtime.blas import cores
 from tilegraph.runtime.serverless.state import connect, default_namespace, namespace_keys
 from tilegraph.runtime.serverless.store import ObjectStore, open_store
-from tilegraph.util import die_with_parent
+from tilegraph.util import cores, die_with_parent
 
 
 def _die_with_parent() -> None:
