@@ -311,9 +311,14 @@ OPTIONS = frozenset(_checks)  # the names of every option
 def _check_names(options: dict[str, Any], where: str) -> None:
     unknown = sorted(options.keys() - _checks.keys())
     if unknown:
+        hint = ""
+        if "scheduler" in unknown:  # dask's name for it
+            hint = ("; dask's scheduler= is backend= here (scheduler='threads' -> "
+                    "backend='threads', 'sync' -> backend='sync', a distributed Client -> "
+                    "backend='dask', client=...)")
         raise TypeError(
             f"{where} got unknown option(s) {', '.join(map(repr, unknown))}; "
-            f"known options: {', '.join(sorted(_checks))}"
+            f"known options: {', '.join(sorted(_checks))}{hint}"
         )
 
 

@@ -303,9 +303,12 @@ def test_where_with_scalars_and_conditions_from_comparisons():
     check(tg.where(a > 4, x, -x), np.where(a > 4, a, -a))
 
 
-def test_where_one_argument_form_is_refused():
-    with pytest.raises(TypeError, match="three-argument"):
-        tg.where(tg.ones(3) > 0)
+def test_where_with_x_but_not_y_is_refused():
+    """(The one-argument form is nonzero: tests/array/test_habits.py.)"""
+    with pytest.raises(TypeError, match="give both x and y"):
+        tg.where(tg.ones(3) > 0, 1.0)
+    with pytest.raises(TypeError, match="give both x and y"):
+        tg.where(tg.ones(3) > 0, y=1.0)
 
 
 # -- astype ----------------------------------------------------------------------------------

@@ -139,3 +139,18 @@ def test_every_public_array_method_has_a_docstring():
                if not name.startswith("_") and (callable(member) or isinstance(member, property))
                and not (getattr(member, "__doc__", None) or "").strip()]
     assert not missing, missing
+
+
+def test_where_of_a_condition_alone_is_nonzero_and_scheduler_points_to_backend():
+    """NumPy's one-argument where (the indices where a condition holds, uneven blocks), and
+    dask's compute(scheduler=...) answered with tilegraph's name for it."""
+    a = np.array([[0, 3, 0], [5, 6, 0], [0, 0, 7], [1, 0, 0]])
+    x = tg.from_numpy(a, chunks=(3, 2))
+    for got in (np.where(x > 2), tg.where(x > 2)):
+        assert len(got) == 2
+        for g, w in zip(got, np.where(a > 2), strict=True):
+            np.testing.assert_array_equal(g.compute(), w)
+    with pytest.raises(TypeError, match="give both x and y"):
+        tg.where(x > 2, x)
+    with pytest.raises(TypeError, match="scheduler= is backend= here"):
+        x.sum().compute(scheduler="threads")

@@ -161,11 +161,16 @@ def _ufunc_output(ufunc: np.ufunc, k: int) -> Callable:
     return one_output
 
 
-def where(condition: Any, x: Any = None, y: Any = None) -> Array:
-    """``numpy.where(condition, x, y)`` elementwise (the three-argument form)."""
+def where(condition: Any, x: Any = None, y: Any = None) -> Array | tuple[Array, ...]:
+    """``numpy.where(condition, x, y)`` elementwise; ``where(condition)`` alone is, as in
+    NumPy, ``nonzero(condition)``: the indices where it holds, one array per axis."""
+    if x is None and y is None:
+        from tilegraph.array.indexing import nonzero
+
+        return nonzero(condition)
     if x is None or y is None:
-        raise TypeError("where: only the three-argument form where(condition, x, y) is "
-                        "supported (the one-argument form gives data-dependent shapes)")
+        raise TypeError("where: give both x and y (where(condition, x, y)), or neither "
+                        "(where(condition): the indices where condition holds)")
     dense_only("where", condition, x, y)
     return elemwise(np.where, condition, x, y, name="where")
 
