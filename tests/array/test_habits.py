@@ -154,3 +154,22 @@ def test_where_of_a_condition_alone_is_nonzero_and_scheduler_points_to_backend()
         tg.where(x > 2, x)
     with pytest.raises(TypeError, match="scheduler= is backend= here"):
         x.sum().compute(scheduler="threads")
+
+
+def test_per_axis_auto_chunks_as_dask_takes_them():
+    """``(-1, "auto")``: whole columns, as many per block as fit about 64 MiB; an "auto" axis
+    beside fixed ones in a dict too; the swap of coiled's rechunk benchmark, small."""
+    from tilegraph.array.chunks import AUTO_BLOCK_BYTES, normalize_chunks
+
+    chunks = normalize_chunks((-1, "auto"), (4096, 10000), "float64")
+    assert chunks[0] == (4096,)
+    assert 4096 * max(chunks[1]) * 8 <= AUTO_BLOCK_BYTES < 4096 * (max(chunks[1]) + 1) * 8
+    assert sum(chunks[1]) == 10000
+    assert normalize_chunks({0: "auto"}, (100, 50), "float64") == ((100,), (50,))
+    with pytest.raises(TypeError, match="'auto'"):
+        normalize_chunks(("auto", "bogus"), (10, 10))
+    a = np.random.default_rng(0).random((300, 200))
+    x = tg.from_numpy(a, chunks=(-1, "auto")) + 0
+    y = x.rechunk(("auto", -1), max_mem=40_000)  # staged: each old block a column strip
+    np.testing.assert_array_equal(y.compute(), a)
+    assert float(y.sum().compute()) == pytest.approx(a.sum())

@@ -44,8 +44,8 @@ def _axis_chunks(size: int, spec: Any, axis: int, shape: tuple[int, ...]) -> tup
             raise ValueError(f"chunks: no block sizes given for axis {axis} (shape {shape})")
         return sizes
     raise TypeError(
-        f"chunks: cannot read {spec!r} for axis {axis}; use an int, -1, or a tuple of block "
-        "sizes"
+        f"chunks: cannot read {spec!r} for axis {axis}; use an int, -1, 'auto', or a tuple "
+        "of block sizes"
     )
 
 
@@ -53,7 +53,8 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
     """Block sizes per axis from the forms users write.
 
     ``chunks`` may be an int (the same block size on every axis), ``-1``/``None`` (one block
-    along an axis), a tuple with one entry per axis (each an int, -1, or a tuple of sizes),
+    along an axis), a tuple with one entry per axis (each an int, -1, ``"auto"`` or a tuple
+    of sizes),
     a tuple of per-axis tuples, ``"auto"`` (blocks of about 64 MiB) or a size such as
     ``"10MB"`` (square-ish blocks of about that many bytes).
 
@@ -65,6 +66,8 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
     ((2, 5), (4,))
     >>> normalize_chunks("800B", (30, 30))
     ((10, 10, 10), (10, 10, 10))
+    >>> normalize_chunks((-1, "auto"), (4096, 8192))  # whole columns, 64 MiB blocks
+    ((4096,), (2048, 2048, 2048, 2048))
     """
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
@@ -106,17 +109,31 @@ def _normalize(chunks: Any, shape: tuple[int, ...], dtype: Any) -> Chunks:
         return tuple(_axis_chunks(s, chunks, a, shape) for a, s in enumerate(shape))
     if isinstance(chunks, dict):
         specs = [chunks.get(a, chunks.get(a - len(shape), -1)) for a in range(len(shape))]
-        return tuple(_axis_chunks(s, c, a, shape) for a, (s, c) in enumerate(zip(shape, specs,
-                                                                               strict=True)))
+        return _per_axis(specs, shape, dtype)
     if isinstance(chunks, Sequence):
         if len(chunks) != len(shape):
             raise ValueError(
                 f"chunks {chunks!r} has {len(chunks)} entries but the array has "
                 f"{len(shape)} axes (shape {shape})"
             )
-        return tuple(_axis_chunks(s, c, a, shape)
-                     for a, (s, c) in enumerate(zip(shape, chunks, strict=True)))
+        return _per_axis(list(chunks), shape, dtype)
     raise TypeError(f"chunks: cannot read {chunks!r}; use an int, a tuple, or 'auto'")
+
+
+def _per_axis(specs: list[Any], shape: tuple[int, ...], dtype: Any) -> Chunks:
+    """One spec per axis; the axes given as ``"auto"`` share what the others leave of a
+    block of about ``AUTO_BLOCK_BYTES`` (``(-1, "auto")``: whole columns, as many as fit)."""
+    auto = [a for a, c in enumerate(specs) if isinstance(c, str) and c == "auto"]
+    fixed = {a: _axis_chunks(s, c, a, shape) for a, (s, c) in enumerate(zip(shape, specs,
+                                                                          strict=True))
+             if a not in auto}
+    if auto:
+        per_block = np.dtype(dtype).itemsize * math.prod(max(c) for c in fixed.values())
+        room = max(1.0, AUTO_BLOCK_BYTES / max(per_block, 1))
+        side = max(1, int(room ** (1.0 / len(auto))))
+        for a in auto:
+            fixed[a] = _axis_chunks(shape[a], min(max(shape[a], 1), side), a, shape)
+    return tuple(fixed[a] for a in range(len(shape)))
 
 
 def auto_chunks(shape: tuple[int, ...], dtype: Any, target: int = AUTO_BLOCK_BYTES) -> Chunks:
