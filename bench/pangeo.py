@@ -19,13 +19,18 @@ the local machine holds:
   to ``(T, 10, 10)`` space blocks and written to a new zarr store (``T=1240``: 5.2 GB);
   the source is made once and kept in ``--data-dir``.
 
+And from ``tests/benchmarks/test_rechunk.py`` (``test_swap_axes_out_of_core``):
+
+- ``swap``: random ``(T, T)`` float64 in ``(-1, "auto")`` blocks (whole columns) rechunked
+  to ``("auto", -1)`` (whole rows) and summed, an all-to-all (``T=20000``: 3.2 GB).
+
 Each system runs in its own process of the same run (so its peak resident set is its own),
 with 2 threads; tilegraph under ``--limit`` (its ``memory_limit``), Cubed under the same
 ``allowed_mem`` when it is installed. Printed per workload and system: seconds, peak RSS,
 and for tilegraph the bytes spilled, read back and recomputed, the most bytes of results
 held and the plan's projection of it; then the ratios to dask.
 
-Run: ``python bench/pangeo.py [--workload quadratic|anomaly|rechunk|all] [--t 1000]
+Run: ``python bench/pangeo.py [--workload quadratic|anomaly|rechunk|swap|all] [--t 1000]
 [--limit 2GB]``
 (``--t`` sets T; the default sizes are 1-2x this machine's 24 GB).
 """
@@ -42,7 +47,7 @@ import sys
 import tempfile
 import time
 
-SIZES = {"quadratic": 1000, "anomaly": 1200, "rechunk": 1240}  # 30, 12 and 5.2 GB
+SIZES = {"quadratic": 1000, "anomaly": 1200, "rechunk": 1240, "swap": 20000}
 GRID = (721, 1440)
 DATA_DIR = os.path.join(tempfile.gettempdir(), "tilegraph-bench-pangeo")
 
@@ -91,7 +96,12 @@ def era5_like(t: int, data_dir: str) -> str:
     return path
 
 
-WORKLOADS = {"quadratic": _quadratic, "anomaly": _anomaly, "rechunk": None}
+def _swap(xp, t: int, rng):
+    x = rng((t, t), (-1, "auto"), 5)
+    return [xp.sum(x.rechunk(("auto", -1)))]
+
+
+WORKLOADS = {"quadratic": _quadratic, "anomaly": _anomaly, "rechunk": None, "swap": _swap}
 TARGET = (10, 10)  # the space blocks of the rechunk
 
 
