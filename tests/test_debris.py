@@ -72,3 +72,29 @@ def test_tilegraph_clean_removes_only_dead_processes_debris(tmp_path, capsys):
 def test_tilegraph_clean_rejects_a_missing_directory(tmp_path, capsys):
     assert main(["clean", str(tmp_path / "nope")]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_a_killed_serverless_driver_leaves_nothing_the_next_run_keeps(tmp_path):
+    """A driver SIGKILLed with a pool open (an embedded Valkey server and a temporary object
+    store holding a block) leaves directories named for it; ``tilegraph clean`` and the next
+    pool remove them, and a live process's are kept."""
+    code = textwrap.dedent("""
+        import os, signal
+        from tilegraph.runtime.serverless.pool import Pool
+        pool = Pool(0)
+        pool.store.put("a-block", b"x" * 1000)
+        print(os.path.basename(pool.server.dir), os.path.basename(pool._tmp_store), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, timeout=120,
+                          capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    valkey, store = proc.stdout.split()
+    assert valkey.startswith("tilegraph-valkey-") and store.startswith("tilegraph-store-")
+    assert {valkey, store} <= set(os.listdir(tmp_path))
+    assert {d.kind for d in find_debris(str(tmp_path))} == {"valkey", "store"}
+    live = tmp_path / f"tilegraph-store-{owner_tag()}-live"  # this process's: kept
+    live.mkdir()
+    assert main(["clean", str(tmp_path)]) == 0
+    assert sorted(os.listdir(tmp_path)) == [live.name]

@@ -150,8 +150,9 @@ class _Job:
 
 def clean(directories: list[str], dry_run: bool = False) -> int:
     """Remove what dead tilegraph processes of this host left in ``directories`` (the temp
-    dir when empty): spill directories and hidden temporary outputs; an interrupted zarr
-    replacement is put back. Entries of live processes are never touched."""
+    dir when empty): spill directories, serverless stores and Valkey directories, and hidden
+    temporary outputs; an interrupted zarr replacement is put back. Entries of live
+    processes are never touched."""
     from tilegraph.debris import entry_bytes, find_debris, remove_debris
     from tilegraph.util import human
 

@@ -1,7 +1,9 @@
 """Names that say which process owns a temporary file or directory, and the removal of what
 a dead process left behind.
 
-Spill directories (``tilegraph-spill-<host>-<pid>-<random>``) and the hidden temporary
+Spill directories (``tilegraph-spill-<host>-<pid>-<random>``), a serverless run's object
+store and embedded Valkey server directory (``tilegraph-store-...``, ``tilegraph-valkey-...``,
+named the same way) and the hidden temporary
 results of writers (``.<name>.tmp-<host>-<pid>-<uuid hex>[suffix]``, and
 ``.<name>.old-<host>-<pid>-<uuid hex>``, a replaced result waiting to be deleted) carry the
 host and process id of the process that made them. A process that is killed (SIGKILL, a
@@ -24,9 +26,12 @@ import socket
 from dataclasses import dataclass
 
 SPILL_PREFIX = "tilegraph-spill-"
+STORE_PREFIX = "tilegraph-store-"  # a serverless run's object store of blocks
+VALKEY_PREFIX = "tilegraph-valkey-"  # an embedded Valkey server's directory
 _HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:64] or "host"
 
-_SPILL_RE = re.compile(r"^tilegraph-spill-(?P<host>\w+)-(?P<pid>\d+)-[^-]+$")
+_SPILL_RE = re.compile(
+    r"^tilegraph-(?P<what>spill|store|valkey)-(?P<host>\w+)-(?P<pid>\d+)-[^-]+$")
 _TEMP_RE = re.compile(
     r"^\.(?P<base>.+)\.(?P<kind>tmp|old)-(?P<host>\w+)-(?P<pid>\d+)-[0-9a-f]{32}(?P<suffix>.*)$")
 
@@ -52,8 +57,9 @@ def pid_alive(pid: int) -> bool:
 @dataclass(frozen=True)
 class Debris:
     """A temporary file or directory left by a dead process: ``path``, what it is (``kind``:
-    ``"spill"``, ``"tmp"`` or ``"old"``), its owner ``pid``, and ``restore``: the destination
-    an interrupted replacement is renamed back to (``None``: the entry is deleted)."""
+    ``"spill"``, ``"store"``, ``"valkey"``, ``"tmp"`` or ``"old"``), its owner ``pid``, and
+    ``restore``: the destination an interrupted replacement is renamed back to (``None``:
+    the entry is deleted)."""
 
     path: str
     kind: str
@@ -64,7 +70,7 @@ class Debris:
 def _owner(name: str) -> tuple[str, str, int, re.Match | None] | None:
     m = _SPILL_RE.match(name)
     if m:
-        return "spill", m["host"], int(m["pid"]), None
+        return m["what"], m["host"], int(m["pid"]), None
     m = _TEMP_RE.match(name)
     if m:
         return m["kind"], m["host"], int(m["pid"]), m

@@ -185,7 +185,10 @@ class ServerlessBackend(Backend):
             if store is None:
                 import tempfile
 
-                tmp = tempfile.mkdtemp(prefix="tilegraph-store-")
+                from tilegraph.debris import STORE_PREFIX, owner_tag, remove_debris
+
+                remove_debris(tempfile.gettempdir())  # what killed drivers left
+                tmp = tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{owner_tag()}-")
                 store = open_store(tmp)
             store.check_writable()
             yield url, store, ns, pool

