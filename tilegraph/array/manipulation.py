@@ -150,27 +150,39 @@ def _grouped(sizes: tuple[int, ...], k: int) -> tuple[int, ...]:
 def _consolidate(chunks: Chunks, want: Sequence[int], itemsize: int, budget: int) -> Chunks:
     """``chunks`` with runs of consecutive blocks merged on the axes where a block is
     smaller than ``want``, the most lacking axis first, while the largest merged block
-    stays within ``budget`` bytes."""
-    k = [1] * len(chunks)
+    stays within ``budget`` bytes. Each step at most doubles a run, and the last one is
+    found by bisection: O(blocks x log blocks) per axis."""
+    nd = len(chunks)
+    prefix = [np.concatenate(([0], np.cumsum(c, dtype=np.int64))) for c in chunks]
+    k = [1] * nd
     done = [len(c) <= 1 for c in chunks]
 
     def size(a: int, ka: int) -> int:
-        return _largest(_grouped(chunks[a], ka))
+        p = prefix[a]
+        starts = np.arange(0, len(p) - 1, ka)
+        return int((p[np.minimum(starts + ka, len(p) - 1)] - p[starts]).max())
+
+    def fits(a: int, ka: int) -> bool:
+        return itemsize * size(a, ka) * math.prod(
+            size(b, k[b]) for b in range(nd) if b != a) <= budget
 
     while True:
-        lacking = [(want[a] / max(size(a, k[a]), 1), a) for a in range(len(chunks))
+        lacking = [(want[a] / max(size(a, k[a]), 1), a) for a in range(nd)
                    if not done[a] and size(a, k[a]) < want[a]]
         if not lacking:
             break
         _, a = max(lacking)
-        trial = k[a] + 1
-        grown = itemsize * math.prod(size(b, trial if b == a else k[b])
-                                     for b in range(len(chunks)))
-        if grown > budget:
-            done[a] = True
+        trial = min(2 * k[a], len(chunks[a]))
+        if fits(a, trial):
+            k[a] = trial
+            done[a] = k[a] >= len(chunks[a])
             continue
-        k[a] = trial
-        done[a] = k[a] >= len(chunks[a])
+        lo, hi = k[a], trial  # lo fits, hi does not: the largest run that fits
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(a, mid) else (lo, mid)
+        k[a] = lo
+        done[a] = True
     return tuple(_grouped(c, ka) for c, ka in zip(chunks, k, strict=True))
 
 
