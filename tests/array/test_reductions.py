@@ -441,3 +441,31 @@ def test_compute_several_reductions_shares_one_plan(backend_options):
     np.testing.assert_array_equal(s, a.sum(axis=0))
     assert m == a.mean()
     np.testing.assert_allclose(v, a.var(axis=1))
+
+
+def _funcs_named(array, name):
+    graph = plan_arrays([array]).graph
+    return sum(getattr(f, "__name__", "") == name for f in graph.funcs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.complex128])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_sum_of_a_product_fuses_into_one_einsum_with_numpy_values(backend_options, dtype,
+                                                                  reduce):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((7, 5, 6)) * 10).astype(dtype)
+    b = (rng.standard_normal((7, 5, 6)) * 10).astype(dtype)
+    x = tg.from_numpy(a, chunks=(3, 2, 4))  # uneven edge blocks on every axis
+    y = tg.from_numpy(b, chunks=(3, 2, 4))
+    for axis in (0, (0, 2), None, 1):
+        for left, right, na, nb in ((x, y, a, b), (x, x, a, a), (y, 2, b, 2)):
+            got = getattr(left * right, reduce)(axis=axis)
+            want = getattr(np, reduce)(na * nb, axis=axis)
+            assert got.dtype == want.dtype
+            tol = 1e-5 if dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(got.compute(**backend_options), want, rtol=tol,
+                                       atol=tol * abs(want).max())
+    # the product block is never made: each partial task is one sum of products
+    assert _funcs_named(tg.mean(x * y, axis=0), "sum_of_products") == 18
+    assert _funcs_named(tg.mean(x + y, axis=0), "sum_of_products") == 0
+    assert _funcs_named(tg.max(x * y, axis=0), "sum_of_products") == 0

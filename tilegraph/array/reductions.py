@@ -18,6 +18,7 @@ from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.blocks import reduce_by_key
 from tilegraph.array.chunks import numblocks, offsets
 from tilegraph.array.core import Array, tokenize
+from tilegraph.graph.taskgraph import Call
 
 SPLIT_EVERY = 8
 
@@ -51,7 +52,36 @@ def _partial(chunk: Callable, axes: tuple[int, ...]) -> Callable:
         return chunk(block, axes)
 
     partial.__name__ = f"{getattr(chunk, '__name__', 'chunk')}"
+    acc = getattr(chunk, "sum_dtype", None)
+    if acc is not None:
+        partial.fuse_rewrite = _product_sum_rule(axes, acc)
     return partial
+
+
+def _product_sum_rule(axes: tuple[int, ...], acc: np.dtype) -> Callable:
+    """Fusion's rewrite of a block sum (or mean) whose input is an inlined product: the
+    sum of products is one ``einsum``, which never makes the product block (for the time
+    means of ``u*v``, 3x less memory traffic than ``(u*v).sum(axis=0)``)."""
+
+    def sum_of_products(a: Any, b: Any) -> np.ndarray:
+        if (type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape
+                and a.dtype == b.dtype == acc and acc.kind == "f" and 0 < a.ndim <= 26):
+            letters = "abcdefghijklmnopqrstuvwxyz"[:a.ndim]
+            kept = "".join(c for k, c in enumerate(letters) if k not in axes)
+            out = np.einsum(f"{letters},{letters}->{kept}", a, b)
+            return np.expand_dims(out, axes) if axes else out
+        return np.sum(np.multiply(a, b), axis=axes, dtype=acc, keepdims=True)
+
+    sum_of_products.__name__ = "sum_of_products"
+
+    def rule(args: tuple) -> tuple[Callable, tuple] | None:
+        inner = args[0] if len(args) == 1 else None
+        if (type(inner) is Call and inner.func is np.multiply and not inner.kwargs
+                and len(inner.args) == 2):
+            return sum_of_products, inner.args
+        return None
+
+    return rule
 
 
 def _no_partial(block: np.ndarray) -> None:
@@ -192,6 +222,8 @@ def _simple(op: str, npfunc: Callable, combine: Callable, x: Array, axis: Any,
         return npfunc(block, axis=axes, dtype=out_dtype, keepdims=True)
 
     chunk.__name__ = op
+    if npfunc is np.sum:
+        chunk.sum_dtype = out_dtype
     return reduction(x, op, chunk, combine, _identity, axis, keepdims, out_dtype, split_every)
 
 
@@ -275,6 +307,7 @@ def mean(x: Array, axis: Any = None, dtype: Any = None, keepdims: bool = False,
         return np.sum(block, axis=axes, dtype=acc_dtype, keepdims=True)
 
     chunk.__name__ = "mean"
+    chunk.sum_dtype = acc_dtype
 
     def aggregate(total: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -31,6 +31,11 @@ admission, ``check_fits``, ``explain`` and the simulator all see it.
 The fused task runs the producer's call inside the consumer's call (a nested template), so
 ``((a + 1) * b - c).sum()`` becomes one task per block that reads a, b and c and returns the
 block's partial sum, and no intermediate block is ever a task result.
+
+A step's function may carry a ``fuse_rewrite(args)`` rule: given the step's argument template
+with its producers inlined, it returns a better ``(func, args)`` or ``None``. The block sum
+of a reduction uses it to turn ``sum(multiply(a, b))`` into one ``einsum`` that never makes
+the product block (:mod:`tilegraph.array.reductions`).
 """
 
 from __future__ import annotations
@@ -140,7 +145,7 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     costs = graph.meta.get("cost")
     modes = graph.modes
     exprs: dict[int, tuple[Any, list[int], str, float, set[int], int, int, bool]] = {}
-    rewritten: dict[int, tuple[tuple, dict | None, list[int], str, float, set[int], int,
+    rewritten: dict[int, tuple[Callable, tuple, dict | None, list[int], str, float, set[int], int,
                                bool]] = {}
     nbytes = graph.meta.get("nbytes")
     own_working = graph.meta.get("working") or [None] * n  # a task's own, e.g. a read
@@ -207,6 +212,12 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
             if tmpl_kwargs:
                 tmpl_kwargs = _map_deps(tmpl_kwargs, put)
             label.insert(0, elabel)
+        func = graph.funcs[i]
+        rewrite = getattr(func, "fuse_rewrite", None)
+        if rewrite is not None and not tmpl_kwargs and len(label) > 1:
+            better = rewrite(tmpl_args)
+            if better is not None:
+                func, tmpl_args = better
         text = "+".join(label)
         out = int(nbytes[i] or 0) if nbytes is not None else 0
         row = rows[kinds[i]] if kinds is not None else None
@@ -216,10 +227,10 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         peak = max(peak, held + int(out * (1 + factor)), held + (own_working[i] or 0))
         remake = remake and (row.remake if row is not None else False)
         if fuse[i]:
-            exprs[i] = (Call(graph.funcs[i], tmpl_args, tmpl_kwargs), new_deps, text, cost,
+            exprs[i] = (Call(func, tmpl_args, tmpl_kwargs), new_deps, text, cost,
                         written, out, peak, remake)
         else:
-            rewritten[i] = (tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak,
+            rewritten[i] = (func, tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak,
                             remake)
             stats.chains[text] = stats.chains.get(text, 0) + 1
 
@@ -227,7 +238,7 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     new_of_old = np.full(n, -1, dtype=np.int64)
     new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
     new_counts = counts[keep].copy()
-    for i, (_, _, deps, *_) in rewritten.items():
+    for i, (_, _, _, deps, *_) in rewritten.items():
         new_counts[new_of_old[i]] = len(deps)
     ptr = np.zeros(len(keep) + 1, dtype=np.int64)
     np.cumsum(new_counts, out=ptr[1:])
@@ -247,16 +258,18 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     new_modes = bytearray(modes[i] for i in keep_l)
     meta = {c: [col[i] for i in keep_l] for c, col in graph.meta.items()}
     meta.setdefault("name", [None] * len(keep_l))
-    if any(r[4] for r in rewritten.values()):
-        meta.setdefault("cost", [None] * len(keep_l))
     if any(r[5] for r in rewritten.values()):
+        meta.setdefault("cost", [None] * len(keep_l))
+    if any(r[6] for r in rewritten.values()):
         meta.setdefault("overwrites", [None] * len(keep_l))
     meta.setdefault("working", [None] * len(keep_l))
     meta.setdefault("remake", [None] * len(keep_l))
     nol = new_of_old.tolist()
     kwargs_col = {nol[i]: kw for i, kw in graph.kwargs.items() if nol[i] >= 0}
-    for i, (t_args, t_kwargs, deps, text, cost, written, peak, remake) in rewritten.items():
+    for i, (func, t_args, t_kwargs, deps, text, cost, written, peak, remake
+            ) in rewritten.items():
         k = nol[i]
+        funcs[k] = func
         idx[ptr[k] : ptr[k + 1]] = [nol[d] for d in deps]
         args_col[k] = t_args
         new_modes[k] = MODE_FLAT if all(_is_plain_arg(a) for a in t_args) else MODE_NESTED
