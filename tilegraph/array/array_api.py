@@ -38,6 +38,7 @@ from tilegraph.array import numpy_functions as _npf
 from tilegraph.array import reductions as _red
 from tilegraph.array import scans as _scans
 from tilegraph.array import sorting as _sorting
+from tilegraph.array import stencil as _stencil
 from tilegraph.array.contraction import matmul as _matmul
 from tilegraph.array.contraction import tensordot as _tensordot
 from tilegraph.array.core import Array
@@ -511,24 +512,15 @@ def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
 
 def roll(x: Array, /, shift: Any, *, axis: Any = None) -> Array:
     """Elements shifted along ``axis`` (the flattened array by default), wrapping around."""
-    if axis is None:
-        return roll(x.reshape(-1), shift, axis=0).reshape(x.shape)
-    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if len(shifts) != len(axes):
+    if axis is not None and not isinstance(shift, int) and (
+            isinstance(axis, int) or len(tuple(shift)) != len(tuple(axis))):
         raise ValueError("roll: shift and axis must have the same length")
-    out = x
-    for s, a in zip(shifts, axes, strict=True):
-        a = operator.index(a) % x.ndim
-        n = x.shape[a]
-        if n == 0:
-            continue
-        s %= n
-        if s:
-            lead = (slice(None),) * a
-            out = _manip.concatenate([out[(*lead, slice(n - s, None))],
-                                      out[(*lead, slice(0, n - s))]], axis=a)
-    return out
+    return _stencil.roll(x, shift, axis=axis)
+
+
+def pad(x: Array, /, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Array:
+    """``numpy.pad`` (every mode) as blocked edge pieces; see :func:`tilegraph.pad`."""
+    return _stencil.pad(x, pad_width, mode, **kwargs)
 
 
 def repeat(x: Array, repeats: Any, /, *, axis: int | None = None) -> Array:

@@ -29,6 +29,7 @@ from tilegraph.array import (
     scans,
     sorting,
     statistics,
+    stencil,
 )
 from tilegraph.array import linalg as tlinalg
 from tilegraph.array.core import Array, asarray
@@ -231,7 +232,7 @@ IMPLEMENTATIONS: dict[Callable, Callable] = {
     np.atleast_2d: atleast_nd(2), np.atleast_3d: atleast_nd(3), np.squeeze: squeeze,
     np.expand_dims: expand_dims, np.moveaxis: moveaxis, np.flip: flip,
     np.fliplr: lambda m: flip(m, 1), np.flipud: lambda m: flip(m, 0),
-    np.full_like: full_like,
+    np.full_like: full_like, np.pad: stencil.pad, np.roll: stencil.roll,
     np.zeros_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
         a, 0, dtype, shape=shape),
     np.ones_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
