@@ -86,3 +86,47 @@ def test_larger_than_block_reads_stay_blockwise(tmp_path):
                                          and peaks.append(e.nbytes)])
     assert max(peaks) <= 50 * 200 * 8  # no task result is bigger than a block
     np.testing.assert_allclose((x * 2).sum().compute(), 2 * ref.sum())
+
+
+def test_store_writes_blocks_into_targets_as_dask_store_does(tmp_path):
+    import zarr
+
+    a = np.arange(35.0).reshape(7, 5)
+    x = tg.from_numpy(a, chunks=(3, 2))
+    canvas = np.zeros((10, 8))
+    tg.store(x, canvas, regions=(slice(2, 9), slice(1, 6)))
+    np.testing.assert_array_equal(canvas[2:9, 1:6], a)
+    assert canvas.sum() == a.sum()
+    # several sources in one run, one of them into a zarr array, with a lock
+    z = zarr.create_array(str(tmp_path / "z.zarr"), shape=(5,), chunks=(2,), dtype="f8")
+    whole = np.zeros((7, 5), dtype=np.int32)
+    tg.store([x.sum(axis=0), x.astype(np.int32)], [z, whole], lock=True)
+    np.testing.assert_allclose(z[:], a.sum(axis=0))
+    np.testing.assert_array_equal(whole, a.astype(np.int32))
+    seen = []
+
+    class Sink:
+        def __setitem__(self, key, value):
+            seen.append((key, value.shape))
+
+    tg.store(x * 2, Sink())
+    assert len(seen) == x.npartitions
+    assert sorted(s for _, s in seen) == sorted(
+        (r, c) for r in x.chunks[0] for c in x.chunks[1])
+
+
+@pytest.mark.parametrize(("target", "kwargs", "error", "match"), [
+    (np.zeros((3, 3)), {}, ValueError, "does not fit a target of shape"),
+    (5, {}, TypeError, "does not support item assignment"),
+    (np.zeros((9, 9)), {"regions": (slice(0, 3),)}, ValueError, "3 long on axis 0"),
+    (np.zeros((7, 5)), {"compute": False}, TypeError, "compute=False"),
+    (np.zeros((7, 5)), {"lock": 3}, TypeError, "lock must be"),
+    (np.zeros((7, 5)), {"regions": (slice(0, 7, 2),)}, ValueError, "step 1"),
+])
+def test_store_rejects_bad_input_before_running(target, kwargs, error, match,
+                                                forbid_compute):
+    x = tg.from_numpy(np.ones((7, 5)), chunks=3)
+    with pytest.raises(error, match=match):
+        tg.store(x, target, **kwargs)
+    with pytest.raises(ValueError, match="one target per source"):
+        tg.store([x, x], [np.zeros((7, 5))])

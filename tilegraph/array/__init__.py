@@ -29,7 +29,7 @@ from tilegraph.array.indexing import (
     nonzero,
     take,
 )
-from tilegraph.array.io import from_array, from_npy, from_zarr, to_npy, to_zarr
+from tilegraph.array.io import from_array, from_npy, from_zarr, store, to_npy, to_zarr
 from tilegraph.array.loops import while_loop
 from tilegraph.array.manipulation import concatenate, stack
 from tilegraph.array.methods import install as _install_methods
@@ -94,6 +94,7 @@ from tilegraph.array.statistics import (
     quantile,
     trace,
 )
+from tilegraph.array.stencil import pad, roll
 
 _install_methods()
 
@@ -204,12 +205,14 @@ __all__ = [
     "nonzero",
     "ones",
     "outer",
+    "pad",
     "percentile",
     "prod",
     "ptp",
     "quantile",
     "rechunk",
     "reshape",
+    "roll",
     "round",
     "searchsorted",
     "semiring_matmul",
@@ -217,6 +220,7 @@ __all__ = [
     "squeeze",
     "stack",
     "std",
+    "store",
     "sum",
     "swapaxes",
     "take",

@@ -249,9 +249,7 @@ def _write_sparse_block(writer: Any, coord: tuple, block: Any) -> None:
     writer.write_block(coord, block)
 
 
-def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
-    from tilegraph.array.lowering import run_blocks
-
+def _write_blocks(x: Array, writer: Any) -> Blocks:
     slices = all_block_slices(x.chunks)
     name = f"write-{tokenize('write', x, id(writer))}"
     sparse = isinstance(writer, SparseZarrWriter)
@@ -266,16 +264,28 @@ def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
                         args=(writer, where, Dep(0)), kind="store", name="write",
                         coords=coord)
 
-    blocks = Blocks(name, x.numblocks, (x.collection,), emit)
+    return Blocks(name, x.numblocks, (x.collection,), emit)
+
+
+def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
+    _store_many([x], [writer], options)
+
+
+def _store_many(arrays: list[Array], writers: list[Any], options: dict[str, Any]) -> None:
+    from tilegraph.array.lowering import run_blocks
+
+    blocks = [_write_blocks(x, w) for x, w in zip(arrays, writers, strict=True)]
     try:  # (the write tasks' results are never broadcast: only rank 0 commits)
-        here = run_blocks([blocks], **{**options, "mpi_broadcast_limit": 0})
+        here = run_blocks(blocks, **{**options, "mpi_broadcast_limit": 0})
     except BaseException:
-        writer.abort()
+        for w in writers:
+            w.abort()
         raise
-    if here:
-        writer.commit()
-    else:  # an MPI rank other than 0: rank 0 wrote every block and commits
-        writer.abort()
+    for w in writers:
+        if here:
+            w.commit()
+        else:  # an MPI rank other than 0: rank 0 wrote every block and commits
+            w.abort()
 
 
 def to_npy(x: Array, path: str | os.PathLike, overwrite: bool = False, **options: Any) -> None:
@@ -326,4 +336,110 @@ def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **option
     _store(x, writer, options)
 
 
-__all__ = ["from_array", "from_npy", "from_zarr", "to_npy", "to_zarr"]
+class _TargetWriter:
+    """Writes blocks into any object with NumPy-style ``__setitem__`` (a zarr or h5py array,
+    a memory map, a NumPy array), at an offset, under an optional lock."""
+
+    def __init__(self, target: Any, offset: tuple[int, ...], lock: Any) -> None:
+        self.target, self.offset, self.lock = target, offset, lock
+
+    def write(self, slices: tuple, block: np.ndarray) -> None:
+        where = tuple(slice(s.start + o, s.stop + o) for s, o in zip(slices, self.offset,
+                                                                     strict=True))
+        if self.lock is None:
+            self.target[where] = block
+        else:
+            with self.lock:
+                self.target[where] = block
+
+    def commit(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def _region(op: str, region: Any, x: Array, target: Any) -> tuple[int, ...]:
+    """The offset of ``region`` (a tuple of slices of step 1 the size of ``x``) in
+    ``target``; zeros without one."""
+    tshape = tuple(getattr(target, "shape", ()))
+    if region is None:
+        if tshape and tshape != x.shape:
+            raise ValueError(f"{op}: a source of shape {x.shape} does not fit a target of "
+                             f"shape {tshape}; give regions= to write part of it")
+        return (0,) * x.ndim
+    region = region if isinstance(region, tuple) else (region,)
+    if len(region) > x.ndim or not all(isinstance(r, slice) for r in region):
+        raise ValueError(f"{op}: a region must be a tuple of at most {x.ndim} slices, got "
+                         f"{region!r}")
+    region = region + (slice(None),) * (x.ndim - len(region))
+    offset = []
+    for axis, r in enumerate(region):
+        length = tshape[axis] if axis < len(tshape) else None
+        if r.step not in (None, 1):
+            raise ValueError(f"{op}: region slices must have step 1, got {r!r}")
+        if length is not None:
+            start, stop, _ = r.indices(length)
+        elif (r.start or 0) >= 0 and r.stop is not None and r.stop >= 0:
+            start, stop = r.start or 0, r.stop
+        else:
+            raise ValueError(f"{op}: the region {r!r} needs the target's shape")
+        if stop - start != x.shape[axis]:
+            raise ValueError(f"store: region {region!r} is {stop - start} long on axis "
+                             f"{axis}, but the source has shape {x.shape}")
+        offset.append(start)
+    return tuple(offset)
+
+
+def store(sources: Any, targets: Any, regions: Any = None, lock: Any = False,
+          compute: bool = True, **options: Any) -> None:
+    """Write arrays into objects that take NumPy-style item assignment, block by block, as
+    ``dask.array.store`` does: ``target[region][block_slices] = block``. All sources are
+    computed in one run (options are those of ``compute()``).
+
+    ``lock=True`` (or a lock object) serialises the writes; ``regions`` gives, per source,
+    the tuple of slices of its target that it fills. The targets must be reachable from the
+    workers that write: any object with the threads and sync backends, files (a zarr or
+    h5py array, a memory map) with the others. There is no ``compute=False`` (tilegraph
+    has no delayed values): call ``store`` when the values are wanted.
+    """
+    from tilegraph import config
+    from tilegraph.array.core import asarray
+
+    config.resolve(options, "store()")
+    if compute is not True:
+        raise TypeError("store: compute=False is not supported (tilegraph has no delayed "
+                        "values); call store when the values are to be written")
+    single = not isinstance(sources, (list, tuple))
+    srcs = [sources] if single else list(sources)
+    tgts = [targets] if single else list(targets) if isinstance(targets, (list, tuple)) \
+        else None
+    if tgts is None or len(tgts) != len(srcs):
+        raise ValueError(f"store: give one target per source ({len(srcs)} sources)")
+    if regions is None or (isinstance(regions, (slice, tuple)) and single):
+        regs = [regions] * len(srcs)
+    else:
+        regs = list(regions)
+        if len(regs) != len(srcs):
+            raise ValueError(f"store: give one region per source ({len(srcs)} sources)")
+    if lock is True:
+        import threading
+
+        lock = threading.Lock()
+    elif lock is False:
+        lock = None
+    elif not (hasattr(lock, "__enter__") and hasattr(lock, "__exit__")):
+        raise TypeError(f"store: lock must be a bool or a lock object, got {lock!r}")
+    arrays, writers = [], []
+    for src, tgt, reg in zip(srcs, tgts, regs, strict=True):
+        if not hasattr(tgt, "__setitem__"):
+            raise TypeError(f"store: target {tgt!r} does not support item assignment")
+        x = asarray(src)
+        if isinstance(x, SparseArray):
+            x = x.todense()
+        arrays.append(x)
+        writers.append(_TargetWriter(tgt, _region("store", reg, x, tgt), lock))
+    _store_many(arrays, writers, options)
+
+
+__all__ = ["from_array", "from_npy", "from_zarr", "store", "to_npy", "to_zarr"]
