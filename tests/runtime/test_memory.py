@@ -299,7 +299,7 @@ def test_a_fused_chain_is_refused_for_the_largest_block_it_makes_inside(forbid_c
 def test_a_block_larger_than_memory_fails_the_check_not_numpy():
     y = tg.random.random((1_000_000, 1_000_000), chunks=1_000_000, seed=0)
     for arr in (y, y.sum(), (y + 1).max()):
-        with pytest.raises(MemoryLimitError, match=r"needs about (7\.3|21\.8) TiB"):
+        with pytest.raises(MemoryLimitError, match=r"needs about (7\.3|14\.6) TiB"):
             arr.compute()
 
 
@@ -309,12 +309,12 @@ def test_explain_and_the_estimates_see_the_working_set_of_a_fused_chain():
 
     x = tg.random.random((4000, 4000), chunks=2000, seed=0)
     total = (x * 2).sum()
-    assert "estimated peak memory: 91.6 MiB on one worker" in total.explain()
+    assert "estimated peak memory: 61.0 MiB on one worker" in total.explain()
     plan = plan_arrays([total]).plan
     fused = [i for i, n in enumerate(plan.graph.meta["name"]) if "random" in n]
     block = 2000 * 2000 * 8
-    # the random block, then the doubled block and its temporary
-    assert all(task_estimates(plan.graph)[i] >= 3 * block for i in fused)
+    # the random block, then the doubled block (a ufunc makes no other temporary)
+    assert all(task_estimates(plan.graph)[i] >= 2 * block for i in fused)
     values = total.compute(memory_limit="100MB", workers=2)
     assert values == pytest.approx(2 * tg.random.random((4000, 4000), chunks=2000,
                                                         seed=0).compute().sum())

@@ -25,7 +25,7 @@ from tilegraph.array.chunks import (
     offsets,
 )
 from tilegraph.array.core import Array, ViewBlocks, asarray, dense_only, from_numpy, tokenize
-from tilegraph.graph.taskgraph import Dep, Lit
+from tilegraph.graph.taskgraph import Call, Dep, Lit
 from tilegraph.util import human, parse_bytes
 
 
@@ -88,6 +88,42 @@ def _copy_pieces(shape: tuple[int, ...], dtype: np.dtype, placements: tuple,
     for (dst, src), block in zip(placements, blocks, strict=True):
         out[dst] = block[src]
     return out
+
+
+def _ufunc_over_pieces(ufunc: np.ufunc, k: int, others: tuple, shape: tuple[int, ...],
+                       dtype: np.dtype, placements: tuple, *blocks: np.ndarray) -> np.ndarray:
+    """``ufunc(*others with the joined block at position k)`` computed piece by piece into
+    one output: the joined block is never made (a ufunc over a rechunked block reads the
+    old blocks' pieces where they lie)."""
+    others = list(others)
+    arrays = [a for a in others if isinstance(a, np.ndarray)]
+    try:
+        full = np.broadcast_shapes(shape, *(a.shape for a in arrays))
+    except ValueError:
+        full = None
+    if full != tuple(shape):  # the other operands make a larger result: join first
+        return ufunc(*others[:k], _copy_pieces(shape, dtype, placements, *blocks),
+                     *others[k:])
+    samples = [np.empty((0,), a.dtype) if isinstance(a, np.ndarray) else a for a in others]
+    out_dtype = ufunc(*samples[:k], np.empty((0,), dtype), *samples[k:]).dtype
+    out = np.empty(shape, dtype=out_dtype)
+    views = [np.broadcast_to(a, shape) if isinstance(a, np.ndarray) else a for a in others]
+    for (dst, src), block in zip(placements, blocks, strict=True):
+        parts = [v[dst] if isinstance(v, np.ndarray) else v for v in views]
+        ufunc(*parts[:k], block[src], *parts[k:], out=out[dst])
+    return out
+
+
+def _fold_into_ufunc(ufunc: np.ufunc, k: int, args: tuple, inner: Any) -> Call | None:
+    """Fusion's fold of a joined block (``_copy_pieces``) into the ufunc that reads it."""
+    if ufunc.nout != 1 or len(args) != ufunc.nin:
+        return None
+    others = tuple(a for i, a in enumerate(args) if i != k)
+    return Call(_ufunc_over_pieces, (ufunc, k, others, *inner.args))
+
+
+_copy_pieces.fold_into = _fold_into_ufunc
+_ufunc_over_pieces.fresh_result = True
 
 
 def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]

@@ -18,7 +18,7 @@ from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.blocks import reduce_by_key
 from tilegraph.array.chunks import numblocks, offsets
 from tilegraph.array.core import Array, tokenize
-from tilegraph.graph.taskgraph import Call
+from tilegraph.graph.taskgraph import Call, Dep
 
 SPLIT_EVERY = 8
 
@@ -74,11 +74,14 @@ def _product_sum_rule(axes: tuple[int, ...], acc: np.dtype) -> Callable:
 
     sum_of_products.__name__ = "sum_of_products"
 
-    def rule(args: tuple) -> tuple[Callable, tuple] | None:
+    def rule(args: tuple) -> tuple[Callable, tuple, int] | None:
+        # (the product's bytes stay in the step's working set: a block whose shapes or
+        # dtypes einsum does not take is multiplied, then summed)
         inner = args[0] if len(args) == 1 else None
         if (type(inner) is Call and inner.func is np.multiply and not inner.kwargs
-                and len(inner.args) == 2):
-            return sum_of_products, inner.args
+                and len(inner.args) == 2
+                and builtins.all(type(a) in (Call, Dep) for a in inner.args)):
+            return sum_of_products, inner.args, (inner.mem or (0, 0))[0]
         return None
 
     return rule

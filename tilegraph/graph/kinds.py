@@ -145,7 +145,7 @@ _ROWS = (
     # reductions and block rearrangements
     OpKind("reduce", fuse_producer=True, temp_factor=1.0),
     OpKind("aggregate", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
-    OpKind("rechunk", fuse_producer=True, temp_factor=0.0),
+    OpKind("rechunk", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
     # sorting a block, cutting it at splitters, merging sorted pieces (NumPy's sorts run
     # without the GIL)
     OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True),

@@ -96,17 +96,29 @@ class Dep:
 
 
 class Call:
-    """A nested call inside an argument template: ``func(*args, **kwargs)``, filled first."""
+    """A nested call inside an argument template: ``func(*args, **kwargs)``, filled first.
 
-    __slots__ = ("args", "func", "kwargs")
+    A call with ``shared = n > 1`` appears ``n`` times in its template (fusion inlined a
+    block that several steps of one task read): it is evaluated once per task, and its
+    value is kept until its last use.
 
-    def __init__(self, func: Callable, args: tuple = (), kwargs: dict | None = None):
+    ``mem``, set by fusion, is the step's ``(result bytes, bytes it works on)``: the memory
+    model of a fused task walks its calls (:func:`tilegraph.plan.fuse.template_working`).
+    """
+
+    __slots__ = ("args", "func", "kwargs", "mem", "shared")
+
+    def __init__(self, func: Callable, args: tuple = (), kwargs: dict | None = None,
+                 shared: int = 0, mem: tuple[int, int] | None = None):
         self.func = func
         self.args = tuple(args)
         self.kwargs = kwargs
+        self.shared = shared
+        self.mem = mem
 
     def __repr__(self) -> str:
-        return f"Call({funcname(self.func)}, {self.args!r}, {self.kwargs!r})"
+        shared = ", shared" if self.shared else ""
+        return f"Call({funcname(self.func)}, {self.args!r}, {self.kwargs!r}{shared})"
 
 
 class Lit:
@@ -127,6 +139,8 @@ def fill(template: Any, values: Sequence[Any]) -> Any:
     if tp is Dep:
         return values[template.slot]
     if tp is Call:
+        if template.shared:
+            return _fill_shared(template, values)
         args = [fill(a, values) for a in template.args]
         if template.kwargs:
             kwargs = {k: fill(v, values) for k, v in template.kwargs.items()}
@@ -143,6 +157,34 @@ def fill(template: Any, values: Sequence[Any]) -> Any:
     return template
 
 
+class _Inputs(list):
+    """A task's input values, with the values of its shared calls once evaluated."""
+
+    __slots__ = ("memo",)
+
+    def __init__(self, values: Sequence[Any]):
+        super().__init__(values)
+        self.memo: dict[int, Any] = {}
+
+
+def _fill_shared(template: Call, values: Sequence[Any]) -> Any:
+    memo = getattr(values, "memo", None)
+    key = id(template)
+    if memo is not None and key in memo:
+        held = memo[key]
+        held[1] -= 1
+        if held[1] <= 0:
+            del memo[key]  # its last use: the task no longer holds it
+        return held[0]
+    args = [fill(a, values) for a in template.args]
+    kwargs = {k: fill(v, values) for k, v in template.kwargs.items()} if template.kwargs \
+        else _NO_KWARGS
+    value = template.func(*args, **kwargs)
+    if memo is not None:
+        memo[key] = [value, template.shared - 1]
+    return value
+
+
 def prepare_call(func: Callable, mode: int, template: Any, kwargs: dict | None,
                  inputs: list) -> tuple[Callable, Any, dict]:
     """A task's call ``(func, args, kwargs)`` with its dependency values ``inputs`` filled
@@ -152,6 +194,7 @@ def prepare_call(func: Callable, mode: int, template: Any, kwargs: dict | None,
     elif mode == MODE_FLAT:
         args = [inputs[a.slot] if type(a) is Dep else a for a in template]
     else:
+        inputs = _Inputs(inputs)
         args = fill(template, inputs)
     return func, args, fill(kwargs, inputs) if kwargs else _NO_KWARGS
 

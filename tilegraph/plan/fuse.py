@@ -9,7 +9,16 @@ may be inlined (``fuse_producer``) is inlined into its consumer, whose kind may 
   cannot make it wait for more blocks either: a transposed view of a block that a product
   also reads directly is taken inside the product), or
 - both kinds are *blockwise* (elementwise ops, views, per-block reductions, stores...):
-  then the consumer's inputs are blocks of the same region, needed together anyway.
+  then the consumer's inputs are blocks of the same region, needed together anyway, or
+- the producer has no inputs, the consumer is blockwise and both are the same block of
+  their grids (a rechunked block made from nothing, read by the step that uses it).
+
+A task fused in one pass is blockwise only if all its steps are. Fusion runs again while a
+pass may have made new chains: a producer that read a block its consumer also reads leaves
+that block with one consumer fewer (a block, a slice of it and the rechunk that joins both
+become one task), and a consumer whose only input was inlined becomes a source. A block
+read by several steps of one task is a *shared* call there: made once, held until its
+last use.
 
 When tasks are placed on workers (a ``"worker"`` metadata column), only tasks on the same
 worker fuse: fusing across workers would move the producer's work to the consumer's worker.
@@ -21,10 +30,11 @@ executor can keep them intact for a retry.
 
 Memory. A fused task never holds its inlined steps' results as task results, but it does hold
 them while it runs: ``random(...).sum()`` fused makes the whole random block inside one task
-whose output is 8 bytes. The ``working`` column of a fused task is the largest working set
-along its chain: evaluating a step holds the results of the steps inlined before it (its
-siblings already evaluated) plus its own working set, which is its inlined inputs, its output
-and its temporaries (output bytes times the kind's ``temp_factor``; views count nothing).
+whose output is 8 bytes. Each inlined call carries its ``mem``: its result's bytes and the
+bytes its own step works on (its result and temporaries: output bytes times the kind's
+``temp_factor``, none for a NumPy ufunc; views count nothing; a read's own working set).
+The ``working`` column of a fused task is the peak of filling its template
+(:func:`template_working`): arguments are made in order and held until their call runs.
 The executor's estimate (:func:`tilegraph.graph.memory.task_estimates`) takes it, so
 admission, ``check_fits``, ``explain`` and the simulator all see it.
 
@@ -33,9 +43,9 @@ The fused task runs the producer's call inside the consumer's call (a nested tem
 block's partial sum, and no intermediate block is ever a task result.
 
 A step's function may carry a ``fuse_rewrite(args)`` rule: given the step's argument template
-with its producers inlined, it returns a better ``(func, args)`` or ``None``. The block sum
-of a reduction uses it to turn ``sum(multiply(a, b))`` into one ``einsum`` that never makes
-the product block (:mod:`tilegraph.array.reductions`).
+with its producers inlined, it returns a better ``(func, args, extra working bytes)`` or
+``None``. The block sum of a reduction uses it to turn ``sum(multiply(a, b))`` into one
+``einsum`` that never makes the product block (:mod:`tilegraph.array.reductions`).
 """
 
 from __future__ import annotations
@@ -70,25 +80,86 @@ class FuseStats:
 
 
 def _map_deps(template: Any, fn: Callable[[Dep], Any]) -> Any:
-    """The template with every ``Dep`` replaced by ``fn(dep)`` (literals untouched)."""
+    """The template with every ``Dep`` replaced by ``fn(dep)`` (literals untouched); a
+    shared call stays one object wherever it appears."""
+    return _map(template, fn, {})
+
+
+def _map(template: Any, fn: Callable[[Dep], Any], memo: dict) -> Any:
     tp = type(template)
     if tp is Dep:
         return fn(template)
     if tp is Call:
-        kwargs = ({k: _map_deps(v, fn) for k, v in template.kwargs.items()}
+        if template.shared:
+            done = memo.get(id(template))
+            if done is not None:
+                return done
+        kwargs = ({k: _map(v, fn, memo) for k, v in template.kwargs.items()}
                   if template.kwargs else None)
-        return Call(template.func, tuple(_map_deps(a, fn) for a in template.args), kwargs)
+        out = Call(template.func, tuple(_map(a, fn, memo) for a in template.args), kwargs,
+                   template.shared, template.mem)
+        if template.shared:
+            memo[id(template)] = out
+        return out
     if tp is list:
-        return [_map_deps(a, fn) for a in template]
+        return [_map(a, fn, memo) for a in template]
     if tp is tuple:
-        return tuple(_map_deps(a, fn) for a in template)
+        return tuple(_map(a, fn, memo) for a in template)
     if tp is dict:
-        return {k: _map_deps(v, fn) for k, v in template.items()}
+        return {k: _map(v, fn, memo) for k, v in template.items()}
     return template
 
 
+def template_working(template: Any) -> tuple[int, int]:
+    """``(bytes held, peak bytes)`` of filling a fused task's template: arguments are made
+    in order and held until their call runs; a call holds its arguments' results and works
+    on its own ``mem`` (task inputs count nothing here: the executor counts them)."""
+    tp = type(template)
+    if tp is Call:
+        held, peak = template_working((template.args, template.kwargs))
+        out, step = template.mem or (0, 0)
+        return out, max(peak, held + step)
+    if tp in (list, tuple) or tp is dict:
+        held = peak = 0
+        for a in (template.values() if tp is dict else template):
+            if type(a) in (Call, list, tuple, dict):
+                o, p = template_working(a)
+                peak = max(peak, held + p)
+                held += o
+        return held, peak
+    return 0, 0
+
+
+def _count_slot(template: Any, slot: int, seen: set | None = None) -> int:
+    """How many times ``Dep(slot)`` is read when the template is filled (a shared call's
+    reads counted once)."""
+    seen = set() if seen is None else seen
+    tp = type(template)
+    if tp is Dep:
+        return int(template.slot == slot)
+    if tp is Call:
+        if template.shared:
+            if id(template) in seen:
+                return 0
+            seen.add(id(template))
+        n = sum(_count_slot(a, slot, seen) for a in template.args)
+        if template.kwargs:
+            n += sum(_count_slot(v, slot, seen) for v in template.kwargs.values())
+        return n
+    if tp in (list, tuple):
+        return sum(_count_slot(a, slot, seen) for a in template)
+    if tp is dict:
+        return sum(_count_slot(v, slot, seen) for v in template.values())
+    return 0
+
+
 def fuse_chains(graph: TaskGraph, outputs: np.ndarray) -> tuple[TaskGraph, FuseStats]:
-    """The graph with fusible chains inlined (see the module docstring)."""
+    """The graph with fusible chains inlined (see the module docstring).
+
+    A pass that inlines a producer reading the same block as its consumer leaves that block
+    with one consumer fewer; another pass then fuses what became a chain (a block that a
+    slice of it and a rechunk both read becomes one task making, slicing and joining it).
+    """
     n = len(graph)
     stats = FuseStats(before=n, after=n)
     kinds = graph.meta.get("kind")
@@ -96,17 +167,137 @@ def fuse_chains(graph: TaskGraph, outputs: np.ndarray) -> tuple[TaskGraph, FuseS
         return graph, stats
     for k in kinds:
         stats.kinds_before[k or "other"] = stats.kinds_before.get(k or "other", 0) + 1
+    outputs = np.asarray(outputs, dtype=np.int64)
+    for _ in range(MAX_PASSES):
+        fuse, shared = _chosen(graph, outputs)
+        if not fuse.any():
+            break
+        keys = [graph.keys[int(i)] for i in outputs]
+        graph, stats = _rebuild(graph, fuse, stats)
+        outputs = np.array([graph.index[k] for k in keys], dtype=np.int64)
+        if not shared:
+            break
+    _fold_steps(graph)
+    return graph, stats
+
+
+class UfuncInto:
+    """``ufunc(*args)`` written into argument ``k``'s buffer when that argument is a fresh
+    result of an inlined step of the same task (nobody else holds it) and has the result's
+    shape and dtype; otherwise a new result, as NumPy gives it."""
+
+    __slots__ = ("k", "ufunc")
+
+    def __init__(self, ufunc: np.ufunc, k: int):
+        self.ufunc, self.k = ufunc, k
+
+    @property
+    def __name__(self) -> str:
+        return self.ufunc.__name__
+
+    def __reduce__(self) -> tuple:
+        return (UfuncInto, (self.ufunc, self.k))
+
+    def __call__(self, *args: Any) -> Any:
+        buf = args[self.k]
+        if type(buf) is np.ndarray and buf.flags.writeable:
+            try:
+                kinds = tuple(a.dtype if isinstance(a, np.ndarray) else type(a) for a in args)
+                dtype = self.ufunc.resolve_dtypes((*kinds, None))[-1]
+                shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+            except (TypeError, ValueError):
+                dtype = shape = None
+            if dtype == buf.dtype and shape == buf.shape:
+                return self.ufunc(*args, out=buf)
+        return self.ufunc(*args)
+
+
+def _fresh(a: Any) -> bool:
+    """Whether an inlined call returns a new array that only its reader holds."""
+    return type(a) is Call and not a.shared and (
+        isinstance(a.func, (np.ufunc, UfuncInto)) or getattr(a.func, "fresh_result", False))
+
+
+def _fold_step(func: Any, args: tuple, kwargs: dict | None) -> tuple[Any, tuple]:
+    """A ufunc step reading an inlined step that can be folded into it (its function has
+    ``fold_into(ufunc, position, args, call)``: a rechunk's join) runs as the folded call;
+    a ufunc reading a fresh result of an inlined step writes over it."""
+    if kwargs or not isinstance(func, np.ufunc):
+        return func, args
+    for k, a in enumerate(args):
+        fold = getattr(a.func, "fold_into", None) if type(a) is Call else None
+        if fold is not None and not a.shared:
+            folded = fold(func, k, args, a)
+            if folded is not None:
+                return folded.func, folded.args
+    if func.nout == 1:
+        for k, a in enumerate(args):
+            if _fresh(a):
+                return UfuncInto(func, k), args
+    return func, args
+
+
+def _folded(template: Any, memo: dict) -> Any:
+    tp = type(template)
+    if tp is Call:
+        if template.shared and id(template) in memo:
+            return memo[id(template)]
+        args = tuple(_folded(a, memo) for a in template.args)
+        kwargs = ({k: _folded(v, memo) for k, v in template.kwargs.items()}
+                  if template.kwargs else None)
+        func, args = _fold_step(template.func, args, kwargs)
+        out = Call(func, args, kwargs, template.shared, template.mem)
+        if template.shared:
+            memo[id(template)] = out
+        return out
+    if tp is list:
+        return [_folded(a, memo) for a in template]
+    if tp is tuple:
+        return tuple(_folded(a, memo) for a in template)
+    if tp is dict:
+        return {k: _folded(v, memo) for k, v in template.items()}
+    return template
+
+
+def _fold_steps(graph: TaskGraph) -> None:
+    """Fold steps into the ufuncs that read them, in every fused task (in place)."""
+    steps = graph.meta.get("step_working")
+    if steps is None:
+        return
+    for k, step in enumerate(steps):
+        if step is None or graph.modes[k] == MODE_DIRECT:
+            continue
+        memo: dict = {}
+        args = _folded(graph.args[k], memo)
+        kwargs = graph.kwargs.get(k)
+        func, args = _fold_step(graph.funcs[k], args, kwargs)
+        graph.funcs[k] = func
+        graph.args[k] = args
+        graph.modes[k] = MODE_FLAT if all(_is_plain_arg(a) for a in args) else MODE_NESTED
+
+
+MAX_PASSES = 4
+
+
+def _chosen(graph: TaskGraph, outputs: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The tasks to inline in one pass, and whether a further pass may find new chains (a
+    producer read a block its consumer reads too, or a consumer became a source)."""
+    n = len(graph)
+    kinds = graph.meta["kind"]
     out_deg = graph.out_degree()
     in_deg = graph.in_degree()
     is_output = np.zeros(n, dtype=bool)
-    is_output[np.asarray(outputs, dtype=np.int64)] = True
+    is_output[outputs] = True
     ptr, idx = graph.dependents_csr()
     consumer = np.full(n, -1, dtype=np.int64)
     single = np.flatnonzero((out_deg == 1) & ~is_output)
     consumer[single] = idx[ptr[single]]
     fuse = np.zeros(n, dtype=bool)
+    shared = False
     modes = graph.modes
     workers = graph.meta.get("worker")
+    coords = graph.meta.get("coords")
+    chain = graph.meta.get("chain_blockwise") or [None] * n  # tasks fused in earlier passes
     rows = {k: kind_info(k) for k in set(kinds)}
     dptr, didx = graph.dep_ptr, graph.dep_idx
     for i in single.tolist():
@@ -114,23 +305,35 @@ def fuse_chains(graph: TaskGraph, outputs: np.ndarray) -> tuple[TaskGraph, FuseS
         kp, kc = rows[kinds[i]], rows[kinds[c]]
         if not kp.fuse_producer or not kc.fuse_consumer:
             continue
+        bp = kp.blockwise if chain[i] is None else chain[i]
+        bc = kc.blockwise if chain[c] is None else chain[c]
         if workers is not None and workers[i] != workers[c]:
             continue
         if modes[i] == MODE_DATA:
             continue
-        if in_deg[c] == 1 or (kp.blockwise and kc.blockwise):
+        if in_deg[c] == 1 or (bp and bc):
             fuse[i] = True
         elif in_deg[i] > 0:
             own = set(didx[dptr[i]:dptr[i + 1]].tolist())
             fuse[i] = own <= set(didx[dptr[c]:dptr[c + 1]].tolist())
-    if not fuse.any():
-        return graph, stats
-
-    return _rebuild(graph, fuse, stats)
+        elif bc and coords is not None and coords[i] is not None:
+            # a block made from nothing, read by a blockwise step of the same block of the
+            # grid that has other inputs too (a rechunked block and the step that reads
+            # it); the leaves of a reduction keep their own tasks
+            fuse[i] = coords[i] == coords[c]
+        if not fuse[i] or shared:
+            continue
+        if in_deg[i] > 0 and in_deg[c] > 1:
+            own = didx[dptr[i]:dptr[i + 1]]
+            shared = bool(np.isin(own, didx[dptr[c]:dptr[c + 1]]).any())
+        elif in_deg[i] == 0 and in_deg[c] == 1 and out_deg[c] == 1 and kc.fuse_producer:
+            shared = True  # the consumer becomes a source with one consumer of its own
+    return fuse, shared
 
 
 def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[TaskGraph,
                                                                            FuseStats]:
+
     """The graph without the fused tasks; only their consumers are rewritten, every other
     task's columns are copied as they are."""
     n = len(graph)
@@ -144,13 +347,22 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     names = graph.meta.get("name")
     costs = graph.meta.get("cost")
     modes = graph.modes
-    exprs: dict[int, tuple[Any, list[int], str, float, set[int], int, int, bool]] = {}
+    exprs: dict[int, tuple[Any, list[int], str, float, set[int], bool, bool]] = {}
     rewritten: dict[int, tuple[Callable, tuple, dict | None, list[int], str, float, set[int], int,
-                               bool]] = {}
+                               bool, int, bool]] = {}
     nbytes = graph.meta.get("nbytes")
     own_working = graph.meta.get("working") or [None] * n  # a task's own, e.g. a read
+    step_working = graph.meta.get("step_working") or [None] * n
+    chain_blockwise = graph.meta.get("chain_blockwise") or [None] * n
     kinds = graph.meta.get("kind")
     rows = {k: kind_info(k) for k in set(kinds)} if kinds is not None else {}
+    if stats.chains and names is not None:  # chains of an earlier pass fused further now
+        for i in np.flatnonzero(fuse | absorbs).tolist():
+            left = stats.chains.get(names[i], 0) - 1
+            if left > 0:
+                stats.chains[names[i]] = left
+            elif left == 0:
+                del stats.chains[names[i]]
     for i in _work_order(graph, fuse | absorbs):
         deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
         if modes[i] == MODE_DIRECT:
@@ -182,16 +394,16 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         # the new slots of the inputs this call (or a step inlined into it) writes over
         own_written = graph.overwritten(i)
         written = {mapping[s] for s in own_written if mapping[s] >= 0}
-        held = peak = 0  # bytes of the inlined steps' results so far; the chain's peak
         remake = True  # every inlined step is cheap to make again
+        block = chain_blockwise[i] if chain_blockwise[i] is not None else (
+            kinds is not None and rows[kinds[i]].blockwise)  # every step works block by block
         for j, d in enumerate(deps):
             if not fuse[d] or d not in exprs:
                 continue
-            expr, edeps, elabel, ecost, ewritten, eout, epeak, eremake = exprs.pop(d)
+            expr, edeps, elabel, ecost, ewritten, eremake, eblock = exprs.pop(d)
             cost += ecost
             remake = remake and eremake
-            peak = max(peak, held + epeak)
-            held += eout
+            block = block and eblock
             emap = []
             for e in edeps:
                 s = slot_of.get(e)
@@ -204,6 +416,9 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
                 written.update(emap)
             inlined = _map_deps(expr, lambda e, emap=emap: Dep(emap[e.slot]))
             pending = _PENDING_BASE + j
+            uses = _count_slot((tmpl_args, tmpl_kwargs), pending)
+            if uses > 1:  # read by several steps of this task: made once
+                inlined.shared = uses
 
             def put(d: Dep, pending: int = pending, inlined: Any = inlined) -> Any:
                 return inlined if d.slot == pending else d
@@ -214,24 +429,33 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
             label.insert(0, elabel)
         func = graph.funcs[i]
         rewrite = getattr(func, "fuse_rewrite", None)
+        extra = 0
         if rewrite is not None and not tmpl_kwargs and len(label) > 1:
             better = rewrite(tmpl_args)
             if better is not None:
-                func, tmpl_args = better
+                func, tmpl_args, extra = better
         text = "+".join(label)
         out = int(nbytes[i] or 0) if nbytes is not None else 0
         row = rows[kinds[i]] if kinds is not None else None
         if row is not None and row.view:  # shares its input's memory
             out = 0
-        factor = row.temp_factor if row is not None else 1.0
-        peak = max(peak, held + int(out * (1 + factor)), held + (own_working[i] or 0))
+        if step_working[i] is not None:  # a task fused in an earlier pass: its own step
+            step = step_working[i]
+        else:
+            # a ufunc makes its result and no temporaries; other steps about temp_factor
+            # results more
+            factor = 0.0 if isinstance(graph.funcs[i], np.ufunc) else (
+                row.temp_factor if row is not None else 1.0)
+            step = max(int(out * (1 + factor)), own_working[i] or 0) + extra
         remake = remake and (row.remake if row is not None else False)
         if fuse[i]:
-            exprs[i] = (Call(func, tmpl_args, tmpl_kwargs), new_deps, text, cost,
-                        written, out, peak, remake)
+            exprs[i] = (Call(func, tmpl_args, tmpl_kwargs, mem=(out, step)), new_deps, text,
+                        cost, written, remake, block)
         else:
+            held, peak = template_working((tmpl_args, tmpl_kwargs))
+            peak = max(peak, held + step)
             rewritten[i] = (func, tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak,
-                            remake)
+                            remake, step, block)
             stats.chains[text] = stats.chains.get(text, 0) + 1
 
     keep = np.flatnonzero(~fuse)
@@ -266,7 +490,9 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     meta.setdefault("remake", [None] * len(keep_l))
     nol = new_of_old.tolist()
     kwargs_col = {nol[i]: kw for i, kw in graph.kwargs.items() if nol[i] >= 0}
-    for i, (func, t_args, t_kwargs, deps, text, cost, written, peak, remake
+    meta.setdefault("step_working", [None] * len(keep_l))
+    meta.setdefault("chain_blockwise", [None] * len(keep_l))
+    for i, (func, t_args, t_kwargs, deps, text, cost, written, peak, remake, step, block
             ) in rewritten.items():
         k = nol[i]
         funcs[k] = func
@@ -281,6 +507,8 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         if "overwrites" in meta:
             meta["overwrites"][k] = tuple(sorted(written))
         meta["working"][k] = peak
+        meta["step_working"][k] = step
+        meta["chain_blockwise"][k] = block
         meta["remake"][k] = remake
         if cost:
             meta["cost"][k] = cost
