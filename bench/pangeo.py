@@ -19,6 +19,21 @@ the local machine holds:
   to ``(T, 10, 10)`` space blocks and written to a new zarr store (``T=1240``: 5.2 GB);
   the source is made once and kept in ``--data-dir``.
 
+And from ``tests/benchmarks/test_array.py`` (``test_vorticity``, dask/distributed#6571):
+
+- ``vorticity``: ``u``, ``v`` random ``(5000, 5000, T)`` in ``(5000, 5000, 1)`` blocks of
+  190 MiB, each padded by one element at the end of axis 0 (``mode="wrap"``) and rechunked
+  back to one block along it, ``dx[..., None] * up - dy[..., None] * vp`` with ``dx``, ``dy``
+  random ``(5001, 5000)``; every block stored into a target that drops it
+  (``arr_to_devnull``; Cubed stores only into zarr, so it writes its result to disk).
+  ``T=60``: 24 GB generated.
+
+And from ``tests/benchmarks/test_spill.py`` (``test_dot_product_spill``):
+
+- ``dot``: ``(a @ a.T).sum()`` for ``a`` random ``(T, T)`` float64 in "auto" blocks
+  (``T=16000``: a 2 GB input whose product is 4 GB, under a 2 GB limit; the suite scales
+  the input to 30% of the cluster's memory, which here would take an hour of BLAS).
+
 And from ``tests/benchmarks/test_rechunk.py`` (``test_swap_axes_out_of_core``):
 
 - ``swap``: random ``(T, T)`` float64 in ``(-1, "auto")`` blocks (whole columns) rechunked
@@ -30,8 +45,8 @@ with 2 threads; tilegraph under ``--limit`` (its ``memory_limit``), Cubed under 
 and for tilegraph the bytes spilled, read back and recomputed, the most bytes of results
 held and the plan's projection of it; then the ratios to dask.
 
-Run: ``python bench/pangeo.py [--workload quadratic|anomaly|rechunk|swap|all] [--t 1000]
-[--limit 2GB]``
+Run: ``python bench/pangeo.py [--workload quadratic|anomaly|rechunk|swap|vorticity|dot|all]
+[--t 1000] [--limit 2GB]``
 (``--t`` sets T; the default sizes are 1-2x this machine's 24 GB).
 """
 
@@ -47,7 +62,8 @@ import sys
 import tempfile
 import time
 
-SIZES = {"quadratic": 1000, "anomaly": 1200, "rechunk": 1240, "swap": 20000}
+SIZES = {"quadratic": 1000, "anomaly": 1200, "rechunk": 1240, "swap": 20000, "vorticity": 60,
+         "dot": 16000}
 GRID = (721, 1440)
 DATA_DIR = os.path.join(tempfile.gettempdir(), "tilegraph-bench-pangeo")
 
@@ -101,7 +117,42 @@ def _swap(xp, t: int, rng):
     return [xp.sum(x.rechunk(("auto", -1)))]
 
 
-WORKLOADS = {"quadratic": _quadratic, "anomaly": _anomaly, "rechunk": None, "swap": _swap}
+def _pad_wrap(xp, arr):
+    """One element padded at the end of axis 0 with wrap (Cubed's ``pad`` has only
+    ``symmetric`` with (1, 0): there, the same values as a concatenation)."""
+    if xp.__name__.startswith("cubed"):
+        return xp.concat([arr, arr[0:1]], axis=0)
+    return xp.pad(arr, pad_width=[(0, 1), (0, 0), (0, 0)], mode="wrap")
+
+
+def _vorticity(xp, t: int, rng):
+    side = 5000
+    u, v = rng((side, side, t), (side, side, 1), 6), rng((side, side, t), (side, side, 1), 7)
+    dx, dy = rng((side + 1, side), (side + 1, side), 8), rng((side + 1, side), (side + 1, side), 9)
+
+    def pad_rechunk(arr):
+        padded = _pad_wrap(xp, arr)
+        return padded.rechunk((side + 1, *padded.chunksize[1:]))
+
+    up, vp = pad_rechunk(u), pad_rechunk(v)
+    return [dx[..., None] * up - dy[..., None] * vp]
+
+
+def _dot(xp, t: int, rng):
+    a = rng((t, t), "auto", 10)
+    return [xp.sum(a @ a.T)]
+
+
+class DevNull:
+    """``arr_to_devnull``'s target: every block is made and dropped."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
+WORKLOADS = {"quadratic": _quadratic, "anomaly": _anomaly, "rechunk": None, "swap": _swap,
+             "vorticity": _vorticity, "dot": _dot}
+STORED = {"vorticity"}  # written to DevNull (store), not computed into memory
 TARGET = (10, 10)  # the space blocks of the rechunk
 
 
@@ -164,7 +215,10 @@ def child(system: str, workload: str, t: int, limit: str, data_dir: str) -> None
 
         outs = WORKLOADS[workload](xp, t, rng)
         t0 = time.perf_counter()
-        xp.compute(*outs, memory_limit=limit, workers=2)
+        if workload in STORED:
+            xp.store(outs, [DevNull()] * len(outs), memory_limit=limit, workers=2)
+        else:
+            xp.compute(*outs, memory_limit=limit, workers=2)
         elapsed = time.perf_counter() - t0
         run = xp.last_run()
         extra = {"spilled": run.spilled_bytes, "read_back": run.unspilled_bytes,
@@ -179,7 +233,11 @@ def child(system: str, workload: str, t: int, limit: str, data_dir: str) -> None
 
         outs = WORKLOADS[workload](xp, t, rng)
         t0 = time.perf_counter()
-        dask.compute(*outs, scheduler="threads", num_workers=2)
+        if workload in STORED:
+            xp.store(outs, [DevNull()] * len(outs), lock=False, scheduler="threads",
+                     num_workers=2)
+        else:
+            dask.compute(*outs, scheduler="threads", num_workers=2)
         elapsed = time.perf_counter() - t0
     else:
         import tempfile
@@ -196,8 +254,14 @@ def child(system: str, workload: str, t: int, limit: str, data_dir: str) -> None
 
         outs = WORKLOADS[workload](xp, t, rng)
         t0 = time.perf_counter()
-        cubed.compute(*outs, executor=ThreadsExecutor(max_workers=2))
+        if workload in STORED:  # Cubed stores only into zarr: its writes are real
+            for k, out in enumerate(outs):
+                cubed.to_zarr(out, os.path.join(spec.work_dir, f"out-{k}.zarr"),
+                              executor=ThreadsExecutor(max_workers=2))
+        else:
+            cubed.compute(*outs, executor=ThreadsExecutor(max_workers=2))
         elapsed = time.perf_counter() - t0
+        shutil.rmtree(spec.work_dir, ignore_errors=True)
     peak = extra.pop("peak_rss", None) or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"seconds": elapsed, "peak_rss": peak, **extra}))
 
