@@ -31,8 +31,9 @@ And from ``tests/benchmarks/test_array.py`` (``test_vorticity``, dask/distribute
 And from ``tests/benchmarks/test_spill.py`` (``test_dot_product_spill``):
 
 - ``dot``: ``(a @ a.T).sum()`` for ``a`` random ``(T, T)`` float64 in "auto" blocks
-  (``T=16000``: a 2 GB input whose product is 4 GB, under a 2 GB limit; the suite scales
-  the input to 30% of the cluster's memory, which here would take an hour of BLAS).
+  (``T=12000``: a 1.15 GB input and as large a product, 3.5 Tflop; run it under a limit
+  below that, e.g. ``--limit 1GB``; the suite scales the input to 30% of the cluster's
+  memory, which here would take an hour of BLAS).
 
 And from ``tests/benchmarks/test_rechunk.py`` (``test_swap_axes_out_of_core``):
 
@@ -63,7 +64,7 @@ import tempfile
 import time
 
 SIZES = {"quadratic": 1000, "anomaly": 1200, "rechunk": 1240, "swap": 20000, "vorticity": 60,
-         "dot": 16000}
+         "dot": 12000}
 GRID = (721, 1440)
 DATA_DIR = os.path.join(tempfile.gettempdir(), "tilegraph-bench-pangeo")
 

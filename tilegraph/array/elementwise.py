@@ -259,8 +259,10 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
         else:
             template.append(a)
     token = tokenize("map_blocks", func, *aligned, kwargs, dtype, out_chunks)
+    itemsize = dtype.itemsize
     blocks = _map_blocks(
         f"{op}-{token}", func, [a.collection for a in unique.values()], first.numblocks,
         args=tuple(template), kwargs=kwargs or None, kind="map", name=op,
+        nbytes=lambda c: itemsize * math.prod(out_chunks[i][k] for i, k in enumerate(c)),
     )
     return Array(blocks, shape, out_chunks, dtype)

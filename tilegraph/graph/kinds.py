@@ -150,10 +150,11 @@ _ROWS = (
     # without the GIL)
     OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True),
     # the group-by-join of a contraction: the tasks of output block (i, j) on the grid
-    OpKind("product", fuse_producer=True, placement="grid", temp_factor=0.0,
-           releases_gil=True, flops=matmul_flops),
-    OpKind("accumulate", fuse_producer=True, placement="grid", temp_factor=0.0,
-           overwrites=0, releases_gil=True, flops=matmul_flops),
+    # (both absorb views of their operands: a transposed block is taken inside the product)
+    OpKind("product", fuse_producer=True, fuse_consumer=True, placement="grid",
+           temp_factor=0.0, releases_gil=True, flops=matmul_flops),
+    OpKind("accumulate", fuse_producer=True, fuse_consumer=True, placement="grid",
+           temp_factor=0.0, overwrites=0, releases_gil=True, flops=matmul_flops),
     # a contraction with a one-block-dimension output: each product where its larger
     # operand's block lives, a tree of small partial sums; views of its operands (a
     # transposed block) fuse into it

@@ -19,9 +19,10 @@ def task_estimates(graph: Any) -> list[int]:
     (:mod:`tilegraph.graph.kinds`: views and in-place accumulations need none); a fused chain
     of a kind with ``chain_temporaries`` (elementwise ops, per-block reductions, user
     functions) makes one more temporary block per step it fuses (its name joins the steps
-    with ``+``). A fused task takes at least its ``working`` column: the largest working set
-    along its chain (:mod:`tilegraph.plan.fuse`), so that a chain whose output is small but
-    whose steps make large blocks (``random(...).sum()``) is known to need them."""
+    with ``+``) when fusion did not walk it. A task made by fusion takes its ``working``
+    column: the peak of filling its template step by step (:mod:`tilegraph.plan.fuse`), so
+    that a chain whose output is small but whose steps make large blocks
+    (``random(...).sum()``) is known to need them."""
     n = len(graph)
     nb = graph.meta.get("nbytes")
     working = graph.meta.get("working")
@@ -31,9 +32,14 @@ def task_estimates(graph: Any) -> list[int]:
     kinds = graph.meta.get("kind") or [None] * n
     names = graph.meta.get("name") or [None] * n
     rows = {k: kind_info(k) for k in set(kinds)}
+    fused = graph.meta.get("step_working") or [None] * n
     out = []
     for i in range(n):
         size = nb[i] or 0
+        if fused[i] is not None and working[i] is not None:
+            # a task made by fusion: its working set walked step by step
+            out.append(max(int(size), int(working[i])))
+            continue
         row = rows[kinds[i]]
         steps = names[i].count("+") if names[i] and row.chain_temporaries else 0
         need = int(size * (1 + row.temp_factor + steps))

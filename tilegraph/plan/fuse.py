@@ -13,6 +13,10 @@ may be inlined (``fuse_producer``) is inlined into its consumer, whose kind may 
 - the producer has no inputs, the consumer is blockwise and both are the same block of
   their grids (a rechunked block made from nothing, read by the step that uses it).
 
+A view (a transposed or sliced block) with several consumers is inlined into each of them:
+it costs nothing to take again, and held as a task result it would count as a second copy
+of its block.
+
 A task fused in one pass is blockwise only if all its steps are. Fusion runs again while a
 pass may have made new chains: a producer that read a block its consumer also reads leaves
 that block with one consumer fewer (a block, a slice of it and the rechunk that joins both
@@ -297,11 +301,32 @@ def _chosen(graph: TaskGraph, outputs: np.ndarray) -> tuple[np.ndarray, bool]:
     modes = graph.modes
     workers = graph.meta.get("worker")
     coords = graph.meta.get("coords")
+    nbytes = graph.meta.get("nbytes")
     chain = graph.meta.get("chain_blockwise") or [None] * n  # tasks fused in earlier passes
     rows = {k: kind_info(k) for k in set(kinds)}
     dptr, didx = graph.dep_ptr, graph.dep_idx
+    # a view (a transposed or sliced block) read by several steps is taken by each of them:
+    # it costs nothing to take again, and held as a result it would be counted as a second
+    # copy of its block (only a plain view: a fused chain ending in a view would be made
+    # again by every reader)
+    steps = graph.meta.get("step_working") or [None] * n
+    dup = np.zeros(n, dtype=bool)
+    for i in np.flatnonzero((out_deg > 1) & ~is_output & (in_deg > 0)).tolist():
+        kp = rows[kinds[i]]
+        if not (kp.view and kp.fuse_producer) or modes[i] == MODE_DATA or steps[i] is not None:
+            continue
+        readers = idx[ptr[i]:ptr[i + 1]].tolist()
+        # (on another worker, only a view as large as its input: a slice's reader would
+        # otherwise fetch the whole block)
+        whole = nbytes is not None and nbytes[i] is not None and nbytes[i] >= sum(
+            nbytes[d] or 0 for d in didx[dptr[i]:dptr[i + 1]].tolist())
+        if all(rows[kinds[c]].fuse_consumer and (
+                workers is None or workers[c] == workers[i] or whole) for c in readers):
+            dup[i] = True
     for i in single.tolist():
         c = int(consumer[i])
+        if dup[c]:  # (inlined into a view taken by several readers, it would be made again)
+            continue
         kp, kc = rows[kinds[i]], rows[kinds[c]]
         if not kp.fuse_producer or not kc.fuse_consumer:
             continue
@@ -328,12 +353,11 @@ def _chosen(graph: TaskGraph, outputs: np.ndarray) -> tuple[np.ndarray, bool]:
             shared = bool(np.isin(own, didx[dptr[c]:dptr[c + 1]]).any())
         elif in_deg[i] == 0 and in_deg[c] == 1 and out_deg[c] == 1 and kc.fuse_producer:
             shared = True  # the consumer becomes a source with one consumer of its own
-    return fuse, shared
+    return fuse | dup, shared
 
 
 def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[TaskGraph,
                                                                            FuseStats]:
-
     """The graph without the fused tasks; only their consumers are rewritten, every other
     task's columns are copied as they are."""
     n = len(graph)
@@ -400,7 +424,7 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         for j, d in enumerate(deps):
             if not fuse[d] or d not in exprs:
                 continue
-            expr, edeps, elabel, ecost, ewritten, eremake, eblock = exprs.pop(d)
+            expr, edeps, elabel, ecost, ewritten, eremake, eblock = exprs[d]
             cost += ecost
             remake = remake and eremake
             block = block and eblock
