@@ -469,3 +469,28 @@ def test_sum_of_a_product_fuses_into_one_einsum_with_numpy_values(backend_option
     assert _funcs_named(tg.mean(x * y, axis=0), "sum_of_products") == 18
     assert _funcs_named(tg.mean(x + y, axis=0), "sum_of_products") == 0
     assert _funcs_named(tg.max(x * y, axis=0), "sum_of_products") == 0
+
+
+@pytest.mark.parametrize("axis", [(0, 2), (1, 0), (0, 1, 2), (2,), [1, 2]])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_quantiles_over_several_axes_match_numpy(axis, keepdims):
+    a = np.random.default_rng(4).random((5, 6, 7))
+    a[1, 2, 3] = np.nan
+    x = tg.from_numpy(a, chunks=(2, 4, 3))
+    for got, want in [
+        (np.quantile(x, [0.2, 0.7], axis=axis, keepdims=keepdims),
+         np.quantile(a, [0.2, 0.7], axis=axis, keepdims=keepdims)),
+        (np.median(x, axis=axis, keepdims=keepdims), np.median(a, axis=axis, keepdims=keepdims)),
+        (np.nanpercentile(x, 30, axis=axis, keepdims=keepdims),
+         np.nanpercentile(a, 30, axis=axis, keepdims=keepdims)),
+    ]:
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.compute(), want, equal_nan=True)
+
+
+def test_quantile_rejects_repeated_or_bad_axes(forbid_compute):
+    x = tg.from_numpy(np.ones((3, 4, 5)), chunks=2)
+    with pytest.raises(ValueError, match="repeated axis"):
+        np.quantile(x, 0.5, axis=(0, 0))
+    with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
+        np.median(x, axis=(0, 3))

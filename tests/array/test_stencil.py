@@ -158,3 +158,154 @@ def test_roll_rejects_bad_input(forbid_compute):
         tg.roll(x, (1, 2, 3), axis=(0, 1))
     with pytest.raises(ValueError, match="same length"):
         x.__array_namespace__().roll(x, (1, 2), axis=0)
+
+
+@pytest.mark.parametrize(("window", "axis"), [
+    (3, 0), (2, 1), ((2, 3), (0, 1)), ((2, 2), (0, 0)), ((7, 5, 3), None), (1, 2), (7, 0),
+    (3, -1),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.int16])
+def test_sliding_window_view_matches_numpy(window, axis, dtype):
+    a = np.arange(7 * 5 * 3).reshape(7, 5, 3).astype(dtype)
+    x = tg.from_numpy(a, chunks=(3, 2, 2))
+    want = np.lib.stride_tricks.sliding_window_view(a, window, axis=axis)
+    for got in (tg.sliding_window_view(x, window, axis=axis),
+                np.lib.stride_tricks.sliding_window_view(x, window, axis=axis)):
+        assert isinstance(got, tg.Array) and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.compute(), want)
+
+
+def test_sliding_window_view_reads_each_block_and_its_halo_only():
+    x = tg.from_numpy(np.arange(100.0), chunks=10)
+    w = tg.sliding_window_view(x, 4)
+    assert w.chunks == ((10,) * 9 + (7,), (4,))
+    graph = plan_arrays([w], fuse=False).graph
+    reads = [len(graph.dependencies(k)) for k in graph.keys]
+    assert max(reads) <= 2  # a block and the next one's first elements
+
+
+@pytest.mark.parametrize(("args", "kwargs", "error", "match"), [
+    ((8,), {"axis": 0}, ValueError, "larger than axis 0"),
+    ((0,), {"axis": 0}, ValueError, "must be positive"),
+    ((2,), {}, ValueError, "one entry per axis"),
+    ((2,), {"axis": 3}, np.exceptions.AxisError, "out of bounds"),
+    (((2, 2),), {"axis": 0}, ValueError, "same length"),
+    ((1.5,), {"axis": 0}, TypeError, "integers"),
+])
+def test_sliding_window_view_rejects_bad_input(args, kwargs, error, match, forbid_compute):
+    x = tg.from_numpy(np.ones((7, 5)), chunks=3)
+    with pytest.raises(error, match=match):
+        tg.sliding_window_view(x, *args, **kwargs)
+
+
+COORDS = np.cumsum(np.random.default_rng(2).random(7)) + 1
+
+
+@pytest.mark.parametrize(("args", "kwargs"), [
+    ((), {}), ((2.0,), {}), ((COORDS, np.arange(5) * 2.0, 0.5), {}),
+    ((COORDS,), {"axis": 0}), ((np.arange(5) * 2,), {"axis": 1, "edge_order": 2}),
+    ((), {"axis": (0, 2), "edge_order": 2}), ((COORDS, 3), {"axis": (0, -1)}),
+    ((), {"axis": -1}),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_gradient_matches_numpy(args, kwargs, dtype):
+    a = (np.random.default_rng(1).random((7, 5, 4)) * 100).astype(dtype)
+    x = tg.from_numpy(a, chunks=(3, 2, 3))
+    got, want = np.gradient(x, *args, **kwargs), np.gradient(a, *args, **kwargs)
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+    else:
+        got, want = (got,), (want,)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.chunks == x.chunks
+        np.testing.assert_allclose(g.compute(), w, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize(("args", "kwargs", "error", "match"), [
+    ((), {"edge_order": 3}, ValueError, "edge_order must be 1 or 2"),
+    ((), {"axis": 2}, np.exceptions.AxisError, "out of bounds"),
+    ((), {"axis": (0, 0)}, ValueError, "repeated axis"),
+    ((1.0, 2.0, 3.0), {}, TypeError, "one spacing, or one per axis"),
+    ((np.arange(4.0),), {"axis": 0}, ValueError, "must match the length"),
+    ((np.ones((2, 2)),), {"axis": 0}, ValueError, "scalars or 1d"),
+])
+def test_gradient_rejects_bad_input(args, kwargs, error, match, forbid_compute):
+    x = tg.from_numpy(np.ones((3, 4)), chunks=2)
+    with pytest.raises(error, match=match):
+        tg.gradient(x, *args, **kwargs)
+    with pytest.raises(ValueError, match="at least 3 elements"):
+        tg.gradient(tg.from_numpy(np.ones(2)), edge_order=2)
+
+
+def _laplacian(b):
+    out = b.copy()
+    out[1:-1, 1:-1] = (b[:-2, 1:-1] + b[2:, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:]
+                       - 4 * b[1:-1, 1:-1])
+    return out
+
+
+BOUNDARIES = ["periodic", "reflect", "nearest", "none", 0.5,
+              {0: "periodic", 1: "none"}]
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES, ids=str)
+@pytest.mark.parametrize("depth", [1, (2, 1), {0: 1}])
+def test_map_overlap_and_overlap_match_dask(boundary, depth):
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(0).random((11, 9))
+    x = tg.from_numpy(a, chunks=(4, 3))  # uneven edge blocks
+    d = da.from_array(a, chunks=(4, 3))
+    np.testing.assert_allclose(
+        tg.map_overlap(_laplacian, x, depth=depth, boundary=boundary).compute(),
+        da.map_overlap(_laplacian, d, depth=depth, boundary=boundary).compute())
+    ours = tg.overlap(x, depth, boundary)
+    theirs = da.overlap.overlap(d, depth=depth, boundary=boundary)
+    assert ours.chunks == theirs.chunks
+    np.testing.assert_allclose(ours.compute(), theirs.compute())
+    np.testing.assert_array_equal(tg.trim_internal(ours, depth, boundary).compute(), a)
+
+
+def test_map_overlap_periodic_laplacian_matches_numpy_rolls():
+    a = np.random.default_rng(1).random((12, 10)).astype(np.float32)
+    x = tg.from_numpy(a, chunks=(5, 4))
+
+    def lap(b):
+        return (np.roll(b, 1, 0) + np.roll(b, -1, 0) + np.roll(b, 1, 1) + np.roll(b, -1, 1)
+                - 4 * b)
+
+    got = x.map_overlap(lap, depth=1, boundary="periodic")
+    assert got.dtype == np.float32 and got.chunks == x.chunks
+    np.testing.assert_allclose(got.compute(), lap(a), rtol=1e-5)
+    # two arrays, the second rechunked to the first's blocks; trim=False keeps the halos
+    y = tg.from_numpy(a * 2, chunks=(6, 5))
+    both = tg.map_overlap(lambda p, q: p + q, x, y, depth=1, boundary="nearest")
+    np.testing.assert_allclose(both.compute(), 3 * a, rtol=1e-6)
+    kept = tg.map_overlap(lambda b: b, x, depth=1, boundary="none", trim=False)
+    assert kept.chunks == ((6, 7, 3), (5, 6, 3))
+
+
+def test_map_overlap_reads_only_the_neighbours_edge_slabs():
+    x = tg.from_numpy(np.arange(400.0).reshape(20, 20), chunks=5)
+    y = x.map_overlap(lambda b: b + 1, depth=1, boundary="none")
+    graph = plan_arrays([y]).graph
+    # each task reads at most its block and its eight neighbours (corners included)
+    assert max(len(graph.dependencies(k)) for k in graph.keys) <= 9
+    np.testing.assert_array_equal(y.compute(), np.arange(400.0).reshape(20, 20) + 1)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"depth": -1}, ValueError, "non-negative"),
+    ({"depth": 1.5}, TypeError, "integers"),
+    ({"depth": 3}, ValueError, "larger than the smallest block"),
+    ({"depth": (1, 1, 1)}, ValueError, "one value per axis"),
+    ({"depth": {2: 1}}, np.exceptions.AxisError, "out of bounds"),
+    ({"depth": 1, "boundary": "mirror"}, ValueError, "boundary 'mirror'"),
+])
+def test_map_overlap_rejects_bad_input(kwargs, error, match, forbid_compute):
+    x = tg.from_numpy(np.ones((6, 5)), chunks=(2, 3))
+    with pytest.raises(error, match=match):
+        tg.map_overlap(lambda b: b, x, **kwargs)
+    with pytest.raises(TypeError, match="not callable"):
+        tg.map_overlap(3, x, depth=1)
+    with pytest.raises(ValueError, match="same shape"):
+        tg.map_overlap(np.add, x, tg.ones((6, 6)), depth=1)

@@ -280,3 +280,28 @@ def test_manager_store_bad_input():
         m.store([x], [object()], compute=False)
     with pytest.raises((TypeError, ValueError), match="no_such_option"):
         m.store([x], [np.empty((4, 3))], compute=False, no_such_option=1)
+
+
+@pytest.mark.parametrize(("name", "op"), [
+    ("rolling mean", lambda d: d.rolling(x=3).mean()),
+    ("centred rolling sum", lambda d: d.rolling(x=4, center=True).sum()),
+    ("rolling max, min_periods", lambda d: d.rolling(x=3, min_periods=1).max()),
+    ("rolling over two dims", lambda d: d.rolling(x=3, y=2).mean()),
+    ("rolling construct", lambda d: d.rolling(x=3).construct("window")),
+    ("weighted mean", lambda d: d.weighted(xr.DataArray(np.arange(13.0), dims="y")).mean("y")),
+    ("shift", lambda d: d.shift(x=2)),
+    ("roll", lambda d: d.roll(x=-3)),
+    ("pad wrap", lambda d: d.pad(x=(1, 2), mode="wrap")),
+    ("idxmax", lambda d: d.idxmax("x")),
+    ("quantile", lambda d: d.quantile([0.3, 0.5], dim="x")),
+    ("quantile over two dims", lambda d: d.quantile(0.3, dim=("x", "y"))),
+    ("median over two dims", lambda d: d.median(("x", "y"))),
+])
+def test_window_shift_weighted_and_quantile_ops_match_numpy(registered, data, name, op):
+    ds, _, _ = data
+    c = ds.v.chunk({"x": 7, "y": 5}, chunked_array_type="tilegraph")
+    got = op(c)
+    assert isinstance(got.data, tg.Array), name
+    want = op(ds.v)
+    assert got.dims == want.dims
+    np.testing.assert_allclose(got.values, want.values, equal_nan=True)

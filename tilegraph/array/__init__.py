@@ -94,7 +94,15 @@ from tilegraph.array.statistics import (
     quantile,
     trace,
 )
-from tilegraph.array.stencil import pad, roll
+from tilegraph.array.stencil import (
+    gradient,
+    map_overlap,
+    overlap,
+    pad,
+    roll,
+    sliding_window_view,
+    trim_internal,
+)
 
 _install_methods()
 
@@ -177,11 +185,13 @@ __all__ = [
     "from_scipy",
     "from_zarr",
     "full",
+    "gradient",
     "histogram",
     "hstack",
     "isclose",
     "linspace",
     "map_blocks",
+    "map_overlap",
     "matmul",
     "max",
     "mean",
@@ -205,6 +215,7 @@ __all__ = [
     "nonzero",
     "ones",
     "outer",
+    "overlap",
     "pad",
     "percentile",
     "prod",
@@ -216,6 +227,7 @@ __all__ = [
     "round",
     "searchsorted",
     "semiring_matmul",
+    "sliding_window_view",
     "sort",
     "squeeze",
     "stack",
@@ -229,6 +241,7 @@ __all__ = [
     "to_zarr",
     "trace",
     "transpose",
+    "trim_internal",
     "unique",
     "unique_all",
     "unique_counts",

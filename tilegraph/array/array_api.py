@@ -28,6 +28,7 @@ import builtins
 import math
 import operator
 from collections import namedtuple
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from tilegraph.array import reductions as _red
 from tilegraph.array import scans as _scans
 from tilegraph.array import sorting as _sorting
 from tilegraph.array import stencil as _stencil
+from tilegraph.array.contraction import einsum as _einsum
 from tilegraph.array.contraction import matmul as _matmul
 from tilegraph.array.contraction import tensordot as _tensordot
 from tilegraph.array.core import Array
@@ -521,6 +523,16 @@ def roll(x: Array, /, shift: Any, *, axis: Any = None) -> Array:
 def pad(x: Array, /, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Array:
     """``numpy.pad`` (every mode) as blocked edge pieces; see :func:`tilegraph.pad`."""
     return _stencil.pad(x, pad_width, mode, **kwargs)
+
+
+def einsum(subscripts: str, /, *operands: Any, **kwargs: Any) -> Array:
+    """``numpy.einsum`` as blocked contractions; see :func:`tilegraph.einsum`."""
+    return _einsum(subscripts, *operands, **kwargs)
+
+
+# ``xp.lib.stride_tricks.sliding_window_view``, as xarray's rolling windows call it
+lib = SimpleNamespace(stride_tricks=SimpleNamespace(
+    sliding_window_view=_stencil.sliding_window_view))
 
 
 def repeat(x: Array, repeats: Any, /, *, axis: int | None = None) -> Array:

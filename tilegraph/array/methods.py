@@ -375,6 +375,15 @@ def _inplace(name: str) -> Callable:
     return method
 
 
+def map_overlap(self: Array, func: Callable, depth: Any, boundary: Any = None,
+                trim: bool = True, **kwargs: Any) -> Array:
+    """``func`` on every block extended by ``depth`` neighbouring elements, as dask's
+    ``Array.map_overlap`` (see :func:`tilegraph.map_overlap`)."""
+    from tilegraph.array.stencil import map_overlap as _map_overlap
+
+    return _map_overlap(func, self, depth=depth, boundary=boundary, trim=trim, **kwargs)
+
+
 def install() -> None:
     """Attach these methods to :class:`Array` (idempotent)."""
     Array.blocks = property(blocks)
@@ -382,7 +391,7 @@ def install() -> None:
     for func in (persist, to_dot, visualize, __reduce__, tolist, item, squeeze, flatten,
                  clip, round, argsort, nonzero, searchsorted, take, trace, diagonal, ptp,
                  __array_namespace__, to_device, __index__, __setitem__, __dlpack__,
-                 __dlpack_device__):
+                 __dlpack_device__, map_overlap):
         setattr(Array, func.__name__, func)
     for name in _INPLACE:
         setattr(Array, f"__i{name}__", _inplace(name))

@@ -233,6 +233,8 @@ IMPLEMENTATIONS: dict[Callable, Callable] = {
     np.expand_dims: expand_dims, np.moveaxis: moveaxis, np.flip: flip,
     np.fliplr: lambda m: flip(m, 1), np.flipud: lambda m: flip(m, 0),
     np.full_like: full_like, np.pad: stencil.pad, np.roll: stencil.roll,
+    np.lib.stride_tricks.sliding_window_view: stencil.sliding_window_view,
+    np.gradient: stencil.gradient,
     np.zeros_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
         a, 0, dtype, shape=shape),
     np.ones_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(

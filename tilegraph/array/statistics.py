@@ -176,6 +176,23 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
                          "(percentiles in [0, 100])")
     if a.size == 0:
         raise ValueError(f"{op}: the array of shape {a.shape} is empty")
+    if isinstance(axis, (tuple, list)):
+        from tilegraph.array.reductions import normalize_axes
+
+        axes = normalize_axes(op, tuple(axis), a.ndim, a.shape)
+        if len(axes) == a.ndim:
+            axis = None
+        elif len(axes) == 1:
+            axis = axes[0]
+        else:  # the axes moved last and merged into one
+            kept = [i for i in range(a.ndim) if i not in axes]
+            merged = a.transpose([*kept, *axes]).reshape(
+                (*[a.shape[i] for i in kept], -1))
+            out = _quantile(op, func, merged, q, -1, method, False, nan)
+            if keepdims:
+                out = out.reshape((*q.shape, *[1 if i in axes else n
+                                               for i, n in enumerate(a.shape)]))
+            return out
     if axis is None or a.ndim == 1:
         flat = a.reshape(-1)
         if nan and flat.dtype.kind in "fc":
@@ -194,6 +211,10 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
             frac = pos - lo
             vlo, vhi = s[lo], s[hi]
             out = (vlo + (vhi - vlo) * frac).reshape(q.shape)
+            if not nan and flat.dtype.kind in "fc":  # a NaN anywhere makes every quantile NaN
+                from tilegraph.array.elementwise import where
+
+                out = where(np.isnan(flat).any(), np.nan, out)
             if a.dtype.kind == "f" and a.dtype.itemsize < 8:
                 out = out.astype(np.result_type(a.dtype, np.float16))
         if keepdims:

@@ -11,11 +11,15 @@ regions hold what NumPy puts there), widths larger than the axis included.
 array([4., 5., 0., 1., 2., 3., 4., 5., 0.])
 >>> tg.roll(x, 2).compute()
 array([4., 5., 0., 1., 2., 3.])
+>>> tg.sliding_window_view(x, 3).compute()[:2]
+array([[0., 1., 2.],
+       [1., 2., 3.]])
 """
 
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +28,8 @@ import numpy as np
 
 from tilegraph.array.core import Array, asarray
 
-__all__ = ["pad", "roll"]
+__all__ = ["gradient", "map_overlap", "overlap", "pad", "roll", "sliding_window_view",
+           "trim_internal"]
 
 _MODE_KWARGS = {
     "constant": ("constant_values",),
@@ -335,3 +340,371 @@ def roll(x: Any, shift: Any, axis: Any = None) -> Array:
         out = concatenate([out[(*lead, slice(n - s, None))], out[(*lead, slice(0, n - s))]],
                           axis=a)
     return out
+
+
+def _windows(x: Array, axis: int, width: int) -> Array:
+    """The sliding windows of ``width`` along ``axis`` (a new last axis): output block j
+    holds the windows starting in x's block j, made from that block and the first
+    ``width - 1`` elements after it (the halo), joined into one block."""
+    from tilegraph.array.elementwise import map_blocks
+    from tilegraph.array.manipulation import concatenate
+
+    n = x.shape[axis]
+    count = n - width + 1
+    starts, lengths = [], []
+    pos = 0
+    for c in x.chunks[axis]:
+        take = builtins.min(c, count - pos)
+        if take > 0:
+            starts.append(pos)
+            lengths.append(take)
+        pos += c
+    lead = (slice(None),) * axis
+    pieces = []
+    for s, m in zip(starts, lengths, strict=True):
+        piece = x[(*lead, slice(s, s + m + width - 1))]
+        pieces.append(piece.rechunk(_at(piece.chunks, axis, (m + width - 1,))))
+    halo = pieces[0] if len(pieces) == 1 else concatenate(pieces, axis=axis)
+    halo = halo.rechunk(_at(halo.chunks, axis, tuple(m + width - 1 for m in lengths)))
+
+    def windows(block: np.ndarray) -> np.ndarray:  # (the block has a last axis of 1)
+        return np.lib.stride_tricks.sliding_window_view(block[..., 0], width, axis=axis)
+
+    windows.__name__ = "sliding_window_view"
+    chunks = (*_at(halo.chunks, axis, tuple(lengths)), (width,))
+    return map_blocks(windows, halo[..., None], dtype=x.dtype, chunks=chunks,
+                      name="sliding_window_view")
+
+
+def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *,
+                        subok: bool = False, writeable: bool = False,
+                        automatic_rechunk: bool = True) -> Array:
+    """``numpy.lib.stride_tricks.sliding_window_view``: every window of ``window_shape``
+    along ``axis`` (all axes when ``None``), the window axes appended last. Each output
+    block is made from one input block and the ``window - 1`` elements after it, so no
+    axis is gathered; a block of the result is ``window`` times its input block. The result
+    is a new array (``writeable``, ``subok`` and dask's ``automatic_rechunk`` are accepted
+    for their callers' signatures and change nothing); windows of length 0 are refused."""
+    x = asarray(x)
+    shape = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
+    try:
+        shape = tuple(operator.index(w) for w in shape)
+    except TypeError:
+        raise TypeError(f"sliding_window_view: window_shape must be integers, got "
+                        f"{window_shape!r}") from None
+    if axis is None:
+        if len(shape) != x.ndim:
+            raise ValueError(f"sliding_window_view: window_shape {shape} needs one entry per "
+                             f"axis of an array of shape {x.shape} when axis is None")
+        axes = tuple(range(x.ndim))
+    else:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        if len(axes) != len(shape):
+            raise ValueError(f"sliding_window_view: window_shape {shape} and axis {axis!r} "
+                             "must have the same length")
+        for a in axes:
+            if not -x.ndim <= operator.index(a) < x.ndim:
+                raise np.exceptions.AxisError(
+                    f"sliding_window_view: axis {a} is out of bounds for an array of shape "
+                    f"{x.shape}")
+        axes = tuple(operator.index(a) % x.ndim for a in axes)
+    if any(w <= 0 for w in shape):
+        raise ValueError(f"sliding_window_view: window_shape must be positive, got {shape}")
+    out = x
+    for a, w in zip(axes, shape, strict=True):
+        if w > out.shape[a]:
+            raise ValueError(f"sliding_window_view: a window of {w} is larger than axis {a} "
+                             f"of length {out.shape[a]}")
+        out = _windows(out, a, w)
+    return out
+
+
+def _spacing(varargs: tuple, f: Array, axes: tuple[int, ...]) -> list[Any]:
+    """Per axis: a scalar step, or the differences of 1-d coordinates (a scalar when they
+    are even), as ``numpy.gradient`` reads its ``varargs``."""
+    if not varargs:
+        return [1.0] * len(axes)
+    if len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        return [varargs[0]] * len(axes)
+    if len(varargs) != len(axes):
+        raise TypeError(f"gradient: give one spacing, or one per axis ({len(axes)}), got "
+                        f"{len(varargs)}")
+    out = []
+    for axis, d in zip(axes, varargs, strict=True):
+        if isinstance(d, Array):
+            d = d.compute()
+        d = np.asarray(d)
+        if d.ndim == 0:
+            out.append(d[()])
+            continue
+        if d.ndim != 1:
+            raise ValueError("gradient: distances must be either scalars or 1d")
+        if len(d) != f.shape[axis]:
+            raise ValueError(f"gradient: when 1d, distances must match the length of the "
+                             f"corresponding dimension ({f.shape[axis]} on axis {axis}), got "
+                             f"{len(d)}")
+        if np.issubdtype(d.dtype, np.integer):
+            d = d.astype(np.float64)
+        step = np.diff(d)
+        out.append(step[0] if (step == step[0]).all() else step)
+    return out
+
+
+def _along(coeffs: Any, axis: int, ndim: int) -> Any:
+    """Coefficients per position along ``axis``, shaped to broadcast against the array."""
+    if np.ndim(coeffs) == 0:
+        return coeffs
+    return np.asarray(coeffs).reshape([-1 if k == axis else 1 for k in range(ndim)])
+
+
+def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
+    """``numpy.gradient``: second-order central differences inside, first- or second-order
+    one-sided differences at the edges, with even (scalar) or uneven (1-d coordinate)
+    spacing per axis. Each derivative is slices of the array combined block by block and
+    cut like the input; one axis gives an array, several a tuple. datetime64 and
+    timedelta64 arrays are not supported (convert them to numbers first)."""
+    f = asarray(f)
+    if f.dtype.kind in "mM":
+        raise TypeError("gradient: datetime64 and timedelta64 arrays are not supported; "
+                        "convert them to numbers (e.g. .astype('int64')) first")
+    if axis is None:
+        axes = tuple(range(f.ndim))
+    else:
+        given = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        for a in given:
+            if not -f.ndim <= operator.index(a) < f.ndim:
+                raise np.exceptions.AxisError(
+                    f"gradient: axis {a} is out of bounds for an array of shape {f.shape}")
+        axes = tuple(operator.index(a) % f.ndim for a in given)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"gradient: repeated axis in {axis!r}")
+    edge_order = operator.index(edge_order)
+    if edge_order not in (1, 2):
+        raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order}")
+    spacing = _spacing(varargs, f, axes)
+    if f.dtype.kind not in "fc":
+        f = f.astype(np.float64)
+    from tilegraph.array.manipulation import concatenate
+
+    nd = f.ndim
+    outs = []
+    for axis, dx in zip(axes, spacing, strict=True):
+        n = f.shape[axis]
+        if n < edge_order + 1:
+            raise ValueError("gradient: shape of array too small to calculate a numerical "
+                             f"gradient on axis {axis}: at least {edge_order + 1} elements "
+                             "are required")
+        uniform = np.ndim(dx) == 0
+
+        def at(start: int | None, stop: int | None, axis: int = axis) -> Array:
+            return f[(slice(None),) * axis + (slice(start, stop),)]
+
+        parts = []
+        if edge_order == 1:
+            d0 = dx if uniform else dx[0]
+            parts.append((at(1, 2) - at(0, 1)) / d0)
+        else:
+            if uniform:
+                a, b, c = -1.5 / dx, 2.0 / dx, -0.5 / dx
+            else:
+                d1, d2 = dx[0], dx[1]
+                a = -(2.0 * d1 + d2) / (d1 * (d1 + d2))
+                b = (d1 + d2) / (d1 * d2)
+                c = -d1 / (d2 * (d1 + d2))
+            parts.append(a * at(0, 1) + b * at(1, 2) + c * at(2, 3))
+        if n > 2:
+            if uniform:
+                parts.append((at(2, None) - at(None, -2)) / (2.0 * dx))
+            else:
+                d1, d2 = dx[:-1], dx[1:]
+                a = _along(-d2 / (d1 * (d1 + d2)), axis, nd)
+                b = _along((d2 - d1) / (d1 * d2), axis, nd)
+                c = _along(d1 / (d2 * (d1 + d2)), axis, nd)
+                parts.append(a * at(None, -2) + b * at(1, -1) + c * at(2, None))
+        if edge_order == 1:
+            dn = dx if uniform else dx[-1]
+            parts.append((at(n - 1, None) - at(n - 2, n - 1)) / dn)
+        else:
+            if uniform:
+                a, b, c = 0.5 / dx, -2.0 / dx, 1.5 / dx
+            else:
+                d1, d2 = dx[-2], dx[-1]
+                a = d2 / (d1 * (d1 + d2))
+                b = -(d2 + d1) / (d1 * d2)
+                c = (2.0 * d2 + d1) / (d2 * (d1 + d2))
+            parts.append(a * at(n - 3, n - 2) + b * at(n - 2, n - 1) + c * at(n - 1, None))
+        out = concatenate(parts, axis=axis).astype(f.dtype)
+        outs.append(out.rechunk(f.chunks))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_BOUNDARY_MODES = {"periodic": "wrap", "reflect": "symmetric", "nearest": "edge"}
+
+
+def _per_axis(name: str, value: Any, ndim: int, default: Any) -> list[Any]:
+    """dask's per-axis argument: one value for every axis, a tuple (one per axis) or a dict
+    {axis: value} (the others ``default``)."""
+    if isinstance(value, dict):
+        out = [default] * ndim
+        for a, v in value.items():
+            a = operator.index(a)
+            if not -ndim <= a < ndim:
+                raise np.exceptions.AxisError(f"{name}: axis {a} is out of bounds for a "
+                                              f"{ndim}-d array")
+            out[a % ndim] = v
+        return out
+    if isinstance(value, (tuple, list)):
+        if len(value) != ndim:
+            raise ValueError(f"{name}: give one value per axis ({ndim}), got {value!r}")
+        return list(value)
+    return [value] * ndim
+
+
+def _depths(depth: Any, x: Array) -> list[int]:
+    out = []
+    for a, d in enumerate(_per_axis("overlap", 0 if depth is None else depth, x.ndim, 0)):
+        try:
+            d = operator.index(d)
+        except TypeError:
+            raise TypeError(f"overlap: depth must be integers, got {depth!r}") from None
+        if d < 0:
+            raise ValueError(f"overlap: depth must be non-negative, got {depth!r}")
+        if d and d > min(x.chunks[a], default=0):
+            raise ValueError(
+                f"overlap: depth {d} on axis {a} is larger than the smallest block there "
+                f"({min(x.chunks[a])}): rechunk to larger blocks first")
+        out.append(d)
+    return out
+
+
+def _boundaries(boundary: Any, x: Array) -> list[Any]:
+    out = _per_axis("overlap", "reflect" if boundary is None else boundary, x.ndim, "none")
+    for b in out:
+        if isinstance(b, str) and b not in (*_BOUNDARY_MODES, "none"):
+            raise ValueError(f"overlap: boundary {b!r} is not one of 'periodic', 'reflect', "
+                             "'nearest', 'none' or a constant")
+    return out
+
+
+def overlap(x: Any, depth: Any, boundary: Any = None) -> Array:
+    """Each block extended by ``depth`` elements of its neighbours on every side (dask's
+    ``overlap``); at the array's edges by ``boundary``: ``"periodic"`` (the other end),
+    ``"reflect"`` (mirrored, the edge element included), ``"nearest"`` (the edge element
+    repeated), a constant, or ``"none"`` (no extension there). ``depth`` and ``boundary``
+    may be one value, a tuple per axis or a dict {axis: value}. Each extended block reads
+    its own block and the neighbours' edge slabs only."""
+    x = asarray(x)
+    depths = _depths(depth, x)
+    bounds = _boundaries(boundary, x)
+    from tilegraph.array.manipulation import concatenate
+
+    out = x
+    for axis, (d, b) in enumerate(zip(depths, bounds, strict=True)):
+        if not d:
+            continue
+        chunks = out.chunks[axis]
+        if isinstance(b, str) and b == "none":
+            padded, shift, n = out, 0, out.shape[axis]
+        else:
+            widths = [(0, 0)] * out.ndim
+            widths[axis] = (d, d)
+            if isinstance(b, str):
+                padded = pad(out, widths, mode=_BOUNDARY_MODES[b])
+            else:
+                padded = pad(out, widths, mode="constant", constant_values=b)
+            shift, n = d, out.shape[axis] + 2 * d
+        lead = (slice(None),) * axis
+        pieces, lengths = [], []
+        start = 0
+        for c in chunks:
+            lo, hi = max(0, start + shift - d), min(n, start + shift + c + d)
+            piece = padded[(*lead, slice(lo, hi))]
+            pieces.append(piece.rechunk(_at(piece.chunks, axis, (hi - lo,))))
+            lengths.append(hi - lo)
+            start += c
+        joined = pieces[0] if len(pieces) == 1 else concatenate(pieces, axis=axis)
+        out = joined.rechunk(_at(joined.chunks, axis, tuple(lengths)))
+    return out
+
+
+def _trim_block(block: np.ndarray, index: tuple) -> np.ndarray:
+    return block[index]
+
+
+def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = None
+                  ) -> Array:
+    """The inverse of :func:`overlap`: ``depth`` elements cut from every side of every block
+    (none at the array's edges where ``boundary`` was ``"none"``)."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.chunks import numblocks
+    from tilegraph.array.core import tokenize
+    from tilegraph.graph.taskgraph import Dep, Lit
+
+    x = asarray(x)
+    depths = [operator.index(d) for d in _per_axis(
+        "trim_internal", 0 if depth is None else depth, x.ndim, 0)]
+    bounds = _boundaries(boundary, x)
+    cuts = []  # per axis, per block: (cut before, cut after)
+    for axis, (d, b) in enumerate(zip(depths, bounds, strict=True)):
+        none = isinstance(b, str) and b == "none"
+        k = len(x.chunks[axis])
+        axis_cuts = []
+        for j, c in enumerate(x.chunks[axis]):
+            before = 0 if (none and j == 0) else d
+            after = 0 if (none and j == k - 1) else d
+            if before + after > c:
+                raise ValueError(f"trim_internal: a block of {c} on axis {axis} is smaller "
+                                 f"than the {before + after} elements to cut")
+            axis_cuts.append((before, after))
+        cuts.append(axis_cuts)
+    chunks = tuple(tuple(c - bf - af for c, (bf, af) in zip(x.chunks[a], cuts[a],
+                                                             strict=True))
+                   for a in range(x.ndim))
+    key = x.collection.key
+
+    def task_of(coord: tuple[int, ...]) -> tuple:
+        index = tuple(slice(cuts[a][j][0], x.chunks[a][j] - cuts[a][j][1])
+                      for a, j in enumerate(coord))
+        return _trim_block, [key(coord)], (Dep(0), Lit(index))
+
+    token = tokenize("trim_internal", x, tuple(depths), tuple(map(str, bounds)))
+    blocks = apply_blocks(f"trim-{token}", numblocks(chunks), [x.collection], task_of,
+                          kind="getitem", name="trim",
+                          nbytes=lambda c: x.itemsize * math.prod(
+                              chunks[a][j] for a, j in enumerate(c)))
+    return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
+
+
+def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = None,
+                trim: bool = True, dtype: Any = None, name: str | None = None,
+                **kwargs: Any) -> Array:
+    """dask's ``map_overlap``: ``func`` applied to every block extended by ``depth``
+    neighbouring elements (see :func:`overlap` for ``depth`` and ``boundary``), the
+    extension cut off again afterwards when ``trim`` (so ``func`` must keep its block's
+    shape). Several arrays are aligned to the first one's blocks first. The halo of a
+    block is read from the neighbours' edge slabs only, and is made inside the task that
+    applies ``func`` where fusion allows it."""
+    from tilegraph.array.elementwise import map_blocks
+
+    if not callable(func):
+        raise TypeError(f"map_overlap: {func!r} is not callable")
+    arrays = [a for a in args if isinstance(a, Array) or isinstance(a, np.ndarray)]
+    if not arrays:
+        raise TypeError("map_overlap: give at least one array argument")
+    first = asarray(arrays[0])
+    extended = []
+    for a in args:
+        if isinstance(a, (Array, np.ndarray)):
+            a = asarray(a)
+            if a.shape != first.shape:
+                raise ValueError(f"map_overlap: arrays of shapes {first.shape} and {a.shape} "
+                                 "must have the same shape")
+            if a.chunks != first.chunks:
+                a = a.rechunk(first.chunks)
+            a = overlap(a, depth, boundary)
+        extended.append(a)
+    out = map_blocks(func, *extended, dtype=dtype, name=name or getattr(
+        func, "__name__", "map_overlap"), **kwargs)
+    if not trim:
+        return out
+    return trim_internal(out, depth, boundary)
