@@ -586,44 +586,115 @@ def _boundaries(boundary: Any, x: Array) -> list[Any]:
     return out
 
 
+def _edge(block: np.ndarray, axis: int, side: int, d: int) -> np.ndarray:
+    """A copy of the first (``side`` 0) or last (1) ``d`` elements of a block along
+    ``axis``: a neighbour's halo, small enough that the block need not stay for it."""
+    index = [slice(None)] * block.ndim
+    index[axis] = slice(0, d) if side == 0 else slice(block.shape[axis] - d, None)
+    return block[tuple(index)].copy()
+
+
+def _join_halo(axis: int, d: int, left: Any, right: Any, own: np.ndarray,
+               *slabs: np.ndarray) -> np.ndarray:
+    """A block with its halos along ``axis``: each side is ``"slab"`` (the next of
+    ``slabs``, a neighbour's edge), ``None`` (no halo: boundary "none"), a boundary mode
+    made from the block's own edge (``"reflect"``, ``"nearest"``), or a constant."""
+    it = iter(slabs)
+    parts = []
+    for side, how in ((0, left), (1, right)):
+        if how is None:
+            part = None
+        elif isinstance(how, str) and how == "slab":
+            part = next(it)
+        else:
+            edge = _edge(own, axis, side, d)
+            widths = [(0, 0)] * own.ndim
+            widths[axis] = (d, 0) if side == 0 else (0, d)
+            if isinstance(how, str):
+                padded = np.pad(edge, widths, mode=_BOUNDARY_MODES[how])
+            else:
+                padded = np.pad(edge, widths, mode="constant", constant_values=how)
+            index = [slice(None)] * own.ndim
+            index[axis] = slice(0, d) if side == 0 else slice(d, None)
+            part = padded[tuple(index)]
+        parts.append(part)
+    pieces = [p for p in (parts[0], own, parts[1]) if p is not None]
+    return np.concatenate(pieces, axis=axis)
+
+
+def _overlap_axis(x: Array, axis: int, d: int, b: Any) -> Array:
+    """One axis of :func:`overlap`: edge slabs cut (copied) from every block, and each block
+    joined with its neighbours' slabs (or its own boundary) in one task."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.chunks import numblocks
+    from tilegraph.array.core import tokenize
+    from tilegraph.graph.taskgraph import Dep
+
+    k = len(x.chunks[axis])
+    grid = x.numblocks
+    key = x.collection.key
+    token = tokenize("overlap", x, axis, d, str(b))
+    periodic = isinstance(b, str) and b == "periodic"
+    none = isinstance(b, str) and b == "none"
+    itemsize = x.itemsize
+
+    def slab_bytes(c: tuple[int, ...]) -> int:
+        return itemsize * math.prod(d if a == axis else x.chunks[a][j]
+                                    for a, j in enumerate(c))
+
+    slabs = []
+    for side in (0, 1):  # first d elements (a left neighbour's right halo), last d
+        slabs.append(apply_blocks(
+            f"overlap-edge{side}-{token}", grid, [x.collection],
+            lambda c, side=side: (_edge, [key(c)], (Dep(0), axis, side, d)),
+            kind="rechunk", name="halo", nbytes=slab_bytes))
+    lengths = []
+    for j, c in enumerate(x.chunks[axis]):
+        left = j > 0 or not none
+        right = j < k - 1 or not none
+        lengths.append(c + d * left + d * right)
+    chunks = _at(x.chunks, axis, tuple(lengths))
+
+    def task_of(c: tuple[int, ...]) -> tuple:
+        j = c[axis]
+        deps = [key(c)]
+        how = []
+        for side, neighbour in ((0, j - 1), (1, j + 1)):
+            inside = 0 <= neighbour < k
+            if inside or periodic:
+                # the left halo is the left neighbour's last d; the right, the right's first
+                deps.append(slabs[1 - side].key(_at(c, axis, neighbour % k)))
+                how.append("slab")
+            elif none:
+                how.append(None)
+            else:
+                how.append(b)
+        args = (axis, d, how[0], how[1], *[Dep(i) for i in range(len(deps))])
+        return _join_halo, deps, args
+
+    blocks = apply_blocks(
+        f"overlap-{token}", numblocks(chunks), [x.collection, *slabs], task_of,
+        kind="rechunk", name="overlap",
+        nbytes=lambda c: itemsize * math.prod(chunks[a][j] for a, j in enumerate(c)))
+    return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
+
+
 def overlap(x: Any, depth: Any, boundary: Any = None) -> Array:
     """Each block extended by ``depth`` elements of its neighbours on every side (dask's
     ``overlap``); at the array's edges by ``boundary``: ``"periodic"`` (the other end),
     ``"reflect"`` (mirrored, the edge element included), ``"nearest"`` (the edge element
     repeated), a constant, or ``"none"`` (no extension there). ``depth`` and ``boundary``
-    may be one value, a tuple per axis or a dict {axis: value}. Each extended block reads
-    its own block and the neighbours' edge slabs only."""
+    may be one value, a tuple per axis or a dict {axis: value}. Axes are extended one after
+    the other (so corners come from the diagonal neighbours); along each, every block's
+    edge slabs are copied out, and a block is joined with its neighbours' slabs in one
+    task, so a block need not stay in memory for its neighbours' halos."""
     x = asarray(x)
     depths = _depths(depth, x)
     bounds = _boundaries(boundary, x)
-    from tilegraph.array.manipulation import concatenate
-
     out = x
     for axis, (d, b) in enumerate(zip(depths, bounds, strict=True)):
-        if not d:
-            continue
-        chunks = out.chunks[axis]
-        if isinstance(b, str) and b == "none":
-            padded, shift, n = out, 0, out.shape[axis]
-        else:
-            widths = [(0, 0)] * out.ndim
-            widths[axis] = (d, d)
-            if isinstance(b, str):
-                padded = pad(out, widths, mode=_BOUNDARY_MODES[b])
-            else:
-                padded = pad(out, widths, mode="constant", constant_values=b)
-            shift, n = d, out.shape[axis] + 2 * d
-        lead = (slice(None),) * axis
-        pieces, lengths = [], []
-        start = 0
-        for c in chunks:
-            lo, hi = max(0, start + shift - d), min(n, start + shift + c + d)
-            piece = padded[(*lead, slice(lo, hi))]
-            pieces.append(piece.rechunk(_at(piece.chunks, axis, (hi - lo,))))
-            lengths.append(hi - lo)
-            start += c
-        joined = pieces[0] if len(pieces) == 1 else concatenate(pieces, axis=axis)
-        out = joined.rechunk(_at(joined.chunks, axis, tuple(lengths)))
+        if d:
+            out = _overlap_axis(out, axis, d, b)
     return out
 
 
