@@ -173,3 +173,104 @@ def test_per_axis_auto_chunks_as_dask_takes_them():
     y = x.rechunk(("auto", -1), max_mem=40_000)  # staged: each old block a column strip
     np.testing.assert_array_equal(y.compute(), a)
     assert float(y.sum().compute()) == pytest.approx(a.sum())
+
+
+def test_default_rng_hands_out_new_arrays_reproducibly_as_dask_does():
+    g = tg.random.default_rng(3)
+    a, b = g.random((5, 4), chunks=2), g.random((5, 4), chunks=2)
+    again = tg.random.default_rng(3)
+    np.testing.assert_array_equal(again.random((5, 4), chunks=2).compute(), a.compute())
+    assert not np.array_equal(a.compute(), b.compute())
+    assert a.chunks == ((2, 2, 1), (2, 2))
+    ints = g.integers(10, size=(600,), chunks=100).compute()
+    assert ints.min() >= 0 and ints.max() < 10 and ints.dtype == np.int64
+    normal = g.normal(5.0, 2.0, size=(20000,)).compute()
+    assert abs(normal.mean() - 5.0) < 0.1 and abs(normal.std() - 2.0) < 0.1
+    assert g.standard_normal((2, 2), dtype=np.float32).dtype == np.float32
+    u = g.uniform(1.0, 2.0, size=(100,)).compute()
+    assert u.min() >= 1.0 and u.max() < 2.0
+    # a SeedSequence or another Generator seeds one too
+    tg.random.default_rng(np.random.SeedSequence(5)).random((3,)).compute()
+    tg.random.default_rng(g).random((3,)).compute()
+
+
+def test_default_rng_rejects_bad_input(forbid_compute):
+    g = tg.random.default_rng(1)
+    with pytest.raises(TypeError, match="give the array shape as size="):
+        g.random()
+    with pytest.raises(TypeError, match="out= is not supported"):
+        g.random((2,), out=np.zeros(2))
+    with pytest.raises(TypeError, match="non-negative int"):
+        tg.random.default_rng(-1)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        g.random((2,), dtype=np.int32)
+
+
+@pytest.mark.parametrize("k", [3, -2, 1, 13])
+@pytest.mark.parametrize("axis", [1, 0, -1])
+@pytest.mark.parametrize("dtype", [np.float64, np.uint8, np.int32])
+def test_topk_and_argtopk_as_dask(k, axis, dtype):
+    a = np.random.default_rng(0).permutation(7 * 13).reshape(7, 13).astype(dtype)
+    if abs(k) > a.shape[axis]:
+        return
+    x = tg.from_numpy(a, chunks=(3, 4))  # uneven edge blocks
+    s = np.sort(a, axis=axis)
+    want = np.flip(s, axis=axis).take(range(k), axis=axis) if k > 0 else s.take(
+        range(-k), axis=axis)
+    got = x.topk(k, axis=axis)
+    assert got.dtype == a.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.compute(), want)
+    index = tg.argtopk(x, k, axis=axis).compute()
+    np.testing.assert_array_equal(np.take_along_axis(a, index, axis=axis), want)
+
+
+def test_topk_rejects_bad_input(forbid_compute):
+    x = tg.from_numpy(np.arange(10.0), chunks=3)
+    with pytest.raises(ValueError, match="k must not be 0"):
+        tg.topk(x, 0)
+    with pytest.raises(ValueError, match="larger than axis 0"):
+        tg.topk(x, 11)
+    with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
+        tg.argtopk(x, 2, axis=1)
+
+
+def test_vindex_picks_points_as_dask():
+    a = np.arange(5 * 6 * 4).reshape(5, 6, 4)
+    x = tg.from_numpy(a, chunks=(2, 4, 3))
+    np.testing.assert_array_equal(x.vindex[[0, 2, 4], [1, 1, 5]].compute(),
+                                  a[[0, 2, 4], [1, 1, 5]])
+    # the broadcast point axes come first, then the axes taken whole
+    got = x.vindex[:, [0, 2], [1, 3]]
+    assert got.shape == (2, 5)
+    np.testing.assert_array_equal(got.compute(), np.moveaxis(a, 0, -1)[[0, 2], [1, 3]])
+    i = np.array([[0, 1], [2, 3]])
+    np.testing.assert_array_equal(x.vindex[i, 0].compute(), a[i, 0])
+    with pytest.raises(IndexError, match="only ':' slices"):
+        x.vindex[1:3, [0, 1]]
+    with pytest.raises(IndexError, match="at least one integer array"):
+        x.vindex[:, :]
+    with pytest.raises(IndexError, match="too many indices"):
+        x.vindex[[0], [0], [0], [0]]
+
+
+@pytest.mark.parametrize(("func", "axis"), [
+    (np.sum, 1), (np.cumsum, 0), (lambda v: np.outer(v[:2], v[:3]), 2), (lambda v: v[::2], -1),
+    (np.argmax, 2),
+])
+def test_apply_along_axis_matches_numpy(func, axis):
+    a = np.random.default_rng(0).random((6, 7, 5))
+    x = tg.from_numpy(a, chunks=(4, 3, 2))
+    got, want = np.apply_along_axis(func, axis, x), np.apply_along_axis(func, axis, a)
+    assert isinstance(got, tg.Array) and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got.compute(), want)
+    # dask's shape= and dtype= skip the probe call
+    given = tg.apply_along_axis(np.sum, 0, x, shape=(), dtype=np.float32)
+    assert given.dtype == np.float32 and given.shape == (7, 5)
+
+
+def test_apply_along_axis_rejects_bad_input(forbid_compute):
+    x = tg.from_numpy(np.ones((3, 4)), chunks=2)
+    with pytest.raises(TypeError, match="not callable"):
+        tg.apply_along_axis(3, 0, x)
+    with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
+        tg.apply_along_axis(np.sum, 2, x)

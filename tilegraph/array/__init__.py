@@ -34,6 +34,7 @@ from tilegraph.array.loops import while_loop
 from tilegraph.array.manipulation import concatenate, stack
 from tilegraph.array.methods import install as _install_methods
 from tilegraph.array.numpy_functions import (
+    apply_along_axis,
     clip,
     column_stack,
     dstack,
@@ -56,8 +57,10 @@ from tilegraph.array.scans import (
 )
 from tilegraph.array.sorting import (
     argsort,
+    argtopk,
     searchsorted,
     sort,
+    topk,
     unique,
     unique_all,
     unique_counts,
@@ -146,10 +149,12 @@ __all__ = [
     "all",
     "allclose",
     "any",
+    "apply_along_axis",
     "arange",
     "argmax",
     "argmin",
     "argsort",
+    "argtopk",
     "argwhere",
     "array_equal",
     "asarray",
@@ -239,6 +244,7 @@ __all__ = [
     "tensordot",
     "to_npy",
     "to_zarr",
+    "topk",
     "trace",
     "transpose",
     "trim_internal",

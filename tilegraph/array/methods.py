@@ -384,14 +384,66 @@ def map_overlap(self: Array, func: Callable, depth: Any, boundary: Any = None,
     return _map_overlap(func, self, depth=depth, boundary=boundary, trim=trim, **kwargs)
 
 
+def topk(self: Array, k: int, axis: int = -1, split_every: Any = None) -> Array:
+    """The ``k`` largest elements along ``axis``, descending (see :func:`tilegraph.topk`)."""
+    from tilegraph.array.sorting import topk as _topk
+
+    return _topk(self, k, axis=axis)
+
+
+def argtopk(self: Array, k: int, axis: int = -1, split_every: Any = None) -> Array:
+    """The indices of :meth:`topk`'s elements (see :func:`tilegraph.argtopk`)."""
+    from tilegraph.array.sorting import argtopk as _argtopk
+
+    return _argtopk(self, k, axis=axis)
+
+
+class _VIndex:
+    """``x.vindex[...]``: point-wise indexing as dask's ``vindex``: the integer arrays (and
+    integers) of the index are broadcast together and pick one element each, their shape
+    first in the result, then the axes taken whole by ``:``."""
+
+    def __init__(self, array: Array):
+        self._array = array
+
+    def __getitem__(self, index: Any) -> Array:
+        x = self._array
+        index = index if isinstance(index, tuple) else (index,)
+        if any(i is Ellipsis for i in index):
+            at = index.index(Ellipsis)
+            index = (*index[:at], *[slice(None)] * (x.ndim - len(index) + 1), *index[at + 1:])
+        if len(index) > x.ndim:
+            raise IndexError(f"vindex: too many indices ({len(index)}) for an array of "
+                             f"shape {x.shape}")
+        index = (*index, *[slice(None)] * (x.ndim - len(index)))
+        points = [a for a, i in enumerate(index) if not isinstance(i, slice)]
+        if not points:
+            raise IndexError("vindex: give at least one integer array (or use x[...] for "
+                             "slices)")
+        for a, i in enumerate(index):
+            if isinstance(i, slice) and i != slice(None):
+                raise IndexError(f"vindex: only ':' slices may stand beside the point "
+                                 f"indices (axis {a} has {i!r}); slice first with x[...]")
+        order = points + [a for a in range(x.ndim) if a not in points]
+        moved = x.transpose(order) if order != list(range(x.ndim)) else x
+        picks = tuple(index[a] for a in points)
+        return moved[picks]
+
+
+def vindex(self: Array) -> _VIndex:
+    """Point-wise indexing, as dask's ``x.vindex[rows, cols]``."""
+    return _VIndex(self)
+
+
 def install() -> None:
     """Attach these methods to :class:`Array` (idempotent)."""
     Array.blocks = property(blocks)
+    Array.vindex = property(vindex)
     Array.device = property(device)
     for func in (persist, to_dot, visualize, __reduce__, tolist, item, squeeze, flatten,
                  clip, round, argsort, nonzero, searchsorted, take, trace, diagonal, ptp,
                  __array_namespace__, to_device, __index__, __setitem__, __dlpack__,
-                 __dlpack_device__, map_overlap):
+                 __dlpack_device__, map_overlap, topk, argtopk):
         setattr(Array, func.__name__, func)
     for name in _INPLACE:
         setattr(Array, f"__i{name}__", _inplace(name))

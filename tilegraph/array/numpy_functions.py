@@ -124,6 +124,40 @@ def flip(a: Any, axis: Any = None) -> Array:
                    for i in range(a.ndim))]
 
 
+def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any,
+                     dtype: Any = None, shape: Any = None, **kwargs: Any) -> Array:
+    """``numpy.apply_along_axis`` (and dask's, with its ``dtype=`` and ``shape=``): ``axis``
+    is made one block, the other axes stay cut, and each block runs NumPy's loop. The
+    output of ``func1d`` (its shape and dtype) is found by calling it on a vector of ones of
+    the axis' length when ``shape`` or ``dtype`` is not given."""
+    from tilegraph.array.sorting import _axis, whole_axis
+
+    if not callable(func1d):
+        raise TypeError(f"apply_along_axis: {func1d!r} is not callable")
+    a = asarray(arr)
+    if a.ndim == 0:
+        raise ValueError("apply_along_axis: needs an array of at least one dimension")
+    axis = _axis("apply_along_axis", a, axis)
+    if shape is None or dtype is None:
+        probe = np.asarray(func1d(np.ones(a.shape[axis], dtype=a.dtype), *args, **kwargs))
+        shape = probe.shape if shape is None else shape
+        dtype = probe.dtype if dtype is None else dtype
+    shape = tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    y = whole_axis(a, axis)
+    width = int(np.prod(shape))  # func1d's output, flattened into the axis' place
+
+    def run(block: np.ndarray) -> np.ndarray:
+        out = np.apply_along_axis(func1d, axis, block, *args, **kwargs)
+        return np.asarray(out, dtype=dtype).reshape(
+            (*block.shape[:axis], width, *block.shape[axis + 1:]))
+
+    run.__name__ = f"apply_along_axis-{getattr(func1d, '__name__', 'func')}"
+    chunks = tuple((width,) if i == axis else c for i, c in enumerate(y.chunks))
+    out = elementwise.map_blocks(run, y, dtype=dtype, chunks=chunks, name=run.__name__)
+    return out.reshape((*a.shape[:axis], *shape, *a.shape[axis + 1:]))
+
+
 def atleast_nd(n: int) -> Callable:
     def at_least(*arrays: Any) -> Any:
         out = []
@@ -234,7 +268,7 @@ IMPLEMENTATIONS: dict[Callable, Callable] = {
     np.fliplr: lambda m: flip(m, 1), np.flipud: lambda m: flip(m, 0),
     np.full_like: full_like, np.pad: stencil.pad, np.roll: stencil.roll,
     np.lib.stride_tricks.sliding_window_view: stencil.sliding_window_view,
-    np.gradient: stencil.gradient,
+    np.gradient: stencil.gradient, np.apply_along_axis: apply_along_axis,
     np.zeros_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
         a, 0, dtype, shape=shape),
     np.ones_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(

@@ -19,7 +19,8 @@ import numpy as np
 from tilegraph.array.core import Array
 from tilegraph.array.creation import from_block_function
 
-__all__ = ["integers", "normal", "random", "uniform"]
+__all__ = ["Generator", "default_rng", "integers", "normal", "random", "standard_normal",
+           "uniform"]
 
 
 def _seed(seed: Any) -> int:
@@ -115,3 +116,86 @@ def integers(low: int, high: int | None = None, size: Any = None, chunks: Any = 
             f"integers: range [{low}, {high}{']' if endpoint else ')'} is out of bounds for "
             f"{np.dtype(dtype)} (values {info.min} to {info.max})")
     return _make("integers", size, chunks, seed, (low, high, endpoint), dtype)
+
+
+def standard_normal(size: Any = None, chunks: Any = "auto", seed: Any = None,
+                    dtype: Any = np.float64) -> Array:
+    """Standard normal floats (mean 0, standard deviation 1)."""
+    return normal(0.0, 1.0, size=size, chunks=chunks, seed=seed, dtype=dtype)
+
+
+class Generator:
+    """Random arrays from one seed, as ``numpy.random.default_rng(seed)`` (and dask's
+    ``da.random.default_rng``) hands them out: each call draws a new array from the next
+    child of the seed's ``SeedSequence``, so the same seed gives the same arrays in the
+    same order, and every array's blocks are seeded by block coordinate as in
+    :func:`random`.
+
+    >>> import tilegraph as tg
+    >>> a = tg.random.default_rng(3).random((4,), chunks=2).compute()
+    >>> b = tg.random.default_rng(3).random((4,), chunks=2).compute()
+    >>> bool((a == b).all())
+    True
+    """
+
+    def __init__(self, seed: Any = None):
+        if isinstance(seed, np.random.SeedSequence):
+            self._seq = seed
+        elif isinstance(seed, Generator):
+            self._seq = seed._seq.spawn(1)[0]
+        else:
+            self._seq = np.random.SeedSequence(_seed(seed))
+
+    def _next(self) -> int:
+        child = self._seq.spawn(1)[0]
+        return int(child.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+    def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None,
+               chunks: Any = "auto") -> Array:
+        """Uniform floats in [0, 1)."""
+        _no_out(out)
+        return random(_size(size), chunks=chunks, seed=self._next(), dtype=dtype)
+
+    def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None,
+                        chunks: Any = "auto") -> Array:
+        """Standard normal floats."""
+        _no_out(out)
+        return standard_normal(_size(size), chunks=chunks, seed=self._next(), dtype=dtype)
+
+    def normal(self, loc: float = 0.0, scale: float = 1.0, size: Any = None,
+               chunks: Any = "auto") -> Array:
+        """Normal floats with mean ``loc`` and standard deviation ``scale``."""
+        return normal(loc, scale, size=_size(size), chunks=chunks, seed=self._next())
+
+    def uniform(self, low: float = 0.0, high: float = 1.0, size: Any = None,
+                chunks: Any = "auto") -> Array:
+        """Uniform floats in [low, high)."""
+        return uniform(low, high, size=_size(size), chunks=chunks, seed=self._next())
+
+    def integers(self, low: int, high: int | None = None, size: Any = None,
+                 dtype: Any = np.int64, endpoint: bool = False, chunks: Any = "auto"
+                 ) -> Array:
+        """Random integers in [low, high) (or [0, low) with one bound)."""
+        return integers(low, high, size=_size(size), chunks=chunks, seed=self._next(),
+                        dtype=dtype, endpoint=endpoint)
+
+    def __repr__(self) -> str:
+        return f"tilegraph.random.Generator(entropy={self._seq.entropy})"
+
+
+def _size(size: Any) -> Any:
+    if size is None:
+        raise TypeError("Generator: give the array shape as size= (a tilegraph Generator "
+                        "draws arrays; for one number use numpy.random.default_rng)")
+    return size
+
+
+def _no_out(out: Any) -> None:
+    if out is not None:
+        raise TypeError("Generator: out= is not supported (tilegraph arrays are lazy)")
+
+
+def default_rng(seed: Any = None) -> Generator:
+    """A :class:`Generator` from ``seed`` (a non-negative int, a ``SeedSequence``, another
+    Generator, or ``None`` for fresh entropy), as ``numpy.random.default_rng``."""
+    return Generator(seed)

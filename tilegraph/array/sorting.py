@@ -1,5 +1,5 @@
-"""Sorting, searching and set functions: ``sort``, ``argsort``, ``searchsorted``,
-``unique`` and its ``unique_*`` forms.
+"""Sorting, searching and set functions: ``sort``, ``argsort``, ``topk``, ``argtopk``,
+``searchsorted``, ``unique`` and its ``unique_*`` forms.
 
 Along an axis of an array of several axes, the sorted axis is made one block (the other
 axes are cut finer so blocks keep their size) and each block is sorted on its own. A
@@ -327,3 +327,83 @@ def unique_all(x: Any) -> tuple[Array, Array, Array, Array]:
     v, i, inv, c = unique(x, return_index=True, return_inverse=True, return_counts=True)
     return namedtuple("UniqueAllResult",
                       ["values", "indices", "inverse_indices", "counts"])(v, i, inv, c)
+
+
+def _top(k: int, axis: int, with_index: bool, offset: int, block: np.ndarray) -> Any:
+    """The ``|k|`` largest (k > 0, descending) or smallest (k < 0, ascending) elements of a
+    block along ``axis``, with their indices along it (plus ``offset``) when asked."""
+    n = block.shape[axis]
+    m = min(abs(k), n)
+    order = np.argsort(block, axis=axis, kind="stable")
+    if k > 0:  # the largest first
+        order = np.flip(order, axis=axis)
+    index = [slice(None)] * block.ndim
+    index[axis] = slice(0, m)
+    order = order[tuple(index)]
+    values = np.take_along_axis(block, order, axis=axis)
+    return (values, order + offset) if with_index else values
+
+
+def _top_of_parts(k: int, axis: int, with_index: bool, values: np.ndarray,
+                  index: np.ndarray) -> np.ndarray:
+    top, where = _top(k, axis, True, 0, values)
+    return np.take_along_axis(index, where, axis=axis) if with_index else top
+
+
+def _pick_values(parts: tuple) -> np.ndarray:
+    return parts[0]
+
+
+def _pick_index(parts: tuple) -> np.ndarray:
+    return parts[1]
+
+
+def _topk(op: str, a: Any, k: Any, axis: Any, with_index: bool) -> Array:
+    from tilegraph.array.elementwise import map_blocks
+
+    a = asarray(a)
+    k = operator.index(k)
+    if k == 0:
+        raise ValueError(f"{op}: k must not be 0 (k > 0: the largest, k < 0: the smallest)")
+    if a.ndim == 0:
+        raise ValueError(f"{op}: needs an array of at least one dimension")
+    axis = _axis(op, a, axis)
+    n = a.shape[axis]
+    if abs(k) > n:
+        raise ValueError(f"{op}: |k| = {abs(k)} is larger than axis {axis} of length {n}")
+    starts = offsets(a.chunks[axis])
+    token = tokenize(op, a, k, axis)
+    key = a.collection.key
+    sizes = tuple(min(abs(k), c) for c in a.chunks[axis])
+    chunks = tuple(sizes if i == axis else c for i, c in enumerate(a.chunks))
+    grid = a.numblocks
+
+    def part_of(c: tuple[int, ...]) -> tuple:
+        return _top, [key(c)], (k, axis, True, int(starts[c[axis]]), Dep(0))
+
+    parts = apply_blocks(f"{op}-part-{token}", grid, [a.collection], part_of, kind="sort",
+                         name=f"{op}-part")
+    shape = (*a.shape[:axis], sum(sizes), *a.shape[axis + 1:])
+    values = Array(_map_blocks(f"{op}-values-{token}", _pick_values, [parts], grid,
+                               kind="getitem", name=f"{op}-values"), shape, chunks, a.dtype)
+    index = Array(_map_blocks(f"{op}-index-{token}", _pick_index, [parts], grid,
+                              kind="getitem", name=f"{op}-index"), values.shape, chunks,
+                  np.dtype(np.intp))
+    one = tuple((sum(sizes),) if i == axis else c for i, c in enumerate(chunks))
+    values, index = values.rechunk(one), index.rechunk(one)
+    out_chunks = tuple((abs(k),) if i == axis else c for i, c in enumerate(one))
+    return map_blocks(_top_of_parts, k, axis, with_index, values, index,
+                      dtype=np.dtype(np.intp) if with_index else a.dtype, chunks=out_chunks,
+                      name=op)
+
+
+def topk(a: Any, k: int, axis: int = -1, split_every: Any = None) -> Array:
+    """The ``k`` largest elements along ``axis`` in descending order (``k < 0``: the ``-k``
+    smallest, ascending), as dask's ``topk``: each block's own top ``k`` first, then the top
+    ``k`` of those (``split_every`` is accepted for dask's signature)."""
+    return _topk("topk", a, k, axis, with_index=False)
+
+
+def argtopk(a: Any, k: int, axis: int = -1, split_every: Any = None) -> Array:
+    """The indices along ``axis`` of :func:`topk`'s elements, as dask's ``argtopk``."""
+    return _topk("argtopk", a, k, axis, with_index=True)
