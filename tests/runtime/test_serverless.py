@@ -26,7 +26,7 @@ from tilegraph.runtime.serverless import Pool, run_program
 from tilegraph.runtime.serverless.state import Scripts, connect, namespace_keys
 from tilegraph.runtime.serverless.store import FsspecStore, LocalStore, dumps, loads
 
-POOL_KEYS = {b"tg:seq", b"tg:workers", b"tg:wake"}  # what a pool keeps between runs
+POOL_KEYS = {b"tg:seq", b"tg:workers", b"tg:wake", b"tg:owner"}  # kept between runs
 
 
 @pytest.fixture(scope="module")
@@ -568,3 +568,64 @@ def test_the_progress_bar_counts_the_pools_tasks(pool, monkeypatch):
     assert total0 == total1 and done1 == total1   # every task counted, the pool's included
     assert done0 < total1
     assert total1 > pipeline.last_run().ntasks   # more than the driver's own tasks
+
+
+def test_pools_sharing_a_server_own_their_namespaces():
+    """Two pools on one server: a named namespace in use is refused; pools that start
+    their own workers take namespaces of their own, and closing one leaves the other's
+    keys and runs alone."""
+    from tilegraph.runtime.serverless.pool import EmbeddedServer
+
+    server = EmbeddedServer()
+    try:
+        with Pool(workers=0, provisioner=False, redis=server.url) as hand:
+            assert hand.namespace == "tg"
+            with pytest.raises(ValueError, match=r"namespace .tg. .* is in use by another pool"):
+                Pool(workers=0, provisioner=False, redis=server.url)
+        with pytest.raises(ValueError, match="namespace must be"):
+            Pool(workers=0, provisioner=False, redis=server.url, namespace="a*")
+        a = np.arange(24.0).reshape(4, 6)
+        x = tg.from_numpy(a, chunks=2)
+        with Pool(workers=1, redis=server.url, lease=2.0) as p1:
+            with Pool(workers=1, redis=server.url, lease=2.0) as p2:
+                assert p1.namespace != p2.namespace and p1.namespace.startswith("tg-")
+                np.testing.assert_array_equal(
+                    (x + 1).compute(backend="serverless", pool=p2), a + 1)
+            # p2 closed: its keys are gone, p1's claim and its runs are untouched
+            r = connect(server.url)
+            assert not namespace_keys(r, p2.namespace)
+            assert r.get(f"{p1.namespace}:owner") is not None
+            np.testing.assert_array_equal((x * 2).compute(backend="serverless", pool=p1),
+                                          a * 2)
+        assert not namespace_keys(r, p1.namespace)
+    finally:
+        server.stop()
+
+
+def test_a_run_whose_keys_are_deleted_fails_with_a_clear_error(pool):
+    from tilegraph.runtime.serverless.backend import PoolFailure
+
+    def slow(block):
+        time.sleep(0.3)
+        return block + 1
+
+    x = tg.from_numpy(np.ones((8, 8)), chunks=2).map_blocks(slow)
+    r = connect(pool.redis_url)
+
+    def flush():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            runs = [k for k in r.scan_iter(match=f"{pool.namespace}:run:*")]
+            if runs:
+                time.sleep(0.5)
+                r.delete(*runs)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=flush)
+    t.start()
+    start = time.monotonic()
+    with pytest.raises(PoolFailure, match="were deleted while it ran"):
+        x.sum().compute(backend="serverless", pool=pool)
+    t.join()
+    assert time.monotonic() - start < 20

@@ -27,6 +27,7 @@ class StandInPool:
         self.args = (workers, redis, store)
         self.redis_url = redis or "redis://127.0.0.1:6399/0"
         self.store_url = store or "file:///tmp/store"
+        self.namespace = "tg-1234"
         self.closed = False
         StandInPool.made.append(self)
 
@@ -46,7 +47,8 @@ def test_serverless_adapter(monkeypatch):
     assert pool.pool.args == (3, "redis://db:6379/1", "s3://bucket/x")
     assert pool.env() == {"TILEGRAPH_BACKEND": "serverless",
                           "TILEGRAPH_REDIS": "redis://db:6379/1",
-                          "TILEGRAPH_STORE": "s3://bucket/x"}
+                          "TILEGRAPH_STORE": "s3://bucket/x",
+                          "TILEGRAPH_NAMESPACE": "tg-1234"}
     assert pool.job_workers() is None
     (w,) = pool.workers([])
     assert tuple(w)[:len(WORKER_KEYS)] == WORKER_KEYS and w["task"] == "gemm"

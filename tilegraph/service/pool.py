@@ -95,7 +95,8 @@ class ServerlessPool:
     def env(self) -> dict[str, str]:
         """Environment variables of a job's process: compute on the pool."""
         return {"TILEGRAPH_BACKEND": "serverless", "TILEGRAPH_REDIS": self.pool.redis_url,
-                "TILEGRAPH_STORE": self.pool.store_url}
+                "TILEGRAPH_STORE": self.pool.store_url,
+                "TILEGRAPH_NAMESPACE": self.pool.namespace}
 
     def job_workers(self) -> int | None:
         """The pool decides how many workers run a job's tasks."""

@@ -417,7 +417,13 @@ class _PoolRun:
                     if now - last_check > 0.5:
                         last_check = now
                         self.scripts.reclaim(args=[ns, 5, EVENTS_MAXLEN])
-                        r.hset(f"{ns}:run:{rid}", "seen", time.time())
+                        if r.hget(f"{ns}:run:{rid}", "state") is not None:
+                            r.hset(f"{ns}:run:{rid}", "seen", time.time())
+                        else:  # the run's hash is gone: its keys were deleted
+                            raise PoolFailure(
+                                f"the run's keys on {self.url} (namespace {ns!r}) were "
+                                "deleted while it ran: another client removed them (a "
+                                "FLUSH, or a pool closed on the same namespace)")
                         alive = len(workers_info(r, ns))
                         if alive != alive_before:
                             alive_before = alive

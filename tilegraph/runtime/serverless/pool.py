@@ -9,11 +9,20 @@ store="s3://bucket/prefix")`` uses an existing server and store instead (nothing
 user's is stopped at close; the pool's keys are removed).
 
 Computations run on a pool with ``backend="serverless"`` and ``pool=pool`` (or
-``redis=pool.redis_url``, ``store=pool.store_url``: then any process that reaches the
-server, e.g. a script run by the service, uses the pool's workers)::
+``redis=pool.redis_url``, ``store=pool.store_url`` with the environment variable
+``TILEGRAPH_NAMESPACE=pool.namespace``: then any process that reaches the server, e.g. a
+script run by the service, uses the pool's workers)::
 
     with tilegraph.runtime.serverless.Pool(workers=4) as pool:
         L = tg.linalg.cholesky(A).compute(backend="serverless", pool=pool)
+
+A pool owns its namespace (the prefix of its keys): it holds the key ``<namespace>:owner``
+while it lives (refreshed every few seconds, gone ``OWNER_TTL`` seconds after a killed
+owner), and a second pool asking for a namespace in use is refused. On a server of the
+user's, a pool that starts its own workers takes a namespace of its own (``tg-<random>``)
+unless one is named, so pools sharing a server never touch each other's keys; with
+``provisioner=False`` (workers started by hand, which use ``tg`` unless told otherwise)
+it takes ``tg``.
 
 ``close()`` (or leaving the ``with`` block, or the process exiting) stops the workers
 (SIGTERM, then SIGKILL after ``grace`` seconds), the embedded server, and removes the
@@ -46,6 +55,8 @@ from tilegraph.debris import STORE_PREFIX, VALKEY_PREFIX, owner_tag, remove_debr
 from tilegraph.runtime.serverless.state import connect, default_namespace, namespace_keys
 from tilegraph.runtime.serverless.store import ObjectStore, open_store
 from tilegraph.util import cores, die_with_parent
+
+OWNER_TTL = 15  # seconds a pool's claim on its namespace outlives its last refresh
 
 
 def _die_with_parent() -> None:
@@ -291,8 +302,16 @@ class Pool:
         nmax = max_workers if max_workers is not None else max(nmin, 1)
         if nmax < nmin:
             raise ValueError(f"max_workers={nmax} is less than workers={nmin}")
+        if namespace is not None and (not isinstance(namespace, str) or not namespace
+                                      or any(c in namespace for c in "*?[] ")):
+            raise ValueError(f"namespace must be a non-empty name without spaces or glob "
+                             f"characters, got {namespace!r}")
+        if namespace is None and redis is not None and provisioner is not False:
+            namespace = f"{default_namespace()}-{os.urandom(4).hex()}"  # a server shared
         self.namespace = namespace or default_namespace()
         self.lease = float(lease)
+        self._owner: str | None = None
+        self._owner_thread: threading.Thread | None = None
         self.server: EmbeddedServer | None = None
         self._tmp_store: str | None = None
         self.closed = False
@@ -305,6 +324,7 @@ class Pool:
                 redis = self.server.url
             self.redis_url = redis
             self.r = connect(redis)
+            self._claim_namespace()
             if store is None:
                 self._tmp_store = tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{owner_tag()}-")
                 store = self._tmp_store
@@ -324,6 +344,35 @@ class Pool:
             self.close()
             raise
         atexit.register(self.close)
+
+    def _claim_namespace(self) -> None:
+        """Take ``<namespace>:owner`` or refuse: a namespace belongs to one live pool."""
+        owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+        key = f"{self.namespace}:owner"
+        if not self.r.set(key, owner, nx=True, ex=OWNER_TTL):
+            holder = self.r.get(key)
+            holder = holder.decode() if isinstance(holder, bytes) else holder
+            raise ValueError(
+                f"Pool: namespace {self.namespace!r} on {self.redis_url} is in use by another "
+                f"pool ({holder}); name one of its own with namespace=, or close that pool "
+                f"first (a killed pool's claim lapses after {OWNER_TTL} s)")
+        self._owner = owner
+        self._owner_thread = threading.Thread(target=self._hold_namespace, daemon=True,
+                                              name="tilegraph-pool-owner")
+        self._owner_thread.start()
+
+    def _hold_namespace(self) -> None:
+        r = connect(self.redis_url)
+        key = f"{self.namespace}:owner"
+        while not self._stop.wait(OWNER_TTL / 4):
+            try:
+                if r.get(key) in (self._owner, self._owner.encode()):
+                    r.expire(key, OWNER_TTL)
+                else:  # taken over (it lapsed while this process stalled): keep it anyway
+                    r.set(key, self._owner, ex=OWNER_TTL)
+            except Exception:
+                if self._stop.is_set():
+                    return
 
     def __repr__(self) -> str:
         n = len(self.provisioner.alive()) if self.provisioner is not None else "?"
@@ -365,11 +414,13 @@ class Pool:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._owner_thread is not None:
+            self._owner_thread.join(timeout=5)
         if self.provisioner is not None:
             self.provisioner.stop()
         r = getattr(self, "r", None)
-        if r is not None and self.server is None:
-            try:  # a server of the user's: leave it as it was
+        if r is not None and self.server is None and self._owner is not None:
+            try:  # a server of the user's: leave it as it was (only this pool's keys go)
                 keys = namespace_keys(r, self.namespace)
                 if keys:
                     r.delete(*keys)
