@@ -389,7 +389,9 @@ def test_stores_round_trip_and_atomic(tmp_path):
         assert not store.exists("run/b/1")
         with pytest.raises(KeyError, match="run/b/1"):
             store.get("run/b/1")
-    # a put leaves no temporary file behind
+    # a put leaves no temporary file behind, and the probe of a writable store no folder
+    assert sorted(os.listdir(tmp_path / "s")) == []
+    LocalStore(str(tmp_path / "s")).check_writable()
     assert sorted(os.listdir(tmp_path / "s")) == []
     assert loads(dumps(np.float32(3))) == np.float32(3)
     with pytest.raises(ValueError, match="not an object"):
@@ -629,3 +631,20 @@ def test_a_run_whose_keys_are_deleted_fails_with_a_clear_error(pool):
         x.sum().compute(backend="serverless", pool=pool)
     t.join()
     assert time.monotonic() - start < 20
+
+
+def test_a_task_that_kills_its_workers_fails_the_run_after_five_losses():
+    from tilegraph.runtime.serverless.backend import PoolFailure
+    from tilegraph.runtime.serverless.state import MAX_LOST
+
+    def poison(block):
+        os._exit(3)
+
+    x = tg.from_numpy(np.ones((2, 2)), chunks=2).map_blocks(poison, dtype=float)  # no probe
+    with Pool(workers=2, lease=0.6) as p:
+        with pytest.raises(PoolFailure, match=f"was lost {MAX_LOST} times"):
+            x.compute(backend="serverless", pool=p)
+        deadline = time.monotonic() + 20
+        while len(p.workers()) > 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(p.workers()) <= 2  # the dead workers are not listed

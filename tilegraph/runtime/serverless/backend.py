@@ -52,6 +52,7 @@ from tilegraph.runtime.events import (
 from tilegraph.runtime.serverless.pool import Pool, workers_info
 from tilegraph.runtime.serverless.state import (
     EVENTS_MAXLEN,
+    MAX_LOST,
     RUN_SCORE,
     Scripts,
     connect,
@@ -416,7 +417,7 @@ class _PoolRun:
                     now = time.monotonic()
                     if now - last_check > 0.5:
                         last_check = now
-                        self.scripts.reclaim(args=[ns, 5, EVENTS_MAXLEN])
+                        self.scripts.reclaim(args=[ns, MAX_LOST, EVENTS_MAXLEN])
                         if r.hget(f"{ns}:run:{rid}", "state") is not None:
                             r.hset(f"{ns}:run:{rid}", "seen", time.time())
                         else:  # the run's hash is gone: its keys were deleted

@@ -51,6 +51,7 @@ from typing import Any
 
 RUN_SCORE = 1 << 26  # priorities of one run fit below this
 EVENTS_MAXLEN = 200_000
+MAX_LOST = 5  # expired leases of one task that fail its run (a task that kills workers)
 
 TAKE = """
 local ns, worker, lease, min_ready = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -177,7 +178,7 @@ for _, member in ipairs(expired) do
   if redis.call('HGET', runkey, 'state') == 'running'
      and redis.call('SISMEMBER', pre .. ':done', task) == 0 then
     local lost = redis.call('HINCRBY', pre .. ':lost', task, 1)
-    if lost > max_lost then
+    if lost >= max_lost then
       redis.call('HSET', runkey, 'state', 'failed', 'errtask', task, 'lost', tostring(lost))
       redis.call('RPUSH', pre .. ':want', '!fail')
     else

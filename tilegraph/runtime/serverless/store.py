@@ -97,6 +97,11 @@ class ObjectStore(ABC):
         """Remove the object ``prefix`` and every object whose key starts with
         ``prefix + "/"``."""
 
+    def _drop_empty(self, prefix: str) -> None:
+        """Remove the folder ``prefix`` if the store has folders and it is empty (object
+        stores have none: nothing to do)."""
+        return None
+
     def put_value(self, key: str, value: Any) -> int:
         """Store ``value`` (see :func:`dumps`); returns the bytes written."""
         data = dumps(value)
@@ -120,6 +125,7 @@ class ObjectStore(ABC):
             if self.get(key) != b"probe":
                 raise OSError(f"object store {self.url}: a probe object read back differently")
             self.delete_prefix(key)
+            self._drop_empty("_probe")
         except OSError as exc:
             raise OSError(exc.errno, f"object store {self.url} is not writable: "
                           f"{exc.strerror or exc}") from exc
@@ -211,6 +217,12 @@ class LocalStore(ObjectStore):
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.lexists(path):
             os.unlink(path)
+
+    def _drop_empty(self, prefix: str) -> None:
+        try:
+            os.rmdir(self._path(prefix))
+        except OSError:  # not empty (another pool's probe), or gone already
+            pass
 
     def clean(self) -> None:
         """Remove the temporary files of dead writers under the root."""

@@ -41,11 +41,15 @@ from contextlib import ExitStack
 from typing import Any
 
 from tilegraph.runtime.blas import blas_threads
-from tilegraph.runtime.serverless.state import EVENTS_MAXLEN, Scripts, connect, default_namespace
+from tilegraph.runtime.serverless.state import (
+    EVENTS_MAXLEN,
+    MAX_LOST,
+    Scripts,
+    connect,
+    default_namespace,
+)
 from tilegraph.runtime.serverless.store import ObjectStore, loads, open_store, pickle_dumps
 from tilegraph.runtime.serverless.tasks import Literal
-
-MAX_LOST = 5  # expired leases of one task before its run fails (a task that kills workers)
 
 
 class _Run:
