@@ -526,3 +526,19 @@ def test_only_the_newest_finished_jobs_are_kept(tmp_path):
         assert not (data / "jobs" / ids[1]).exists()
     finally:
         srv.stop()
+
+
+def test_declared_outputs_do_not_follow_links_out_of_the_job_directory(server, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for download")
+    script = (f"import os\nos.symlink({str(secret)!r}, 'out.bin')\n"
+              "open('real.txt', 'w').write('ok')\nos.symlink('real.txt', 'inner.txt')\n")
+    job = wait(server, submit(server, script, outputs=["out.bin", "real.txt", "inner.txt"]))
+    assert job["state"] == "done", job
+    result = json.loads(server.request("GET", f"/api/jobs/{job['id']}/result")[1])
+    assert sorted(result["files"]) == ["inner.txt", "real.txt"]
+    assert result["missing"] == ["out.bin"]
+    status, body, _ = server.request("GET", f"/api/jobs/{job['id']}/files/out.bin")
+    assert status == 403 and b"leads out of the job's directory" in body
+    status, body, _ = server.request("GET", f"/api/jobs/{job['id']}/files/inner.txt")
+    assert status == 200 and body == b"ok"

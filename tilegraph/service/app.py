@@ -102,6 +102,16 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def _inside(work: str, name: str) -> str | None:
+    """The real path of output ``name`` of a job whose directory is ``work``, if it is a
+    file there (links are followed only while they stay inside the directory)."""
+    root = os.path.realpath(work)
+    path = os.path.realpath(os.path.join(work, name))
+    if os.path.commonpath([root, path]) != root or not os.path.isfile(path):
+        return None
+    return path
+
+
 def _check_script(body: Any) -> tuple[str, bytes, list[str], list[str]]:
     """The name, source, arguments and declared outputs of a script submission, or
     ValueError naming what is wrong."""
@@ -243,8 +253,8 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
         work = os.path.join(d, "work")
         files = {}
         for name in job.outputs:
-            path = os.path.join(work, name)
-            if os.path.isfile(path):
+            path = _inside(work, name)
+            if path is not None:
                 files[name] = {"size": os.path.getsize(path),
                                "url": f"/api/jobs/{job.id}/files/{name}"}
         return JSONResponse({"id": job.id, "state": job.state,
@@ -262,8 +272,12 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(404, f"{name!r} is not a declared output of job {job.id}")
         if job.state not in FINISHED:
             return _error(409, f"job {job.id} is {job.state}; its files come when it ends")
-        path = os.path.join(manager.job_dir(job.id), "work", name)
-        if not os.path.isfile(path):
+        work = os.path.join(manager.job_dir(job.id), "work")
+        path = _inside(work, name)
+        if path is None:
+            if os.path.lexists(os.path.join(work, name)):
+                return _error(403, f"{name!r} of job {job.id} leads out of the job's "
+                                   "directory (a link): it is not served")
             return _error(404, f"job {job.id} did not write {name!r}")
         return FileResponse(path, media_type="application/octet-stream")
 
