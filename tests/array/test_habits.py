@@ -274,3 +274,20 @@ def test_apply_along_axis_rejects_bad_input(forbid_compute):
         tg.apply_along_axis(3, 0, x)
     with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
         tg.apply_along_axis(np.sum, 2, x)
+
+
+def test_a_plan_of_many_tiny_blocks_warns_and_suggests_a_chunk_size(monkeypatch):
+    from tilegraph.array import lowering
+
+    monkeypatch.setattr(lowering, "TINY_TASKS", 500)
+    x = tg.ones((2000,), chunks=2)  # 1000 blocks of 16 bytes
+    with pytest.warns(lowering.PerformanceWarning, match=r"chunks='auto'"):
+        assert x.sum().compute() == 2000
+    big = tg.ones((2000, 50), chunks=(2, 50))  # 1000 blocks of 800 bytes: still tiny
+    with pytest.warns(lowering.PerformanceWarning, match="tasks whose blocks average"):
+        big.sum().compute()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lowering.PerformanceWarning)
+        tg.ones((2000,), chunks=1000).sum().compute()  # few tasks: no warning

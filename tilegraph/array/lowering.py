@@ -172,7 +172,39 @@ def compute_arrays(arrays: Sequence[Any], **options: Any) -> list[Any] | None:
     graph, results = lower_arrays(arrays, options.get("max_tasks"))
     if not results.keys:
         return []
+    warn_tiny_blocks(graph)
     return pipeline.run(graph, results.keys, finish=results.assemble, **options)
+
+
+TINY_TASKS = 100_000  # plans at least this large are checked for tiny blocks
+TINY_BYTES = 64 * 1024  # ... whose tasks make fewer bytes than this on average
+
+
+class PerformanceWarning(UserWarning):
+    """A plan that will run far slower than its work needs (blocks too small)."""
+
+
+def warn_tiny_blocks(graph: TaskGraph) -> None:
+    """Warn when a plan of many tasks makes tiny blocks: each task costs tens of
+    microseconds however small its block, so such a plan spends its time scheduling."""
+    n = len(graph)
+    nbytes = graph.meta.get("nbytes")
+    if n < TINY_TASKS or nbytes is None:
+        return
+    sizes = [b for b in nbytes if b]
+    if not sizes:
+        return
+    mean = sum(sizes) / len(sizes)
+    if mean < TINY_BYTES:
+        import warnings
+
+        from tilegraph.util import human
+
+        warnings.warn(
+            f"this plan has {n:,} tasks whose blocks average {human(int(mean))}: the "
+            "scheduling of each task will cost more than its work; use larger blocks "
+            "(chunks='auto' gives about 64 MiB, or x.rechunk('auto'))",
+            PerformanceWarning, stacklevel=4)
 
 
 def run_blocks(colls: Sequence[Any], **options: Any) -> bool:
