@@ -361,3 +361,13 @@ def test_cholesky_of_nan_or_inf_names_the_block(where, value, block):
                        match=rf"NaN or infinite values \(found in diagonal block \({block[0]}, "
                              rf"{block[1]}\)"):
         tg.linalg.cholesky(tg.from_numpy(m, chunks=10)).compute()
+
+
+@pytest.mark.parametrize("chunks", [(4, 4), (2, 4), (4, 2)])
+def test_qr_of_nan_input_keeps_r_upper_triangular_as_numpy(chunks):
+    a = np.random.default_rng(0).random((8, 4))
+    a[2, 1] = np.nan
+    q, r = tg.linalg.qr(tg.from_numpy(a, chunks=chunks))
+    got = r.compute()
+    assert np.all(np.tril(got, -1) == 0)
+    assert np.all(np.tril(np.linalg.qr(a)[1], -1) == 0)

@@ -195,6 +195,9 @@ def qr(a: Any, mode: str = "reduced") -> Any:
         q, r = tsqr(a)
     else:
         q, r = householder_qr(a)
+    from tilegraph.array.array_api import triu
+
+    r = triu(r)  # zeros below the diagonal whatever the input (NaN does not leak there)
     return r if mode == "r" else (q, r)
 
 
