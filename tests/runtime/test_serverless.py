@@ -648,3 +648,20 @@ def test_a_task_that_kills_its_workers_fails_the_run_after_five_losses():
         while len(p.workers()) > 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(p.workers()) <= 2  # the dead workers are not listed
+
+
+def test_a_full_store_is_named_with_enospc(tmp_path, monkeypatch):
+    import errno
+    import shutil as _shutil
+
+    store = LocalStore(str(tmp_path / "s"))
+
+    def failing_write(f, value, **kwargs):  # what NumPy's writer says on a full disk
+        raise OSError("problem writing element 7168 to file")
+
+    monkeypatch.setattr(np.lib.format, "write_array", failing_write)
+    monkeypatch.setattr(_shutil, "disk_usage", lambda p: _shutil._ntuple_diskusage(10, 10, 0))
+    with pytest.raises(OSError, match=r"object store .*writing 'run/b/1' failed: No space") as e:
+        store.put_value("run/b/1", np.ones(10))
+    assert e.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path / "s" / "run" / "b") == []  # no partial object left

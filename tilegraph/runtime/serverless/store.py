@@ -13,6 +13,7 @@ copy), anything else pickled (cloudpickle when plain pickle cannot, e.g. for clo
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pickle
@@ -162,13 +163,29 @@ class LocalStore(ObjectStore):
                 write(f)
                 size = f.tell()
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            if isinstance(exc, OSError):
+                raise self._write_error(exc, key, parent) from exc
             raise
         return size
+
+    def _write_error(self, exc: OSError, key: str, parent: str) -> OSError:
+        """The error of a failed write, naming the store and the object; a full disk is
+        ENOSPC even when NumPy's writer did not say so ("problem writing element ...")."""
+        code = exc.errno
+        if code is None:
+            try:
+                if shutil.disk_usage(parent).free < (1 << 20):
+                    code = errno.ENOSPC
+            except OSError:
+                pass
+        why = os.strerror(code) if code is not None else (exc.strerror or str(exc))
+        return OSError(code, f"object store {self.url}: writing {key!r} failed: {why}",
+                       self._path(key))
 
     def put_value(self, key: str, value: Any) -> int:
         if type(value) is np.ndarray and value.dtype != object:
