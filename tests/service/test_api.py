@@ -542,3 +542,34 @@ def test_declared_outputs_do_not_follow_links_out_of_the_job_directory(server, t
     assert status == 403 and b"leads out of the job's directory" in body
     status, body, _ = server.request("GET", f"/api/jobs/{job['id']}/files/inner.txt")
     assert status == 200 and body == b"ok"
+
+
+def test_processes_a_job_starts_end_with_it(server, tmp_path):
+    import psutil
+
+    pids = tmp_path / "pids.txt"
+    script = (
+        "import os, subprocess, sys, time\n"
+        "a = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "b = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+        "                     start_new_session=True)\n"
+        "c = os.fork()\n"
+        "if c == 0:\n"
+        "    time.sleep(120)\n"
+        "    os._exit(0)\n"
+        f"open({str(pids)!r}, 'w').write(f'{{a.pid}} {{b.pid}} {{c}}')\n"
+        "print('started')\n")
+    job = wait(server, submit(server, script))
+    assert job["state"] == "done", job
+    started = [int(p) for p in pids.read_text().split()]
+    deadline = time.monotonic() + 10
+
+    def alive(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if alive(p)]

@@ -183,6 +183,7 @@ class JobManager:
             if job.state in ("queued", "running"):
                 if job.state == "running":
                     _kill_leftover(job, self.job_dir(job.id))
+                    end_marked(self._mark(job))
                     job.error = ("the service stopped while the job was running; it was "
                                  "marked failed when the service started again")
                 else:
@@ -283,6 +284,7 @@ class JobManager:
                os.path.join(d, "progress.json"), "TILEGRAPH_ERROR_FILE":
                os.path.join(d, "error.json"), "PYTHONUNBUFFERED": "1"}
         env.pop("TILEGRAPH_TOKEN", None)  # a job never sees the service's token
+        env[JOB_MARK] = self._mark(job)  # inherited by whatever the job starts
         try:
             with open(os.path.join(d, "stdout.txt"), "wb") as out, \
                     open(os.path.join(d, "stderr.txt"), "wb") as err:
@@ -314,9 +316,16 @@ class JobManager:
         finally:
             job.proc = None
             job.current.clear()
+            # whatever the job started ends with it (its group, a new session, a fork)
+            await asyncio.to_thread(end_marked, self._mark(job))
             self.store.save(job)
             self._prune()
             self._dispatch()
+
+    def _mark(self, job: Job) -> str:
+        """The value of ``TILEGRAPH_JOB`` in the processes of ``job``: this service's data
+        directory and the job's id."""
+        return f"{self.data_dir}:{job.id}"
 
     def _finish(self, job: Job, code: int) -> None:
         d = self.job_dir(job.id)
@@ -448,6 +457,26 @@ def _kill_leftover(job: Job, job_dir: str) -> None:
     if "tilegraph.service.runner" in cmd and cwd.startswith(job_dir):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(job.pid, signal.SIGKILL)
+
+
+JOB_MARK = "TILEGRAPH_JOB"
+
+
+def end_marked(mark: str) -> int:
+    """Kill every process whose environment has ``TILEGRAPH_JOB=mark`` (the processes a
+    job started, in its group or not: children inherit the variable); the number killed."""
+    import psutil
+
+    killed = 0
+    for p in psutil.process_iter():
+        try:
+            if p.pid == os.getpid() or p.environ().get(JOB_MARK) != mark:
+                continue
+            p.kill()
+            killed += 1
+        except (psutil.Error, OSError):
+            continue
+    return killed
 
 
 def _tail(path: str) -> str:
