@@ -64,8 +64,13 @@ def run_script(nprocs: int, script: str, args: list[str]) -> int:
         print(f"tilegraph run: {exc}", file=sys.stderr)
         return 2
     # "-m mpi4py": an exception that escapes the script on one rank aborts every rank
+    from tilegraph.util import die_with_parent
+
+    # mpiexec is told (SIGTERM) when this command dies, even by SIGKILL, and stops its
+    # ranks itself: no rank outlives a killed `tilegraph run`
     proc = subprocess.Popen([*cmd, sys.executable, "-m", "mpi4py", script, *args], env=env,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: die_with_parent(signal.SIGTERM))
     job = _Job(proc)
     try:
         code = job.wait()

@@ -125,7 +125,10 @@ def test_ranks_that_plan_different_programs_all_get_a_clear_error():
     assert "built a different plan from rank 0" in results[0]["message"]
 
 
-def test_sigterm_to_tilegraph_run_stops_mpiexec_and_every_rank(tmp_path):
+@pytest.mark.parametrize("kill", ["SIGTERM", "SIGKILL"])
+def test_killing_tilegraph_run_stops_mpiexec_and_every_rank(tmp_path, kill):
+    """SIGTERM is forwarded; SIGKILL (a scheduler's final kill, the OOM killer) leaves no
+    handler to run, and mpiexec learns of its parent's death (PR_SET_PDEATHSIG)."""
     import signal
     import time
 
@@ -151,9 +154,11 @@ def test_sigterm_to_tilegraph_run_stops_mpiexec_and_every_rank(tmp_path):
         tree = psutil.Process(proc.pid).children(recursive=True)
         ranks = [int(p.read_text()) for p in tmp_path.glob("rank*")]
         assert set(ranks) <= {p.pid for p in tree}
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 128 + signal.SIGTERM
-        _gone, alive = psutil.wait_procs(tree, timeout=5)
+        sig = getattr(signal, kill)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=15)
+        assert code == (128 + sig if kill == "SIGTERM" else -sig)
+        _gone, alive = psutil.wait_procs(tree, timeout=10)
         assert not alive, f"left running: {alive}"
     finally:
         for p in tree:  # never leave a stray rank behind, even when the test fails
