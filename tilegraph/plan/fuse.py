@@ -86,31 +86,39 @@ class FuseStats:
 def _map_deps(template: Any, fn: Callable[[Dep], Any]) -> Any:
     """The template with every ``Dep`` replaced by ``fn(dep)`` (literals untouched); a
     shared call stays one object wherever it appears."""
-    return _map(template, fn, {})
+    return _rebuilt(template, fn, None, {})
 
 
-def _map(template: Any, fn: Callable[[Dep], Any], memo: dict) -> Any:
+def _rebuilt(template: Any, on_dep: Callable[[Dep], Any] | None,
+             on_call: Callable[[Any, tuple, dict | None], tuple[Any, tuple]] | None,
+             memo: dict) -> Any:
+    """A copy of a template with each ``Dep`` passed through ``on_dep`` and each call's
+    ``(func, args)`` through ``on_call`` (after its arguments); a shared call is rebuilt
+    once, so it stays one object wherever it appears."""
     tp = type(template)
     if tp is Dep:
-        return fn(template)
+        return on_dep(template) if on_dep is not None else template
     if tp is Call:
         if template.shared:
             done = memo.get(id(template))
             if done is not None:
                 return done
-        kwargs = ({k: _map(v, fn, memo) for k, v in template.kwargs.items()}
+        args = tuple(_rebuilt(a, on_dep, on_call, memo) for a in template.args)
+        kwargs = ({k: _rebuilt(v, on_dep, on_call, memo) for k, v in template.kwargs.items()}
                   if template.kwargs else None)
-        out = Call(template.func, tuple(_map(a, fn, memo) for a in template.args), kwargs,
-                   template.shared, template.mem)
+        func = template.func
+        if on_call is not None:
+            func, args = on_call(func, args, kwargs)
+        out = Call(func, args, kwargs, template.shared, template.mem)
         if template.shared:
             memo[id(template)] = out
         return out
     if tp is list:
-        return [_map(a, fn, memo) for a in template]
+        return [_rebuilt(a, on_dep, on_call, memo) for a in template]
     if tp is tuple:
-        return tuple(_map(a, fn, memo) for a in template)
+        return tuple(_rebuilt(a, on_dep, on_call, memo) for a in template)
     if tp is dict:
-        return {k: _map(v, fn, memo) for k, v in template.items()}
+        return {k: _rebuilt(v, on_dep, on_call, memo) for k, v in template.items()}
     return template
 
 
@@ -241,28 +249,6 @@ def _fold_step(func: Any, args: tuple, kwargs: dict | None) -> tuple[Any, tuple]
     return func, args
 
 
-def _folded(template: Any, memo: dict) -> Any:
-    tp = type(template)
-    if tp is Call:
-        if template.shared and id(template) in memo:
-            return memo[id(template)]
-        args = tuple(_folded(a, memo) for a in template.args)
-        kwargs = ({k: _folded(v, memo) for k, v in template.kwargs.items()}
-                  if template.kwargs else None)
-        func, args = _fold_step(template.func, args, kwargs)
-        out = Call(func, args, kwargs, template.shared, template.mem)
-        if template.shared:
-            memo[id(template)] = out
-        return out
-    if tp is list:
-        return [_folded(a, memo) for a in template]
-    if tp is tuple:
-        return tuple(_folded(a, memo) for a in template)
-    if tp is dict:
-        return {k: _folded(v, memo) for k, v in template.items()}
-    return template
-
-
 def _fold_steps(graph: TaskGraph) -> None:
     """Fold steps into the ufuncs that read them, in every fused task (in place)."""
     steps = graph.meta.get("step_working")
@@ -271,8 +257,7 @@ def _fold_steps(graph: TaskGraph) -> None:
     for k, step in enumerate(steps):
         if step is None or graph.modes[k] == MODE_DIRECT:
             continue
-        memo: dict = {}
-        args = _folded(graph.args[k], memo)
+        args = _rebuilt(graph.args[k], None, _fold_step, {})
         kwargs = graph.kwargs.get(k)
         func, args = _fold_step(graph.funcs[k], args, kwargs)
         graph.funcs[k] = func
