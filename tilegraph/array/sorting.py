@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import apply_blocks, reduce_by_key
+from tilegraph.algebra.blocks import _pick, apply_blocks, reduce_by_key
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import blocks_bytes, offsets
 from tilegraph.array.core import Array, asarray, from_numpy, tokenize
@@ -350,14 +350,6 @@ def _top_of_parts(k: int, axis: int, with_index: bool, values: np.ndarray,
     return np.take_along_axis(index, where, axis=axis) if with_index else top
 
 
-def _pick_values(parts: tuple) -> np.ndarray:
-    return parts[0]
-
-
-def _pick_index(parts: tuple) -> np.ndarray:
-    return parts[1]
-
-
 def _topk(op: str, a: Any, k: Any, axis: Any, with_index: bool) -> Array:
     from tilegraph.array.elementwise import map_blocks
 
@@ -384,9 +376,9 @@ def _topk(op: str, a: Any, k: Any, axis: Any, with_index: bool) -> Array:
     parts = apply_blocks(f"{op}-part-{token}", grid, [a.collection], part_of, kind="sort",
                          name=f"{op}-part")
     shape = (*a.shape[:axis], sum(sizes), *a.shape[axis + 1:])
-    values = Array(_map_blocks(f"{op}-values-{token}", _pick_values, [parts], grid,
+    values = Array(_map_blocks(f"{op}-values-{token}", _pick(0), [parts], grid,
                                kind="getitem", name=f"{op}-values"), shape, chunks, a.dtype)
-    index = Array(_map_blocks(f"{op}-index-{token}", _pick_index, [parts], grid,
+    index = Array(_map_blocks(f"{op}-index-{token}", _pick(1), [parts], grid,
                               kind="getitem", name=f"{op}-index"), values.shape, chunks,
                   np.dtype(np.intp))
     one = tuple((sum(sizes),) if i == axis else c for i, c in enumerate(chunks))

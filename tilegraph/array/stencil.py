@@ -202,7 +202,7 @@ def _ramp_pieces(x: Array, axis: int, widths: tuple[int, int], ends: tuple) -> l
     return out
 
 
-def _copy_pieces(x: Array, axis: int, widths: tuple[int, int], mode: str, reflect_type: str
+def _index_pieces(x: Array, axis: int, widths: tuple[int, int], mode: str, reflect_type: str
                  ) -> list:
     """Left and right pieces of the modes that copy (or, for an odd reflection, combine)
     elements of the axis: found by padding the positions ``0..n-1`` with NumPy itself."""
@@ -303,7 +303,7 @@ def pad(array: Any, pad_width: Any, mode: str | Callable = "constant", **kwargs:
         elif mode in ("maximum", "mean", "median", "minimum"):
             pieces = _stat_pieces(out, axis, (before, after), lengths[axis], mode)
         else:
-            pieces = _copy_pieces(out, axis, (before, after), mode, reflect_type)
+            pieces = _index_pieces(out, axis, (before, after), mode, reflect_type)
         parts = [p for p in (pieces[0], out, pieces[1]) if p is not None]
         out = concatenate(parts, axis=axis)
     return out
@@ -588,7 +588,7 @@ def _boundaries(boundary: Any, x: Array) -> list[Any]:
 
 def _edge(block: np.ndarray, axis: int, side: int, d: int) -> np.ndarray:
     """A copy of the first (``side`` 0) or last (1) ``d`` elements of a block along
-    ``axis``: a neighbour's halo, small enough that the block need not stay for it."""
+    ``axis`` (a boundary made from the block's own edge)."""
     index = [slice(None)] * block.ndim
     index[axis] = slice(0, d) if side == 0 else slice(block.shape[axis] - d, None)
     return block[tuple(index)].copy()
@@ -628,7 +628,8 @@ def _overlap_axis(x: Array, axis: int, d: int, b: Any) -> Array:
     from tilegraph.algebra.blocks import apply_blocks
     from tilegraph.array.chunks import numblocks
     from tilegraph.array.core import tokenize
-    from tilegraph.graph.taskgraph import Dep
+    from tilegraph.array.manipulation import _take_copy
+    from tilegraph.graph.taskgraph import Dep, Lit
 
     k = len(x.chunks[axis])
     grid = x.numblocks
@@ -642,11 +643,17 @@ def _overlap_axis(x: Array, axis: int, d: int, b: Any) -> Array:
         return itemsize * math.prod(d if a == axis else x.chunks[a][j]
                                     for a, j in enumerate(c))
 
+    def slab_of(c: tuple[int, ...], side: int) -> tuple:
+        n = x.chunks[axis][c[axis]]
+        index = _at((slice(None),) * x.ndim, axis, slice(0, d) if side == 0 else
+                    slice(n - d, n))
+        return _take_copy, [key(c)], (Dep(0), Lit(index))
+
     slabs = []
     for side in (0, 1):  # first d elements (a left neighbour's right halo), last d
         slabs.append(apply_blocks(
             f"overlap-edge{side}-{token}", grid, [x.collection],
-            lambda c, side=side: (_edge, [key(c)], (Dep(0), axis, side, d)),
+            lambda c, side=side: slab_of(c, side),
             kind="rechunk", name="halo", nbytes=slab_bytes))
     lengths = []
     for j, c in enumerate(x.chunks[axis]):
@@ -698,10 +705,6 @@ def overlap(x: Any, depth: Any, boundary: Any = None) -> Array:
     return out
 
 
-def _trim_block(block: np.ndarray, index: tuple) -> np.ndarray:
-    return block[index]
-
-
 def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = None
                   ) -> Array:
     """The inverse of :func:`overlap`: ``depth`` elements cut from every side of every block
@@ -709,6 +712,7 @@ def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = N
     from tilegraph.algebra.blocks import apply_blocks
     from tilegraph.array.chunks import numblocks
     from tilegraph.array.core import tokenize
+    from tilegraph.array.manipulation import _take_view
     from tilegraph.graph.taskgraph import Dep, Lit
 
     x = asarray(x)
@@ -736,7 +740,7 @@ def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = N
     def task_of(coord: tuple[int, ...]) -> tuple:
         index = tuple(slice(cuts[a][j][0], x.chunks[a][j] - cuts[a][j][1])
                       for a, j in enumerate(coord))
-        return _trim_block, [key(coord)], (Dep(0), Lit(index))
+        return _take_view, [key(coord)], (Dep(0), Lit(index))
 
     token = tokenize("trim_internal", x, tuple(depths), tuple(map(str, bounds)))
     blocks = apply_blocks(f"trim-{token}", numblocks(chunks), [x.collection], task_of,
@@ -759,6 +763,8 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
 
     if not callable(func):
         raise TypeError(f"map_overlap: {func!r} is not callable")
+    for dask_only in ("align_arrays", "allow_rechunk", "meta"):  # (arrays are always aligned)
+        kwargs.pop(dask_only, None)
     arrays = [a for a in args if isinstance(a, Array) or isinstance(a, np.ndarray)]
     if not arrays:
         raise TypeError("map_overlap: give at least one array argument")
