@@ -101,7 +101,8 @@ def test_rows_keep_the_rules_of_the_old_tables():
     assert {k for k, r in KINDS.items() if r.fuse_producer} == blockwise | {
         "reduce", "aggregate", "product", "accumulate", "rechunk", "sort"}
     assert {k for k, r in KINDS.items() if r.fuse_consumer} == blockwise | {
-        "aggregate", "partial_product", "rechunk", "product", "accumulate"}
+        "aggregate", "partial_product", "rechunk"}
+    assert {k for k, r in KINDS.items() if r.absorbs_views} == {"product", "accumulate"}
     assert {k: r.placement for k, r in KINDS.items() if r.placement != "producers"} == {
         "product": "grid", "accumulate": "grid", "potrf": "grid", "trsm": "grid",
         "syrk": "grid", "gemm": "grid", "store": "gather", "partial_product": "vector"}

@@ -11,6 +11,8 @@ field               meaning
                     per-block reductions, loads and stores)
 ``fuse_producer``   may be inlined into its single consumer (:mod:`tilegraph.plan.fuse`)
 ``fuse_consumer``   may absorb its producers
+``absorbs_views``   may take a view of its input inside itself (a transposed block read by a
+                    matrix product), even when it absorbs nothing else
 ``placement``       the placement rule (:mod:`tilegraph.plan.place`): ``"grid"`` (2-D block
                     cyclic grid of output coordinates), ``"vector"`` (where the largest
                     input lives), ``"gather"`` (the worker gathering results) or
@@ -67,6 +69,7 @@ class OpKind:
     releases_gil: bool = False
     flops: Callable[..., float] | None = None
     remake: bool = False
+    absorbs_views: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -150,11 +153,11 @@ _ROWS = (
     # without the GIL)
     OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True),
     # the group-by-join of a contraction: the tasks of output block (i, j) on the grid
-    # (both absorb views of their operands: a transposed block is taken inside the product)
-    OpKind("product", fuse_producer=True, fuse_consumer=True, placement="grid",
-           temp_factor=0.0, releases_gil=True, flops=matmul_flops),
-    OpKind("accumulate", fuse_producer=True, fuse_consumer=True, placement="grid",
-           temp_factor=0.0, overwrites=0, releases_gil=True, flops=matmul_flops),
+    # (both take views of their operands inside: a transposed block in the product)
+    OpKind("product", fuse_producer=True, placement="grid", temp_factor=0.0,
+           releases_gil=True, flops=matmul_flops, absorbs_views=True),
+    OpKind("accumulate", fuse_producer=True, placement="grid", temp_factor=0.0,
+           overwrites=0, releases_gil=True, flops=matmul_flops, absorbs_views=True),
     # a contraction with a one-block-dimension output: each product where its larger
     # operand's block lives, a tree of small partial sums; views of its operands (a
     # transposed block) fuse into it

@@ -13,9 +13,9 @@ may be inlined (``fuse_producer``) is inlined into its consumer, whose kind may 
 - the producer has no inputs, the consumer is blockwise and both are the same block of
   their grids (a rechunked block made from nothing, read by the step that uses it).
 
-A view (a transposed or sliced block) with several consumers is inlined into each of them:
-it costs nothing to take again, and held as a task result it would count as a second copy
-of its block.
+A view (a transposed or sliced block) with several consumers, or read by a step whose kind
+only ``absorbs_views`` (a matrix product), is inlined into each reader: it costs nothing to
+take again, and held as a task result it would count as a second copy of its block.
 
 A task fused in one pass is blockwise only if all its steps are. Fusion runs again while a
 pass may have made new chains: a producer that read a block its consumer also reads leaves
@@ -296,16 +296,20 @@ def _chosen(graph: TaskGraph, outputs: np.ndarray) -> tuple[np.ndarray, bool]:
     # again by every reader)
     steps = graph.meta.get("step_working") or [None] * n
     dup = np.zeros(n, dtype=bool)
-    for i in np.flatnonzero((out_deg > 1) & ~is_output & (in_deg > 0)).tolist():
-        kp = rows[kinds[i]]
-        if not (kp.view and kp.fuse_producer) or modes[i] == MODE_DATA or steps[i] is not None:
+    views = [k for k, row in rows.items() if row.view and row.fuse_producer]
+    is_view = (np.isin(np.asarray(kinds, dtype=object), views) if views
+               else np.zeros(n, dtype=bool))
+    for i in np.flatnonzero(is_view & (out_deg > 0) & ~is_output & (in_deg > 0)).tolist():
+        if modes[i] == MODE_DATA or steps[i] is not None:
             continue
         readers = idx[ptr[i]:ptr[i + 1]].tolist()
+        if len(readers) == 1 and rows[kinds[readers[0]]].fuse_consumer:
+            continue  # one reader that absorbs producers: the chain rule below takes it
         # (on another worker, only a view as large as its input: a slice's reader would
         # otherwise fetch the whole block)
         whole = nbytes is not None and nbytes[i] is not None and nbytes[i] >= sum(
             nbytes[d] or 0 for d in didx[dptr[i]:dptr[i + 1]].tolist())
-        if all(rows[kinds[c]].fuse_consumer and (
+        if all((rows[kinds[c]].fuse_consumer or rows[kinds[c]].absorbs_views) and (
                 workers is None or workers[c] == workers[i] or whole) for c in readers):
             dup[i] = True
     for i in single.tolist():
