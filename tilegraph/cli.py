@@ -63,12 +63,14 @@ def run_script(nprocs: int, script: str, args: list[str]) -> int:
     except FileNotFoundError as exc:
         print(f"tilegraph run: {exc}", file=sys.stderr)
         return 2
-    # "-m mpi4py": an exception that escapes the script on one rank aborts every rank
+    # "-m mpi4py": an exception that escapes the script on one rank aborts every rank;
+    # mpi_start makes tilegraph's communicator as the ranks start
     from tilegraph.util import die_with_parent
 
     # mpiexec is told (SIGTERM) when this command dies, even by SIGKILL, and stops its
     # ranks itself: no rank outlives a killed `tilegraph run`
-    proc = subprocess.Popen([*cmd, sys.executable, "-m", "mpi4py", script, *args], env=env,
+    proc = subprocess.Popen([*cmd, sys.executable, "-m", "mpi4py", "-m",
+                             "tilegraph.runtime.mpi_start", script, *args], env=env,
                             start_new_session=True,
                             preexec_fn=lambda: die_with_parent(signal.SIGTERM))
     job = _Job(proc)

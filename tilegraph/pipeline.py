@@ -190,7 +190,7 @@ def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
 def _backend(opts: dict[str, Any]) -> Backend:
     backend = make_backend(opts["backend"], opts["workers"], pool=opts["pool"],
                            redis=opts["redis"], store=opts["store"], lease=opts["lease"],
-                           client=opts["client"])
+                           client=opts["client"], mpi_timeout=opts["mpi_timeout"])
     backend.collective_timeout = opts["mpi_timeout"]
     return backend
 

@@ -521,3 +521,12 @@ def test_auto_chunks_of_an_impossible_shape_is_a_clear_value_error():
         with pytest.raises(ValueError, match=r"blocks .*more than max_tasks=50,000,000 a plan "
                                              r"may hold; use larger blocks"):
             make()
+
+
+def test_from_numpy_root_outside_mpi_is_the_array_itself_and_bad_roots_are_refused():
+    x = np.arange(12.0).reshape(3, 4)
+    a = tg.from_numpy(x, chunks=2, root=0)
+    np.testing.assert_array_equal(a.compute(), x)
+    for bad in (-1, "0", 1.0, True):
+        with pytest.raises(ValueError, match="root must be a rank number"):
+            tg.from_numpy(x, root=bad)

@@ -237,6 +237,90 @@ def _watchdog() -> dict:
     return {"rank": rank, "error": None, "seconds": time.monotonic() - t0}
 
 
+def _data() -> dict:
+    """Inputs that differ per rank: refused with an error naming them, unless rank 0's are
+    asked for (``root=0``); unseeded random arrays are no mix."""
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.runtime.mpi import world
+
+    rank = world().Get_rank()
+    os.environ["TILEGRAPH_BACKEND"] = "mpi"
+    out: dict = {"rank": rank}
+    data = np.random.default_rng().random((400, 400))  # unseeded: differs per rank
+    out["own"] = float(data.sum())
+    x = tg.from_numpy(data, chunks=100)
+    for name, arr in [("sum", x.sum()), ("gram", (x @ x.T).sum()),
+                      ("scalar", (tg.ones((40, 40), chunks=10) * (rank + 1)).sum())]:
+        try:
+            out[name] = float(arr.compute())
+        except ValueError as exc:
+            out[name] = str(exc)
+    for dtype in (np.float32, np.int64):
+        mine = (data * 100).astype(dtype) if rank == 0 else None  # only rank 0 has it
+        y = tg.from_numpy(mine, chunks=(128, 90), root=0)
+        out[f"root-{np.dtype(dtype).name}"] = [float(y.sum().compute()),
+                                               float(y[3:, 7:].T.sum(axis=0).max().compute())]
+        if rank == 0:
+            out[f"want-{np.dtype(dtype).name}"] = [float(mine.sum()),
+                                                   float(mine[3:, 7:].T.sum(axis=0).max())]
+    out["random"] = float(tg.random.random((300, 300), chunks=100).sum().compute())
+    out["rng"] = float(tg.random.default_rng().standard_normal((300, 300), chunks=100)
+                       .sum().compute())
+    try:
+        tg.from_numpy(np.ones(3), root=7)
+    except ValueError as exc:
+        out["bad_root"] = str(exc)
+    return out
+
+
+class _Skip(Exception):
+    pass
+
+
+def _missing(step: int) -> dict:
+    """Rank 1 leaves before the ``step``-th collective step of one compute() (0: it never
+    calls compute(), so tilegraph's communicator is never made on it); the other ranks
+    report what they raised and after how long."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import tilegraph as tg
+    from tilegraph.runtime import mpi
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    x = tg.from_numpy(np.ones((40, 40)), chunks=10)
+    if rank == 1:
+        if step == 0:
+            return {"rank": rank, "error": None}
+        begin = mpi._Steps._begin
+        seen = [0]
+
+        def leave_at(self):  # the step-th step after the set-up is never taken
+            if _comm_cache_ready(mpi):
+                seen[0] += 1
+                if seen[0] == step:
+                    raise _Skip
+            return begin(self)
+
+        mpi._Steps._begin = leave_at
+    t0 = time.monotonic()
+    try:
+        got = (x @ x).sum().compute(backend="mpi", mpi_timeout=2)
+    except _Skip:
+        return {"rank": rank, "error": None}
+    except Exception as exc:
+        return {"rank": rank, "error": type(exc).__name__, "message": str(exc),
+                "seconds": time.monotonic() - t0}
+    return {"rank": rank, "error": None, "value": float(got), "seconds": time.monotonic() - t0}
+
+
+def _comm_cache_ready(mpi) -> bool:
+    """Whether the communicator's set-up (its own first step) is over."""
+    return "comm" in mpi._comm_cache
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "values"
     if mode == "fail":
@@ -249,6 +333,10 @@ if __name__ == "__main__":
         out = _admission()
     elif mode == "watchdog":
         out = _watchdog()
+    elif mode == "data":
+        out = _data()
+    elif mode == "missing":
+        out = _missing(int(sys.argv[2]))
 
     else:
         out = _values()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("mpi4py")
@@ -87,6 +88,78 @@ def test_compute_on_rank_0_only_fails_within_the_watchdog_time_naming_the_ranks(
     assert results[0]["error"] == "CollectiveTimeoutError"
     assert "compute() is collective: ranks [1, 2] did not call it" in results[0]["message"]
     assert 2.5 < results[0]["seconds"] < 30
+
+
+# the collective steps of one compute() after the set-up of tilegraph's communicator
+STEPS = {0: None, 1: "the set-up", 2: "the plan check", 3: "the plan check",
+         4: "the plan check", 5: "the memory check", 6: "the start of the run", 7: None}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_a_rank_missing_at_any_collective_step_is_named_within_the_timeout(n, step):
+    """Rank 1 leaves before the step-th collective step; every rank that waits for it fails
+    within mpi_timeout (2 s) + 5 s, naming it (the placement, step 3, is sent by rank 0
+    without waiting: the others name rank 1 at the plan check after it). Step 0: the
+    communicator itself is never made on rank 1, which no rank can name; step 7: rank 1
+    leaves before the results are shared, which rank 0 sends without waiting."""
+    proc, results = mpirun(n, "missing", str(step), timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["rank"] for r in results] == list(range(n))  # every rank came back
+    for r in results:
+        if r["rank"] == 1:
+            continue
+        if step == 7:
+            assert r["error"] is None and r["value"] == 64000.0, r
+            continue
+        assert r["error"] == "CollectiveTimeoutError", r
+        if step == 0:
+            assert f"not every one of the {n} MPI ranks called it" in r["message"]
+        else:
+            assert "compute() is collective: ranks [1] did not call it" in r["message"]
+            assert f"at {STEPS[step]}" in r["message"]
+        assert r["seconds"] < 2 + 5, r
+
+
+def test_tilegraph_run_names_the_ranks_that_never_compute(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import time, numpy as np, tilegraph as tg\n"
+        "from mpi4py import MPI\n"
+        "x = tg.from_numpy(np.ones((40, 40)), chunks=10)\n"
+        "if MPI.COMM_WORLD.Get_rank() == 0:\n"
+        "    t0 = time.monotonic()\n"
+        "    try:\n"
+        "        print((x @ x).sum().compute(mpi_timeout=2))\n"
+        "    except Exception as exc:\n"
+        "        print('ERROR', round(time.monotonic() - t0), exc, flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "tilegraph.cli", "run", "-n", "3", str(script)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("ERROR"))
+    assert "ranks [1, 2] did not call it" in line and "at the plan check" in line
+    assert int(line.split()[1]) <= 2 + 5
+
+
+def test_inputs_that_differ_per_rank_are_refused_unless_rank_0_s_are_asked_for():
+    proc, results = mpirun(2, "data", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r0, r1 = results
+    assert r0["own"] != r1["own"]  # unseeded NumPy data: each rank its own
+    for r in results:
+        for name in ("sum", "gram"):
+            assert r[name].startswith("MPI ranks [1] hold different data from rank 0"), r
+            assert "a float64 array of shape (400, 400)" in r[name]
+            assert "root=0" in r[name]
+        assert "a literal argument" in r["scalar"]  # x * rank
+        assert "root=7, but there are only 2 MPI rank(s)" == r["bad_root"]
+    for dtype in ("float32", "int64"):  # rank 0's data, sent: every rank sees it
+        assert r0[f"root-{dtype}"] == r1[f"root-{dtype}"]
+        assert np.allclose(r0[f"root-{dtype}"], r0[f"want-{dtype}"], rtol=1e-5)
+    # unseeded random arrays: each block drawn once, on its rank; one array, no error
+    assert r0["random"] == r1["random"] and abs(r0["random"] / 90000 - 0.5) < 0.01
+    assert r0["rng"] == r1["rng"]
 
 
 def test_received_blocks_go_through_admission_and_a_large_result_stays_on_rank_0():

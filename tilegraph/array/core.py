@@ -382,14 +382,24 @@ class ViewBlocks(Blocks):
         self.array = array
 
 
-def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None) -> Array:
+def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None,
+               root: int | None = None) -> Array:
     """A blocked array over the NumPy array ``x``. Blocks are views: nothing is copied until
     a task needs it.
+
+    Under MPI every rank holds its own ``x``, and they must be equal (``compute()`` checks
+    it and names the ranks that differ). ``root=0`` takes rank 0's ``x`` on every rank
+    instead (sent once, as this is called; ``x`` may be ``None`` on the other ranks): a
+    collective step, which every rank must take. Outside MPI ``root`` changes nothing.
 
     >>> import numpy as np, tilegraph as tg
     >>> tg.from_numpy(np.ones((5, 4)), chunks=(2, -1)).chunks
     ((2, 2, 1), (4,))
     """
+    if root is not None:
+        from tilegraph.runtime.mpi import share_array
+
+        x = share_array(x.compute() if isinstance(x, Array) else x, root)
     if isinstance(x, Array):
         return x if chunks == "auto" else x.rechunk(chunks)
     x = np.asarray(x)

@@ -23,9 +23,19 @@ __all__ = ["Generator", "default_rng", "integers", "normal", "random", "standard
            "uniform"]
 
 
+class FreshSeed(int):
+    """A seed drawn here because none was given. Under MPI each rank draws its own; that is
+    no mix of data, since each block is drawn once, on the rank it is placed on, so the
+    ranks' check of literal inputs leaves these seeds out."""
+
+    __slots__ = ()
+
+
 def _seed(seed: Any) -> int:
     if seed is None:
-        return secrets.randbits(63)
+        return FreshSeed(secrets.randbits(63))
+    if isinstance(seed, FreshSeed):
+        return seed
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
         return int(seed)
     raise TypeError(f"seed must be a non-negative int or None, got {seed!r}")
@@ -145,10 +155,12 @@ class Generator:
             self._seq = seed._seq.spawn(1)[0]
         else:
             self._seq = np.random.SeedSequence(_seed(seed))
+        self._fresh = seed is None or (isinstance(seed, Generator) and seed._fresh)
 
     def _next(self) -> int:
         child = self._seq.spawn(1)[0]
-        return int(child.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        value = int(child.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        return FreshSeed(value) if self._fresh else value
 
     def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None,
                chunks: Any = "auto") -> Array:

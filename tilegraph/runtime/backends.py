@@ -128,9 +128,10 @@ class Backend(ABC):
         counters, unless tasks run where the executor does not see them."""
         return execution.ndone, execution.ntasks
 
-    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None) -> None:
-        """Raise on every process if the processes do not hold the same plan (one process:
-        nothing to compare)."""
+    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None,
+                        literals: bool = False) -> None:
+        """Raise on every process if the processes do not hold the same plan (and, with
+        ``literals``, the same literal inputs; one process: nothing to compare)."""
         return None
 
     def decide(self, fn: Callable[[], T]) -> T:
@@ -378,10 +379,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=POOL._after_fork)
 
 
-def _mpi_backend(workers: int | None = None) -> Backend:
+def _mpi_backend(workers: int | None = None, timeout: float = 60.0) -> Backend:
     from tilegraph.runtime.mpi import MPIBackend  # mpi4py is imported only when asked for
 
-    return MPIBackend(workers)
+    return MPIBackend(workers, timeout)
 
 
 def _serverless_backend(workers: int | None = None, **options: Any) -> Backend:
@@ -401,7 +402,8 @@ def _dask_backend(workers: int | None = None, **options: Any) -> Backend:
 BACKENDS: dict[str, Callable[..., Backend]] = {
     "sync": lambda workers=None, **options: SyncBackend(),
     "threads": lambda workers=None, **options: ThreadsBackend(workers),
-    "mpi": lambda workers=None, **options: _mpi_backend(workers),
+    "mpi": lambda workers=None, **options: _mpi_backend(workers,
+                                                        options.get("mpi_timeout", 60.0)),
     "serverless": _serverless_backend,
     "dask": _dask_backend,
 }

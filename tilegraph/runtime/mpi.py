@@ -4,13 +4,22 @@ Every rank runs the same script (``tilegraph run -n 4 script.py``, or ``mpiexec`
 with ``backend="mpi"``), so every rank lowers the same program to the same TaskGraph and
 plans it with the one pipeline (:mod:`tilegraph.pipeline`). This module answers the
 pipeline's questions through the backend seam: the placement is computed once, on rank 0,
-and broadcast (``decide``); before running, the ranks check that they hold the same graph
-and placement (``check_same_plan``, a fingerprint of its structure), so that a script that
-branches on its rank fails with a clear error instead of a hang. The fingerprints are
-exchanged point to point, without blocking, under a watchdog: a rank that waited
-``mpi_timeout`` seconds (``collective_timeout``) fails with "compute() is collective: ranks
-[1, 2] did not call it", naming the ranks whose fingerprint never came (a script that calls
-``compute()`` on rank 0 only, or once more on one rank). Waiting ranks sleep between polls.
+and sent to the others (``decide``); before running, the ranks check that they hold the same
+graph and placement (``check_same_plan``, a fingerprint of its structure) and the same
+literal inputs (a SHA-1 of every array given to ``from_numpy`` and of every literal operand,
+:class:`_Literals`), so that a script that branches on its rank, or builds its inputs from
+unseeded random numbers, fails with a clear error instead of a hang or a silent mix of the
+ranks' data; ``share_array`` (``from_numpy(..., root=0)``) sends rank 0's array instead.
+
+Every step the ranks take together (the set-up of tilegraph's communicator, the plan check,
+the placement, the memory check, the start of the run, the results, the report) is made of
+point-to-point messages without blocking, under a watchdog (:class:`_Steps`): a rank that
+waited ``mpi_timeout`` seconds (``collective_timeout``) fails with "compute() is collective:
+ranks [1, 2] did not call it (... at the plan check)", naming the ranks whose message never
+came (a script that calls ``compute()`` on rank 0 only, or once more on one rank). Only the
+communicator's own duplication (``Idup``) cannot name the missing ranks; ``tilegraph run``
+makes it as every rank starts (:mod:`tilegraph.runtime.mpi_start`). Waiting ranks sleep
+between polls.
 
 ``partition`` gives each rank the tasks placed on it, run with the executor core (its own
 worker threads, BLAS threads, memory budget and spill): its local graph holds its own tasks
@@ -47,7 +56,9 @@ without raising (killed, segfault) is left to ``mpiexec`` to clean up.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
+import sys
 import threading
 import time
 import traceback
@@ -58,7 +69,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
+from tilegraph.graph.taskgraph import MODE_DATA, Call, Lit, TaskGraph
 from tilegraph.runtime.backends import (
     Backend,
     Partition,
@@ -75,6 +86,9 @@ TAG_HEADER = 101
 TAG_DATA = 102
 TAG_ABORT = 103
 TAG_PLAN = 104
+TAG_ROOT = 105
+_LAUNCHED = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")  # set by mpiexec
+_PIECE = 1 << 28  # bytes of one message of an array sent from a root rank
 _SLEEP_MIN = 50e-6
 _SLEEP_MAX = 2e-3
 _WATCH_SLEEP_MAX = 0.01  # seconds between polls of a rank waiting for the others
@@ -93,17 +107,100 @@ def _mpi() -> Any:
     return MPI
 
 
-def world() -> Any:
-    """tilegraph's own communicator (a duplicate of ``COMM_WORLD``, made once per process,
-    so its messages never mix with the user's)."""
-    comm = _comm_cache.get("comm")
-    if comm is None:
-        MPI = _mpi()
-        comm = _comm_cache["comm"] = MPI.COMM_WORLD.Dup()
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        _comm_cache["local_size"] = local.Get_size()
-        local.Free()
-    return comm
+_SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis))
+
+
+class _Literals:
+    """Digests of the literal values in the tasks' arguments: arrays by content (each array
+    object read once), scalars, strings and slices by value, nested calls walked. Functions
+    and other objects are not compared (a ``functools.partial`` or closure carrying data
+    that differs per rank is not seen), nor are the seeds tilegraph draws for unseeded
+    random arrays (:class:`~tilegraph.array.random.FreshSeed`, not an exact ``int``)."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[int, tuple[np.ndarray, bytes]] = {}
+
+    def digest(self, graph: TaskGraph, tasks: Any = None) -> list[bytes]:
+        """One digest of every task in ``tasks`` (default: all), in order."""
+        out = []
+        for i in range(len(graph)) if tasks is None else tasks:
+            h = hashlib.sha1(usedforsecurity=False)
+            self._walk(h, graph.args[i])
+            kw = graph.kwargs.get(i)
+            if kw:
+                self._walk(h, kw)
+            out.append(h.digest())
+        return out
+
+    def total(self, graph: TaskGraph) -> str:
+        h = hashlib.sha1(usedforsecurity=False)
+        for d in self.digest(graph):
+            h.update(d)
+        return h.hexdigest()
+
+    def _walk(self, h: Any, v: Any) -> None:
+        tp = type(v)
+        if tp in _SCALARS:
+            h.update(f"{tp.__name__}:{v!r};".encode())
+        elif tp is tuple or tp is list:
+            h.update(b"(")
+            for x in v:
+                self._walk(h, x)
+            h.update(b")")
+        elif tp is dict:
+            for k, x in v.items():
+                self._walk(h, k)
+                self._walk(h, x)
+        elif tp is Call:
+            self._walk(h, v.args)
+            if v.kwargs:
+                self._walk(h, v.kwargs)
+        elif tp is Lit:
+            self._walk(h, v.value)
+        elif tp is slice:
+            self._walk(h, (v.start, v.stop, v.step))
+        elif tp is np.ndarray and not v.dtype.hasobject:
+            h.update(f"{v.dtype.str}{v.shape}".encode())
+            h.update(self._array(v))
+        elif isinstance(v, np.generic) and not isinstance(v, np.object_):
+            h.update(f"{v.dtype.str}:{v!r};".encode())
+        elif tp is np.dtype:
+            h.update(v.str.encode())
+
+    def _array(self, a: np.ndarray) -> bytes:
+        known = self.arrays.get(id(a))
+        if known is None:
+            c = np.ascontiguousarray(a)
+            d = hashlib.sha1(memoryview(c.reshape(-1)).cast("B") if c.size else b"",
+                             usedforsecurity=False).digest()
+            known = self.arrays[id(a)] = (a, d)  # the array is kept: its id stays its own
+        return known[1]
+
+
+def _describe_literals(graph: TaskGraph, i: int) -> str:
+    """What literal data task ``i`` reads, for an error message."""
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        tp = type(v)
+        if tp is np.ndarray:
+            found.append(f"a {v.dtype} array of shape {v.shape}")
+        elif tp in (tuple, list):
+            for x in v:
+                walk(x)
+        elif tp is dict:
+            for x in v.values():
+                walk(x)
+        elif tp is Call:
+            walk(v.args)
+            walk(v.kwargs or {})
+        elif tp is Lit:
+            walk(v.value)
+
+    walk(graph.args[i])
+    walk(graph.kwargs.get(i) or {})
+    return found[0] if found else "a literal argument (a number, string or index)"
+
 
 
 class RemoteTaskError(RuntimeError):
@@ -114,14 +211,235 @@ class CollectiveTimeoutError(RuntimeError):
     """Some ranks did not join a collective step (``compute()``) within ``mpi_timeout``."""
 
 
+def world(timeout: float | None = None) -> Any:
+    """tilegraph's own communicator (a duplicate of ``COMM_WORLD``, made once per process,
+    so its messages never mix with the user's).
+
+    Making it is the first collective of all: every rank must arrive. It is made without
+    blocking (``Idup``) and waited for under the watchdog: a rank that waited ``timeout``
+    seconds (default: the ``mpi_timeout`` option) raises :class:`CollectiveTimeoutError`.
+    Which ranks are missing cannot be known at this step (the communicator that would ask
+    them does not exist yet); ``tilegraph run`` makes the communicator as every rank starts,
+    so that a later ``compute()`` called on some ranks only is named rank by rank. A rank
+    that timed out waits for the same duplicate again at its next call."""
+    comm = _comm_cache.get("comm")
+    if comm is not None:
+        return comm
+    MPI = _mpi()
+    if timeout is None:
+        from tilegraph import config
+
+        timeout = float(config.get("mpi_timeout"))
+    pending = _comm_cache.get("pending")
+    if pending is None:
+        pending = _comm_cache["pending"] = MPI.COMM_WORLD.Idup()
+    new, request = pending
+    deadline = time.monotonic() + timeout
+    sleep = _SLEEP_MIN
+    while not request.Test():
+        if time.monotonic() > deadline:
+            size = MPI.COMM_WORLD.Get_size()
+            raise CollectiveTimeoutError(
+                f"compute() is collective: not every one of the {size} MPI ranks called it "
+                f"(MPI rank {MPI.COMM_WORLD.Get_rank()} waited {timeout:g} s, mpi_timeout, "
+                "for the others to set up tilegraph's communicator, the first step of the "
+                "first compute(); the missing ranks cannot be named at this step: "
+                "`tilegraph run` sets it up as every rank starts and names them). Every "
+                "rank must call compute(), to_npy() etc. the same number of times, with "
+                "the same arrays; do not call them under `if rank == 0:`")
+        sleep = min(_WATCH_SLEEP_MAX, sleep * 2)
+        time.sleep(sleep)
+    del _comm_cache["pending"]
+    _comm_cache["comm"] = new
+    # every rank has joined: the ranks on this host, from their processor names
+    hosts = _Steps(new, timeout).exchange(MPI.Get_processor_name(), "the set-up")
+    _comm_cache["local_size"] = hosts.count(hosts[new.Get_rank()])
+    return new
+
+
+def share_array(x: Any, root: int = 0, timeout: float | None = None) -> np.ndarray:
+    """Rank ``root``'s array ``x`` on every rank of ``COMM_WORLD`` (a collective: every rank
+    calls it; ``x`` may be ``None`` on the other ranks, whose shape and dtype come from the
+    root too). Sent in pieces of at most 256 MiB under the watchdog (``timeout``, default
+    the ``mpi_timeout`` option): a rank that never calls it is named. Outside MPI (one
+    process) ``x`` itself is returned."""
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or root < 0:
+        raise ValueError(f"root must be a rank number (an int >= 0), got {root!r}")
+    if "mpi4py.MPI" not in sys.modules and not any(v in os.environ for v in _LAUNCHED):
+        return np.asarray(x)  # not launched by mpiexec: one process, nothing to send
+    if timeout is None:
+        from tilegraph import config
+
+        timeout = float(config.get("mpi_timeout"))
+    comm = world(timeout)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if root >= size:
+        raise ValueError(f"root={root}, but there are only {size} MPI rank(s)")
+    header: Any = None
+    if rank == root:
+        try:
+            x = np.asarray(x)
+            if x.dtype.hasobject:
+                raise TypeError("arrays of Python objects cannot be sent between ranks")
+            header = ("array", x.shape, x.dtype)
+        except Exception as exc:
+            header = ("error", f"{type(exc).__name__}: {exc}")
+    steps = _Steps(comm, timeout)
+    heads = steps.exchange(header, f"from_numpy(root={root})")
+    kind, *rest = heads[root]
+    if kind == "error":
+        raise ValueError(f"from_numpy(root={root}): rank {root}'s data cannot be sent: "
+                         f"{rest[0]}")
+    shape, dtype = rest
+    MPI = _mpi()
+    if rank == root:
+        flat = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        requests = [comm.Issend([flat[i:i + _PIECE], MPI.BYTE], dest=r, tag=TAG_ROOT)
+                    for r in range(size) if r != root
+                    for i in range(0, max(len(flat), 1), _PIECE) if len(flat)]
+        MPI.Request.Waitall(requests)  # every rank is here (the exchange above)
+        return x
+    out = np.empty(shape, dtype=dtype)
+    flat = out.reshape(-1).view(np.uint8)
+    for i in range(0, len(flat), _PIECE):
+        comm.Recv([flat[i:i + _PIECE], MPI.BYTE], source=root, tag=TAG_ROOT)
+    return out
+
+
+def _step_error(missing: list[int], rank: int, timeout: float, step: str
+                ) -> CollectiveTimeoutError:
+    return CollectiveTimeoutError(
+        f"compute() is collective: ranks {missing} did not call it (MPI rank {rank} waited "
+        f"{timeout:g} s, mpi_timeout, at {step}). Every rank must call compute(), to_npy() "
+        "etc. the same number of times, with the same arrays; do not call them under "
+        "`if rank == 0:`")
+
+
+class _Steps:
+    """The collective steps of tilegraph's communicator, made of point-to-point messages
+    under the watchdog instead of MPI's blocking collectives, so that no step can wait
+    forever: a rank that waited ``timeout`` seconds for another fails, naming the ranks
+    that never came.
+
+    Steps are numbered (the same count on every rank that takes them all); each message
+    carries its step's number and a kind. A message left over from a step that failed
+    earlier on this rank is dropped; one from a rank already at a later step (it skipped
+    this one) is an error. Sends stay referenced until they complete."""
+
+    def __init__(self, comm: Any, timeout: float):
+        self.comm = comm
+        self.timeout = timeout
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+
+    def _begin(self) -> int:
+        seq = _comm_cache["steps"] = _comm_cache.get("steps", 0) + 1
+        return seq
+
+    def _post(self, dest: int, message: tuple) -> None:
+        _comm_cache.setdefault("sends", []).append(
+            self.comm.isend(message, dest=dest, tag=TAG_PLAN))
+
+    def _await(self, sources: list[int], seq: int, step: str, *, watched: bool = True
+               ) -> dict[int, tuple[str, Any]]:
+        """The next message of step ``seq`` from each of ``sources``: ``{rank: (kind,
+        payload)}``. ``watched=False``: no time limit (the sources are known to be at this
+        step and working)."""
+        MPI = _mpi()
+        comm, status = self.comm, MPI.Status()
+        got: dict[int, tuple[str, Any]] = {}
+        ahead: dict[int, int] = {}
+        deadline = time.monotonic() + self.timeout
+        sleep = _SLEEP_MIN
+        while len(got) + len(ahead) < len(sources):
+            busy = False
+            for source in sources:
+                # only the ranks not heard from: the next message of one that was may
+                # already belong to the next step
+                while source not in got and source not in ahead and comm.Iprobe(
+                        source=source, tag=TAG_PLAN, status=status):
+                    their_seq, kind, payload = comm.recv(source=source, tag=TAG_PLAN)
+                    busy = True
+                    if their_seq == seq:
+                        got[source] = (kind, payload)
+                    elif their_seq > seq:  # only after a step failed on some ranks
+                        ahead[source] = their_seq
+            if len(got) + len(ahead) == len(sources):
+                break
+            if watched and time.monotonic() > deadline:
+                missing = [r for r in sources if r not in got and r not in ahead]
+                raise _step_error(missing, self.rank, self.timeout, step)
+            sleep = _SLEEP_MIN if busy else min(_WATCH_SLEEP_MAX, sleep * 2)
+            if not busy:
+                time.sleep(sleep)
+        if ahead:
+            raise CollectiveTimeoutError(
+                f"compute() is collective: ranks {sorted(ahead)} called it more often than "
+                f"MPI rank {self.rank} (they are at step {max(ahead.values())}, this rank at "
+                f"{seq}, {step}); every rank must call compute() the same number of times")
+        return got
+
+    def _settle(self) -> None:
+        """Wait (at most ``timeout``) for this rank's sends to complete; the values are
+        small or their receivers are waiting for them."""
+        MPI = _mpi()
+        sends = _comm_cache.get("sends", [])
+        deadline = time.monotonic() + self.timeout
+        while sends and not MPI.Request.Testall(sends) and time.monotonic() < deadline:
+            time.sleep(_SLEEP_MAX)
+        _comm_cache["sends"] = [r for r in sends if not r.Test()]
+
+    def exchange(self, value: Any, step: str, *, root: int | None = None) -> list[Any] | None:
+        """Every rank's ``value`` in rank order, on every rank (``root=None``) or on rank
+        ``root`` only (``None`` on the others)."""
+        seq = self._begin()
+        others = [r for r in range(self.size) if r != self.rank]
+        for dest in others if root is None else ([root] if root != self.rank else []):
+            self._post(dest, (seq, "value", value))
+        out = None
+        if root is None or root == self.rank:
+            got = self._await(others, seq, step)
+            got[self.rank] = ("value", value)
+            out = [got[r][1] for r in range(self.size)]
+        self._settle()
+        return out
+
+    def from_root(self, fn: Callable[[], T], step: str) -> T:
+        """``fn()`` computed on rank 0 and known to every rank; an error in ``fn`` is raised
+        on every rank. Rank 0 says it has arrived before it starts: the others wait for that
+        under the watchdog, then for the value as long as ``fn`` takes."""
+        seq = self._begin()
+        if self.rank == 0:
+            others = list(range(1, self.size))
+            for dest in others:
+                self._post(dest, (seq, "here", None))
+            try:
+                value = fn()
+            except BaseException as exc:
+                for dest in others:
+                    self._post(dest, (seq, "error", f"{type(exc).__name__}: {exc}"))
+                self._settle()
+                raise
+            for dest in others:
+                self._post(dest, (seq, "value", value))
+            self._settle()
+            return value
+        self._await([0], seq, step)
+        kind, payload = self._await([0], seq, step, watched=False)[0]
+        if kind == "error":
+            raise RemoteTaskError(f"{step} failed on MPI rank 0: {payload}")
+        return payload
+
+
 class MPIBackend(Backend):
     """Runs a scheduled TaskGraph on every rank of ``MPI.COMM_WORLD``; see the module
     docstring. ``workers``: threads per rank (default: cores / ranks on this host)."""
 
     name = "mpi"
 
-    def __init__(self, workers: int | None = None):
-        self.comm = world()
+    def __init__(self, workers: int | None = None, timeout: float = 60.0):
+        self.collective_timeout = timeout
+        self.comm = world(timeout)
         self.rank = self.comm.Get_rank()
         self.processes = self.comm.Get_size()
         self.local_processes = _comm_cache["local_size"]
@@ -139,12 +457,19 @@ class MPIBackend(Backend):
 
     # -- the collective questions of the pipeline ----------------------------------------------
 
-    def decide(self, fn: Callable[[], T]) -> T:
-        """``fn()`` computed on rank 0 and broadcast (e.g. the placement)."""
-        return self.comm.bcast(fn() if self.rank == 0 else None, root=0)
+    def _steps(self) -> _Steps:
+        return _Steps(self.comm, self.collective_timeout)
 
-    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None) -> None:
-        """Raise on every rank if the ranks do not hold the same graph (and placement)."""
+    def decide(self, fn: Callable[[], T]) -> T:
+        """``fn()`` computed on rank 0 and sent to every rank (e.g. the placement)."""
+        return self._steps().from_root(fn, "the placement")
+
+    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None,
+                        literals: bool = False) -> None:
+        """Raise on every rank if the ranks do not hold the same graph (and placement);
+        ``literals``: also the same literal inputs (the arrays of ``from_numpy`` and every
+        literal operand, by content), else the error names the first task that reads
+        different data and the ranks that hold it."""
         h = hashlib.sha1(usedforsecurity=False)
         h.update(np.int64(len(graph)).tobytes())
         h.update(np.ascontiguousarray(graph.dep_ptr, dtype=np.int64).tobytes())
@@ -154,101 +479,63 @@ class MPIBackend(Backend):
         kinds = graph.meta.get("kind")
         if kinds is not None:
             h.update("|".join(k or "" for k in kinds).encode())
-        prints = self._exchange_all(h.hexdigest())
-        odd = [r for r, p in enumerate(prints) if p != prints[0]]
+        digests = _Literals() if literals and self.processes > 1 else None
+        data = digests.total(graph) if digests is not None else ""
+        prints = self._steps().exchange((h.hexdigest(), data), "the plan check")
+        odd = [r for r, p in enumerate(prints) if p[0] != prints[0][0]]
         if odd:
             raise RuntimeError(
                 f"MPI ranks {odd} built a different plan from rank 0 ({len(graph)} tasks "
                 "here): every rank must run the same program on the same shapes and blocks "
                 "(compute() is collective; do not call it on some ranks only)")
+        if digests is not None and any(p[1] != prints[0][1] for p in prints):
+            self._name_different_data(graph, digests)
 
-    def _exchange_all(self, value: str) -> list[str]:
-        """Every rank's ``value``, in rank order, sent point to point without blocking; fails
-        after ``collective_timeout`` seconds naming the ranks whose value did not come.
-
-        Each exchange is numbered (the same count on every rank that calls them all); a
-        value left over from an exchange that failed earlier is dropped, and a value from a
-        rank that is at a later exchange is an error."""
-        MPI = _mpi()
-        seq = _comm_cache["exchanges"] = _comm_cache.get("exchanges", 0) + 1
-        size, rank, comm = self.processes, self.rank, self.comm
-        got: dict[int, str] = {rank: value}
-        ahead: dict[int, int] = {}
-        requests = [comm.isend((seq, value), dest=r, tag=TAG_PLAN)
-                    for r in range(size) if r != rank]
-        status = MPI.Status()
-        deadline = time.monotonic() + self.collective_timeout
-        sleep = _SLEEP_MIN
-        while len(got) + len(ahead) < size:
-            busy = False
-            for source in range(size):
-                # only the ranks not heard from: the next message of one that was may
-                # already belong to the next exchange
-                if source in got or source in ahead:
-                    continue
-                if not comm.Iprobe(source=source, tag=TAG_PLAN, status=status):
-                    continue
-                their_seq, their_value = comm.recv(source=source, tag=TAG_PLAN)
-                busy = True
-                if their_seq == seq:
-                    got[source] = their_value
-                elif their_seq > seq:  # only after an exchange failed on some ranks
-                    ahead[source] = their_seq
-            if len(got) + len(ahead) == size:
-                break
-            if time.monotonic() > deadline:
-                missing = [r for r in range(size) if r not in got and r not in ahead]
-                raise CollectiveTimeoutError(
-                    f"compute() is collective: ranks {missing} did not call it (MPI rank "
-                    f"{rank} waited {self.collective_timeout:g} s, mpi_timeout). Every rank "
-                    "must call compute(), to_npy() etc. the same number of times, with the "
-                    "same arrays; do not call them under `if rank == 0:`")
-            sleep = _SLEEP_MIN if busy else min(_WATCH_SLEEP_MAX, sleep * 2)
-            if not busy:
-                time.sleep(sleep)
-        if ahead:
-            raise CollectiveTimeoutError(
-                f"compute() is collective: ranks {sorted(ahead)} called it more often than "
-                f"MPI rank {rank} (they are at call {max(ahead.values())}, this rank at "
-                f"{seq}); every rank must call compute() the same number of times")
-        # the values are small (sent eagerly): the sends complete once everyone has them
-        deadline = time.monotonic() + self.collective_timeout
-        while not MPI.Request.Testall(requests) and time.monotonic() < deadline:
-            time.sleep(_SLEEP_MAX)
-        return [got[r] for r in range(size)]
+    def _name_different_data(self, graph: TaskGraph, digests: _Literals) -> None:
+        """Every rank's digest of every task, compared: an error naming the first task
+        whose literal data differ and the ranks that differ from rank 0."""
+        mine = b"".join(digests.digest(graph))
+        every = self._steps().exchange(mine, "the data check")
+        width = hashlib.sha1(usedforsecurity=False).digest_size
+        tables = [np.frombuffer(t, dtype=np.uint8).reshape(-1, width) for t in every]
+        differs = np.zeros(len(graph), dtype=bool)
+        for t in tables[1:]:
+            differs |= (t != tables[0]).any(axis=1)
+        i = int(np.flatnonzero(differs)[0])
+        ranks = [r for r, t in enumerate(tables) if (t[i] != tables[0][i]).any()]
+        raise ValueError(
+            f"MPI ranks {ranks} hold different data from rank 0 for the same input: task "
+            f"{graph.keys[i]!r} reads {_describe_literals(graph, i)} whose values differ "
+            f"({int(differs.sum())} task(s) in all). Every rank must build its inputs from "
+            "the same data (seed random generators the same way on every rank), or take "
+            "rank 0's: tg.from_numpy(data, chunks, root=0) sends rank 0's array to every "
+            "rank")
 
     def gather(self, value: T) -> list[T] | None:
-        return self.comm.gather(value, root=0)
+        return self._steps().exchange(value, "the report", root=0)
 
     def share_results(self, values: Callable[[], Any] | None, limit: int) -> Any:
-        """Rank 0's values, broadcast to every rank when they take at most ``limit`` bytes
+        """Rank 0's values, sent to every rank when they take at most ``limit`` bytes
         together (``limit > 0``); else rank 0's alone (``None`` on the others). A failure
         to read them on rank 0 is raised on every rank."""
         if self.processes == 1:
             return values() if values is not None else None
-        message: tuple[str, Any] = ("large", None)
-        mine: Any = None
-        error: BaseException | None = None
+        mine: list[Any] = [None]
+
+        def message() -> tuple[str, Any]:
+            mine[0] = values() if values is not None else None
+            if mine[0] is not None and limit > 0 and nbytes_of(mine[0]) <= limit:
+                return ("values", mine[0])
+            return ("large", None)
+
+        kind, payload = self._steps().from_root(message, "the results")
         if self.rank == 0:
-            try:
-                mine = values() if values is not None else None
-                if mine is not None and limit > 0 and nbytes_of(mine) <= limit:
-                    message = ("values", mine)
-            except BaseException as exc:
-                error = exc
-                message = ("error", f"{type(exc).__name__}: {exc}")
-        kind, payload = self.comm.bcast(message, root=0)
-        if error is not None:
-            raise error
-        if kind == "error":
-            raise RemoteTaskError(f"reading the results on MPI rank 0 failed: {payload}")
-        if self.rank == 0:
-            return mine
+            return mine[0]
         return payload if kind == "values" else None
 
     def all_ready(self, error: BaseException | None) -> None:
         """Every rank stops before anything runs if one rank cannot run its part."""
-        fits = self.comm.allgather(error is None)
+        fits = self._steps().exchange(error is None, "the memory check")
         if not all(fits):
             raise error or MemoryLimitError(
                 f"a task placed on MPI rank {fits.index(False)} cannot fit under its "
@@ -270,7 +557,7 @@ class MPIBackend(Backend):
         if len(placement) and placement.max() >= self.processes:
             raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
                              f"but only {self.processes} MPI ranks run it")
-        self.check_same_plan(graph, placement)
+        self.check_same_plan(graph, placement, literals=True)
         self.placement = placement
         local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
         self._local = local
@@ -359,7 +646,7 @@ class _Exchange(Transport):
         """Meet the other ranks, exchange blocks while the run goes on, and on leaving
         finish every send and raise another rank's failure (or this rank's MPI error)."""
         self.execution = execution
-        self.comm.Barrier()
+        self.backend._steps().exchange(None, "the start of the run")
         thread = threading.Thread(target=self.loop, name="tilegraph-mpi", daemon=True)
         thread.start()
         try:
