@@ -315,7 +315,7 @@ class Execution:
                 if ready and self._nidle and self._worth_second(task_of[ready[0]]):
                     self._cond.notify()
                 if memory.disk and any(d not in results for d in deps):
-                    memory.read_back([d for d in deps if d not in results])
+                    memory.read_back([d for d in deps if d not in results], i)
                     if self.finished:
                         self.running.discard(i)
                         self.nrunning -= 1

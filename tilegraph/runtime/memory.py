@@ -249,7 +249,8 @@ class MemoryManager:
     ``sizes``           dict, task -> bytes of its result while the result is in memory
     ``live``            sum of ``sizes``: bytes of results held in memory
     ``peak_live``       the largest ``live`` so far
-    ``reserved``        sum of the estimates of the running tasks
+    ``reserved``        sum of the estimates of the running tasks, and of the bytes they have
+                        still to read back from disk (``reading``, task -> bytes)
     ``disk``            dict, task -> SpillRecord of a result with a copy on disk (a result is in
                         memory iff it is in the execution's ``results``; it may be in both)
     ``io_busy``         results being written or read right now (pinned)
@@ -286,6 +287,7 @@ class MemoryManager:
         self.live = 0
         self.peak_live = 0
         self.reserved = 0
+        self.reading: dict[int, int] = {}
         self.disk: dict[int, SpillRecord] = {}
         self.io_busy: set[int] = set()
         self.remakeable = remakeable
@@ -318,12 +320,22 @@ class MemoryManager:
         return size
 
     def start(self, i: int) -> None:
-        """Task i starts: reserve its estimate."""
+        """Task i starts: reserve its estimate, and the bytes of its inputs it must read back
+        from disk (admission counted them; held from the start, they keep other tasks from
+        taking the same room while they are read; those the read-ahead is reading are
+        counted by it)."""
         self.reserved += self.estimates[i]
+        if self.disk:
+            ex = self.ex
+            reading = sum(self.disk[d].nbytes for d in ex.deps(i) if d not in ex.results
+                          and d in self.disk and d not in self.prefetching)
+            if reading:
+                self.reading[i] = reading
+                self.reserved += reading
 
     def stop(self, i: int) -> None:
         """Task i stopped (finished, failed or cancelled): release its reservation."""
-        self.reserved -= self.estimates[i]
+        self.reserved -= self.estimates[i] + self.reading.pop(i, 0)
 
     def forget_all(self) -> None:
         """Every result was dropped at once (cancel): nothing is held in memory."""
@@ -436,10 +448,18 @@ class MemoryManager:
 
     # -- read-back and read-ahead -------------------------------------------------------------
 
-    def read_back(self, ids: list[int]) -> None:
-        """Bring results back from disk for a task about to run; the lock is released while
+    def read_back(self, ids: list[int], task: int | None = None) -> None:
+        """Bring results back from disk for ``task``, about to run; the lock is released while
         reading. Results the I/O thread is already reading are waited for, not read twice.
-        Their files stay as clean copies until the results are released."""
+        Their files stay as clean copies until the results are released. Once they are held,
+        the room ``task`` reserved for them is released."""
+        try:
+            self._read_back(ids)
+        finally:
+            if task is not None:
+                self.reserved -= self.reading.pop(task, 0)
+
+    def _read_back(self, ids: list[int]) -> None:
         ex = self.ex
         while not ex.finished and any(d in self.prefetching for d in ids):
             ex.wait(POLL_INTERVAL)
