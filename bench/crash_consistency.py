@@ -10,10 +10,20 @@
    likely. Exactly one may succeed (the other gets ``FileExistsError``); double successes
    are failures. Goal: 0.
 
+3. ``tilegraph run -n 2`` of a script that spills, and a script driving the serverless
+   engine on its own embedded pool (a Valkey server and 2 worker processes), are killed
+   with SIGKILL at ``--launches`` random instants each (from the launch to past the first
+   computations). Every process the command started is marked through its environment;
+   counted 10 s later: processes still alive, and entries in the temp dir and ``/dev/shm``
+   that were not there before (spill and store directories, Valkey's directory, Open MPI's
+   session directory and shared-memory segments), before and after ``tilegraph clean``.
+   Goal: 0 processes, 0 entries after ``tilegraph clean``.
+
 Writers run in forked children (the ``sync`` backend, so no thread is forked). Arrays are
-small, so the whole run takes about a minute. Run: ``python bench/crash_consistency.py
-[--kills 50 --races 100 --seed 0]`` (it imports the installed tilegraph; from a checkout
-that is not installed, set ``PYTHONPATH=.``).
+small; parts 1 and 2 take about a minute, part 3 about 15 s per launch. Run:
+``python bench/crash_consistency.py [--kills 50 --races 100 --launches 20 --seed 0]`` (it
+imports the installed tilegraph; from a checkout that is not installed, set
+``PYTHONPATH=.``); ``--launches 0`` leaves part 3 out.
 """
 
 from __future__ import annotations
@@ -23,8 +33,11 @@ import os
 import random
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
+import uuid
 
 import numpy as np
 
@@ -140,14 +153,99 @@ def races(kind: str, n: int, folder: str) -> dict:
     return counts
 
 
+MARK = "TILEGRAPH_CRASH_MARK"
+SPILLING_SCRIPT = """
+import tilegraph as tg
+x = tg.random.random((3000, 3000), chunks=500, seed=1)
+for _ in range(40):
+    ((x + x.T) @ x).sum().compute(memory_limit="20MB")
+"""
+SERVERLESS_SCRIPT = """
+import tilegraph as tg
+x = tg.random.random((2000, 2000), chunks=250, seed=1)
+for _ in range(40):
+    ((x + x.T) @ x).sum().compute(backend="serverless", workers=2)
+"""
+
+
+def _marked(mark: str) -> list[int]:
+    """The live processes whose environment carries ``MARK=mark``."""
+    needle = f"{MARK}={mark}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    with open(f"/proc/{name}/stat", "rb") as st:
+                        if st.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                            out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def _entries() -> set[str]:
+    tmp = tempfile.gettempdir()
+    found = {os.path.join(tmp, n) for n in os.listdir(tmp)}
+    if os.path.isdir("/dev/shm"):
+        found |= {os.path.join("/dev/shm", n) for n in os.listdir("/dev/shm")}
+    return found
+
+
+def kill_launches(which: str, launches: int, rng: random.Random, folder: str) -> dict:
+    """SIGKILL ``tilegraph run`` (``which="mpi"``) or a serverless driver at random
+    instants; what was left 10 s later, before and after ``tilegraph clean``."""
+    script = os.path.join(folder, f"{which}.py")
+    with open(script, "w") as f:
+        f.write(SPILLING_SCRIPT if which == "mpi" else SERVERLESS_SCRIPT)
+    counts = {"processes": 0, "entries": 0, "entries_after_clean": 0, "kills": 0}
+    for _ in range(launches):
+        mark = uuid.uuid4().hex
+        env = dict(os.environ, **{MARK: mark})
+        cmd = ([sys.executable, "-m", "tilegraph.cli", "run", "-n", "2", script]
+               if which == "mpi" else [sys.executable, script])
+        before = _entries()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.2, 8.0))
+        if proc.poll() is None:
+            counts["kills"] += 1
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while _marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _marked(mark)
+        counts["processes"] += len(left)
+        for pid in left:  # for the next launch
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        counts["entries"] += len(_entries() - before)
+        subprocess.run([sys.executable, "-m", "tilegraph.cli", "clean"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        new = _entries() - before
+        counts["entries_after_clean"] += len(new)
+        for path in new:  # for the next launch
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.remove(path)
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--races", type=int, default=100)
+    parser.add_argument("--launches", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if args.kills < 1 or args.races < 1:
-        parser.error("--kills and --races must be positive")
+    if args.kills < 1 or args.races < 1 or args.launches < 0:
+        parser.error("--kills and --races must be positive, --launches >= 0")
     rng = random.Random(args.seed)
     folder = tempfile.mkdtemp(prefix="tilegraph-crash-")
     t0 = time.perf_counter()
@@ -163,6 +261,14 @@ def main() -> None:
             print(f"to_{kind} overwrite=False, {args.races} races of two writers: double "
                   f"successes {c['both']} (goal 0); one winner {c['one']}, no winner "
                   f"{c['none']}, winner's array not whole {c['torn']} (goal 0)")
+        for which, name in (("mpi", "tilegraph run -n 2"), ("serverless", "serverless driver")):
+            if not args.launches:
+                break
+            c = kill_launches(which, args.launches, rng, folder)
+            print(f"{name}, SIGKILL at {args.launches} random instants ({c['kills']} while "
+                  f"running): processes left {c['processes']} (goal 0); new temp entries "
+                  f"{c['entries']}, after `tilegraph clean` {c['entries_after_clean']} "
+                  "(goal 0)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"({time.perf_counter() - t0:.0f} s)")

@@ -10,14 +10,30 @@ in-place step has already written over its input, the worst case for a retry). T
 
 Run: ``python bench/fault_injection.py [--backend threads --workers 2]``. The figures are
 counts, not timings; the whole run takes a few seconds.
+
+``--mpi`` adds two MPI faults (real ``mpiexec`` runs of this file, about 2 minutes):
+
+- *a missing rank*: at 2 and 4 ranks, rank 1 leaves before each collective step of a
+  ``compute()`` in turn (0: it never calls ``compute()``); the seconds until every other
+  rank raised an error naming it, with ``mpi_timeout=2`` (goal: at most 2 + 5 s; a rank
+  leaving before the results are shared is no error, since rank 0 sends them without
+  waiting);
+- *inputs that differ per rank*: programs whose ranks hold different data (whole arrays, one
+  element of one rank's array, a scalar operand, rank 3's data only) must fail on every
+  rank; a value returned instead is a *silent mix* (goal: 0), and ``from_numpy(...,
+  root=0)`` must give rank 0's result on every rank.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -288,11 +304,136 @@ def by_kind(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in sorted(out.items())}
 
 
+# -- MPI: a missing rank at each collective step, inputs that differ per rank ---------------
+
+STEPS = ("never computes", "the set-up", "the plan check", "the placement", "the plan check",
+         "the memory check", "the start of the run", "the results")
+
+
+def _rank_missing(step: int) -> dict:
+    """On every rank under mpiexec: rank 1 leaves before the ``step``-th collective step."""
+    from mpi4py import MPI
+
+    from tilegraph.runtime import mpi
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    x = tg.from_numpy(np.ones((40, 40)), chunks=10)
+    if rank == 1:
+        if step == 0:
+            return {"rank": rank}
+        begin, seen = mpi._Steps._begin, [0]
+
+        def leave_at(self: Any) -> int:
+            if "comm" in mpi._comm_cache:
+                seen[0] += 1
+                if seen[0] == step:
+                    raise InjectedFault("rank 1 leaves")
+            return begin(self)
+
+        mpi._Steps._begin = leave_at
+    t0 = time.monotonic()
+    try:
+        (x @ x).sum().compute(backend="mpi", mpi_timeout=2)
+    except InjectedFault:
+        return {"rank": rank}
+    except Exception as exc:
+        text = str(exc)
+        return {"rank": rank, "named": "ranks [1] did not call it" in text,
+                "reported": "compute() is collective" in text,
+                "seconds": time.monotonic() - t0}
+    return {"rank": rank, "named": None, "seconds": time.monotonic() - t0}
+
+
+def _rank_data() -> dict:
+    """On every rank under mpiexec: programs over data that differ per rank."""
+    from tilegraph.runtime.mpi import world
+
+    rank = world().Get_rank()
+    size = world().Get_size()
+    own = np.random.default_rng().random((300, 200))
+    one = np.ones((300, 200))
+    one[rank * 7 % 300, 5] = 2.0 if rank else 1.0  # one element differs, on rank 1 up
+    last = np.full((300, 200), 1.0 if rank < size - 1 else 3.0)
+    cases = {
+        "whole arrays": lambda: tg.from_numpy(own, chunks=100).sum(),
+        "a matmul": lambda: tg.from_numpy(own, chunks=100) @ tg.from_numpy(own.T, chunks=100),
+        "one element": lambda: tg.from_numpy(one, chunks=(64, 50)).mean(axis=0),
+        "a scalar operand": lambda: (tg.ones((300, 200), chunks=100) * (1 + rank)).sum(),
+        "the last rank only": lambda: tg.from_numpy(last, chunks=100).max(),
+    }
+    out: dict = {"rank": rank, "mixed": [], "refused": []}
+    for name, make in cases.items():
+        try:
+            make().compute(backend="mpi")
+            out["mixed"].append(name)
+        except ValueError as exc:
+            if "hold different data" in str(exc):
+                out["refused"].append(name)
+    mine = own if rank == 0 else None
+    got = tg.from_numpy(mine, chunks=100, root=0).sum().compute(backend="mpi")
+    out["root"] = float(got)
+    out["root_want"] = float(own.sum()) if rank == 0 else None
+    return out
+
+
+def _mpirun(n: int, *args: str) -> list[dict]:
+    from tilegraph.cli import mpiexec_command
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([*mpiexec_command(n), sys.executable, "-m", "mpi4py",
+                           os.path.abspath(__file__), "--rank", *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+    return [json.loads(line[7:]) for line in proc.stdout.splitlines()
+            if line.startswith("RESULT ")]
+
+
+def mpi_faults() -> int:
+    """Run the MPI faults and print their figures; returns the number of goals missed."""
+    bad = 0
+    print(f"{'ranks':>5} {'rank 1 leaves before':24} {'named on':>9} {'slowest':>8}   goal "
+          "(mpi_timeout=2)")
+    for n in (2, 4):
+        for step, name in enumerate(STEPS):
+            results = [r for r in _mpirun(n, "missing", str(step)) if r["rank"] != 1]
+            # step 0: the communicator's set-up, where the missing rank cannot be named
+            named = sum(r.get("named" if step else "reported") is True for r in results)
+            slowest = max((r["seconds"] for r in results), default=float("nan"))
+            ok = len(results) == n - 1 and (
+                named == n - 1 and slowest <= 7 if step != 7 else
+                all(r.get("named") is None for r in results))
+            bad += not ok
+            goal = ("no error (rank 0 does not wait)" if step == 7 else
+                    "reported unnamed, <= 7 s" if step == 0 else "named, <= 7 s")
+            print(f"{n:5} {name:24} {f'{named}/{n - 1}':>9} {slowest:7.1f}s   {goal}"
+                  f"{'' if ok else '  MISSED'}")
+    for n in (2, 4):
+        results = _mpirun(n, "data")
+        mixed = sorted({m for r in results for m in r["mixed"]})
+        refused = min((len(r["refused"]) for r in results), default=0)
+        root_ok = len(results) == n and len({r["root"] for r in results}) == 1 and \
+            bool(np.isclose(results[0]["root"],
+                            next(r["root_want"] for r in results if r["rank"] == 0)))
+        bad += bool(mixed) or not root_ok or len(results) != n
+        print(f"{n} ranks, 5 programs over data that differ per rank: silent mixes "
+              f"{len(mixed)} (goal 0){': ' + ', '.join(mixed) if mixed else ''}; refused "
+              f"on every rank {refused} of 5; from_numpy(root=0) gives rank 0's sum on "
+              f"every rank: {'yes' if root_ok else 'NO'}")
+    return bad
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="threads")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--mpi", action="store_true", help="add the MPI faults")
+    parser.add_argument("--rank", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rank:  # one rank of an mpiexec run of this file
+        out = _rank_missing(int(args.rank[1])) if args.rank[0] == "missing" else _rank_data()
+        print("RESULT " + json.dumps(out), flush=True)
+        return 0
     options = {"backend": args.backend, "workers": args.workers, "progress": False}
     outcomes = run(options)
     print(f"{'sites':>5} {'wrong':>5} {'failed':>6}  program: fused chain (op kinds)")
@@ -305,6 +446,9 @@ def main() -> int:
     total = sum(o.sites for o in outcomes)
     bad = sum(o.wrong + o.errors for o in outcomes)
     print(f"{'all sites':20} {f'{bad} of {total}':>14}   0 of {total}")
+    if args.mpi:
+        print()
+        bad += mpi_faults()
     return 1 if bad else 0
 
 

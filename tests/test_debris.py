@@ -98,3 +98,27 @@ def test_a_killed_serverless_driver_leaves_nothing_the_next_run_keeps(tmp_path):
     live.mkdir()
     assert main(["clean", str(tmp_path)]) == 0
     assert sorted(os.listdir(tmp_path)) == [live.name]
+
+
+def test_a_zombie_owner_is_dead_and_its_spill_directory_is_debris(tmp_path):
+    # a rank killed with its parent is a zombie until it is collected: it will never
+    # come back for its files
+    import time
+
+    from tilegraph.debris import pid_alive
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not pid_alive(pid)  # exited, not collected yet
+        os.kill(pid, 0)  # ... but its process id is still taken
+        spill = tmp_path / f"tilegraph-spill-{owner_tag().rsplit('-', 1)[0]}-{pid}-x"
+        spill.mkdir()
+        assert [d.path for d in find_debris(str(tmp_path))] == [str(spill)]
+    finally:
+        os.waitpid(pid, 0)
+    assert pid_alive(os.getpid())

@@ -42,7 +42,8 @@ def owner_tag() -> str:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this id runs on this host (a process of another user counts)."""
+    """Whether a process with this id runs on this host (a process of another user counts;
+    a zombie, dead and waiting for its parent to collect its status, does not)."""
     if pid <= 0:
         return False
     try:
@@ -51,7 +52,12 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc (not Linux) or gone meanwhile
+        return True
+    return state != b"Z"
 
 
 @dataclass(frozen=True)
