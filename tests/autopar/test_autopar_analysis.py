@@ -170,12 +170,57 @@ def test_imports_and_sys_path():
     assert all(t.replicated for t in g.tasks)
 
 
+@pytest.mark.parametrize("stmt, what", [
+    ("import numpy as np\nnp.set_printoptions(precision=2)", "NumPy's print options"),
+    ("import numpy\nnumpy.seterr(all='raise')", "floating-point error handling"),
+    ("import warnings\nwarnings.simplefilter('error')", "warning filters"),
+    ("import matplotlib as mpl\nmpl.rcParams['lines.linewidth'] = 2",
+     "module attribute mpl.rcParams"),
+    ("import pandas as pd\npd.set_option('display.width', 50)", "pandas' options"),
+    ("import sys\nsys.setrecursionlimit(4000)", "recursion limit"),
+    ("import time\ntime.tzset()", "time zone"),
+    ("import os\nos.sep = '/'", "module attribute os.sep"),
+    ("import logging\nlogging.getLogger('x').setLevel(10)", "logging's configuration"),
+    ("import decimal\ndecimal.getcontext().prec = 4", "decimal context"),
+    ("import locale\nlocale.setlocale(locale.LC_ALL, 'C')", "locale"),
+])
+def test_a_setting_of_process_state_is_a_fence_run_on_every_worker(stmt, what):
+    src = f"a = 1\nb = 2\n{stmt}\nc = 3\nd = 4\n"
+    g = analyze(src)
+    s = len(stmt.splitlines()) + 1   # the setter's index
+    setter = g.tasks[s]
+    assert what in next(e.detail for e in setter.effects if e.kind == "state")
+    assert setter.replicated and setter.barrier is None and g.serial_reason is None
+    preds = g.predecessors()
+    assert all(i in preds[s] for i in range(s))                 # after everything before
+    assert all(s in preds[i] for i in range(s + 1, len(g.tasks)))  # before everything after
+    assert {e.type for e in g.edges if e.src == s or e.dst == s} >= {"state"}
+    assert has_parallelism_after(g, s)
+
+
+def has_parallelism_after(g, s):
+    """The statements after the setter (c = 3, d = 4) stay independent of each other."""
+    preds = g.predecessors()
+    return len(g.tasks) - 2 not in preds[len(g.tasks) - 1]
+
+
+@pytest.mark.parametrize("stmt, reason", [
+    ("import numpy as np\nold = np.seterr(all='raise')", "binds or changes old"),
+    ("import numpy as np\nif a:\n    np.set_printoptions(precision=2)\n"
+     "    np.save('x.npy', 1)", "changes file"),
+    ("import threading\nthreading.Thread(target=print).start()", "threads"),
+    ("import atexit\natexit.register(print)", "exit handlers"),
+])
+def test_what_cannot_run_on_every_worker_makes_the_script_serial(stmt, reason):
+    g = analyze(f"a = 1\nb = 2\n{stmt}\nc = 3\n")
+    assert g.serial_reason is not None and reason in g.serial_reason, g.serial_reason
+
+
 @pytest.mark.parametrize("stmt, reason", [
     ("exec('y = 1')", "exec"),
     ("v = eval('1 + 1')", "eval"),
     ("g = globals()", "globals"),
     ("from some_unknown_module import *", "import *"),
-    ("import os\nos.sep = '/'", "module attribute"),
     ("import subprocess\nsubprocess.run(['true'])", "subprocess"),
     ("l = locals()", "locals"),
 ])

@@ -89,6 +89,38 @@ def test_corpus_output_and_files_are_those_of_the_serial_run(name, workers, seri
     _no_children()
 
 
+STATE = sorted(p.name for p in (CORPUS / "state").glob("*.py"))
+
+
+@pytest.mark.parametrize("name", STATE)
+def test_process_state_set_by_one_statement_is_seen_by_the_later_ones(name, tmp_path):
+    """One script per kind of process state (print options, error handling, warning
+    filters, rcParams, time zone, recursion limit, module attributes, logging, the decimal
+    context) and per thing that lives in one process (threads, exit handlers): standard
+    output, standard error and exit status byte for byte those of ``python script.py``."""
+    if name == "rcparams.py":
+        pytest.importorskip("matplotlib")
+    script = CORPUS / "state" / name
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    serial = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                            env=env, timeout=120)
+    assert serial.returncode == 0 and serial.stdout, serial.stderr
+    graph = analyze(script)
+    assert has_parallelism(graph), name
+    if name in ("threads.py", "exit_handler.py"):  # their statements stay in one process
+        assert graph.serial_reason is not None
+    else:
+        assert graph.serial_reason is None, graph.serial_reason
+        assert any(t.replicated and any(e.kind == "state" for e in t.effects)
+                   for t in graph.tasks)
+    for workers in (1, 2, 4):
+        run = subprocess.run([sys.executable, "-m", "tilegraph.cli", "autopar", str(script),
+                              "--workers", str(workers)], cwd=tmp_path, capture_output=True,
+                             env=env, timeout=120)
+        assert (run.returncode, run.stdout, run.stderr) == \
+            (serial.returncode, serial.stdout, serial.stderr), workers
+
+
 def test_the_corpus_has_parallelism():
     for name in SCRIPTS:
         if name != "chdir.py":

@@ -19,7 +19,10 @@ task (a compound statement -- ``for``, ``while``, ``with``, ``if``, ``try``, ``d
   (by path when the path is a literal, ``?`` when unknown), ``cwd`` (``os.chdir`` and
   relative paths), ``env`` (``os.environ``), ``random`` (the global ``random`` and
   ``numpy.random`` state), ``figure`` (matplotlib's current figure), ``import`` (imports
-  and ``sys.path``);
+  and ``sys.path``), ``state`` (process-wide settings that later statements read without
+  naming them: NumPy's print options and error handling, warning filters, matplotlib's
+  and pandas' options, the recursion limit, the locale, the decimal context, the time
+  zone, logging's configuration, an attribute of a module: :data:`STATE_CALLS`);
 - ``barrier``: why the statement cannot be analysed (``exec``, ``eval``, ``globals()``,
   ``locals()``, a star import of a module that is not in the standard library, ``del``
   through an alias, an assignment to a module attribute, ``subprocess``...), or ``None``.
@@ -28,7 +31,13 @@ task (a compound statement -- ``for``, ``while``, ``with``, ``if``, ``try``, ``d
 Edges go from an earlier task to a later one: ``def-use`` (read after write), ``anti``
 (write after read), ``output`` (write after write), and one edge type per effect class
 (writes are ordered with every earlier read or write of the same resource; reads of a
-resource among themselves are not), and ``barrier``.
+resource among themselves are not), and ``barrier``. A statement that sets process state
+is a fence (``state`` edges): it runs after every statement before it and before every
+statement after it, on every worker (the paper's preamble: the setting is made on each
+process, so whatever later statement reads it sees it); one that cannot run on every
+worker (it also writes files, draws random numbers, binds names) makes the whole script
+run serially, as do threads, exit handlers, signal handlers and processes the script
+starts itself (:attr:`ScriptGraph.serial_reason`).
 
 Unsure means sequential: what the analysis does not understand adds edges, never removes
 them.
@@ -45,7 +54,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 EDGE_TYPES = ("def-use", "anti", "output", "output-stream", "file", "cwd", "env", "random",
-              "figure", "import", "barrier")
+              "figure", "import", "state", "barrier")
 """Every edge type, in the order the explanation lists them. ``output-stream`` is the
 effect class ``output`` (named apart from ``output``, the write-after-write edge)."""
 
@@ -110,6 +119,51 @@ _BARRIER_CALLS = (
     ("signal.", "signal handlers change the process"),
     ("builtins.", "the builtins module is changed"),
 )
+
+# Barrier reasons of what lives in one process and cannot be recreated on another: a script
+# with any of them runs serially (its threads, exit handlers and children stay with it).
+PROCESS_BOUND = frozenset({
+    "os.fork() copies the process", "the script starts processes of its own",
+    "the script starts threads of its own", "the script starts workers of its own",
+    "exit handlers run at the end of the program", "signal handlers change the process",
+})
+
+STATE_CALLS = {
+    "numpy.set_printoptions": "NumPy's print options",
+    "numpy.seterr": "NumPy's floating-point error handling",
+    "numpy.seterrcall": "NumPy's floating-point error handling",
+    "warnings.filterwarnings": "the warning filters",
+    "warnings.simplefilter": "the warning filters",
+    "warnings.resetwarnings": "the warning filters",
+    "matplotlib.rc": "matplotlib's settings", "matplotlib.rcdefaults": "matplotlib's settings",
+    "matplotlib.rc_file": "matplotlib's settings", "matplotlib.style.use":
+    "matplotlib's settings", "matplotlib.pyplot.rc": "matplotlib's settings",
+    "matplotlib.pyplot.style.use": "matplotlib's settings", "matplotlib.rcParams.":
+    "matplotlib's settings", "matplotlib.pyplot.rcParams.": "matplotlib's settings",
+    "pandas.set_option": "pandas' options", "pandas.reset_option": "pandas' options",
+    "pandas.options.": "pandas' options",
+    "sys.setrecursionlimit": "the recursion limit",
+    "sys.set_int_max_str_digits": "the integer string conversion limit",
+    "sys.setswitchinterval": "the thread switch interval",
+    "locale.setlocale": "the locale",
+    "decimal.setcontext": "the decimal context", "decimal.getcontext": "the decimal context",
+    "time.tzset": "the time zone",
+    "logging.basicConfig": "logging's configuration", "logging.disable":
+    "logging's configuration", "logging.captureWarnings": "logging's configuration",
+    "logging.config.": "logging's configuration", "logging.root.": "logging's configuration",
+    "gc.disable": "the garbage collector", "gc.enable": "the garbage collector",
+    "gc.set_threshold": "the garbage collector", "gc.freeze": "the garbage collector",
+    "os.umask": "the file mode mask", "socket.setdefaulttimeout": "the socket timeout",
+    "numpy.set_string_function": "NumPy's print options",
+}
+"""Calls (qualified names; a trailing dot: every call below that name) that set process
+state (the ``state`` effect class), with what they set. A method called on the result of
+``logging.getLogger(...)`` or ``decimal.getcontext()``, and an assignment to an attribute
+(or an item of an attribute) of a module, set state too."""
+
+# methods of a logger (from logging.getLogger) that change logging's configuration
+_LOGGER_SETTERS = frozenset({"setLevel", "addHandler", "removeHandler", "addFilter",
+                             "removeFilter", "disabled", "propagate"})
 
 _RANDOM_PURE = frozenset({"default_rng", "Generator", "RandomState", "SeedSequence", "PCG64",
                           "PCG64DXSM", "MT19937", "Philox", "SFC64", "BitGenerator",
@@ -242,6 +296,23 @@ class ScriptGraph:
 
     def __len__(self) -> int:
         return len(self.tasks)
+
+    @property
+    def serial_reason(self) -> str | None:
+        """Why the script must run serially, in one process (``None``: it need not): it
+        starts threads, processes or exit or signal handlers, which live in the process
+        that made them, or it sets process state in a statement that cannot run on every
+        worker."""
+        for t in self.tasks:
+            for reason in (t.barrier or "").split("; "):
+                if reason in PROCESS_BOUND:
+                    return f"{t.label}: {reason}"
+            kinds = {e.kind for e in t.effects}
+            if "state" in kinds and not t.replicated:
+                what = sorted(e.detail for e in t.effects if e.kind == "state")[0]
+                why = _replicable_state(t, kinds) or "it is kept on one worker"
+                return f"{t.label} sets {what} and cannot run on every worker: {why}"
+        return None
 
     def predecessors(self, *, skip: Iterable[str] = ()) -> list[set[int]]:
         """For every task, the tasks it waits for (edges of the types in ``skip`` left out)."""
@@ -451,6 +522,11 @@ class _Collector(ast.NodeVisitor):
     def effect(self, kind: str, detail: str, mode: str) -> None:
         self.s.effects.add(Effect(kind, detail, mode))
 
+    def state(self, what: str) -> None:
+        """A statement sets process state that later statements may read (at top level,
+        or through a function a statement calls)."""
+        self.effect("state", what, "w")
+
     def barrier(self, reason: str) -> None:
         if reason not in self.s.barriers:
             self.s.barriers.append(reason)
@@ -560,10 +636,17 @@ class _Collector(ast.NodeVisitor):
                 self.mutate(m)
                 if value is not None:
                     self.s.aliases.append(({m}, self._alias_sources(value)))
-            if isinstance(t, ast.Attribute) and _root_name(t) in self.ctx.modules:
-                self.barrier(f"assigns the module attribute {ast.unparse(t)}")
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Call) and \
+                    self.ctx.qualname(t.value.func) == "decimal.getcontext":
+                self.state("the decimal context")
+            elif isinstance(t, ast.Attribute) and _root_name(t) in self.ctx.modules:
+                self.state(f"the module attribute {ast.unparse(t)}")
             if isinstance(t, ast.Subscript) and self.ctx.qualname(t.value) == "os.environ":
                 self.effect("env", "os.environ", "w")
+            elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and \
+                    _root_name(t) in self.ctx.modules and \
+                    self.ctx.qualname(_strip(t)) != "sys.path":
+                self.state(f"the module attribute {ast.unparse(t.value)}")
             if isinstance(t, (ast.Subscript, ast.Attribute)) and \
                     self.ctx.qualname(_strip(t)) == "sys.path":
                 self.effect("import", "sys.path", "w")
@@ -751,6 +834,11 @@ class _Collector(ast.NodeVisitor):
             if q == prefix or q.startswith(prefix):
                 self.barrier(reason)
                 return
+        for prefix, what in STATE_CALLS.items():
+            if q == prefix or (prefix.endswith(".") and q.startswith(prefix)):
+                if q != "decimal.getcontext":  # only reading it, unless changed after
+                    self.state(what)
+                break
         last = q.rsplit(".", 1)[-1]
         if q.startswith(("random.", "numpy.random.")) and last not in _RANDOM_PURE:
             self.effect("random", "global", "w")
@@ -790,6 +878,12 @@ class _Collector(ast.NodeVisitor):
     def _method_call(self, func: ast.Attribute, args: list[ast.expr], kw: dict) -> None:
         attr = func.attr
         self.s.methods.add(attr)
+        if isinstance(func.value, ast.Call):
+            made_by = self.ctx.qualname(func.value.func)
+            if made_by == "logging.getLogger" and attr in _LOGGER_SETTERS:
+                self.state("logging's configuration")
+            elif made_by == "decimal.getcontext" and attr not in PURE_METHODS:
+                self.state("the decimal context")
         if attr in _FILE_METHODS:
             receiver = func.value
             path = None
@@ -1236,6 +1330,9 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
         if m in ids and len(members[alias.find(ids[m])]) > 1:
             col.barrier(f"del through {m}, which may alias "
                         + ", ".join(sorted(members[alias.find(ids[m])] - {m})))
+    for _, s in raw:  # a module's settings are process state, not a variable's value
+        if any(e.kind == "state" for e in s.effects):
+            s.mutates -= set(ctx.modules)
     tasks_info = []
     after_barrier = False
     for st, s in raw:
@@ -1275,17 +1372,18 @@ def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Ed
     res_writer: dict[tuple[str, str], int] = {}
     res_readers: dict[tuple[str, str], list[int]] = defaultdict(list)
     files = _FileOrder()
-    last_barrier: int | None = None
-    since_barrier: list[int] = []
+    # fences: barriers, and statements that set process state (``state`` edges)
+    last_fence: tuple[int, str, str] | None = None
+    since_fence: list[int] = []
     for i, (_, s, uses, defines) in enumerate(info):
-        if s.barriers:
-            reason = s.barriers[0]
-            for j in since_barrier:
-                add(j, i, "barrier", reason)
-            if last_barrier is not None:
-                add(last_barrier, i, "barrier", reason)
-        elif last_barrier is not None:
-            add(last_barrier, i, "barrier", info[last_barrier][1].barriers[0])
+        fence = _fence(s)
+        if fence is not None:
+            for j in since_fence:
+                add(j, i, *fence)
+            if last_fence is not None:
+                add(last_fence[0], i, *fence)
+        elif last_fence is not None:
+            add(last_fence[0], i, last_fence[1], last_fence[2])
         for v in sorted(uses):
             if v in last_writer:
                 add(last_writer[v], i, "def-use", v)
@@ -1300,7 +1398,8 @@ def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Ed
             last_writer[v] = i
             readers[v] = []
         # effects other than files: one resource per (kind, detail)
-        effects = sorted(s.effects, key=lambda e: (e.kind, e.detail, e.mode))
+        effects = sorted((e for e in s.effects if e.kind != "state"),
+                         key=lambda e: (e.kind, e.detail, e.mode))
         for e in effects:
             if e.kind == "file":
                 continue
@@ -1321,12 +1420,21 @@ def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Ed
             else:
                 res_readers[key].append(i)
         files.access(i, {(e.detail, e.mode) for e in effects if e.kind == "file"}, add)
-        if s.barriers:
-            last_barrier = i
-            since_barrier = []
+        if fence is not None:
+            last_fence = (i, *fence)
+            since_fence = []
         else:
-            since_barrier.append(i)
+            since_fence.append(i)
     return edges
+
+
+def _fence(s: _Summary) -> tuple[str, str] | None:
+    """``(edge type, reason)`` when a statement is ordered after every statement before it
+    and before every statement after it: a barrier, or a setter of process state."""
+    if s.barriers:
+        return ("barrier", s.barriers[0])
+    states = sorted(e.detail for e in s.effects if e.kind == "state")
+    return ("state", states[0]) if states else None
 
 
 class _FileOrder:
@@ -1458,6 +1566,23 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
     return groups, reasons
 
 
+def _replicable_state(t: Task, kinds: set[str]) -> str | None:
+    """Why a statement that sets process state cannot run on every worker (``None``: it
+    can: besides the setting it only reads values, imports, prints or reads the
+    environment, the working directory or ``sys.path``)."""
+    if t.barrier is not None:
+        return f"it is also a barrier ({t.barrier})"
+    if t.group is not None:
+        return "it shares values kept on one worker"
+    if t.defines:
+        return "it also binds or changes " + ", ".join(sorted(t.defines))
+    others = kinds - {"state", "import", "output"}
+    writes = {e.kind for e in t.effects if e.mode == "w"} - {"state", "import", "output"}
+    if writes or others - {"env", "cwd"}:
+        return "it also changes " + ", ".join(sorted(writes or others - {"env", "cwd"}))
+    return None
+
+
 def _mark_replicated(tasks: list[Task], edges: list[Edge], raw) -> list[Task]:
     """Imports, defs and classes that depend only on each other run on every worker."""
     preds: list[set[int]] = [set() for _ in tasks]
@@ -1467,6 +1592,11 @@ def _mark_replicated(tasks: list[Task], edges: list[Edge], raw) -> list[Task]:
     out = []
     for t, (st, s) in zip(tasks, raw, strict=True):
         kinds = {e.kind for e in s.effects}
+        if "state" in kinds:  # set on every worker, if nothing else it does forbids it
+            good = _replicable_state(t, kinds) is None
+            ok.append(good)   # a def after it may run everywhere too
+            out.append(replace(t, replicated=True) if good else t)
+            continue
         good = (isinstance(st, (ast.Import, ast.ImportFrom, ast.FunctionDef,
                                 ast.AsyncFunctionDef, ast.ClassDef))
                 and t.barrier is None and t.group is None and kinds <= {"import"}

@@ -6,7 +6,8 @@ from tilegraph.autopar.analysis import EDGE_TYPES, ScriptGraph
 
 _COLOURS = {"def-use": "black", "anti": "orange", "output": "red",
             "output-stream": "gray50", "file": "blue", "cwd": "purple", "env": "purple",
-            "random": "darkgreen", "figure": "brown", "import": "gray70", "barrier": "red"}
+            "random": "darkgreen", "figure": "brown", "import": "gray70", "state": "darkviolet",
+            "barrier": "red"}
 
 
 def edge_table(graph: ScriptGraph) -> list[tuple[str, str, str, str]]:
@@ -23,6 +24,8 @@ def explain(graph: ScriptGraph, profile: list[float] | None = None) -> str:
     table of edges, the groups of tasks kept on one worker, and the critical path (by the
     measured seconds of each task when ``profile`` is given, else by statement count)."""
     out = [f"{graph.path}: {len(graph.tasks)} tasks, {len(graph.edges)} edges"]
+    if graph.serial_reason is not None:
+        out.append(f"runs serially, in one process: {graph.serial_reason}")
     out.append("")
     out.append("tasks:")
     for t in graph.tasks:

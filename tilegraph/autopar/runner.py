@@ -151,12 +151,14 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
     report (a task stream of the statements) to that path, ``callbacks`` are event
     subscribers, as for any run.
 
-    With ``workers=1``, or when the graph has no two tasks that may run at once, the script
-    runs serially in this process (unless a report or callbacks are asked for: then it
-    runs through the pipeline on that many processes). An exception of the script raises
-    :class:`ScriptError` (its ``traceback`` is what ``python script.py`` prints) after the
-    output of every statement before it was written; ``sys.exit(n)`` with ``n != 0`` raises
-    :class:`ScriptExit`. No worker process is left behind, whatever happens.
+    With ``workers=1``, when the graph has no two tasks that may run at once, or when the
+    script must run in one process (:attr:`ScriptGraph.serial_reason`: threads, exit
+    handlers...), the script runs serially in this process (unless a report or callbacks
+    are asked for: then it runs through the pipeline on that many processes). An exception
+    of the script raises :class:`ScriptError` (its ``traceback`` is what ``python
+    script.py`` prints) after the output of every statement before it was written;
+    ``sys.exit(n)`` with ``n != 0`` raises :class:`ScriptExit`. No worker process is left
+    behind, whatever happens.
     """
     workers = _check_workers(workers)
     path, source = load_script(path_or_source)
@@ -164,7 +166,8 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
     argv = list(argv) if argv is not None else [path]
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-    if (workers == 1 or not has_parallelism(g)) and report is None and not callbacks:
+    if (workers == 1 or not has_parallelism(g) or g.serial_reason is not None) \
+            and report is None and not callbacks:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         try:

@@ -44,11 +44,13 @@ step starts, because only then are its inputs' sizes known: it runs on the idle 
 holding the most bytes of its inputs (its group's process if it has one), unless a busy
 process holds more than ``MOVE_WAIT_BYTES`` more, in which case it waits for that one.
 Missing inputs are exported by their owners (pickle protocol 5, NumPy buffers out of band)
-and loaded into it. Steps marked ``everywhere`` (imports, ``def``, ``class``) run on every
-process. ``os.chdir``, ``os.environ`` and ``sys.path`` are process state: after a step that
+and loaded into it. Steps marked ``everywhere`` (imports, ``def``, ``class``, and settings of
+the process state such as ``np.set_printoptions`` or ``logging.basicConfig``) run on every
+process, after the values they read were sent to every process. ``os.chdir``, ``os.environ`` and ``sys.path`` are process state: after a step that
 may change them the process reports them, and a step runs with the state its predecessors
 in program order left. Standard output and error are captured per step and written in
-program order.
+program order; a step's ``sys.stdout`` and ``sys.stderr`` are proxies to its buffers, so a
+stream kept by an earlier step (a logging handler) writes into the later step's output.
 """
 
 from __future__ import annotations
@@ -206,18 +208,17 @@ def _rebuild_function(code: bytes, name: str, defaults: Any, kwdefaults: Any) ->
 
 
 class _Pickler(pickle.Pickler):
-    """Modules travel by name; functions of the script without a global name (lambdas) by
-    their code."""
+    """Modules travel by name; functions of the script by their code (by name they would
+    be looked up in the receiving process's namespace, where a function defined by a step
+    that ran elsewhere does not exist yet)."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, types.ModuleType):
             return importlib.import_module, (obj.__name__,)
         if isinstance(obj, types.FunctionType) and obj.__module__ == "__main__" and \
                 obj.__closure__ is None:
-            main = sys.modules["__main__"]
-            if getattr(main, obj.__qualname__, None) is not obj:
-                return _rebuild_function, (marshal.dumps(obj.__code__), obj.__name__,
-                                           obj.__defaults__, obj.__kwdefaults__)
+            return _rebuild_function, (marshal.dumps(obj.__code__), obj.__name__,
+                                       obj.__defaults__, obj.__kwdefaults__)
         return NotImplemented
 
 
@@ -276,6 +277,25 @@ def _apply_state(part: str, value: Any) -> None:
         sys.path[:] = value
 
 
+class _Stream(io.TextIOBase):
+    """A text stream writing to ``target`` (changed from step to step)."""
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def write(self, text: str) -> int:
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
 def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
             blas: int = 1) -> None:
     """The loop of a worker process. Messages are ``(op, token, *payload)``; a request
@@ -294,6 +314,9 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
     ns = main.__dict__
     sys.argv = list(argv)
     real_out, real_err = sys.stdout, sys.stderr
+    # the streams a step writes to are proxies to that step's buffers, so that a handler
+    # made by one step (logging.basicConfig) writes where a later step's output goes
+    proxy_out, proxy_err = _Stream(real_out), _Stream(real_err)
     while True:
         try:
             msg, frames = _recv(conn)
@@ -330,7 +353,8 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
         elif op == "run":
             i, names, want_state, barrier = msg[2], msg[3], msg[4], msg[5]
             out, err = io.StringIO(), io.StringIO()
-            sys.stdout, sys.stderr = out, err
+            proxy_out.target, proxy_err.target = out, err
+            sys.stdout, sys.stderr = proxy_out, proxy_err
             error = None
             try:
                 exec(codes[i], ns)
@@ -342,6 +366,7 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
                 with contextlib.suppress(Exception):
                     sys.stdout.flush()
                 sys.stdout, sys.stderr = real_out, real_err
+                proxy_out.target, proxy_err.target = real_out, real_err
             if barrier:
                 names = [n for n in ns if not (n.startswith("__") and n.endswith("__"))]
             defined = {n: (value_size(ns[n]) if n in ns else None) for n in names}
@@ -520,9 +545,9 @@ class ProcessesBackend(Backend):
             if f.reads_all:   # it may read anything defined before it
                 names |= seen
             seen |= f.writes
-            if f.everywhere:
+            if f.everywhere:   # its writes exist everywhere; its reads are sent everywhere
                 self.everywhere_names |= f.writes
-                names = set()
+                names = set(f.reads)
             self.touch_set[f.index] = names
             for v in names:
                 self.touches[v] += 1
@@ -646,11 +671,7 @@ class ProcessesBackend(Backend):
         t = func
         ch = self.channels[w]
         with self.cond:
-            for part in STATE_PARTS:
-                j, value = self._state_for(i, part)
-                if j != self.worker_state[w][part] and value is not None:
-                    ch.post(("state", None, part, value))
-                    self.worker_state[w][part] = j
+            self._post_state(i, w)
         reply = ch.request("run", i, sorted(t.writes), list(t.changes), t.reads_all,
                            inline=True)
         (out, err, defined, state, error), _ = reply.result()
@@ -673,8 +694,25 @@ class ProcessesBackend(Backend):
         return None
 
     def _replicate(self, i: int) -> None:
-        """Run step ``i`` (imports, ``def``, ``class``) on every process; the output of the
-        first one is the step's."""
+        """Run step ``i`` (imports, ``def``, ``class``, settings of the process state) on
+        every process, once the values it reads are on every process and each process has
+        the state the steps before it left; the output of the first one is the step's."""
+        t = self.steps[i]
+        for w in range(self.workers):
+            with self.cond:
+                names = sorted(v for v in t.reads if v in self.owner
+                               and v not in self.everywhere_names)
+                missing: dict[int, list[str]] = defaultdict(list)
+                for v in names:
+                    if w not in self.holders[v]:
+                        missing[self.owner[v]].append(v)
+                self._post_state(i, w)
+            stuck = self._move(w, missing)
+            if stuck:
+                held = ", ".join(f"{v!r} (worker {src})" for v, src in stuck.items())
+                raise ScriptError(f"{t.label} of {self.path} sets process state on every "
+                                  f"worker but reads values that cannot be pickled: {held}; "
+                                  "run it with --workers 1\n", self.path, t.lineno)
         replies = [ch.request("run", i, [], [], False, inline=True) for ch in self.channels]
         answers = [r.result()[0] for r in replies]
         out, err, _, _, _ = answers[0]
@@ -683,9 +721,21 @@ class ProcessesBackend(Backend):
             self.results[i] = (out, err)
             if error is not None and (self.failed is None or i < self.failed):
                 self.failed = i
+            else:
+                self._free_touched(i, defaultdict(list))
             self._release()
         if error is not None:
             raise _script_exception(error)
+
+    def _post_state(self, i: int, w: int) -> None:
+        """Give process ``w`` the process state (``STATE_PARTS``) that the steps before
+        ``i`` in program order left (called with ``cond``)."""
+        ch = self.channels[w]
+        for part in STATE_PARTS:
+            j, value = self._state_for(i, part)
+            if j != self.worker_state[w][part] and value is not None:
+                ch.post(("state", None, part, value))
+                self.worker_state[w][part] = j
 
     def _stage(self, i: int) -> int:
         """Choose the process of step ``i`` and move its missing inputs there; the
@@ -813,6 +863,11 @@ class ProcessesBackend(Backend):
                         stale[h].append(v)
                     self.owner.pop(v)
                     self.holders[v] = set()
+        self._free_touched(i, stale)
+
+    def _free_touched(self, i: int, stale: dict[int, list[str]]) -> None:
+        """Step ``i`` is done with its names: free those no later step touches, and the
+        ``stale`` copies (process -> names) everywhere (called with ``cond``)."""
         for v in self.touch_set[i]:
             if v in self.touches:
                 self.touches[v] -= 1
