@@ -78,8 +78,30 @@ def test_mutation_through_an_alias():
     g = analyze("a = [1]\nb = a\nb.append(2)\nprint(a)\n")
     assert g.tasks[2].mutates == {"a", "b"}
     assert (3, 4, "def-use", "a") in g.edge_set()
-    # aliases that are mutated stay on one worker
-    assert g.tasks[0].group == g.tasks[2].group == g.tasks[3].group is not None
+    # aliases that are mutated stay on one worker; a statement that only reads them may
+    # take a copy (it is ordered after the change)
+    assert g.tasks[0].group == g.tasks[1].group == g.tasks[2].group is not None
+    assert g.tasks[3].group is None
+
+
+def test_a_function_mutates_only_the_arguments_of_the_parameters_it_changes():
+    g = analyze(textwrap.dedent("""
+        import random
+        N = 10
+        def fill(rng, n, out=None):
+            out.append(rng.random() * n)
+        r = random.Random(1)
+        xs = []
+        fill(r, N, out=xs)
+        s = random.Random(2)
+        ys = []
+        fill(s, N, ys)
+        print(xs, ys)
+        """).lstrip("\n"))
+    assert g.tasks[5].mutates == {"r", "xs"} and g.tasks[8].mutates == {"s", "ys"}
+    assert "N" not in g.tasks[5].defines | g.tasks[8].defines
+    preds = g.predecessors()   # the two chains are independent
+    assert not ({3, 4, 5} & (preds[6] | preds[7] | preds[8]))
 
 
 def test_output_stream_edges_keep_prints_in_order():

@@ -9,6 +9,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import psutil
@@ -466,4 +467,33 @@ def test_a_failure_lets_earlier_statements_finish_and_starts_no_later_one(tmp_pa
     assert info.value.lineno == 3 and "ZeroDivisionError" in info.value.traceback
     assert out.getvalue() == "slow first\n"
     assert (tmp_path / "a.txt").read_text() == "a" and not (tmp_path / "c.txt").exists()
+    _no_children()
+
+
+def test_independent_chains_of_shared_objects_run_on_different_processes(tmp_path):
+    """Two chains, each over its own random.Random (kept on one process), that share only a
+    constant: the second chain's first step avoids the process bound to the first chain."""
+    script = tmp_path / "halves.py"
+    script.write_text(textwrap.dedent("""
+        import random
+        N = 20000
+        def heavy(rng, n):
+            return sum(rng.random() for _ in range(n))
+        r1 = random.Random(1)
+        a1 = heavy(r1, N)
+        a2 = heavy(r1, N)
+        r2 = random.Random(2)
+        b1 = heavy(r2, N)
+        b2 = heavy(r2, N)
+        print(round(a1 + a2, 6), round(b1 + b2, 6))
+        """).lstrip("\n"))
+    graph = analyze(script)
+    groups = {t.group for t in graph.tasks if t.group is not None}
+    assert len(groups) == 2
+    serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    out = io.StringIO()
+    stats = run_script(script, 2, stdout=out, graph=graph)
+    assert out.getvalue() == serial.stdout
+    assert min(stats.tasks_per_worker) >= 3, stats   # each process ran a chain
     _no_children()

@@ -404,6 +404,7 @@ class _Summary:
     unpicklable: set[str] = field(default_factory=set)
     file_vars: set[str] = field(default_factory=set)
     mutated_params: bool = False
+    mutated_param_names: set[str] = field(default_factory=set)
     calls_mutating: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def merge(self, other: _Summary) -> None:
@@ -513,6 +514,7 @@ class _Collector(ast.NodeVisitor):
         if self.is_local(name):
             if name in self.params:
                 self.s.mutated_params = True
+                self.s.mutated_param_names.add(name)
             return
         if name in self.ctx.modules:
             return
@@ -783,7 +785,7 @@ class _Collector(ast.NodeVisitor):
         if isinstance(func, ast.Name) and func.id in self.ctx.user_callables:
             fn = self.ctx.summaries.get(func.id)
             if fn is not None and fn.mutated_params:
-                for a in [*args, *kw.values()]:
+                for a in self._mutated_arguments(func.id, node, fn):
                     root = _root_name(a)
                     if root is not None:
                         self.mutate(root)
@@ -799,6 +801,23 @@ class _Collector(ast.NodeVisitor):
             if root is not None:
                 self.mutate(root)
         self.generic_visit(node)
+
+    def _mutated_arguments(self, name: str, call: ast.Call, fn: _Summary) -> list[ast.expr]:
+        """The arguments of a call of the user function ``name`` bound to parameters it
+        mutates (every argument when the call or the signature is not plain)."""
+        every = [*call.args, *[k.value for k in call.keywords]]
+        sig = self.ctx.signatures.get(name)
+        if sig is None or sig[2] or any(isinstance(a, ast.Starred) for a in call.args) or \
+                any(k.arg is None for k in call.keywords):
+            return every
+        positional, kwonly, _ = sig
+        if len(call.args) > len(positional):
+            return every
+        out = [a for p, a in zip(positional, call.args, strict=False)
+               if p in fn.mutated_param_names]
+        out += [k.value for k in call.keywords
+                if k.arg in fn.mutated_param_names or k.arg not in (*positional, *kwonly)]
+        return out
 
     def _builtin_call(self, name: str, args: list[ast.expr], kw: dict) -> None:
         if name in _BARRIER_BUILTINS and (name not in ("vars", "locals") or not args) and \
@@ -994,6 +1013,8 @@ class _Context:
         self.user_names: set[str] = set()       # every name bound at top level
         self.generators: set[str] = set()       # user functions that contain yield
         self.summaries: dict[str, _Summary] = {}
+        # a plain function's (positional parameters, keyword-only ones, *args or **kwargs)
+        self.signatures: dict[str, tuple[list[str], set[str], bool]] = {}
         self.method_summaries: dict[str, _Summary] = defaultdict(_Summary)
         self.del_through: list[tuple[_Collector, str]] = []
         self.file_vars_all: set[str] = set()
@@ -1201,8 +1222,15 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
             prev.refs |= col.s.refs
             prev.methods |= col.s.methods
             prev.mutated_params |= col.s.mutated_params
+            prev.mutated_param_names |= col.s.mutated_param_names
+            ctx.signatures.pop(key, None)   # defined twice: either may be called
         else:
             direct[key] = col.s
+            a = node.args
+            if not cls and not isinstance(node, ast.Lambda):
+                ctx.signatures[key] = ([p.arg for p in [*a.posonlyargs, *a.args]],
+                                       {p.arg for p in a.kwonlyargs},
+                                       a.vararg is not None or a.kwarg is not None)
         if cls:
             methods[name].append(key)
             class_members[cls].append(key)
@@ -1216,7 +1244,9 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
             k = stack.pop()
             s = direct[k]
             total.merge(s)
-            total.mutated_params |= s.mutated_params and k == key
+            if k == key:
+                total.mutated_params |= s.mutated_params
+                total.mutated_param_names |= s.mutated_param_names
             nxt = [*s.refs, *[m for name in s.methods for m in methods.get(name, [])]]
             for r in list(nxt):
                 nxt += class_members.get(r, [])
@@ -1534,7 +1564,9 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
             c = alias.find(ids[v])
             if c in pinned_classes:
                 join(i, f"pin:{c}", reason_of(f"pin:{c}", c))
-            elif c in mutated_classes and len(members[c]) > 1:
+            elif c in mutated_classes and len(members[c]) > 1 and v in defines:
+                # a statement that changes or binds an alias joins the others; one that
+                # only reads them may take copies (its edges order it with the changes)
                 join(i, f"alias:{c}", reason_of(f"alias:{c}", c))
     # a value made inside a group is mutated there too (a figure's axes, a file's writer)
     owner: dict[str, int] = {}

@@ -42,13 +42,16 @@ before it that writes a name it reads, and before the next step that writes a na
 or writes (def-use, write-after-read and write-after-write edges). Placement happens when a
 step starts, because only then are its inputs' sizes known: it runs on the idle process
 holding the most bytes of its inputs (its group's process if it has one), unless a busy
-process holds more than ``MOVE_WAIT_BYTES`` more, in which case it waits for that one.
+process holds more than ``MOVE_WAIT_BYTES`` more, in which case it waits for that one. The
+first step of a group goes to the idle process with the fewest steps still to run of the
+groups already placed on it, so that independent chains run on different processes.
 Missing inputs are exported by their owners (pickle protocol 5, NumPy buffers out of band)
 and loaded into it. Steps marked ``everywhere`` (imports, ``def``, ``class``, and settings of
 the process state such as ``np.set_printoptions`` or ``logging.basicConfig``) run on every
-process, after the values they read were sent to every process. ``os.chdir``, ``os.environ`` and ``sys.path`` are process state: after a step that
-may change them the process reports them, and a step runs with the state its predecessors
-in program order left. Standard output and error are captured per step and written in
+process, after the values they read were sent to every process. ``os.chdir``,
+``os.environ`` and ``sys.path`` are process state: after a step that may change them the
+process reports them, and a step runs with the state its predecessors in program order
+left. Standard output and error are captured per step and written in
 program order; a step's ``sys.stdout`` and ``sys.stderr`` are proxies to its buffers, so a
 stream kept by an earlier step (a logging handler) writes into the later step's output.
 """
@@ -506,6 +509,7 @@ class ProcessesBackend(Backend):
         self.touch_set: dict[int, set[str]] = {}
         self.busy: list[int | None] = [None] * workers
         self.group_worker: dict[int, int] = {}
+        self.group_left: dict[int, int] = defaultdict(int)   # steps of a group still to run
         self.stuck: dict[str, int] = {}
         self.results: dict[int, tuple[str, str]] = {}
         self.order: list[int] = []
@@ -545,6 +549,8 @@ class ProcessesBackend(Backend):
             if f.reads_all:   # it may read anything defined before it
                 names |= seen
             seen |= f.writes
+            if f.group is not None:
+                self.group_left[f.group] += 1
             if f.everywhere:   # its writes exist everywhere; its reads are sent everywhere
                 self.everywhere_names |= f.writes
                 names = set(f.reads)
@@ -678,6 +684,8 @@ class ProcessesBackend(Backend):
         with self.cond:
             self.busy[w] = None
             self.ran_on[w] += 1
+            if t.group is not None:
+                self.group_left[t.group] -= 1
             self.cond.notify_all()
             if state is not None:
                 for part, value in state.items():
@@ -818,10 +826,23 @@ class ProcessesBackend(Backend):
                 if idle:
                     score = [self._local_bytes(names, w) for w in range(self.workers)]
                     me = getattr(self._slot, "w", -1)   # ties: the driving thread's own
+                    if t.group is not None:   # a group's first step: the work to come
+                        load = self._committed()
+                        w = min(idle, key=lambda w: (load[w], -score[w], w != me, w))
+                        return w
                     w = max(idle, key=lambda w: (score[w], w == me, -w))
                     if max(score) - score[w] <= MOVE_WAIT_BYTES:
                         return w
             self.cond.wait(0.5)
+
+    def _committed(self) -> list[int]:
+        """Per process, the steps still to run of the groups placed on it: the work it is
+        bound to (a group's steps all run where its first one ran), which a new group's
+        first step avoids, so that independent chains land on different processes."""
+        load = [0] * self.workers
+        for g, w in self.group_worker.items():
+            load[w] += self.group_left[g]
+        return load
 
     def _inputs(self, i: int) -> list[str]:
         t = self.steps[i]
