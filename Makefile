@@ -1,18 +1,32 @@
-# Two commands do all the set-up on a fresh machine:
-#   make run   - create .venv if needed, then run the main job
-#   make test  - create .venv if needed, then lint and run the test suite
+# Two commands do all the set-up on a fresh machine (python3 >= 3.11 with venv, and PyPI):
+#   make run   - create .venv if needed, install tilegraph alone (its core dependencies, no
+#                extras), then run the main job, `tilegraph demo`
+#   make test  - create .venv if needed, install the test and mpi extras, lint, install the
+#                Debian packages graphviz and chromium when they are missing (only as root
+#                where apt-get exists, with apt's output hidden; see sysdeps), then run the
+#                test suite
+# Each install has its own stamp, so either command may come first.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+RUN_STAMP  := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: run test lint bench clean sysdeps array-api dask-suite
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+# the demo needs the core package only
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# the tests, the linter, the benchmarks and the MPI backend
+$(TEST_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test,mpi]'
-	touch $(STAMP)
+	touch $@
 
 # Debian packages the tests use (Graphviz draws LambdaPACK DAGs; headless Chromium runs the
 # service's dashboard test); installed when missing and this is a Debian machine we may
@@ -25,10 +39,10 @@ sysdeps:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSPKGS_MISSING) >/dev/null); \
 	  } || true
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/tilegraph demo
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check tilegraph tests bench
 
 test: lint sysdeps
@@ -36,10 +50,10 @@ test: lint sysdeps
 
 # dask's own array, bag and delayed test modules, on dask's scheduler and with every compute
 # routed through tilegraph.get, compared test by test (long: about half an hour).
-dask-suite: $(STAMP)
+dask-suite: $(TEST_STAMP)
 	$(PY) tests/dask_suite/run.py --out dask-suite-results
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) bench/scheduler_overhead.py
 	$(PY) bench/chain_memory.py
 	$(PY) bench/planning.py
@@ -61,7 +75,7 @@ bench: $(STAMP)
 # The Array API conformance suite (data-apis/array-api-tests, a checkout outside this
 # project) against tilegraph and array-api-strict in one run; prints both pass counts.
 ARRAY_API_TESTS ?= ../shared/array-api-tests
-array-api: $(STAMP)
+array-api: $(TEST_STAMP)
 	$(PY) -m pip install --quiet -e '.[array-api]'
 	$(PY) bench/array_api.py --suite $(ARRAY_API_TESTS) --failures
 
