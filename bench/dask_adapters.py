@@ -1,7 +1,7 @@
 """dask.array as a competitor of the workload suite: the programs of
 :mod:`tilegraph.workloads.programs` run unchanged on dask arrays made by :class:`DaskInputs`,
 with :class:`DaskSparse` for SciPy-sparse blocks and :class:`DaskLinalg` for the linear
-algebra programs. dask is imported only when these run (``pip install 'tilegraph[bench]'``).
+algebra programs. dask is imported only when these run (``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def run_dask(wl: Workload, size: int, block: int | None = None) -> Any:
     try:
         import dask
     except ImportError as exc:
-        raise ImportError("dask is not installed: pip install 'tilegraph[bench]'") from exc
+        raise ImportError("dask is not installed: pip install -e '.[bench]'") from exc
     args, kwargs = wl.inputs(DaskInputs(), size, block)
     if "linalg" in inspect.signature(wl.program).parameters:
         kwargs = {**kwargs, "linalg": DaskLinalg}

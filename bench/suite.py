@@ -10,7 +10,7 @@ as CSV and as a PNG bar chart of the speed-ups.
     python bench/suite.py --list                   # workloads, default sizes, flop formulas
     tilegraph run -n 2 bench/suite.py              # tilegraph on 2 MPI ranks
 
-dask and matplotlib (for ``--png``) are optional: ``pip install 'tilegraph[bench]'``.
+dask and matplotlib (for ``--png``) are optional: ``pip install -e '.[bench]'``.
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            parser.error("--png needs matplotlib: pip install 'tilegraph[bench]'")
+            parser.error("--png needs matplotlib: pip install -e '.[bench]'")
     backend = args.backend or os.environ.get("TILEGRAPH_BACKEND") or "threads"
     rank = _mpi_rank(backend)
     if args.check:

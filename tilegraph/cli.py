@@ -31,7 +31,8 @@ def mpiexec_command(nprocs: int) -> list[str]:
     exe = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
     if exe is None:
         raise FileNotFoundError(
-            "mpiexec was not found; install the MPI extra: pip install 'tilegraph[mpi]'")
+            "mpiexec was not found; install the MPI extra from the checkout: "
+            "pip install -e '.[mpi]'")
     cmd = [exe, "-n", str(nprocs)]
     try:
         version = subprocess.run([exe, "--version"], capture_output=True, text=True,
@@ -280,8 +281,8 @@ def serve_command(args: argparse.Namespace) -> int:
         from tilegraph.service.pool import PoolUnavailable
         from tilegraph.service.server import serve
     except ImportError as exc:
-        print(f"tilegraph serve: {exc}; install the service extra: "
-              "pip install 'tilegraph[service]'", file=sys.stderr)
+        print(f"tilegraph serve: {exc}; install the service extra from the checkout: "
+              "pip install -e '.[service]'", file=sys.stderr)
         return 2
     try:
         return serve(args.host, args.port, workers=args.workers, redis=args.redis,

@@ -102,7 +102,8 @@ def _mpi() -> Any:
         from mpi4py import MPI
     except ImportError as exc:  # pragma: no cover - the [mpi] extra is installed in tests
         raise ImportError(
-            "backend='mpi' needs mpi4py and an MPI library: pip install 'tilegraph[mpi]'"
+            "backend='mpi' needs mpi4py and an MPI library: install the MPI extra from the "
+            "checkout, pip install -e '.[mpi]'"
         ) from exc
     return MPI
 
