@@ -4,7 +4,7 @@ arrays builds a lazy tilegraph array with a blocked algorithm (no gather to one 
 
 A NumPy function with no tilegraph implementation fails with a TypeError that names the
 tilegraph alternative where there is one, and otherwise says to call ``.compute()`` first
-(see :data:`ALTERNATIVES` and README's list of what is not supported).
+(see :data:`ALTERNATIVES` and the list of what is not supported in docs/guide.md).
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.array([3.0, 1.0, 2.0]), chunks=2)
