@@ -355,3 +355,36 @@ def test_methods_of_the_scripts_classes_that_change_nothing_are_read_only():
         """).lstrip("\n"))
     assert g.tasks[2].mutates == frozenset()
     assert g.tasks[3].mutates == {"n", "p"}   # n = p.norm() may share an object with p
+
+
+def test_which_maps_over_items_split_and_why_the_others_do_not():
+    g = analyze(textwrap.dedent("""
+        import math
+        items = list(range(1000))
+        def f(x):
+            return math.sqrt(x) * 2
+        def grow(xs):
+            xs.append(1)
+            return 0
+        a = [f(x) for x in items]
+        b = {x: f(x) for x in items if x % 2}
+        c = list(map(f, items))
+        d = [f(x) for x in range(10)]
+        e = [x.pop() for x in items]
+        g = [print(x) for x in items]
+        h = [f(x) for x in sorted(items)]
+        m = [(y := f(x)) for x in items]
+        n = [math.sin(x) for x in items]
+        print(a, b, c, d, n)
+        """).lstrip("\n"))
+    loop = {t.source.split(" =")[0]: t.loop for t in g.tasks if t.loop is not None}
+    assert {k for k, v in loop.items() if v == "split"} == {"a", "b", "c", "d", "n"}
+    assert "may change its object" in loop["e"]
+    assert "output" in loop["g"]
+    assert "made once per chunk" in loop["h"]
+    assert ":=" in loop["m"]
+    g2 = analyze("items = [1]\ndef grow(xs):\n    xs.append(1)\nk = [grow(items) for _ in "
+                 "range(3)]\n")
+    assert "changes items" in g2.tasks[2].loop
+    text = explain(g)
+    assert "loops over items:" in text and "does not split: it calls .pop()" in text

@@ -497,3 +497,60 @@ def test_independent_chains_of_shared_objects_run_on_different_processes(tmp_pat
     assert out.getvalue() == serial.stdout
     assert min(stats.tasks_per_worker) >= 3, stats   # each process ran a chain
     _no_children()
+
+
+LOOPS = textwrap.dedent("""
+    import math
+    import numpy as np
+    ITEMS = list(range(41))
+    GRID = np.arange(24.0).reshape(8, 3)
+    NAMES = {f"k{i}": i for i in range(9)}
+    def work(i):
+        return round(sum(math.sin(i * k) for k in range(2000)), 9)
+    squares = [work(i) for i in ITEMS if i % 3]
+    table = {i: work(i) for i in range(0, 41, 4)}
+    mapped = list(map(work, ITEMS))
+    rows = [float(r.sum()) for r in GRID]
+    keys = [k.upper() for k in NAMES]
+    empty = [work(i) for i in ITEMS[:0]]
+    once = [x * 2 for x in (i for i in range(5))]
+    print(squares[:3], len(squares), table, sum(mapped), rows, keys, empty, once)
+    """).lstrip("\\n")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_maps_over_items_split_across_processes_give_the_serial_result(workers, tmp_path):
+    script = tmp_path / "loops.py"
+    script.write_text(LOOPS)
+    serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    graph = analyze(script)
+    split = [t.lineno for t in graph.tasks if t.loop == "split"]
+    assert len(split) == 6, [(t.lineno, t.loop) for t in graph.tasks]
+    out = io.StringIO()
+    stats = run_script(script, workers, stdout=out, graph=graph)
+    assert out.getvalue() == serial.stdout
+    if workers > 1:   # each split loop ran as one chunk per process, plus its join
+        plain = sum(not t.replicated for t in graph.tasks)
+        assert sum(stats.tasks_per_worker) == plain + len(split) * workers, stats
+        assert min(stats.tasks_per_worker) >= 1, stats
+    _no_children()
+
+
+def test_an_error_in_a_split_loop_is_the_serial_error(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("ITEMS = list(range(10))\n"
+                      "def inv(i):\n"
+                      "    return 1 / (i - 7)\n"
+                      "print('before')\n"
+                      "out = [inv(i) for i in ITEMS]\n"
+                      "print('never')\n")
+    serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    assert analyze(script).tasks[3].loop == "split"
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(ScriptError) as info:
+        run_script(script, 2, stdout=out, stderr=err)
+    assert out.getvalue() == "before\n"
+    assert info.value.traceback == serial.stderr
+    _no_children()

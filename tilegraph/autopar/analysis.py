@@ -257,6 +257,10 @@ class Task:
     replicated: bool = False
     """An import, ``def`` or ``class`` that depends on nothing but other such statements:
     every worker runs it, so functions, classes and modules never move."""
+    loop: str | None = None
+    """For a map over items (``x = [f(v) for v in items]``, a dict comprehension,
+    ``x = list(map(f, items))``): ``"split"`` when its iterations may run in chunks on all
+    the workers, else why not."""
 
     @property
     def label(self) -> str:
@@ -1385,6 +1389,8 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
             effects=tuple(sorted(s.effects, key=lambda e: (e.kind, e.detail, e.mode))),
             barrier="; ".join(s.barriers) if s.barriers else None, group=groups[i]))
     tasks = _mark_replicated(tasks, edges, raw)
+    tasks = [replace(t, loop=_loop_split(st, s, t, ctx)) for t, (st, s) in
+             zip(tasks, raw, strict=True)]
     return ScriptGraph(path, source, tasks, edges, reasons)
 
 
@@ -1596,6 +1602,78 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
             groups[i] = i
             reasons[i] = flagged[i]
     return groups, reasons
+
+
+# -- loops that split --------------------------------------------------------------------------
+
+
+def loop_parts(st: ast.stmt) -> tuple[str, ast.expr, ast.Name] | None:
+    """``(kind, the iterable, the target)`` of a statement that maps over items: ``T =
+    [... for v in items ...]`` (``"list"``), ``T = {k: v for ...}`` (``"dict"``) or ``T =
+    list(map(f, items))`` (``"map"``); ``None`` for any other statement."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name)):
+        return None
+    v = st.value
+    if isinstance(v, (ast.ListComp, ast.DictComp)) and not any(g.is_async
+                                                               for g in v.generators):
+        return ("list" if isinstance(v, ast.ListComp) else "dict", v.generators[0].iter,
+                st.targets[0])
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "list" \
+            and len(v.args) == 1 and not v.keywords and isinstance(v.args[0], ast.Call):
+        m = v.args[0]
+        if isinstance(m.func, ast.Name) and m.func.id == "map" and len(m.args) == 2 \
+                and not m.keywords:
+            return ("map", m.args[1], st.targets[0])
+    return None
+
+
+def _loop_split(st: ast.stmt, s: _Summary, t: Task, ctx: _Context) -> str | None:
+    """``"split"`` when the iterations of a map over items (:func:`loop_parts`) may run in
+    chunks on different workers, gathered in order: the items are a variable or a
+    ``range``, evaluated once per chunk without effect, and nothing in the body changes
+    anything but the result (no effect, no method that may change its object, no ``:=``,
+    no function that changes its arguments or globals); else why not (``None``: not such
+    a statement)."""
+    parts = loop_parts(st)
+    if parts is None:
+        return None
+    _, items, _ = parts
+    for name in ("list", "map", "range"):
+        if name in ctx.user_names:
+            return f"{name} is redefined by the script"
+    if not (isinstance(items, ast.Name) or (
+            isinstance(items, ast.Call) and isinstance(items.func, ast.Name)
+            and items.func.id == "range" and not items.keywords
+            and all(isinstance(a, (ast.Name, ast.Constant)) for a in items.args))):
+        return "the items are not a variable or a range: they would be made once per chunk"
+    if t.barrier is not None:
+        return f"it is a barrier ({t.barrier})"
+    effects = sorted({e.kind for e in s.effects if e.mode == "w" or e.kind in (
+        "output", "random", "figure", "state", "file")})
+    if effects:
+        return "its iterations have effects that must stay in order: " + ", ".join(effects)
+    if s.mutates:
+        return "it changes " + ", ".join(sorted(s.mutates))
+    if t.group is not None or t.replicated:
+        return "it is kept on one worker, with values it shares"
+    body = st.value
+    for n in ast.walk(body):
+        if isinstance(n, ast.NamedExpr):
+            return "an assignment expression (:=) binds a variable of the script"
+        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return "it yields or awaits"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                ctx.qualname(n.func) is None and n.func.attr not in PURE_METHODS and \
+                n.func.attr not in ctx.pure_user_methods:
+            return f"it calls .{n.func.attr}(), which may change its object"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            fn = ctx.summaries.get(n.func.id) if n.func.id in ctx.user_callables else None
+            if fn is not None and (fn.mutated_params or fn.writes or fn.mutates):
+                return f"{n.func.id}() changes its arguments or the script's variables"
+            if n.func.id in ctx.user_names and n.func.id not in ctx.user_callables:
+                return f"{n.func.id}() is a value of the script the analysis cannot follow"
+    return "split"
 
 
 def _replicable_state(t: Task, kinds: set[str]) -> str | None:

@@ -34,7 +34,8 @@ def _task_dict(t: Task) -> dict[str, Any]:
             "source": t.source, "uses": sorted(t.uses), "defines": sorted(t.defines),
             "mutates": sorted(t.mutates),
             "effects": [(e.kind, e.detail, e.mode) for e in t.effects],
-            "barrier": t.barrier, "group": t.group, "replicated": t.replicated}
+            "barrier": t.barrier, "group": t.group, "replicated": t.replicated,
+            "loop": t.loop}
 
 
 def generate(graph: ScriptGraph, saveas: str = "parallel.py") -> str:

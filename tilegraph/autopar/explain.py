@@ -57,6 +57,14 @@ def explain(graph: ScriptGraph, profile: list[float] | None = None) -> str:
         for g, reason in sorted(graph.group_reasons.items()):
             lines = [t.lineno for t in graph.tasks if t.group == g]
             out.append(f"  lines {', '.join(map(str, lines))}: {reason}")
+    loops = [t for t in graph.tasks if t.loop is not None]
+    if loops:
+        out.append("")
+        out.append("loops over items:")
+        for t in loops:
+            how = ("splits: its iterations run in chunks on all the workers, joined in order"
+                   if t.loop == "split" else f"does not split: {t.loop}")
+            out.append(f"  {t.label:<14} {how}")
     chain = graph.critical_path(profile)
     out.append("")
     if profile is not None:

@@ -12,6 +12,7 @@ namespace. :func:`run_serial` runs the script as ``python script.py`` does, and
 from __future__ import annotations
 
 import ast
+import copy
 import io
 import os
 import sys
@@ -19,7 +20,14 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from tilegraph.autopar.analysis import ScriptGraph, Task, analyze, load_script, parse_script
+from tilegraph.autopar.analysis import (
+    ScriptGraph,
+    Task,
+    analyze,
+    load_script,
+    loop_parts,
+    parse_script,
+)
 from tilegraph.graph import GraphBuilder
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.pipeline import run as run_pipeline
@@ -62,32 +70,107 @@ def _changes(t: Task) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def script_taskgraph(graph: ScriptGraph) -> TaskGraph:
+def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     """The TaskGraph of a script: task ``("statement", i)`` per top-level statement, a
     :class:`~tilegraph.runtime.processes.CodeStep` (its compiled code, the names it uses and
     defines), with the analysis' edges except the ``output-stream`` class (output is
     captured per statement and written in program order), ``priority`` and ``serial`` =
     program position, and no retries. A statement that writes files waits for every
     statement before it, so that an exception stops the run before any later file is
-    written."""
+    written.
+
+    With ``split > 1``, a map over items that may split (``Task.loop == "split"``) becomes
+    ``split`` chunk steps ``("statement", i, k)``, each mapping one part of the items, and
+    the step ``("statement", i)`` that joins their results in order (program positions are
+    renumbered so that each step has its own)."""
     codes = compile_statements(graph)
+    tree = parse_script(graph.path, graph.source)
     preds = graph.predecessors(skip=("output-stream",))
     builder = GraphBuilder()
     path = script_filename(graph.path)
     gate = 0   # the last statement that writes files (it waits for all before it)
-    for t, code in zip(graph.tasks, codes, strict=True):
+    pos = 0
+    for t, code, st in zip(graph.tasks, codes, tree.body, strict=True):
         i = t.index
         deps = set(preds[i])
         if any(e.kind == "file" and e.mode == "w" for e in t.effects):
             deps.update(range(gate, i))
             gate = i
-        step = CodeStep(i, code, frozenset(t.uses), frozenset(t.defines), label=t.label,
+        keys = [("statement", d) for d in sorted(deps)]
+        meta = {"kind": "statement", "line": f"{path}:{t.lineno}", "retries": 0}
+        if split > 1 and t.loop == "split":
+            parts = []
+            for k in range(split):
+                step = CodeStep(pos, _chunk_code(st, i, k, split, path), frozenset(t.uses),
+                                frozenset({_part_name(i, k)}),
+                                label=f"{t.label} (part {k + 1} of {split})",
+                                lineno=t.lineno)
+                builder.add(("statement", i, k), step, deps=keys, name=step.label,
+                            priority=pos, serial=pos, **meta)
+                parts.append(("statement", i, k))
+                pos += 1
+            code = _join_code(st, i, split, path)
+            step = CodeStep(pos, code, frozenset(_part_name(i, k) for k in range(split)),
+                            frozenset(t.defines), label=t.label, lineno=t.lineno)
+            builder.add(("statement", i), step, deps=parts, name=t.label, priority=pos,
+                        serial=pos, **meta)
+            pos += 1
+            continue
+        step = CodeStep(pos, code, frozenset(t.uses), frozenset(t.defines), label=t.label,
                         lineno=t.lineno, everywhere=t.replicated,
                         reads_all=t.barrier is not None, group=t.group, changes=_changes(t))
-        builder.add(("statement", i), step, deps=[("statement", d) for d in sorted(deps)],
-                    kind="statement", name=t.label, line=f"{path}:{t.lineno}",
-                    priority=i, serial=i, retries=0)
+        builder.add(("statement", i), step, deps=keys, name=t.label, priority=pos,
+                    serial=pos, **meta)
+        pos += 1
     return builder.build()
+
+
+def _part_name(i: int, k: int) -> str:
+    return f"_tilegraph_part_{i}_{k}"
+
+
+def _helper(name: str) -> ast.expr:
+    """``__import__("tilegraph.autopar.loops", fromlist=[name]).name`` as an expression."""
+    mod = ast.Call(ast.Name("__import__", ast.Load()),
+                   [ast.Constant("tilegraph.autopar.loops")],
+                   [ast.keyword("fromlist", ast.List([ast.Constant(name)], ast.Load()))])
+    return ast.Attribute(mod, name, ast.Load())
+
+
+def _compile_at(node: ast.stmt, st: ast.stmt, path: str) -> Any:
+    ast.copy_location(node, st)
+    for n in ast.walk(node):   # every new node at the statement's line
+        if not hasattr(n, "lineno") or n.lineno is None:
+            ast.copy_location(n, st)
+    ast.fix_missing_locations(node)
+    return compile(ast.Module(body=[node], type_ignores=[]), path, "exec")
+
+
+def _chunk_code(st: ast.stmt, i: int, k: int, n: int, path: str) -> Any:
+    """``_tilegraph_part_i_k = <the map over chunk_of(items, k, n)>``."""
+    kind, _, _ = loop_parts(st)
+    value = copy.deepcopy(st.value)
+    if kind == "map":
+        holder, slot = value.args[0].args, 1
+    else:
+        holder, slot = None, None
+    items = holder[slot] if holder is not None else value.generators[0].iter
+    chunk = ast.Call(_helper("chunk_of"), [items, ast.Constant(k), ast.Constant(n)], [])
+    if holder is not None:
+        holder[slot] = chunk
+    else:
+        value.generators[0].iter = chunk
+    node = ast.Assign([ast.Name(_part_name(i, k), ast.Store())], value)
+    return _compile_at(node, st, path)
+
+
+def _join_code(st: ast.stmt, i: int, n: int, path: str) -> Any:
+    """``T = join_parts(kind, [_tilegraph_part_i_0, ...])``."""
+    kind, _, target = loop_parts(st)
+    parts = ast.List([ast.Name(_part_name(i, k), ast.Load()) for k in range(n)], ast.Load())
+    value = ast.Call(_helper("join_parts"), [ast.Constant(kind), parts], [])
+    node = ast.Assign([ast.Name(target.id, ast.Store())], value)
+    return _compile_at(node, st, path)
 
 
 @dataclass(frozen=True)
@@ -178,7 +261,7 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
     backend = ProcessesBackend(workers, filename=script_filename(g.path), argv=argv,
                                directory=os.path.dirname(os.path.abspath(path)), out=out,
                                err=err)
-    tg = script_taskgraph(g)
+    tg = script_taskgraph(g, split=workers)
     try:
         run_pipeline(tg, tg.keys, backend=backend, fuse=False, retries=0, progress=False,
                      callbacks=tuple(callbacks), report=report)
@@ -191,7 +274,10 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
 
 
 def has_parallelism(graph: ScriptGraph) -> bool:
-    """Whether two tasks of the graph (not run on every worker) may run at the same time."""
+    """Whether two tasks of the graph (not run on every worker) may run at the same time,
+    or a loop's iterations may (a map over items that splits)."""
+    if any(t.loop == "split" for t in graph.tasks):
+        return True
     preds = graph.predecessors(skip=("output-stream",))
     level: list[int] = []
     seen: set[int] = set()

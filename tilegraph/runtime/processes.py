@@ -280,6 +280,25 @@ def _apply_state(part: str, value: Any) -> None:
         sys.path[:] = value
 
 
+def _export(send: Callable[..., None], ns: dict[str, Any], names: list[str], token: Any
+            ) -> None:
+    """Reply to an export request: the values of ``names`` pickled, or the names of those
+    that cannot be pickled."""
+    values = {n: ns[n] for n in names if n in ns}
+    try:
+        frames_out = _dumps(values)
+    except Exception:
+        bad = []
+        for n, v in values.items():
+            try:
+                _dumps({n: v})
+            except Exception:
+                bad.append(n)
+        send((token, bad or list(values)))
+    else:
+        send((token, None), frames_out)
+
+
 class _Stream(io.TextIOBase):
     """A text stream writing to ``target`` (changed from step to step)."""
 
@@ -320,11 +339,37 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
     # the streams a step writes to are proxies to that step's buffers, so that a handler
     # made by one step (logging.basicConfig) writes where a later step's output goes
     proxy_out, proxy_err = _Stream(real_out), _Stream(real_err)
+    send_lock = threading.Lock()
+
+    def send(obj: Any, frames: list[Any] = ()) -> None:  # type: ignore[assignment]
+        with send_lock:
+            _send(conn, obj, frames)
+
+    # exports are answered by a thread of their own, also while a step runs: a step on
+    # another process that needs a value made here need not wait for this one's step (the
+    # graph's edges keep a value from being read while a step writes it)
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        while True:
+            try:
+                msg, frames = _recv(conn)
+            except (EOFError, OSError):
+                inbox.put(None)
+                return
+            if msg[0] == "export":
+                _export(send, ns, msg[2], msg[1])
+                continue
+            inbox.put((msg, frames))
+            if msg[0] == "stop":
+                return
+
+    threading.Thread(target=read, name="tilegraph-step-reader", daemon=True).start()
     while True:
-        try:
-            msg, frames = _recv(conn)
-        except (EOFError, OSError):
+        item = inbox.get()
+        if item is None:
             return
+        msg, frames = item
         op, token = msg[0], msg[1]
         if op == "stop":
             return
@@ -336,23 +381,9 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
         elif op == "load":
             try:
                 ns.update(pickle.loads(frames[0], buffers=frames[1:]))
-                _send(conn, (token, None))
+                send((token, None))
             except Exception as exc:
-                _send(conn, (token, f"{type(exc).__name__}: {exc}"))
-        elif op == "export":
-            values = {n: ns[n] for n in msg[2] if n in ns}
-            try:
-                frames_out = _dumps(values)
-            except Exception:
-                bad = []
-                for n, v in values.items():
-                    try:
-                        _dumps({n: v})
-                    except Exception:
-                        bad.append(n)
-                _send(conn, (token, bad or list(values)))
-            else:
-                _send(conn, (token, None), frames_out)
+                send((token, f"{type(exc).__name__}: {exc}"))
         elif op == "run":
             i, names, want_state, barrier = msg[2], msg[3], msg[4], msg[5]
             out, err = io.StringIO(), io.StringIO()
@@ -374,7 +405,7 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
                 names = [n for n in ns if not (n.startswith("__") and n.endswith("__"))]
             defined = {n: (value_size(ns[n]) if n in ns else None) for n in names}
             state = _process_state(want_state) if want_state else None
-            _send(conn, (token, (out.getvalue(), err.getvalue(), defined, state, error)))
+            send((token, (out.getvalue(), err.getvalue(), defined, state, error)))
 
 
 class _Channel:
