@@ -397,9 +397,11 @@ def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None,
     ((2, 2, 1), (4,))
     """
     if root is not None:
+        from tilegraph import config
         from tilegraph.runtime.mpi import share_array
 
-        x = share_array(x.compute() if isinstance(x, Array) else x, root)
+        x = share_array(x.compute() if isinstance(x, Array) else x, root,
+                        float(config.get("mpi_timeout")))
     if isinstance(x, Array):
         return x if chunks == "auto" else x.rechunk(chunks)
     x = np.asarray(x)

@@ -212,13 +212,14 @@ class CollectiveTimeoutError(RuntimeError):
     """Some ranks did not join a collective step (``compute()``) within ``mpi_timeout``."""
 
 
-def world(timeout: float | None = None) -> Any:
+def world(timeout: float = 60.0) -> Any:
     """tilegraph's own communicator (a duplicate of ``COMM_WORLD``, made once per process,
     so its messages never mix with the user's).
 
     Making it is the first collective of all: every rank must arrive. It is made without
     blocking (``Idup``) and waited for under the watchdog: a rank that waited ``timeout``
-    seconds (default: the ``mpi_timeout`` option) raises :class:`CollectiveTimeoutError`.
+    seconds (the backend passes the ``mpi_timeout`` option) raises
+    :class:`CollectiveTimeoutError`.
     Which ranks are missing cannot be known at this step (the communicator that would ask
     them does not exist yet); ``tilegraph run`` makes the communicator as every rank starts,
     so that a later ``compute()`` called on some ranks only is named rank by rank. A rank
@@ -227,10 +228,6 @@ def world(timeout: float | None = None) -> Any:
     if comm is not None:
         return comm
     MPI = _mpi()
-    if timeout is None:
-        from tilegraph import config
-
-        timeout = float(config.get("mpi_timeout"))
     pending = _comm_cache.get("pending")
     if pending is None:
         pending = _comm_cache["pending"] = MPI.COMM_WORLD.Idup()
@@ -258,20 +255,16 @@ def world(timeout: float | None = None) -> Any:
     return new
 
 
-def share_array(x: Any, root: int = 0, timeout: float | None = None) -> np.ndarray:
+def share_array(x: Any, root: int = 0, timeout: float = 60.0) -> np.ndarray:
     """Rank ``root``'s array ``x`` on every rank of ``COMM_WORLD`` (a collective: every rank
     calls it; ``x`` may be ``None`` on the other ranks, whose shape and dtype come from the
-    root too). Sent in pieces of at most 256 MiB under the watchdog (``timeout``, default
-    the ``mpi_timeout`` option): a rank that never calls it is named. Outside MPI (one
-    process) ``x`` itself is returned."""
+    root too). Sent in pieces of at most 256 MiB under the watchdog (``timeout`` seconds;
+    ``from_numpy`` passes the ``mpi_timeout`` option): a rank that never calls it is
+    named. Outside MPI (one process) ``x`` itself is returned."""
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or root < 0:
         raise ValueError(f"root must be a rank number (an int >= 0), got {root!r}")
     if "mpi4py.MPI" not in sys.modules and not any(v in os.environ for v in _LAUNCHED):
         return np.asarray(x)  # not launched by mpiexec: one process, nothing to send
-    if timeout is None:
-        from tilegraph import config
-
-        timeout = float(config.get("mpi_timeout"))
     comm = world(timeout)
     rank, size = comm.Get_rank(), comm.Get_size()
     if root >= size:
