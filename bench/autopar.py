@@ -8,9 +8,26 @@ halves on two forked processes. Both commands are timed end to end as processes 
 figure includes starting Python, importing what autopar needs -- about 0.25 s here --,
 analysing and forking), best of ``--repeat`` runs; ``run_script`` called in this process
 (no interpreter start, tilegraph already imported) is timed too, to separate the parallel
-run from the start-up. The generated 2,000-line script mixes assignments, calls of functions
+run from the start-up. Python keeps compiled modules between runs, as it does by default
+(the variable ``PYTHONDONTWRITEBYTECODE`` is removed for the timed commands). The generated
+2,000-line script mixes assignments, calls of functions
 that read globals, prints, file writes and loops. Goals: speed-up >= 1.5x on 2 workers;
 analysis <= 1 s.
+
+Three more workloads:
+
+- *chains*: two independent chains of heavy pure-Python statements, each over its own
+  seeded ``random.Random`` (so each chain stays on one process), sharing only a constant
+  defined at the top, a third independent statement, and a summary. Goals: >= 1.6x on 2
+  workers, and the measured speed-up within 15% of the one ``--explain --profile``
+  simulates (the in-process run, which leaves out the interpreter's start, is the one
+  compared).
+- *comprehension*: the heavy work is one list comprehension over 200 items of about 20 ms
+  each. Goal: >= 1.7x on 2 workers.
+- *state*: the scripts of ``tests/autopar/corpus/state`` (one per kind of process state),
+  at 1, 2 and 4 workers. Goal: standard output, standard error and exit status identical to
+  ``python script.py`` in every run.
+
 Run: ``python bench/autopar.py [--n 60000000] [--repeat 2]``.
 """
 
@@ -58,6 +75,50 @@ left = work({m}, 1)
 right = work({m}, 2)
 print("left", round(left, 9))
 print("right", round(right, 9))
+'''
+
+
+CHAINS = '''\
+import random
+
+N = {n}
+SCALE = 2.0
+
+
+def heavy(rng, n):
+    s = 0.0
+    for _ in range(n):
+        s += (rng.random() * SCALE) ** 2
+    return s
+
+
+r1 = random.Random(1)
+a1 = heavy(r1, N)
+a2 = heavy(r1, N)
+a3 = heavy(r1, N)
+r2 = random.Random(2)
+b1 = heavy(r2, N)
+b2 = heavy(r2, N)
+b3 = heavy(r2, N)
+c = sum(x * x for x in range(N // 4))
+print(round(a1 + a2 + a3, 6), round(b1 + b2 + b3, 6), c)
+'''
+
+COMPREHENSION = '''\
+import math
+
+ITEMS = list(range(200))
+
+
+def fit(i):
+    s = 0.0
+    for k in range({k}):
+        s += math.sin(i * k) ** 2
+    return round(s, 6)
+
+
+results = [fit(i) for i in ITEMS]
+print(len(results), sum(results), results[:3])
 '''
 
 
@@ -110,6 +171,9 @@ def main() -> int:
     from tilegraph.autopar import analyze
 
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # as on a user's machine, Python keeps the compiled modules it imports: a sandbox that
+    # sets PYTHONDONTWRITEBYTECODE would charge every run the compilation of tilegraph
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "halves.py")
         with open(script, "w") as f:
@@ -159,6 +223,7 @@ def main() -> int:
             t0 = time.perf_counter()
             analyze(source)
             times.append(time.perf_counter() - t0)
+        extra = _more_workloads(tmp, args, env)
     speedup = serial / parallel
     analysis = min(times)
     print(f"two heavy halves, {args.n} iterations each (best of {args.repeat}, "
@@ -177,7 +242,87 @@ def main() -> int:
           f"{len(graph.edges)} edges):")
     print(f"  analyze()                             {analysis:8.3f} s   (goal <= 1 s; "
           f"first call {first:.3f} s)")
+    print("\n".join(extra))
     return 0
+
+
+def _in_process(script: str, repeat: int, want: str) -> float:
+    import io
+
+    from tilegraph.autopar.runner import run_script
+
+    best = float("inf")
+    for _ in range(repeat):
+        buf = io.StringIO()
+        t0 = time.perf_counter()
+        run_script(script, 2, stdout=buf)
+        best = min(best, time.perf_counter() - t0)
+        if buf.getvalue() != want:
+            raise SystemExit(f"run_script output of {script} differs from the serial one")
+    return best
+
+
+def _more_workloads(tmp: str, args: argparse.Namespace, env: dict) -> list[str]:
+    """The chains, comprehension and state workloads; their report lines."""
+    from tilegraph.autopar import analyze
+    from tilegraph.autopar.explain import simulate_workers
+    from tilegraph.autopar.runner import profile_script
+
+    lines = []
+    cli = [sys.executable, "-m", "tilegraph.cli", "autopar"]
+    chains = os.path.join(tmp, "chains.py")
+    with open(chains, "w") as f:
+        f.write(CHAINS.format(n=max(1, args.n // 10)))
+    serial, want = best_time([sys.executable, chains], tmp, args.repeat, env)
+    parallel, got = best_time([*cli, chains, "--workers", "2"], tmp, args.repeat, env)
+    if got != want:
+        raise SystemExit("autopar output of the chains script differs from the serial one")
+    inproc = _in_process(chains, args.repeat, want)
+    graph = analyze(chains)
+    prof = profile_script(graph)
+    rows = {p: secs for p, secs, _ in simulate_workers(graph, prof.seconds, prof.nbytes)}
+    simulated = rows[1] / rows[2]
+    measured = prof.total / inproc
+    lines += [f"two chains over seeded random.Random objects, a shared constant, "
+              f"N={args.n // 10}:",
+              f"  python script.py                      {serial:8.3f} s",
+              f"  tilegraph autopar script.py -w 2      {parallel:8.3f} s   "
+              f"{serial / parallel:.2f}x (goal >= 1.6x)",
+              f"  run_script(script, 2) in-process      {inproc:8.3f} s   {measured:.2f}x of "
+              f"the statements' {prof.total:.3f} s; simulated {simulated:.2f}x "
+              f"(goal: within 15%, {abs(measured / simulated - 1) * 100:.0f}% off)"]
+    comp = os.path.join(tmp, "comprehension.py")
+    with open(comp, "w") as f:
+        f.write(COMPREHENSION.format(k=max(1, args.n // 500)))
+    serial, want = best_time([sys.executable, comp], tmp, args.repeat, env)
+    parallel, got = best_time([*cli, comp, "--workers", "2"], tmp, args.repeat, env)
+    if got != want:
+        raise SystemExit("autopar output of the comprehension differs from the serial one")
+    inproc = _in_process(comp, args.repeat, want)
+    lines += [f"one comprehension over 200 items ({serial / 200 * 1e3:.0f} ms each):",
+              f"  python script.py                      {serial:8.3f} s",
+              f"  tilegraph autopar script.py -w 2      {parallel:8.3f} s   "
+              f"{serial / parallel:.2f}x (goal >= 1.7x)",
+              f"  run_script(script, 2) in-process      {inproc:8.3f} s"]
+    corpus = os.path.join(ROOT, "tests", "autopar", "corpus", "state")
+    same = runs = 0
+    differ = []
+    for name in sorted(os.listdir(corpus)):
+        script = os.path.join(corpus, name)
+        ref = subprocess.run([sys.executable, script], cwd=tmp, capture_output=True, env=env)
+        for workers in (1, 2, 4):
+            got = subprocess.run([*cli, script, "--workers", str(workers)], cwd=tmp,
+                                 capture_output=True, env=env)
+            runs += 1
+            if (got.returncode, got.stdout, got.stderr) == \
+                    (ref.returncode, ref.stdout, ref.stderr):
+                same += 1
+            else:
+                differ.append(f"{name} at {workers}")
+    lines += [f"process state corpus ({runs // 3} scripts at 1, 2, 4 workers): identical "
+              f"output, errors and status {same} of {runs} (goal {runs} of {runs})"
+              + (f"; different: {', '.join(differ)}" if differ else "")]
+    return lines
 
 
 if __name__ == "__main__":
