@@ -3,7 +3,7 @@ task costs the Redis server and the object store.
 
     python bench/serverless.py                 # all parts, n = 8000, blocks of 1000
     python bench/serverless.py --n 4000        # smaller
-    python bench/serverless.py --part overhead|faults|queue
+    python bench/serverless.py --part overhead|faults|slowed|queue|protocol
 
 overhead: Cholesky (tg.linalg.cholesky, and the LambdaPACK program run unexpanded with
   run_program) and a blocked matmul on 2 workers against the threads backend with 2
@@ -12,6 +12,10 @@ overhead: Cholesky (tg.linalg.cholesky, and the LambdaPACK program run unexpande
 faults: Cholesky with 5 workers; 4 of them SIGKILLed a third of the way through; then one
   worker SIGSTOPped (a straggler) until its lease expires. Completion time against an
   undisturbed run, the timeline of workers alive and tasks per second.
+slowed: 60 tasks of 0.2 s of CPU each on 5 workers; one worker slowed 10x (stopped 90% of
+  every 0.1 s: alive, renewing its leases) from the start; completion time against the
+  undisturbed run, with backup copies of stragglers (straggler_factor=3) and without
+  (straggler_factor=0). Goal: within 1.3x the undisturbed time with backups.
 queue: no-op tasks (2000 independent) at 1, 2, 4, 8 workers: tasks per second a single
   Valkey sustains with this protocol (each task: take + complete + its object).
 """
@@ -186,6 +190,62 @@ def faults(n: int, b: int) -> None:
               "task redone by another worker")
 
 
+def _burn(block, seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return block + 1
+
+
+def _throttle(pid: int, done) -> None:
+    """Keep process ``pid`` stopped 90% of every 0.1 s until ``done`` is set."""
+    while not done.is_set():
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.09)
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+
+
+def slowed(ntasks: int = 60, seconds: float = 0.2) -> None:
+    import threading
+
+    from tilegraph.runtime.events import BackupStarted
+
+    a = np.arange(ntasks * 4.0).reshape(ntasks, 4)
+    x = tg.from_numpy(a, chunks=(1, 4))
+    print(f"== slowed: {ntasks} tasks of {seconds} s of CPU, 5 workers, one slowed 10x")
+    for factor in (3.0, 0.0):
+        with Pool(workers=5, lease=5.0, straggler_factor=factor) as pool:
+            wait_workers(pool, 5)
+            x.map_blocks(_burn, 0.0).compute(backend="serverless", pool=pool)  # warm
+            t = time.perf_counter()
+            got = x.map_blocks(_burn, seconds).compute(backend="serverless", pool=pool,
+                                                       progress=False)
+            base = time.perf_counter() - t
+            assert np.array_equal(got, a + 1)
+            slow = pool.workers()[0]["pid"]
+            done = threading.Event()
+
+            events: list = []
+            th = threading.Thread(target=_throttle, args=(slow, done), daemon=True)
+            th.start()
+            t = time.perf_counter()
+            try:
+                got = x.map_blocks(_burn, seconds).compute(
+                    backend="serverless", pool=pool, progress=False,
+                    callbacks=[events.append])
+            finally:
+                done.set()
+                th.join()
+                os.kill(slow, signal.SIGCONT)
+            hurt = time.perf_counter() - t
+            backups = sum(isinstance(e, BackupStarted) for e in events)
+            goal = " (goal <= 1.3x)" if factor else ""
+            print(f"straggler_factor={factor:g}: undisturbed {base:.2f} s; one worker slowed "
+                  f"10x: {hurt:.2f} s ({hurt / base:.2f}x){goal}, {backups} backup copies, "
+                  f"right answer: {np.array_equal(got, a + 1)}")
+
+
 def _timeline(events: list) -> None:
     ends = [e.stop for e in events if isinstance(e, TaskEnd) and e.kind == "pool"]
     alive = [(e.time, e.alive) for e in events if type(e).__name__ == "WorkersScaled"]
@@ -277,12 +337,14 @@ def main() -> None:
     p.add_argument("--n", type=int, default=8000)
     p.add_argument("--block", type=int, default=1000)
     p.add_argument("--part", default="all",
-                   choices=["overhead", "faults", "queue", "protocol", "all"])
+                   choices=["overhead", "faults", "slowed", "queue", "protocol", "all"])
     args = p.parse_args()
     if args.part in ("overhead", "all"):
         overhead(args.n, args.block)
     if args.part in ("faults", "all"):
         faults(args.n, args.block)
+    if args.part in ("slowed", "all"):
+        slowed()
     if args.part in ("queue", "all"):
         queue()
     if args.part in ("protocol", "all"):

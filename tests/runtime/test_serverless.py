@@ -665,3 +665,80 @@ def test_a_full_store_is_named_with_enospc(tmp_path, monkeypatch):
         store.put_value("run/b/1", np.ones(10))
     assert e.value.errno == errno.ENOSPC
     assert os.listdir(tmp_path / "s" / "run" / "b") == []  # no partial object left
+
+
+def _burn(block, seconds):
+    """``block + 1`` after ``seconds`` of this process's CPU time (a worker slowed by being
+    stopped most of the time takes that much longer)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return block + 1
+
+
+def test_a_slowed_worker_s_task_gets_a_backup_copy_and_the_first_copy_wins():
+    from tilegraph.runtime.events import BackupStarted
+
+    with Pool(workers=2, lease=5.0) as p:
+        deadline = time.monotonic() + 30
+        while len(p.workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        slow = p.workers()[0]["pid"]
+        done = threading.Event()
+
+        def throttle():  # alive and renewing its leases, but at a tenth of its speed
+            while not done.is_set():
+                os.kill(slow, signal.SIGSTOP)
+                time.sleep(0.09)
+                os.kill(slow, signal.SIGCONT)
+                time.sleep(0.01)
+
+        a = np.arange(48.0).reshape(12, 4)
+        x = tg.from_numpy(a, chunks=(1, 4))
+        events = []
+        t = threading.Thread(target=throttle, daemon=True)
+        t.start()
+        try:
+            got = x.map_blocks(_burn, 0.15).compute(backend="serverless", pool=p,
+                                                    callbacks=[events.append])
+        finally:
+            done.set()
+            t.join()
+            os.kill(slow, signal.SIGCONT)
+        np.testing.assert_array_equal(got, a + 1)
+        backups = [e for e in events if isinstance(e, BackupStarted)]
+        assert backups, [type(e).__name__ for e in events]
+        slow_id = next(w["id"] for w in p.workers() if w["pid"] == slow)
+        assert {e.worker for e in backups} == {slow_id}   # only the slowed worker's tasks
+        assert not _run_keys(p) and p.r.hlen("tg:avoid") == 0
+
+
+def test_the_straggler_factor_is_checked():
+    for bad in (-1, 0.5, 1, True, "3"):
+        with pytest.raises(ValueError, match="straggler_factor must be 0"):
+            Pool(workers=0, provisioner=False, straggler_factor=bad)
+
+
+def test_a_backup_copy_is_never_taken_by_the_straggler_itself_and_counts_once(pool):
+    r = connect(pool.redis_url)
+    s = Scripts(r)
+    ns, rid = "tgbak", "r1"
+    try:
+        r.hset(f"{ns}:run:{rid}", mapping={"state": "running"})
+        r.zadd(f"{ns}:ready", {f"{rid}|a": 3})
+        assert s.take(args=[ns, "w1", 10, 1, 1000])[0] == f"{rid}|a".encode()
+        assert s.backup(args=[ns, f"{rid}|a", 1000]) == 1
+        assert s.backup(args=[ns, f"{rid}|a", 1000]) == 0      # already offered
+        assert s.take(args=[ns, "w1", 10, 1, 1000]) is None     # not for the straggler
+        assert r.zscore(f"{ns}:ready", f"{rid}|a") == 3         # ... and still offered
+        assert s.take(args=[ns, "w2", 10, 1, 1000])[0] == f"{rid}|a".encode()
+        assert r.hget(f"{ns}:lease", f"{rid}|a").startswith(b"w2|")
+        first = s.complete(args=[ns, rid, "a", "w1", 8, 0, 1, "0", 1000, 0, 0])
+        second = s.complete(args=[ns, rid, "a", "w2", 8, 0, 1, "0", 1000, 0, 0])
+        assert first == [1] and second == 0                     # the first copy counts
+        assert r.hget(f"{ns}:run:{rid}", "ndone") == b"1"
+        assert r.hlen(f"{ns}:lease") == 0 and r.hlen(f"{ns}:avoid") == 0
+        assert s.backup(args=[ns, f"{rid}|a", 1000]) == 0      # done: nothing to back up
+    finally:
+        for key in namespace_keys(r, ns):
+            r.delete(key)

@@ -143,6 +143,17 @@ class LeaseExpired(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class BackupStarted(Event):
+    """Serverless: task ``key``, running on ``worker`` (a worker id) much longer than the
+    finished tasks of its kind, was offered to another worker at ``time``; the first of the
+    two copies to finish counts."""
+
+    key: Hashable
+    worker: str
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
 class WorkersScaled(Event):
     """Serverless: ``alive`` workers served the pool at ``time`` (after the provisioner
     started or stopped some, or some died: ``reason``)."""

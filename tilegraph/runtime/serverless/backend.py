@@ -13,8 +13,12 @@ The backend plugs into the one pipeline through the seam (:mod:`tilegraph.runtim
   the pool reads, marks them done (which makes the first tasks ready), and then only
   listens: pool results the driver needs are read from the store and delivered to the
   executor, worker events become the run's events (TaskStart/TaskEnd per worker, retries,
-  LeaseExpired, WorkersScaled), expired leases are reclaimed, and a run whose pool has no
-  live worker for ``wait`` seconds fails with a message naming the server. On leaving, the
+  LeaseExpired, WorkersScaled), expired leases are reclaimed, a task that runs more than
+  ``straggler_factor`` times the median time of the finished tasks of its kind gets a backup
+  copy on another worker (:data:`~tilegraph.runtime.serverless.state.BACKUP`; the first
+  completion counts, the later one changes nothing, since every task's write is
+  idempotent), and a run whose pool has no live worker for ``wait`` seconds fails with a
+  message naming the server. On leaving, the
   run's keys and objects are removed whatever happened.
 
 A LambdaPACK DAG runs without being expanded: :func:`run_program` stores the bound program
@@ -28,9 +32,11 @@ Without ``redis=`` or ``pool=``, a run starts its own :class:`~tilegraph.runtime
 from __future__ import annotations
 
 import pickle
+import statistics
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,6 +49,7 @@ from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
 from tilegraph.runtime.backends import Backend, Partition, ThreadsBackend, Transport
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import (
+    BackupStarted,
     LeaseExpired,
     TaskEnd,
     TaskFailed,
@@ -304,6 +311,13 @@ class _PoolRun:
         self.ndelivered = 0
         self.nwanted = 0
         self.nprovided = 0
+        # stragglers: when each running task started (server clock) and on which worker,
+        # recent durations of each kind, the tasks given a backup copy
+        self.factor = float(getattr(pool, "straggler_factor", STRAGGLER_FACTOR) or 0)
+        self.running_since: dict[str, tuple[float, str]] = {}
+        self.durations: dict[str, deque[float]] = {}
+        self.backed: set[str] = set()
+        self.nbackups = 0
 
     # -- set-up and clean-up -------------------------------------------------------------
 
@@ -410,6 +424,7 @@ class _PoolRun:
                             for eid, fields in entries:
                                 last = eid
                                 n += 1
+                                self._track(fields)
                                 self._event(fields)
                         if n < 2000:
                             break
@@ -429,6 +444,8 @@ class _PoolRun:
                         if alive != alive_before:
                             alive_before = alive
                             self._send(WorkersScaled(time.perf_counter(), alive, "alive"))
+                        if alive > 1:
+                            self._back_up_stragglers()
                         if alive:
                             no_worker_since = None
                         elif no_worker_since is None:
@@ -469,6 +486,40 @@ class _PoolRun:
             self._fail(exc)
         finally:
             readers.shutdown(wait=True)
+
+    def _track(self, f: dict) -> None:
+        """Follow the tasks running and the durations of the finished ones, by kind."""
+        if f.get(b"w") == DRIVER_ID.encode():
+            return
+        kind = f[b"e"]
+        task = f[b"t"].decode()
+        if kind == b"s":
+            self.running_since[task] = (float(f[b"at"]), f[b"w"].decode())
+        elif kind == b"d":
+            self.running_since.pop(task, None)
+            times = self.durations.setdefault(self.source.opname(task), deque(maxlen=50))
+            times.append(float(f[b"t1"]) - float(f[b"t0"]))
+        elif kind in (b"x", b"r", b"f"):
+            self.running_since.pop(task, None)
+
+    def _back_up_stragglers(self) -> None:
+        """Offer a second copy of every task running longer than ``factor`` times the
+        median duration of its kind's last finished tasks (at least 3 of them, and at least
+        ``MIN_BACKUP_SECONDS``): a worker other than the straggler's takes it."""
+        if self.factor <= 0 or not self.running_since:
+            return
+        sec, usec = self.r.time()
+        now = sec + usec / 1e6
+        for task, (since, _) in list(self.running_since.items()):
+            if task in self.backed:
+                continue
+            times = self.durations.get(self.source.opname(task))
+            if times is None or len(times) < 3:
+                continue
+            if now - since > max(self.factor * statistics.median(times), MIN_BACKUP_SECONDS):
+                self.backed.add(task)
+                if self.scripts.backup(args=[self.ns, f"{self.rid}|{task}", EVENTS_MAXLEN]):
+                    self.nbackups += 1
 
     def _deliver(self, task: str) -> None:
         value = self.store.get_value(self.source.output(task))
@@ -537,6 +588,12 @@ class _PoolRun:
                                   RuntimeError(f[b"msg"].decode()), True))
         elif kind == b"x":
             self._send(LeaseExpired(src.key(task), wid, time.perf_counter(), int(f[b"n"])))
+        elif kind == b"b":
+            self._send(BackupStarted(src.key(task), wid, time.perf_counter()))
+
+
+STRAGGLER_FACTOR = 3.0  # a task this many times slower than its kind's median is backed up
+MIN_BACKUP_SECONDS = 0.5  # ... when it has run at least this long
 
 
 def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]],

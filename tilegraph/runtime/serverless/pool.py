@@ -281,7 +281,10 @@ class Pool:
     """See the module docstring. ``workers``: workers always running (default: cores);
     ``max_workers``: the most the provisioner starts (default ``workers``); ``lease``:
     seconds before a silent worker's task is given to another; ``runtime_limit``: seconds a
-    worker lives (its replacement is started when work remains); ``provisioner``: a
+    worker lives (its replacement is started when work remains; it stops renewing its
+    leases then, so a task it still runs is given to another); ``straggler_factor``: a task
+    running this many times longer than the median of its kind's finished tasks gets a
+    backup copy on another worker, the first to finish counts (0: never); ``provisioner``: a
     provisioner object, or ``None`` for local processes (``False``: start none, e.g. when
     ``tilegraph worker`` processes are started by hand)."""
 
@@ -289,7 +292,8 @@ class Pool:
                  redis: str | None = None, store: str | ObjectStore | None = None,
                  namespace: str | None = None, lease: float = 30.0,
                  runtime_limit: float | None = 900.0, provisioner: Any = None,
-                 idle_time: float = 2.0, log_dir: str | None = None):
+                 idle_time: float = 2.0, log_dir: str | None = None,
+                 straggler_factor: float = 3.0):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                     or workers < 0):
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -298,6 +302,12 @@ class Pool:
             raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
         if not (isinstance(lease, (int, float)) and lease > 0):
             raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        if isinstance(straggler_factor, bool) or not isinstance(
+                straggler_factor, (int, float)) or not (straggler_factor == 0
+                                                        or straggler_factor > 1):
+            raise ValueError("straggler_factor must be 0 (no backup copies) or a number "
+                             f"greater than 1, got {straggler_factor!r}")
+        self.straggler_factor = float(straggler_factor)
         nmin = cores() if workers is None else workers
         nmax = max_workers if max_workers is not None else max(nmin, 1)
         if nmax < nmin:

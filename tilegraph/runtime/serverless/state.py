@@ -14,6 +14,8 @@ key                         meaning
                             server's clock, seconds)
 ``ns:lease``                hash ``rid|task`` -> ``worker|score``: who holds the lease, and the
                             priority to requeue the task with
+``ns:avoid``                hash ``rid|task`` -> worker: a backup copy of a straggling task, in the
+                            ready set while its first copy still runs, is not for that worker
 ``ns:wake``                 list of tokens, one per task made ready: idle workers block on it
                             (BLPOP) instead of polling the queue
 ``ns:workers``              hash worker id -> JSON (pid, host, started, task, rss, seen)
@@ -41,7 +43,8 @@ task and lease it), :data:`RENEW`, :data:`COMPLETE` (a task's output is stored: 
 done once, make its children ready when their counters reach their parent counts, and
 name the inputs no unfinished task reads any more),
 :data:`FAIL` (requeue for a retry, or fail the run), :data:`RECLAIM` (requeue the tasks
-whose lease expired).
+whose lease expired), :data:`BACKUP` (offer a second copy of a task that runs much longer
+than its kind does: the first completion counts, the other changes nothing).
 """
 
 from __future__ import annotations
@@ -59,21 +62,53 @@ local ready = ns .. ':ready'
 if min_ready > 1 and redis.call('ZCARD', ready) < min_ready then return false end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local skipped = {}
+local got = false
 while true do
   local popped = redis.call('ZPOPMIN', ready)
-  if #popped == 0 then return false end
+  if #popped == 0 then break end
   local member, score = popped[1], popped[2]
   local sep = string.find(member, '|', 1, true)
   local rid, task = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
   if redis.call('HGET', ns .. ':run:' .. rid, 'state') == 'running'
      and redis.call('SISMEMBER', ns .. ':' .. rid .. ':done', task) == 0 then
-    redis.call('ZADD', ns .. ':leases', now + lease, member)
-    redis.call('HSET', ns .. ':lease', member, worker .. '|' .. score)
-    redis.call('XADD', ns .. ':' .. rid .. ':ev', 'MAXLEN', '~', ARGV[5], '*',
-               'e', 's', 't', task, 'w', worker, 'at', string.format('%.6f', now))
-    return {member, score}
+    if redis.call('HGET', ns .. ':avoid', member) == worker then
+      table.insert(skipped, score)   -- the backup of this worker's own straggler
+      table.insert(skipped, member)
+    else
+      redis.call('HDEL', ns .. ':avoid', member)
+      redis.call('ZADD', ns .. ':leases', now + lease, member)
+      redis.call('HSET', ns .. ':lease', member, worker .. '|' .. score)
+      redis.call('XADD', ns .. ':' .. rid .. ':ev', 'MAXLEN', '~', ARGV[5], '*',
+                 'e', 's', 't', task, 'w', worker, 'at', string.format('%.6f', now))
+      got = {member, score}
+      break
+    end
   end
 end
+if #skipped > 0 then redis.call('ZADD', ready, unpack(skipped)) end
+return got
+"""
+
+BACKUP = """
+local ns, member, maxlen = ARGV[1], ARGV[2], ARGV[3]
+local owner = redis.call('HGET', ns .. ':lease', member)
+if not owner then return 0 end
+local sep = string.find(member, '|', 1, true)
+local rid, task = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
+if redis.call('HGET', ns .. ':run:' .. rid, 'state') ~= 'running'
+   or redis.call('SISMEMBER', ns .. ':' .. rid .. ':done', task) == 1
+   or redis.call('ZSCORE', ns .. ':ready', member) then
+  return 0
+end
+local bar = string.find(owner, '|', 1, true)
+local who, score = string.sub(owner, 1, bar - 1), string.sub(owner, bar + 1)
+redis.call('HSET', ns .. ':avoid', member, who)
+redis.call('ZADD', ns .. ':ready', score, member)
+redis.call('RPUSH', ns .. ':wake', 1)
+redis.call('XADD', ns .. ':' .. rid .. ':ev', 'MAXLEN', '~', maxlen, '*', 'e', 'b', 't', task,
+           'w', who)
+return 1
 """
 
 RENEW = """
@@ -202,6 +237,7 @@ class Scripts:
         self.complete = r.register_script(COMPLETE)
         self.fail = r.register_script(FAIL)
         self.reclaim = r.register_script(RECLAIM)
+        self.backup = r.register_script(BACKUP)
 
 
 def connect(url: str, timeout: float = 10.0) -> Any:
@@ -236,10 +272,11 @@ def delete_run(r: Any, ns: str, rid: str) -> None:
         members = [m for m, _ in r.zscan_iter(zset, match=f"{rid}|*", count=1000)]
         for k in range(0, len(members), 1000):
             r.zrem(zset, *members[k:k + 1000])
-    held = [m for m, _ in r.hscan_iter(f"{ns}:lease", match=f"{rid}|*", count=1000)
-            if m.startswith(prefix)]
-    if held:
-        r.hdel(f"{ns}:lease", *held)
+    for table in (f"{ns}:lease", f"{ns}:avoid"):
+        held = [m for m, _ in r.hscan_iter(table, match=f"{rid}|*", count=1000)
+                if m.startswith(prefix)]
+        if held:
+            r.hdel(table, *held)
     r.delete(*run_keys(ns, rid))
     r.srem(f"{ns}:runs", rid)
 

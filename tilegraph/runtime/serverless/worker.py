@@ -17,8 +17,9 @@ every task is idempotent, so a task run twice writes the same object twice and i
 completion changes nothing.
 
 A worker exits on SIGTERM/SIGINT after its current task, after ``runtime_limit`` seconds
-(as AWS Lambda's 900 s; it does not start a task it expects to overrun), or after
-``idle_exit`` seconds without work. Workers may run on any machine that reaches the Redis
+(as AWS Lambda's 900 s; it does not start a task it expects to overrun, and it stops
+renewing its leases once past the limit, so a task that overran is taken by another), or
+after ``idle_exit`` seconds without work. Workers may run on any machine that reaches the Redis
 server and the object store named by each run.
 """
 
@@ -142,6 +143,10 @@ class Worker:
             except Exception:
                 pass
         return self.ntasks
+
+    def _past_limit(self) -> bool:
+        return self.runtime_limit is not None and \
+            time.time() - self.started > self.runtime_limit
 
     def _out_of_time(self) -> bool:
         if self.runtime_limit is None:
@@ -281,7 +286,9 @@ class Worker:
             with self.held_lock:
                 held = list(self.held)
             try:
-                if held:
+                # past its runtime limit a worker holds on to nothing: its leases expire
+                # and another worker takes what it still runs
+                if held and not self._past_limit():
                     self.scripts.renew(args=[self.ns, self.id, self.lease, *held])
                 info = {"pid": os.getpid(), "host": socket.gethostname(),
                         "started": self.started, "task": self.current,
