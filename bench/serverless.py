@@ -3,7 +3,7 @@ task costs the Redis server and the object store.
 
     python bench/serverless.py                 # all parts, n = 8000, blocks of 1000
     python bench/serverless.py --n 4000        # smaller
-    python bench/serverless.py --part overhead|faults|slowed|queue|protocol
+    python bench/serverless.py --part overhead|faults|slowed|scaling|queue|protocol
 
 overhead: Cholesky (tg.linalg.cholesky, and the LambdaPACK program run unexpanded with
   run_program) and a blocked matmul on 2 workers against the threads backend with 2
@@ -16,6 +16,9 @@ slowed: 60 tasks of 0.2 s of CPU each on 5 workers; one worker slowed 10x (stopp
   every 0.1 s: alive, renewing its leases) from the start; completion time against the
   undisturbed run, with backup copies of stragglers (straggler_factor=3) and without
   (straggler_factor=0). Goal: within 1.3x the undisturbed time with backups.
+scaling: Cholesky (n = 4000, blocks of 500) on a pool of 1 to 4 workers, for the scaling
+  factors 0.25, 0.5, 1, 2 (numpywren's Figure 10c: completion time and core-seconds, the
+  workers' time in tasks), and for pipeline widths 1, 2, 3 at the default factor.
 queue: no-op tasks (2000 independent) at 1, 2, 4, 8 workers: tasks per second a single
   Valkey sustains with this protocol (each task: take + complete + its object).
 """
@@ -246,6 +249,30 @@ def slowed(ntasks: int = 60, seconds: float = 0.2) -> None:
                   f"right answer: {np.array_equal(got, a + 1)}")
 
 
+def scaling(n: int = 4000, b: int = 500) -> None:
+    from tilegraph.runtime.events import WorkersScaled
+
+    a = spd(n)
+    x = tg.from_numpy(a, chunks=b)
+    want = np.linalg.cholesky(a)
+    print(f"== scaling: Cholesky n = {n}, blocks of {b}, a pool of 1 to 4 workers")
+    for sf, width in [(0.25, 2), (0.5, 2), (1.0, 2), (2.0, 2), (1.0, 1), (1.0, 3)]:
+        with Pool(workers=1, max_workers=4, scaling_factor=sf, pipeline_width=width,
+                  idle_timeout=1.0) as pool:
+            wait_workers(pool, 1)
+            (x[:b, :b] + 1).compute(backend="serverless", pool=pool)
+            events: list = []
+            t = time.perf_counter()
+            got = tg.linalg.cholesky(x).compute(backend="serverless", pool=pool,
+                                                progress=False, callbacks=[events.append])
+            wall = time.perf_counter() - t
+            run = tg.last_run()
+            most = max((e.alive for e in events if isinstance(e, WorkersScaled)), default=1)
+            print(f"scaling_factor {sf:<5g} pipeline width {width}: {wall:6.2f} s, "
+                  f"{run.core_seconds:6.2f} core-seconds in tasks, at most {most} workers, "
+                  f"right answer: {np.allclose(got, want)}")
+
+
 def _timeline(events: list) -> None:
     ends = [e.stop for e in events if isinstance(e, TaskEnd) and e.kind == "pool"]
     alive = [(e.time, e.alive) for e in events if type(e).__name__ == "WorkersScaled"]
@@ -337,7 +364,8 @@ def main() -> None:
     p.add_argument("--n", type=int, default=8000)
     p.add_argument("--block", type=int, default=1000)
     p.add_argument("--part", default="all",
-                   choices=["overhead", "faults", "slowed", "queue", "protocol", "all"])
+                   choices=["overhead", "faults", "slowed", "scaling", "queue", "protocol",
+                            "all"])
     args = p.parse_args()
     if args.part in ("overhead", "all"):
         overhead(args.n, args.block)
@@ -345,6 +373,8 @@ def main() -> None:
         faults(args.n, args.block)
     if args.part in ("slowed", "all"):
         slowed()
+    if args.part in ("scaling", "all"):
+        scaling()
     if args.part in ("queue", "all"):
         queue()
     if args.part in ("protocol", "all"):

@@ -288,7 +288,10 @@ def serve_command(args: argparse.Namespace) -> int:
         return serve(args.host, args.port, workers=args.workers, redis=args.redis,
                      store=args.store, data_dir=args.data_dir, local=args.local,
                      max_jobs=args.max_jobs, max_body=args.max_body, certfile=args.certfile,
-                     keyfile=args.keyfile, insecure=args.insecure, keep=args.keep_jobs)
+                     keyfile=args.keyfile, insecure=args.insecure, keep=args.keep_jobs,
+                     scaling_factor=args.scaling_factor, idle_timeout=args.idle_timeout,
+                     pipeline_width=args.pipeline_width,
+                     straggler_factor=args.straggler_factor)
     except (ValueError, PoolUnavailable) as exc:
         print(f"tilegraph serve: {exc}", file=sys.stderr)
         return 2
@@ -374,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
                      help="where job records and results are kept (default ./tilegraph-service)")
     srv.add_argument("--local", action="store_true",
                      help="run jobs on the threads backend instead of the serverless pool")
+    srv.add_argument("--scaling-factor", type=float, default=None,
+                     help="serverless pool: workers wanted per ready or running task "
+                          "(default 1)")
+    srv.add_argument("--idle-timeout", type=float, default=None,
+                     help="serverless pool: seconds an extra worker stays idle (default 2)")
+    srv.add_argument("--pipeline-width", type=int, default=None, choices=(1, 2, 3),
+                     help="serverless pool: tasks in flight per worker (default 2)")
+    srv.add_argument("--straggler-factor", type=float, default=None,
+                     help="serverless pool: back up a task this many times slower than its "
+                          "kind's median (default 3; 0: never)")
     srv.add_argument("--max-jobs", type=_positive, default=2,
                      help="jobs running at once; the others wait (default 2)")
     srv.add_argument("--max-body", type=_positive, default=None,

@@ -295,7 +295,8 @@ class RunSummary:
     reports it; 0 when not computed: plans of more than ``PROJECT_ALWAYS`` tasks run
     without a ``memory_limit``). With MPI these are this rank's figures (``ntasks``: tasks
     in its part of the plan), and ``processes`` and ``bytes_sent`` give the ranks and the
-    bytes this rank sent."""
+    bytes this rank sent. ``core_seconds``: the workers' time in finished tasks, the
+    serverless pool's included (numpywren's total CPU time, beside ``elapsed``)."""
 
     ntasks: int
     backend: str
@@ -309,6 +310,7 @@ class RunSummary:
     bytes_sent: int = 0
     recomputed_bytes: int = 0
     projected_bytes: int = 0
+    core_seconds: float = 0.0
 
     def __str__(self) -> str:
         where = f" x {self.processes} ranks" if self.processes > 1 else ""
@@ -318,7 +320,8 @@ class RunSummary:
                 f"(projected {human(self.projected_bytes)}, limit {human(self.memory_limit)}"
                 f"); spilled {human(self.spilled_bytes)}, "
                 f"read back {human(self.unspilled_bytes)}, recomputed "
-                f"{human(self.recomputed_bytes)}{sent}")
+                f"{human(self.recomputed_bytes)}{sent}; {self.core_seconds:.3f} "
+                "core-seconds in tasks")
 
 
 _last_summary: RunSummary | None = None
@@ -331,7 +334,8 @@ def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
         ntasks, backend.name, backend.workers, time.perf_counter() - execution.started,
         limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes,
         backend.processes, transport.bytes_sent if transport is not None else 0,
-        execution.recomputed_bytes, projection.peak if projection is not None else 0)
+        execution.recomputed_bytes, projection.peak if projection is not None else 0,
+        execution.busy_seconds + getattr(transport, "core_seconds", 0.0))
 
 
 def check_projection(graph: TaskGraph, projection: Projection, limit: int) -> None:

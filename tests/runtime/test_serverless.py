@@ -450,7 +450,7 @@ def test_two_runs_at_once_on_one_pool_stay_apart(pool):
 
 
 def test_provisioner_scales_up_with_the_queue_and_down_when_idle():
-    with Pool(workers=1, max_workers=3, idle_time=0.5) as p:
+    with Pool(workers=1, max_workers=3, idle_timeout=0.5) as p:
         a = np.arange(64.0).reshape(8, 8)
         x = tg.from_numpy(a, chunks=2)
         events = []
@@ -742,3 +742,43 @@ def test_a_backup_copy_is_never_taken_by_the_straggler_itself_and_counts_once(po
     finally:
         for key in namespace_keys(r, ns):
             r.delete(key)
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_pipeline_widths_and_a_fractional_scaling_factor_give_the_same_results(width):
+    a = np.random.default_rng(width).random((60, 40))
+    x = tg.from_numpy(a, chunks=(7, 9))
+    with Pool(workers=1, max_workers=2, pipeline_width=width, scaling_factor=0.25,
+              idle_timeout=0.5) as p:
+        got = ((x @ x.T) + x.sum()).compute(backend="serverless", pool=p)
+        np.testing.assert_allclose(got, (a @ a.T) + a.sum(), rtol=1e-12)
+        ends = []
+        got = x.map_blocks(_burn, 0.05).compute(backend="serverless", pool=p,
+                                                callbacks=[ends.append])
+        np.testing.assert_array_equal(got, a + 1)
+        run = tg.last_run()
+        # the pool's time in tasks is counted, as its workers reported each task
+        ends = [e for e in ends if isinstance(e, TaskEnd)]
+        pool_time = sum(e.stop - e.start for e in ends if e.kind == "pool")
+        assert sum(e.kind == "pool" for e in ends) == 45 and pool_time > 1.0
+        assert run.core_seconds == pytest.approx(
+            sum(e.stop - e.start for e in ends), rel=1e-6, abs=1e-3), run
+        assert "core-seconds" in str(run)
+        assert not _run_keys(p)
+
+
+def test_the_provisioner_s_knobs_are_checked():
+    for kwargs, match in [({"scaling_factor": 0}, "scaling_factor must be a positive"),
+                          ({"scaling_factor": float("inf")}, "scaling_factor"),
+                          ({"idle_timeout": -1}, "idle_timeout must be a positive"),
+                          ({"pipeline_width": 4}, "pipeline_width must be 1, 2 or 3"),
+                          ({"pipeline_width": True}, "pipeline_width")]:
+        with pytest.raises(ValueError, match=match):
+            Pool(workers=0, provisioner=False, **kwargs)
+
+
+def test_core_seconds_of_a_threads_run_are_the_workers_time_in_tasks():
+    x = tg.random.random((2000, 2000), chunks=500, seed=1)
+    (x @ x).sum().compute(workers=2)
+    run = tg.last_run()
+    assert 0 < run.core_seconds <= 2 * run.elapsed + 0.05, run

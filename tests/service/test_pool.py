@@ -23,8 +23,9 @@ class StandInPool:
 
     made: list = []
 
-    def __init__(self, workers=None, redis=None, store=None):
+    def __init__(self, workers=None, redis=None, store=None, **options):
         self.args = (workers, redis, store)
+        self.options = options
         self.redis_url = redis or "redis://127.0.0.1:6399/0"
         self.store_url = store or "file:///tmp/store"
         self.namespace = "tg-1234"
@@ -56,6 +57,16 @@ def test_serverless_adapter(monkeypatch):
     assert "redis://db:6379/1" in pool.describe()
     pool.close()
     assert pool.pool.closed
+
+
+def test_serverless_pool_options_reach_the_pool_and_not_the_local_one(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tilegraph.serverless",
+                        types.SimpleNamespace(Pool=StandInPool))
+    pool = make_pool(False, 2, scaling_factor=0.5, idle_timeout=None, pipeline_width=3)
+    assert pool.pool.options == {"scaling_factor": 0.5, "pipeline_width": 3}
+    with pytest.raises(ValueError, match="--scaling-factor, --pipeline-width choose the "
+                                         "serverless pool"):
+        make_pool(True, scaling_factor=0.5, pipeline_width=3)
 
 
 def test_serverless_unavailable_says_to_use_local(monkeypatch):

@@ -234,6 +234,7 @@ class Execution:
         self.nrunning = 0
         self.ndone = 0
         self.busy_since: dict[int, float] = {}
+        self.busy_seconds = 0.0  # the workers' time in finished tasks (core-seconds)
         self.task_time = PARALLEL_TASK_TIME
         self.parallel = parallel
         self.running: set[int] = set()
@@ -343,6 +344,7 @@ class Execution:
                 t1 = clock()
                 lock.acquire()
                 del busy_since[worker]
+                self.busy_seconds += t1 - t0
                 self.task_time = 0.9 * self.task_time + 0.1 * (t1 - t0)
                 if emit:
                     nb = nbytes_of(value)

@@ -81,7 +81,7 @@ class ServerlessPool:
     kind = "serverless"
 
     def __init__(self, workers: int | None = None, redis: str | None = None,
-                 store: str | None = None):
+                 store: str | None = None, **options: Any):
         try:
             from tilegraph.serverless import Pool
         except ImportError as exc:
@@ -89,7 +89,7 @@ class ServerlessPool:
                 "the serverless engine is unavailable (tilegraph.serverless cannot be "
                 f"imported: {exc}); start the service with --local to run jobs on the "
                 "threads backend") from exc
-        self.pool = Pool(workers=workers, redis=redis, store=store)
+        self.pool = Pool(workers=workers, redis=redis, store=store, **options)
         self.host = socket.gethostname()
 
     def env(self) -> dict[str, str]:
@@ -118,11 +118,17 @@ class ServerlessPool:
 
 
 def make_pool(local: bool, workers: int | None = None, redis: str | None = None,
-              store: str | None = None) -> LocalPool | ServerlessPool:
-    """The pool of ``tilegraph serve``: threads with ``local``, else the serverless pool."""
+              store: str | None = None, **options: Any) -> LocalPool | ServerlessPool:
+    """The pool of ``tilegraph serve``: threads with ``local``, else the serverless pool
+    (``options``: its provisioner's, :class:`tilegraph.serverless.Pool`'s
+    ``scaling_factor``, ``idle_timeout``, ``pipeline_width``, ``straggler_factor``; those
+    left ``None`` keep their defaults)."""
+    options = {k: v for k, v in options.items() if v is not None}
     if local:
-        if redis is not None or store is not None:
-            raise ValueError("--redis and --store choose the serverless pool; they do not "
+        if redis is not None or store is not None or options:
+            given = ["--redis"] * (redis is not None) + ["--store"] * (store is not None) + \
+                [f"--{k.replace('_', '-')}" for k in options]
+            raise ValueError(f"{', '.join(given)} choose the serverless pool; they do not "
                              "go with --local")
         return LocalPool(workers)
-    return ServerlessPool(workers, redis, store)
+    return ServerlessPool(workers, redis, store, **options)

@@ -40,11 +40,12 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, workers: int | N
           redis: str | None = None, store: str | None = None, data_dir: str | None = None,
           local: bool = False, max_jobs: int = 2, max_body: int | None = None,
           certfile: str | None = None, keyfile: str | None = None, insecure: bool = False,
-          keep: int | None = None, out: Any = None) -> int:
+          keep: int | None = None, out: Any = None, **pool_options: Any) -> int:
     """Run the service until Ctrl-C: jobs on the serverless pool (or the threads backend with
     ``local``), records in ``data_dir`` (default ``./tilegraph-service``). The token is
     ``$TILEGRAPH_TOKEN`` or a new random one; the dashboard's URL with it is printed.
-    ``keep``: finished jobs kept, newest first (default ``DEFAULT_KEEP``)."""
+    ``keep``: finished jobs kept, newest first (default ``DEFAULT_KEEP``); ``pool_options``:
+    the serverless pool's provisioner options (see :func:`tilegraph.service.pool.make_pool`)."""
     import uvicorn
 
     from tilegraph.service.app import DEFAULT_MAX_BODY, create_app
@@ -58,7 +59,7 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, workers: int | N
     data_dir = os.path.abspath(data_dir or "tilegraph-service")
     os.makedirs(data_dir, exist_ok=True)
     token = os.environ.get("TILEGRAPH_TOKEN") or secrets.token_urlsafe(24)
-    pool = make_pool(local, workers, redis, store)
+    pool = make_pool(local, workers, redis, store, **pool_options)
     try:
         app = create_app(data_dir, pool, token, max_jobs=max_jobs,
                          max_body=max_body or DEFAULT_MAX_BODY,

@@ -244,6 +244,11 @@ class _Driver(Transport):
             self._exports.append((i, value))
             self._export_cv.notify()
 
+    @property
+    def core_seconds(self) -> float:
+        """The pool workers' time in the run's finished tasks."""
+        return self.pool_run.core_seconds if self.pool_run is not None else 0.0
+
     @contextmanager
     def connect(self, execution: Execution) -> Iterator[None]:
         with self.backend._connection() as (url, store, ns, pool):
@@ -318,6 +323,7 @@ class _PoolRun:
         self.durations: dict[str, deque[float]] = {}
         self.backed: set[str] = set()
         self.nbackups = 0
+        self.core_seconds = 0.0  # the pool workers' time in finished tasks
 
     # -- set-up and clean-up -------------------------------------------------------------
 
@@ -498,7 +504,9 @@ class _PoolRun:
         elif kind == b"d":
             self.running_since.pop(task, None)
             times = self.durations.setdefault(self.source.opname(task), deque(maxlen=50))
-            times.append(float(f[b"t1"]) - float(f[b"t0"]))
+            seconds = float(f[b"t1"]) - float(f[b"t0"])
+            times.append(seconds)
+            self.core_seconds += seconds
         elif kind in (b"x", b"r", b"f"):
             self.running_since.pop(task, None)
 

@@ -120,18 +120,21 @@ class EmbeddedServer:
 
 class LocalProvisioner:
     """Worker processes on this machine, scaled with the queue (numpywren's policy): up to
-    one worker per ``tasks_per_worker`` ready-or-running tasks, at least ``min_workers`` and
-    at most ``max_workers``; a worker idle for ``idle_time`` seconds above the minimum is
-    stopped. Each worker gets cores / max_workers BLAS threads, and the module search path
-    of the process that started the pool (so it imports the modules the driver imports)."""
+    ``scaling_factor`` workers per ready-or-running task (rounded up), at least
+    ``min_workers`` and at most ``max_workers``; a worker idle for ``idle_timeout`` seconds
+    above the minimum is stopped; each worker has ``pipeline_width`` tasks in flight. Each
+    worker gets cores / max_workers BLAS threads, and the module search path of the process
+    that started the pool (so it imports the modules the driver imports)."""
 
-    def __init__(self, min_workers: int, max_workers: int, *, tasks_per_worker: int = 1,
-                 idle_time: float = 2.0, lease: float = 30.0,
-                 runtime_limit: float | None = 900.0, log_dir: str | None = None):
+    def __init__(self, min_workers: int, max_workers: int, *, scaling_factor: float = 1.0,
+                 idle_timeout: float = 2.0, lease: float = 30.0,
+                 runtime_limit: float | None = 900.0, log_dir: str | None = None,
+                 pipeline_width: int = 2):
         self.min_workers = min_workers
         self.max_workers = max_workers
-        self.tasks_per_worker = tasks_per_worker
-        self.idle_time = idle_time
+        self.scaling_factor = scaling_factor
+        self.idle_timeout = idle_timeout
+        self.pipeline_width = pipeline_width
         self.lease = lease
         self.runtime_limit = runtime_limit
         self.log_dir = log_dir
@@ -150,7 +153,8 @@ class LocalProvisioner:
         cmd = [sys.executable, "-m", "tilegraph.runtime.serverless.worker",
                "--redis", pool.redis_url, "--namespace", pool.namespace,
                "--lease", str(self.lease), "--id", wid,
-               "--runtime-limit", str(self.runtime_limit or 0)]
+               "--runtime-limit", str(self.runtime_limit or 0),
+               "--pipeline-width", str(self.pipeline_width)]
         out = subprocess.DEVNULL
         if self.log_dir:
             out = open(os.path.join(self.log_dir, f"{wid}.log"), "ab")
@@ -174,7 +178,7 @@ class LocalProvisioner:
 
     def step(self, pool: Pool, ready: int, leased: int) -> None:
         alive = self.alive()
-        want = math.ceil((ready + leased) / self.tasks_per_worker)
+        want = math.ceil((ready + leased) * self.scaling_factor - 1e-9)
         target = max(self.min_workers, min(self.max_workers, want))
         if len(alive) < target:
             for _ in range(target - len(alive)):
@@ -184,8 +188,9 @@ class LocalProvisioner:
             now = time.time()
             info = pool.workers()
             idle = sorted((w["idle"], w["id"]) for w in info
-                          if w["id"] in alive and w["task"] is None and w["idle"] > self.idle_time
-                          and now - w["started"] > self.idle_time)
+                          if w["id"] in alive and w["task"] is None
+                          and w["idle"] > self.idle_timeout
+                          and now - w["started"] > self.idle_timeout)
             for _, wid in idle[: len(alive) - target]:
                 alive[wid].terminate()  # it finishes its current task, if any, and exits
                 self.stopping.add(wid)
@@ -284,7 +289,12 @@ class Pool:
     worker lives (its replacement is started when work remains; it stops renewing its
     leases then, so a task it still runs is given to another); ``straggler_factor``: a task
     running this many times longer than the median of its kind's finished tasks gets a
-    backup copy on another worker, the first to finish counts (0: never); ``provisioner``: a
+    backup copy on another worker, the first to finish counts (0: never);
+    ``scaling_factor``: workers wanted per ready-or-running task, any positive number
+    (numpywren's ``sf``: 1 starts a worker per task, 0.25 one per four tasks);
+    ``idle_timeout``: seconds a worker above ``workers`` stays idle before it is stopped;
+    ``pipeline_width``: tasks a worker has in flight (1, 2: the next task's inputs read
+    while it computes, 3: the last output also written meanwhile); ``provisioner``: a
     provisioner object, or ``None`` for local processes (``False``: start none, e.g. when
     ``tilegraph worker`` processes are started by hand)."""
 
@@ -292,8 +302,9 @@ class Pool:
                  redis: str | None = None, store: str | ObjectStore | None = None,
                  namespace: str | None = None, lease: float = 30.0,
                  runtime_limit: float | None = 900.0, provisioner: Any = None,
-                 idle_time: float = 2.0, log_dir: str | None = None,
-                 straggler_factor: float = 3.0):
+                 idle_timeout: float = 2.0, log_dir: str | None = None,
+                 straggler_factor: float = 3.0, scaling_factor: float = 1.0,
+                 pipeline_width: int = 2):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                     or workers < 0):
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -308,6 +319,13 @@ class Pool:
             raise ValueError("straggler_factor must be 0 (no backup copies) or a number "
                              f"greater than 1, got {straggler_factor!r}")
         self.straggler_factor = float(straggler_factor)
+        for name, value in (("scaling_factor", scaling_factor), ("idle_timeout", idle_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if isinstance(pipeline_width, bool) or pipeline_width not in (1, 2, 3):
+            raise ValueError(f"pipeline_width must be 1, 2 or 3, got {pipeline_width!r}")
+        self.scaling_factor = float(scaling_factor)
         nmin = cores() if workers is None else workers
         nmax = max_workers if max_workers is not None else max(nmin, 1)
         if nmax < nmin:
@@ -342,8 +360,11 @@ class Pool:
             self.store.check_writable()
             self.store_url = self.store.url
             if provisioner is None:
-                provisioner = LocalProvisioner(nmin, nmax, lease=lease, idle_time=idle_time,
-                                               runtime_limit=runtime_limit, log_dir=log_dir)
+                provisioner = LocalProvisioner(nmin, nmax, lease=lease,
+                                               idle_timeout=idle_timeout,
+                                               runtime_limit=runtime_limit, log_dir=log_dir,
+                                               scaling_factor=scaling_factor,
+                                               pipeline_width=pipeline_width)
             self.provisioner = provisioner or None
             if self.provisioner is not None:
                 self.provisioner.start(self)

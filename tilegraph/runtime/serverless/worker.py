@@ -6,7 +6,9 @@ object store, run the kernel, write the output under the task's own key (atomica
 record the completion (:data:`~tilegraph.runtime.serverless.state.COMPLETE`), which makes the task's
 children ready. While it computes, it takes the next task and reads that task's inputs
 (when at least two tasks are ready, so that it never holds a task another idle worker could
-run), and a background thread renews the leases it holds and publishes its heartbeat (pid,
+run; ``pipeline_width=2``, the default), and with ``pipeline_width=3`` it also writes the
+last task's output meanwhile (numpywren's pipelining; ``1``: one step at a time); a
+background thread renews the leases it holds and publishes its heartbeat (pid,
 host, current task, resident memory).
 
 A task that raises is offered again up to the run's ``retries``, then fails the run with the
@@ -69,9 +71,11 @@ class Worker:
     def __init__(self, redis: str, *, namespace: str | None = None, lease: float = 30.0,
                  runtime_limit: float | None = 900.0, idle_exit: float | None = None,
                  blas_threads: int | None = None, worker_id: str | None = None,
-                 prefetch: bool = True):
+                 pipeline_width: int = 2):
         if lease <= 0:
             raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        if pipeline_width not in (1, 2, 3) or isinstance(pipeline_width, bool):
+            raise ValueError(f"pipeline_width must be 1, 2 or 3, got {pipeline_width!r}")
         self.url = redis
         self.r = connect(redis)
         self.scripts = Scripts(self.r)
@@ -81,7 +85,12 @@ class Worker:
         self.idle_exit = idle_exit
         self.blas_threads = blas_threads
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.prefetch = prefetch
+        # 1: take, read, compute, write one task at a time; 2: read the next task's inputs
+        # while computing; 3: also write the last output while computing the next
+        self.pipeline_width = pipeline_width
+        self.prefetch = pipeline_width >= 2
+        self.writer: ThreadPoolExecutor | None = None
+        self.pending_write: Any = None
         self.started = time.time()
         self.stopping = threading.Event()
         self.held: set[bytes] = set()  # leased members (renewed by the heartbeat thread)
@@ -100,6 +109,8 @@ class Worker:
         beat = threading.Thread(target=self._heartbeat, name="tilegraph-lease", daemon=True)
         beat.start()
         reader = ThreadPoolExecutor(1, thread_name_prefix="tilegraph-prefetch")
+        if self.pipeline_width >= 3:
+            self.writer = ThreadPoolExecutor(1, thread_name_prefix="tilegraph-write")
         limit = ExitStack()
         if self.blas_threads:
             limit.enter_context(blas_threads(self.blas_threads))
@@ -131,10 +142,13 @@ class Worker:
                     nxt = ahead.result()
                 if self._out_of_time():
                     break
+            self._wait_write()
             if nxt is not None:  # give the prefetched task back at once
                 self._give_back(nxt)
         finally:
             reader.shutdown(wait=True)
+            if self.writer is not None:
+                self.writer.shutdown(wait=True)
             self.stopping.set()
             beat.join(timeout=5)
             limit.close()
@@ -232,11 +246,37 @@ class Worker:
         try:
             value = source.call(task, values, run.literals)
             del values
-            nbytes = run.store.put_value(source.output(task), value)
         except Exception as exc:
             self.current = None
             self._failed(rid, task, score, run, exc)
             return
+        if self.writer is None:
+            self._finish(rid, task, score, run, value, t0)
+        else:  # written while the next task computes; one write in flight at most
+            self._wait_write()
+            self.pending_write = self.writer.submit(self._finish, rid, task, score, run,
+                                                    value, t0)
+            self.current = None
+
+    def _wait_write(self) -> None:
+        if self.pending_write is not None:
+            self.pending_write.result()
+            self.pending_write = None
+
+    def _finish(self, rid: str, task: str, score: int, run: _Run, value: Any,
+                t0: float) -> None:
+        """Store a task's output and record its completion (which makes its children
+        ready)."""
+        member = f"{rid}|{task}"
+        source = run.source
+        try:
+            nbytes = run.store.put_value(source.output(task), value)
+        except Exception as exc:
+            if self.writer is None:
+                self.current = None
+            self._failed(rid, task, score, run, exc)
+            return
+        del value
         t1 = time.time()
         self.task_seconds = 0.8 * self.task_seconds + 0.2 * (t1 - t0)
         args = [self.ns, rid, task, self.id, nbytes, f"{t0:.6f}", f"{t1:.6f}",
@@ -255,7 +295,8 @@ class Worker:
         elif isinstance(done, list):
             for obj in done[1:]:  # inputs no unfinished task reads any more
                 run.store.delete_prefix(source.object_of(obj.decode()))
-        self.current = None
+        if self.writer is None:   # with a writer, the next task is current already
+            self.current = None
         self.ntasks += 1
         self.last_end = time.time()
         self._drop(member.encode())
@@ -320,12 +361,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-exit", type=float, default=None,
                    help="exit after this many seconds without a task (default: never)")
     p.add_argument("--blas-threads", type=int, default=None, help="BLAS threads per worker")
+    p.add_argument("--pipeline-width", type=int, default=2, choices=(1, 2, 3),
+                   help="tasks in flight: 1 one at a time, 2 the next task's inputs read "
+                        "while computing (default), 3 the last output also written meanwhile")
     p.add_argument("--id", default=None, help="worker id (default host-pid-random)")
     args = p.parse_args(argv)
     try:
         w = Worker(args.redis, namespace=args.namespace, lease=args.lease,
                    runtime_limit=args.runtime_limit or None, idle_exit=args.idle_exit,
-                   blas_threads=args.blas_threads, worker_id=args.id)
+                   blas_threads=args.blas_threads, worker_id=args.id,
+                   pipeline_width=args.pipeline_width)
     except (ConnectionError, ValueError) as exc:
         print(f"tilegraph worker: {exc}", file=sys.stderr)
         return 2
