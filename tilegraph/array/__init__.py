@@ -8,6 +8,7 @@ from typing import Any as _Any
 from tilegraph.array import lp_arrays as _lp_arrays  # noqa: F401  (LambdaPACK front ends)
 from tilegraph.array import manipulation as _manipulation
 from tilegraph.array import reductions as _reductions
+from tilegraph.array.blockwise import blockwise
 from tilegraph.array.contraction import (
     dot,
     einsum,
@@ -161,6 +162,7 @@ __all__ = [
     "astype",
     "average",
     "bincount",
+    "blockwise",
     "broadcast_to",
     "clip",
     "column_stack",
