@@ -388,3 +388,25 @@ def test_which_maps_over_items_split_and_why_the_others_do_not():
     assert "changes items" in g2.tasks[2].loop
     text = explain(g)
     assert "loops over items:" in text and "does not split: it calls .pop()" in text
+
+
+@pytest.mark.parametrize("body, why", [
+    ("    out.append(f(x))\n", None),
+    ("    y = f(x)\n    if y > 1:\n        out.append(y)\n    table[x] = y\n", None),
+    ("    for k in range(3):\n        out.append(k * x)\n", None),
+    ("    out.append(x - prev)\n    prev = x\n", "carry prev"),
+    ("    if x > 5:\n        break\n    out.append(x)\n", "break"),
+    ("    out.append(len(out))\n", "reads out"),
+    ("    print(x)\n", "neither appends"),
+    ("    out.append(x)\n    out = []\n", "out, which it collects into"),
+    ("    out.append(x)\n    table.clear()\n", "changes table"),
+    ("    if x:\n        y = x\n    out.append(y)\n", "carry y"),
+])
+def test_which_for_loops_split(body, why):
+    src = ("import math\nitems = list(range(10))\nout = []\ntable = {}\nprev = 0\ny = 0\n"
+           "def f(x):\n    return math.sqrt(x)\nfor x in items:\n" + body + "print(out)\n")
+    loop = next(t for t in analyze(src).tasks if t.source.startswith("for x"))
+    if why is None:
+        assert loop.loop == "split", loop.loop
+    else:
+        assert loop.loop != "split" and why in loop.loop, loop.loop

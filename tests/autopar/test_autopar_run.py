@@ -554,3 +554,43 @@ def test_an_error_in_a_split_loop_is_the_serial_error(tmp_path):
     assert out.getvalue() == "before\n"
     assert info.value.traceback == serial.stderr
     _no_children()
+
+
+FOR_LOOPS = textwrap.dedent("""
+    import math
+    ITEMS = list(range(37))
+    results = []
+    table = {"first": None}
+    def work(i):
+        return round(sum(math.sin(i * k) for k in range(500)), 9)
+    for i in ITEMS:
+        v = work(i)
+        if v > 0:
+            results.append(v)
+        else:
+            results.append(-v)
+        table[i % 5] = v
+    print(len(results), sum(results), table, i, v)
+    empty = []
+    for j in range(0):
+        w = j
+        empty.append(j)
+    print(empty, "w" in globals(), "j" in globals())
+    """).lstrip("\\n")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_for_loops_that_collect_split_and_leave_the_serial_state(workers, tmp_path):
+    script = tmp_path / "loops.py"
+    script.write_text(FOR_LOOPS)
+    serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    graph = analyze(script)
+    assert [t.loop for t in graph.tasks if t.loop is not None] == ["split", "split"]
+    out = io.StringIO()
+    stats = run_script(script, workers, stdout=out, graph=graph)
+    assert out.getvalue() == serial.stdout
+    if workers > 1:
+        plain = sum(not t.replicated for t in graph.tasks)
+        assert sum(stats.tasks_per_worker) == plain + 2 * workers, stats
+    _no_children()

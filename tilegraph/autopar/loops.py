@@ -1,6 +1,9 @@
 """Helpers of the loops that autopar splits (see :func:`tilegraph.autopar.analysis.loop_parts`):
 each chunk of a map over items runs ``[... for v in chunk_of(items, k, n)]`` on some worker,
-and one step joins the chunks' results in order.
+and one step joins the chunks' results in order; a ``for`` loop that collects into lists
+and dicts runs its body on each chunk into fresh ones (:func:`for_part`), and
+:func:`join_for` extends the script's lists and dicts with them in order and leaves the
+loop's names bound to their values after the last iteration.
 
 >>> chunk_of([1, 2, 3, 4, 5], 1, 2), chunk_of(range(5), 0, 2)
 ([3, 4, 5], range(0, 2))
@@ -44,3 +47,30 @@ def join_parts(kind: str, parts: list[Any]) -> Any:
             out.update(p)
         return out
     return [x for p in parts for x in p]
+
+
+def for_part(lists: tuple[str, ...], dicts: tuple[str, ...]) -> list[Any]:
+    """The state of one chunk of a ``for`` loop: ``[collected, ran, last]``: fresh lists and
+    dicts by name, whether an iteration ran, and the loop's names after the last one."""
+    return [{**{n: [] for n in lists}, **{n: {} for n in dicts}}, False, None]
+
+
+def snapshot(part: list[Any], ns: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Record the values of ``names`` in ``ns`` after a chunk whose iterations ran."""
+    if part[1]:
+        part[2] = {n: ns[n] for n in names if n in ns}
+
+
+def join_for(ns: dict[str, Any], parts: list[list[Any]], lists: tuple[str, ...],
+             dicts: tuple[str, ...]) -> None:
+    """The chunks of a ``for`` loop, in order: the script's lists extended and its dicts
+    updated in place (as the loop would have), and the loop's names bound as after its last
+    iteration (left alone if no iteration ran)."""
+    for collected, _, _ in parts:
+        for n in lists:
+            ns[n].extend(collected[n])
+        for n in dicts:
+            ns[n].update(collected[n])
+    last = next((p[2] for p in reversed(parts) if p[1]), None)
+    if last is not None:
+        ns.update(last)

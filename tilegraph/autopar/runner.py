@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilegraph.autopar.analysis import (
+    ForLoop,
     ScriptGraph,
     Task,
     analyze,
+    for_loop_parts,
     load_script,
     loop_parts,
     parse_script,
@@ -100,8 +102,17 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
         meta = {"kind": "statement", "line": f"{path}:{t.lineno}", "retries": 0}
         if split > 1 and t.loop == "split":
             parts = []
+            shape = for_loop_parts(st)
+            if isinstance(shape, ForLoop):   # the chunks need neither its collections
+                collected = frozenset(shape.lists + shape.dicts)   # nor its names' values
+                chunk_reads = frozenset(t.uses) - collected - frozenset(shape.bound)
+                join_reads = collected | frozenset(shape.bound)
+                join_writes = collected | frozenset(shape.bound)
+            else:
+                chunk_reads, join_reads, join_writes = (frozenset(t.uses), frozenset(),
+                                                        frozenset(t.defines))
             for k in range(split):
-                step = CodeStep(pos, _chunk_code(st, i, k, split, path), frozenset(t.uses),
+                step = CodeStep(pos, _chunk_code(st, i, k, split, path), chunk_reads,
                                 frozenset({_part_name(i, k)}),
                                 label=f"{t.label} (part {k + 1} of {split})",
                                 lineno=t.lineno)
@@ -110,8 +121,9 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
                 parts.append(("statement", i, k))
                 pos += 1
             code = _join_code(st, i, split, path)
-            step = CodeStep(pos, code, frozenset(_part_name(i, k) for k in range(split)),
-                            frozenset(t.defines), label=t.label, lineno=t.lineno)
+            step = CodeStep(pos, code,
+                            frozenset(_part_name(i, k) for k in range(split)) | join_reads,
+                            join_writes, label=t.label, lineno=t.lineno, group=t.group)
             builder.add(("statement", i), step, deps=parts, name=t.label, priority=pos,
                         serial=pos, **meta)
             pos += 1
@@ -146,9 +158,51 @@ def _compile_at(node: ast.stmt, st: ast.stmt, path: str) -> Any:
     return compile(ast.Module(body=[node], type_ignores=[]), path, "exec")
 
 
+class _Collect(ast.NodeTransformer):
+    """The collections of a ``for`` loop's body redirected to a chunk's own."""
+
+    def __init__(self, part: str, names: frozenset[str]):
+        self.part, self.names = part, names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id not in self.names:
+            return node
+        state = ast.Subscript(ast.Name(self.part, ast.Load()), ast.Constant(0), ast.Load())
+        return ast.copy_location(ast.Subscript(state, ast.Constant(node.id), node.ctx), node)
+
+
+def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: int, path: str) -> Any:
+    """``part = for_part(...)``, the loop over chunk ``k`` with the collections redirected
+    and ``part[1] = True`` first in its body, then ``snapshot(part, globals(), names)``."""
+    part = _part_name(i, k)
+    loop = _Collect(part, frozenset(shape.lists + shape.dicts)).visit(copy.deepcopy(st))
+    mark = ast.Assign([ast.Subscript(ast.Name(part, ast.Load()), ast.Constant(1),
+                                     ast.Store())], ast.Constant(True))
+    loop.body = [mark, *loop.body]
+    loop.iter = ast.Call(_helper("chunk_of"), [loop.iter, ast.Constant(k), ast.Constant(n)],
+                         [])
+    names = ast.Tuple([ast.Constant(x) for x in shape.bound], ast.Load())
+    start = ast.Assign([ast.Name(part, ast.Store())], ast.Call(
+        _helper("for_part"), [ast.Tuple([ast.Constant(x) for x in shape.lists], ast.Load()),
+                              ast.Tuple([ast.Constant(x) for x in shape.dicts], ast.Load())],
+        []))
+    end = ast.Expr(ast.Call(_helper("snapshot"), [
+        ast.Name(part, ast.Load()), ast.Call(ast.Name("globals", ast.Load()), [], []), names],
+        []))
+    module = ast.Module(body=[start, loop, end], type_ignores=[])
+    for node in ast.walk(module):   # the new nodes at the loop's line
+        if isinstance(node, (ast.expr, ast.stmt)) and getattr(node, "lineno", None) is None:
+            ast.copy_location(node, st)
+    ast.fix_missing_locations(module)
+    return compile(module, path, "exec")
+
+
 def _chunk_code(st: ast.stmt, i: int, k: int, n: int, path: str) -> Any:
-    """``_tilegraph_part_i_k = <the map over chunk_of(items, k, n)>``."""
+    """``_tilegraph_part_i_k = <the map over chunk_of(items, k, n)>`` (for a ``for`` loop:
+    its body over the chunk, into fresh collections)."""
     kind, _, _ = loop_parts(st)
+    if kind == "for":
+        return _for_chunk_code(st, for_loop_parts(st), i, k, n, path)
     value = copy.deepcopy(st.value)
     if kind == "map":
         holder, slot = value.args[0].args, 1
@@ -165,9 +219,17 @@ def _chunk_code(st: ast.stmt, i: int, k: int, n: int, path: str) -> Any:
 
 
 def _join_code(st: ast.stmt, i: int, n: int, path: str) -> Any:
-    """``T = join_parts(kind, [_tilegraph_part_i_0, ...])``."""
+    """``T = join_parts(kind, [_tilegraph_part_i_0, ...])`` (for a ``for`` loop:
+    ``join_for(globals(), [parts], lists, dicts)``)."""
     kind, _, target = loop_parts(st)
     parts = ast.List([ast.Name(_part_name(i, k), ast.Load()) for k in range(n)], ast.Load())
+    if kind == "for":
+        shape = for_loop_parts(st)
+        call = ast.Call(_helper("join_for"), [
+            ast.Call(ast.Name("globals", ast.Load()), [], []), parts,
+            ast.Tuple([ast.Constant(x) for x in shape.lists], ast.Load()),
+            ast.Tuple([ast.Constant(x) for x in shape.dicts], ast.Load())], [])
+        return _compile_at(ast.Expr(call), st, path)
     value = ast.Call(_helper("join_parts"), [ast.Constant(kind), parts], [])
     node = ast.Assign([ast.Name(target.id, ast.Store())], value)
     return _compile_at(node, st, path)
