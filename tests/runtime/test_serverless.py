@@ -204,6 +204,9 @@ def test_sigkill_most_workers_mid_run_still_right(tmp_path):
         html = report.read_text()
         assert "Pool: workers alive and tasks per second" in html
         assert "expired leases" in html
+        # the queue against the workers (numpywren's Figure 10b), and the core-seconds
+        assert 'stroke="#2ca02c"' in html and "tasks ready or running" in html
+        assert re.search(r"\d+\.\d\d core-seconds in tasks over \d+\.\d\d s", html)
 
 
 def test_stalled_worker_lease_expires_and_task_reruns(tmp_path):

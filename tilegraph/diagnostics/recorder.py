@@ -28,6 +28,7 @@ from typing import Any
 from tilegraph.runtime.events import (
     Event,
     LeaseExpired,
+    PoolQueue,
     RunEnd,
     RunStart,
     TaskEnd,
@@ -82,6 +83,7 @@ class Recorder:
         self._memory: list[tuple[float, int]] = []
         self._failures: list[tuple[str, str, int, str, bool]] = []
         self._alive: list[tuple[float, int]] = []  # serverless: workers alive over time
+        self._queue: list[tuple[float, int]] = []  # serverless: tasks ready or running
         self._expired: list[tuple[float, str]] = []  # serverless: leases that expired
         self._end: dict[str, Any] | None = None
 
@@ -121,6 +123,8 @@ class Recorder:
                          "recomputed_bytes": int(event.recomputed_bytes)}
         elif isinstance(event, WorkersScaled):
             self._alive.append((float(event.time), int(event.alive)))
+        elif isinstance(event, PoolQueue):
+            self._queue.append((float(event.time), int(event.ready) + int(event.running)))
         elif isinstance(event, LeaseExpired):
             self._expired.append((float(event.time), _key_text(event.key)))
         elif isinstance(event, TaskFailed):
@@ -145,5 +149,6 @@ class Recorder:
                           for key, src, dst, nb, s, e in self._transfers],
             "memory": list(self._memory), "failures": list(self._failures),
             "alive": list(self._alive), "expired": list(self._expired),
+            "queue": list(self._queue),
             "end": None if self._end is None else dict(self._end),
         }

@@ -108,6 +108,7 @@ class _Process:
     end: dict[str, Any] | None
     alive: list[tuple[float, int]] = field(default_factory=list)
     expired: list[tuple[float, str]] = field(default_factory=list)
+    queue: list[tuple[float, int]] = field(default_factory=list)
 
     @property
     def stop(self) -> float | None:
@@ -182,6 +183,7 @@ def _processes(recs: list[dict[str, Any]]) -> list[_Process]:
             end=rec.get("end"),
             alive=[(t - o, int(n)) for t, n in rec.get("alive") or ()],
             expired=[(t - o, str(k)) for t, k in rec.get("expired") or ()],
+            queue=[(t - o, int(n)) for t, n in rec.get("queue") or ()],
         ))
     return sorted(procs, key=lambda p: p.rank)
 
@@ -585,8 +587,9 @@ def _memory_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
 
 
 def _pool_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
-    """Serverless runs: workers alive (a step line) and tasks finished per second (bars)
-    over time, with a mark at each expired lease: how a pool recovers from lost workers."""
+    """Serverless runs: workers alive (a step line) against the tasks ready or running
+    (numpywren's Figure 10b), and tasks finished per second (bars) over time, with a mark
+    at each expired lease: how a pool follows its queue and recovers from lost workers."""
     pools = [p for p in procs if p.alive]
     if not pools:
         return
@@ -602,7 +605,7 @@ def _pool_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
             counts[k] += 1
     rates = [c / width for c in counts]
     top_rate = max(max(rates), 1e-9)
-    top_alive = max(max(n for _, n in p.alive), 1)
+    top_alive = max(max(n for _, n in p.alive), max((n for _, n in p.queue), default=0), 1)
     y0, height = 8.0, float(_MEMORY_HEIGHT)
     yield _svg_open(_LEFT + _PLOT + _RIGHT, y0 + height + _AXIS,
                     "workers alive and tasks per second over time")
@@ -614,28 +617,35 @@ def _pool_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
             h = r / top_rate * height
             yield (f'<rect x="{_n(x0)}" y="{_n(y0 + height - h)}" width="{_n(max(x1 - x0 - 1, 1))}"'
                    f' height="{_n(h)}" fill="#9ecae1"><title>{r:.1f} tasks/s</title></rect>')
-    pts = []
-    last = None
-    for t, n in p.alive:
-        yv = y0 + height - n / top_alive * height
-        if last is not None:
-            pts.append((scale.x(t), last))
-        pts.append((scale.x(t), yv))
-        last = yv
-    if pts:
-        pts.append((scale.x(scale.hi), last))
-        text = " ".join(f"{_n(a)},{_n(b)}" for a, b in pts)
-        yield (f'<polyline fill="none" stroke="#d62728" stroke-width="2" points="{text}">'
-               f"<title>workers alive (most: {top_alive})</title></polyline>")
+    for series, colour, what in ((p.queue, "#2ca02c", "tasks ready or running"),
+                                 (p.alive, "#d62728", "workers alive")):
+        pts = []
+        last = None
+        for t, n in series:
+            yv = y0 + height - n / top_alive * height
+            if last is not None:
+                pts.append((scale.x(t), last))
+            pts.append((scale.x(t), yv))
+            last = yv
+        if pts:
+            pts.append((scale.x(scale.hi), last))
+            text = " ".join(f"{_n(a)},{_n(b)}" for a, b in pts)
+            most = max(n for _, n in series)
+            yield (f'<polyline fill="none" stroke="{colour}" stroke-width="2" '
+                   f'points="{text}"><title>{what} (most: {most})</title></polyline>')
     for t, key in p.expired:
         x = scale.x(t)
         yield (f'<line x1="{_n(x)}" y1="{y0}" x2="{_n(x)}" y2="{_n(y0 + height)}" '
                f'stroke="#ff7f0e" stroke-dasharray="3,2"><title>lease expired: '
                f"{escape(key)}</title></line>")
     yield "</svg>\n"
-    yield (f'<p class="note">Red line: workers alive (0 to {top_alive}); bars: tasks '
-           f"finished per second (most {top_rate:.1f}); dashed: {len(p.expired)} expired "
-           "leases (tasks offered again).</p>\n</section>\n")
+    core = sum(t[2] - t[1] for t in p.tasks)
+    wall = (p.stop - p.start) if p.stop is not None and p.start is not None else span
+    yield (f'<p class="note">Red line: workers alive; green line: tasks ready or running '
+           f"(both 0 to {top_alive}); bars: tasks finished per second (most "
+           f"{top_rate:.1f}); dashed: {len(p.expired)} expired leases (tasks offered again). "
+           f"{core:.2f} core-seconds in tasks over {wall:.2f} s of wall time.</p>\n"
+           "</section>\n")
 
 
 # -- tables and page ---------------------------------------------------------------------------

@@ -154,6 +154,16 @@ class BackupStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class PoolQueue(Event):
+    """Serverless: at ``time``, ``ready`` tasks were waiting in the pool's queue and
+    ``running`` were leased to workers (sampled twice a second during a run)."""
+
+    time: float
+    ready: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
 class WorkersScaled(Event):
     """Serverless: ``alive`` workers served the pool at ``time`` (after the provisioner
     started or stopped some, or some died: ``reason``)."""

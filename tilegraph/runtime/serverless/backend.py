@@ -51,6 +51,7 @@ from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import (
     BackupStarted,
     LeaseExpired,
+    PoolQueue,
     TaskEnd,
     TaskFailed,
     TaskStart,
@@ -452,6 +453,12 @@ class _PoolRun:
                             self._send(WorkersScaled(time.perf_counter(), alive, "alive"))
                         if alive > 1:
                             self._back_up_stragglers()
+                        if self.execution is not None and self.execution.emitting:
+                            pipe = r.pipeline()
+                            pipe.zcard(f"{ns}:ready")
+                            pipe.zcard(f"{ns}:leases")
+                            ready, running = pipe.execute()
+                            self._send(PoolQueue(time.perf_counter(), ready, running))
                         if alive:
                             no_worker_since = None
                         elif no_worker_since is None:
