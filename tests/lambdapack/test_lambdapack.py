@@ -376,3 +376,46 @@ def test_non_affine_bounds_and_conditions_a_binary_tree(n):
     (r,) = tg.run(graph, [("bt", 3, )])
     a = np.concatenate(blocks)
     np.testing.assert_allclose(r.T @ r, a.T @ a, rtol=1e-10, atol=1e-10)
+
+
+# the paper's Figure 5 (numpywren), as it is written there: a step and a read index that
+# are powers of a loop variable
+@lambdapack.program
+def paper_tsqr(A, R, N: int):
+    for i in range(0, N):
+        R[i, 0] = qr_r(A[i])  # noqa: F821
+    for level in range(0, log2(N)):  # noqa: F821
+        for i in range(0, N, 2 ** (level + 1)):
+            R[i, level + 1] = qr_r(R[i, level], R[i + 2 ** level, level])  # noqa: F821
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16])
+def test_the_paper_s_tsqr_as_written_equals_its_expanded_dag_and_numpy(n):
+    dag = paper_tsqr.bind(N=n)
+    nodes, children, parents = _edges_by_lookup(dag)
+    assert len(nodes) == dag.count() == 2 * n - 1
+    for node in nodes:
+        for c in children[node]:
+            assert node in parents[c]
+        for p in parents[node]:
+            assert node in children[p]
+    assert set(dag.starters()) == {nd for nd in nodes if not parents[nd]}
+    graph = dag.to_taskgraph(name="pq")
+    expanded = {(k[1], tuple(k[2:])): {(d[1], tuple(d[2:])) for d in graph.dependencies(k)
+                                       if isinstance(d[1], int)}
+                for k in graph.keys if isinstance(k[1], int)}
+    assert expanded == parents   # edge for edge
+    rng = np.random.default_rng(n)
+    blocks = [rng.standard_normal((5, 3)) for _ in range(n)]
+    graph = dag.to_taskgraph(inputs={"A": lambda t: blocks[t[0]]}, name="pq")
+    top = max(nodes, key=lambda nd: (nd[0], nd[1][0], -nd[1][-1]))   # the last level
+    (r,) = tg.run(graph, [("pq", *top[:1], *top[1])])
+    a = np.concatenate(blocks)
+    np.testing.assert_allclose(r.T @ r, a.T @ a, rtol=1e-10, atol=1e-10)
+
+
+def test_a_written_tile_still_needs_an_affine_index(tmp_path):
+    source = ("@lambdapack.program\ndef prog(A, C, N: int):\n    for i in range(N):\n"
+              "        C[2 ** i, 0] = matmul(A[i, 0], A[i, 0])\n")
+    with pytest.raises(ProgramError, match="non-affine"):
+        _define(source, tmp_path, name="written_pow")

@@ -785,3 +785,24 @@ def test_core_seconds_of_a_threads_run_are_the_workers_time_in_tasks():
     (x @ x).sum().compute(workers=2)
     run = tg.last_run()
     assert 0 < run.core_seconds <= 2 * run.elapsed + 0.05, run
+
+
+def test_the_paper_s_tsqr_as_written_runs_unexpanded_on_the_pool(pool):
+    from tilegraph import lambdapack
+
+    @lambdapack.program
+    def paper_tsqr(A, R, N: int):
+        for i in range(0, N):
+            R[i, 0] = qr_r(A[i])  # noqa: F821
+        for level in range(0, log2(N)):  # noqa: F821
+            for i in range(0, N, 2 ** (level + 1)):
+                R[i, level + 1] = qr_r(R[i, level], R[i + 2 ** level, level])  # noqa: F821
+
+    rng = np.random.default_rng(0)
+    blocks = [rng.standard_normal((6, 3)) for _ in range(8)]
+    out = run_program(paper_tsqr.bind(N=8), {"A": lambda t: blocks[t[0]]}, [("R", (0, 3))],
+                      pool=pool)
+    r = out[("R", (0, 3))] if isinstance(out, dict) else out[0]
+    a = np.concatenate(blocks)
+    np.testing.assert_allclose(r.T @ r, a.T @ a, rtol=1e-10, atol=1e-10)
+    assert not _run_keys(pool)

@@ -6,17 +6,21 @@ function itself is never called. Its parameters annotated ``int`` are the progra
 parameters (bound later, ``program.bind(N=32)``); every other parameter names a tile array.
 The body may contain, and nothing else:
 
-- ``for v in range(a)``, ``range(a, b)`` or ``range(a, b, step)``: ``step`` a positive
-  integer literal; the bounds integer expressions of the enclosing loop variables and the
-  parameters: affine, or built with ``//``, ``%``, ``**``, ``min``, ``max`` and
-  ``ceil_div`` (bounds are evaluated, never solved; a solver that must loop over a variable
-  whose bound is not affine walks the loop nest once per binding to find its range);
+- ``for v in range(a)``, ``range(a, b)`` or ``range(a, b, step)``: the bounds and the step
+  (positive) integer expressions of the enclosing loop variables and the parameters:
+  affine, or built with ``//``, ``%``, ``**``, ``min``, ``max``, ``ceil_div`` and ``log2``
+  (``ceil(log2(n))``) (bounds and steps are evaluated, never solved; a solver that must
+  loop over a variable whose bound is not affine walks the loop nest once per binding to
+  find its range);
 - ``if`` on comparisons of such expressions (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``,
   chained or joined by ``and``); an ``else`` only after a single comparison;
 - scalar assignments ``m = <integer expression>`` (substituted where ``m`` is used; an
   index may use it only if it is affine);
 - kernel calls ``OUT[i, j, ...] = kernel(IN[...], ..., name=<expression or literal>)``
-  whose indices are affine; the positional arguments are tile reads or affine integers;
+  whose written tile's indices are affine (a tile read may have any integer expression as
+  an index, as the paper's ``R[i + 2 ** level, level]``: its affine indices are solved
+  first, the others checked with the values found); the positional arguments are tile
+  reads or affine integers;
 - tree reductions ``OUT[...] = reduce(kernel, (IN[..., v, ...] for v in range(a, b)),
   branch=B)``: the tiles of the generator are combined ``B`` at a time, in a tree whose
   top node writes ``OUT[...]`` (numpywren's reducer; ``B`` a literal >= 2 or a parameter);
@@ -28,7 +32,8 @@ An index is affine in the loop variables, where a coefficient may also be a para
 static assignment): work arrays carry a version index, as the trailing update of Cholesky
 writes ``S[k + 1, i, j]``. A statement whose write leaves out one of its loop variables
 writes a tile twice and is rejected (two writes of one tile that only the bounds tell apart
-are found by expanding the program at small sizes); so are non-affine indices,
+are found by expanding the program at small sizes); so are non-affine indices of written
+tiles,
 ``while``, conditions on data, and anything else not listed, with the line and the reason.
 A tile that no statement writes is an input of the program.
 """
@@ -159,7 +164,15 @@ def _pow(a: Any, b: Any) -> Any:
     return a ** b
 
 
-FUNCTIONS = {"ceil_div": ceil_div, "min": _min, "max": _max, "_pow": _pow}
+def log2(n: Any) -> Any:
+    """``ceil(log2(n))`` for integers ``n >= 1`` (0 for ``n <= 1``), or NumPy integer
+    arrays: the levels of a binary tree over ``n`` leaves."""
+    if isinstance(n, np.ndarray):
+        return np.ceil(np.log2(np.maximum(n, 1))).astype(np.int64)
+    return max(int(n) - 1, 0).bit_length()
+
+
+FUNCTIONS = {"ceil_div": ceil_div, "min": _min, "max": _max, "_pow": _pow, "log2": log2}
 # CPython 3.11 can fail compiling in two threads at once ("AST constructor recursion depth
 # mismatch"): every compile of generated code holds this lock
 COMPILE_LOCK = threading.Lock()
@@ -170,8 +183,10 @@ _CODE: dict[str, Any] = {}
 class IntExpr:
     """An integer expression of loop variables and parameters that is not affine (``2 **
     l``, ``ceil_div(N, 2 ** l)``, ``min(a, b)``, ``//``, ``%``): allowed in loop bounds,
-    conditions and keyword arguments, which are evaluated, never solved; an index must be
-    affine. ``src`` is Python source over ``names`` and :data:`FUNCTIONS`."""
+    conditions, keyword arguments and the indices of tiles read (a read's index is solved
+    for the variables its affine indices leave free, then checked); the index of a tile
+    written must be affine. ``src`` is Python source over ``names`` and
+    :data:`FUNCTIONS`."""
 
     src: str
     names: frozenset[str]
@@ -185,6 +200,13 @@ class IntExpr:
             with COMPILE_LOCK:
                 code = _CODE[self.src] = compile(self.src, "<lambdapack expression>", "eval")
         return eval(code, FUNCTIONS, env)
+
+    @property
+    def product_names(self) -> frozenset[str]:
+        return frozenset()
+
+    def bind_products(self, values: dict[str, int]) -> IntExpr:
+        return self
 
     def __str__(self) -> str:
         return self.src
@@ -204,7 +226,14 @@ class Loop:
     var: str
     lo: Expr
     hi: Expr
-    step: int = 1
+    step: int | Expr = 1
+
+    def step_of(self, env: dict[str, Any]) -> Any:
+        """The step, evaluated (an expression of the enclosing loops' variables)."""
+        return self.step if isinstance(self.step, int) else self.step.eval(env)
+
+    def step_source(self) -> str:
+        return str(self.step) if isinstance(self.step, int) else self.step.source()
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +252,7 @@ class Access:
     """A tile: ``array[index...]``."""
 
     array: str
-    index: tuple[Affine, ...]
+    index: tuple[Expr, ...]
 
     def __str__(self) -> str:
         return f"{self.array}[{', '.join(map(str, self.index))}]"
@@ -408,9 +437,9 @@ class _Parser:
                 return f"_pow({ls}, {rs})", ln | rn
             return f"({ls} {self._BINOPS[type(node.op)]} {rs})", ln | rn
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("ceil_div", "min", "max") and not node.keywords):
+                and node.func.id in ("ceil_div", "min", "max", "log2") and not node.keywords):
             parts = [self._int_src(a, scope) for a in node.args]
-            want = 2
+            want = 1 if node.func.id == "log2" else 2
             if len(parts) != want:
                 raise self.error(node, f"{node.func.id} takes {want} arguments")
             names = set().union(*(n for _, n in parts))
@@ -421,11 +450,14 @@ class _Parser:
         raise self.error(node, f"non-affine expression ({type(node).__name__}) that is not "
                                "an integer expression of loop variables and parameters")
 
-    def index_expr(self, node: ast.AST, scope: dict[str, Expr]) -> Affine:
-        """An index: it must be affine."""
+    def index_expr(self, node: ast.AST, scope: dict[str, Expr], read: bool = False) -> Expr:
+        """An index: affine, or (of a tile read) any integer expression, such as the
+        paper's ``R[i + 2 ** level, level]``."""
+        if read:
+            return self.expr(node, scope)
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(scope.get(sub.id), IntExpr):
-                raise self.error(node, f"non-affine index ({sub.id!r} is "
+                raise self.error(node, f"non-affine index of a tile written ({sub.id!r} is "
                                        f"{scope[sub.id]}, not affine)")
         return self.affine(node, scope)
 
@@ -448,7 +480,7 @@ class _Parser:
         raise self.error(node, "a condition must be affine comparisons joined by 'and' "
                                "(no 'or', 'not' or data)")
 
-    def access(self, node: ast.AST, scope: dict[str, Affine]) -> Access:
+    def access(self, node: ast.AST, scope: dict[str, Affine], read: bool = True) -> Access:
         if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
             raise self.error(node, "expected a tile, ARRAY[i, j, ...]")
         name = node.value.id
@@ -459,7 +491,7 @@ class _Parser:
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         if any(isinstance(i, ast.Slice) for i in items):
             raise self.error(node, "slices are not allowed in a tile index")
-        index = tuple(self.index_expr(i, scope) for i in items)
+        index = tuple(self.index_expr(i, scope, read) for i in items)
         dims = self.dims.setdefault(name, len(index))
         if dims != len(index):
             raise self.error(node, f"tile array {name!r} is indexed with {len(index)} indices "
@@ -536,18 +568,24 @@ class _Parser:
             lo, hi = Affine.of(0), self.expr(args[0], scope)
         else:
             lo, hi = self.expr(args[0], scope), self.expr(args[1], scope)
-        step = 1
+        step: int | Expr = 1
         if len(args) == 3:
-            if not (isinstance(args[2], ast.Constant) and type(args[2].value) is int
-                    and args[2].value > 0):
-                raise self.error(node, "the step of a range must be a positive integer "
-                                       "literal")
-            step = args[2].value
+            if isinstance(args[2], ast.Constant):
+                if not (type(args[2].value) is int and args[2].value > 0):
+                    raise self.error(node, "the step of a range must be a positive integer")
+                step = args[2].value
+            else:   # an expression of the enclosing loops, evaluated (it must be > 0)
+                step = self.expr(args[2], scope)
+                if isinstance(step, Affine) and not step.terms:
+                    if step.const <= 0:
+                        raise self.error(node, "the step of a range must be a positive "
+                                               "integer")
+                    step = step.const
         return lo, hi, step
 
     def call(self, node: ast.Assign, loops: tuple[Loop, ...], conds: tuple[Cond, ...],
              scope: dict[str, Affine]) -> None:
-        target = self.access(node.targets[0], scope)
+        target = self.access(node.targets[0], scope, read=False)
         value = node.value
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
             raise self.error(node, "the right-hand side must be a kernel call, kernel(...)")

@@ -305,7 +305,7 @@ class DAG:
                 yield tuple(env[lp.var] for lp in loops)
             return
         lp = loops[depth]
-        for v in range(lp.lo.eval(env), lp.hi.eval(env), lp.step):
+        for v in range(lp.lo.eval(env), lp.hi.eval(env), lp.step_of(env)):
             env[lp.var] = v
             yield from self._iter_loops(loops, conds, env, depth + 1)
         env.pop(lp.var, None)
@@ -352,7 +352,7 @@ class DAG:
         env = self._env(s, idx)
         for lp in s.loops:
             v, lo = env[lp.var], lp.lo.eval(env)
-            if not (lo <= v < lp.hi.eval(env)) or (v - lo) % lp.step:
+            if not (lo <= v < lp.hi.eval(env)) or (v - lo) % lp.step_of(env):
                 return False
         if not all(_holds(c, env) for c in s.conds):
             return False
@@ -421,7 +421,7 @@ class DAG:
         if s.gather is not None:
             (read,) = s.args
             g = s.gather
-            for v in range(g.lo.eval(env), g.hi.eval(env), g.step):
+            for v in range(g.lo.eval(env), g.hi.eval(env), g.step_of(env)):
                 env[g.var] = v
                 tile = tuple(e.eval(env) for e in read.index)
                 out.append(("tile", (read.array, tile, self.writer(read.array, tile))))
@@ -533,7 +533,8 @@ class DAG:
         for depth, lp in enumerate(s.loops):
             lo = np.broadcast_to(np.asarray(lp.lo.eval(env), dtype=np.int64), (size,))
             hi = np.broadcast_to(np.asarray(lp.hi.eval(env), dtype=np.int64), (size,))
-            counts = np.maximum(0, -(-(hi - lo) // lp.step))
+            step = np.broadcast_to(np.asarray(lp.step_of(env), dtype=np.int64), (size,))
+            counts = np.maximum(0, -(-(hi - lo) // step))
             assigned.add(lp.var)
             ready = [c for c in conds_left if c.expr.names <= assigned]
             if count_only and depth == last and not ready:
@@ -544,7 +545,7 @@ class DAG:
                                                                      counts)
             for k in columns:
                 columns[k] = columns[k][rep]
-            columns[lp.var] = lo[rep] + lp.step * offsets
+            columns[lp.var] = lo[rep] + step[rep] * offsets
             size = total
             env = {**self.params, **columns}
             keep = np.ones(size, dtype=bool)

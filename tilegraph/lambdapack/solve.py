@@ -52,7 +52,13 @@ class Elimination:
         variables = [lp.var for lp in loops]
         self.variables = variables
         rows: list[tuple[list[Fraction], dict[str, Fraction]]] = []
+        # an index that is not affine (a read's ``i + 2 ** level``) is not solved: it is
+        # checked once the affine ones gave the other variables (its own loop over the rest)
+        self.deferred: list[tuple[int, IntExpr]] = []
         for p, e in enumerate(access.index):
+            if isinstance(e, IntExpr):
+                self.deferred.append((p, e))
+                continue
             coefs = [Fraction(e.coef(v)) for v in variables]
             rhs: dict[str, Fraction] = {f"t{p}": Fraction(1), "": Fraction(-e.const)}
             for n, c in e.terms:
@@ -121,7 +127,7 @@ def domain_source(loops: tuple[Loop, ...], conds: tuple, indent: str) -> list[st
     for lp in loops:
         out.append(f"{lp.lo.source()} <= {lp.var} < {lp.hi.source()}")
         if lp.step != 1:
-            out.append(f"({lp.var} - {lp.lo.source()}) % {lp.step} == 0")
+            out.append(f"({lp.var} - {lp.lo.source()}) % {lp.step_source()} == 0")
     for c in conds:
         out.append(c.source())
     return [indent + x for x in out]
@@ -172,13 +178,14 @@ def solver_source(name: str, access: Access, loops: tuple[Loop, ...], conds: tup
         lp = loops[c]
         if lp.lo.names <= known and lp.hi.names <= known:
             lines.append(f"{indent}for {lp.var} in range({lp.lo.source()}, "
-                         f"{lp.hi.source()}, {lp.step}):")
+                         f"{lp.hi.source()}, {lp.step_source()}):")
         else:
             lines.append(f"{indent}for {lp.var} in range(*box[{c}]):")
         indent += "    "
         known.add(lp.var)
         pending.remove(c)
     checks = domain_source(loops, conds, "")
+    checks += [f"{e.source()} == t{p}" for p, e in el.deferred]
     cond = " and ".join(f"({x})" for x in checks) if checks else "True"
     lines.append(f"{indent}if {cond}:")
     variables = ", ".join(lp.var for lp in loops)
@@ -226,7 +233,7 @@ def _box_by_walking(loops: tuple[Loop, ...], params: dict[str, int],
         if depth == len(loops):
             return
         lp = loops[depth]
-        for v in range(lp.lo.eval(env), lp.hi.eval(env), lp.step):
+        for v in range(lp.lo.eval(env), lp.hi.eval(env), lp.step_of(env)):
             count += 1
             if count > limit:
                 raise ValueError(f"lambdapack: the loop nest of {[x.var for x in loops]} has "
@@ -259,7 +266,7 @@ def vector_mask(loops: tuple[Loop, ...], conds: tuple, env: dict[str, Any]) -> n
         lo = lp.lo.eval(env)
         m = (v >= lo) & (v < lp.hi.eval(env))
         if lp.step != 1:
-            m &= (v - lo) % lp.step == 0
+            m &= (v - lo) % lp.step_of(env) == 0
         mask = m if mask is None else mask & m
     for c in conds:
         x = c.expr.eval(env)
@@ -308,7 +315,7 @@ def expand_source(name: str, s: Statement, params: tuple[str, ...]) -> str:
     indent = "    "
     for lp in s.loops:
         lines.append(f"{indent}for {lp.var} in range({lp.lo.source()}, {lp.hi.source()}, "
-                     f"{lp.step}):")
+                     f"{lp.step_source()}):")
         indent += "    "
     if s.conds:
         lines.append(f"{indent}if {' and '.join(f'({c.source()})' for c in s.conds)}:")
