@@ -6,6 +6,7 @@ from collections.abc import Callable as _Callable
 from typing import Any as _Any
 
 from tilegraph.array import lp_arrays as _lp_arrays  # noqa: F401  (LambdaPACK front ends)
+from tilegraph.array import ma
 from tilegraph.array import manipulation as _manipulation
 from tilegraph.array import reductions as _reductions
 from tilegraph.array.blockwise import blockwise
@@ -197,6 +198,7 @@ __all__ = [
     "hstack",
     "isclose",
     "linspace",
+    "ma",
     "map_blocks",
     "map_overlap",
     "matmul",
