@@ -214,6 +214,9 @@ class IntExpr:
 
 Expr = Affine | IntExpr
 
+Node = tuple[int, tuple[int, ...]]
+"""A node of a program's DAG: ``(statement id, index tuple)``."""
+
 
 def _as_int_expr(e: Expr) -> IntExpr:
     return e if isinstance(e, IntExpr) else IntExpr(e.source(), e.names)

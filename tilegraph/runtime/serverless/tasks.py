@@ -256,7 +256,7 @@ class ProgramTasks:
 
     def call(self, task: str, values: list[Any], literals: dict[str, Any] | None = None
              ) -> Any:
-        from tilegraph.lambdapack.program import _eval_kw
+        from tilegraph.lambdapack.lowering import _eval_kw
 
         node = parse_node(task)
         s = self.dag.statements[node[0]]
