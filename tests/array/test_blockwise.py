@@ -89,3 +89,30 @@ def test_bad_input_is_refused_with_the_reason(call, err, match):
     x = tg.from_numpy(np.ones((4, 6)), chunks=2)
     with pytest.raises(err, match=match):
         call(x)
+
+
+def test_isin_and_the_numpy_functions_xarray_calls_on_the_namespace():
+    from tilegraph.array import array_api as xp
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 9, (7, 6))
+    f = rng.random((7, 6))
+    x, y = tg.from_numpy(a, chunks=(3, 4)), tg.from_numpy(f, chunks=(3, 4))
+    for values, invert in (([1, 4, 8], False), (np.array([[2], [3]]), True),
+                           (tg.from_numpy(np.array([0, 5]), chunks=1), False)):
+        want = np.isin(a, np.asarray(values.compute() if hasattr(values, "compute")
+                                     else values), invert=invert)
+        np.testing.assert_array_equal(tg.isin(x, values, invert=invert).compute(), want)
+        np.testing.assert_array_equal(xp.isin(x, values, invert=invert).compute(), want)
+    np.testing.assert_allclose(xp.quantile(y, 0.3, axis=0).compute(),
+                               np.quantile(f, 0.3, axis=0))
+    np.testing.assert_allclose(xp.median(y, axis=1).compute(), np.median(f, axis=1))
+    np.testing.assert_allclose(xp.cumsum(y, axis=1).compute(), np.cumsum(f, axis=1))
+    np.testing.assert_allclose(xp.cumprod(y, axis=0).compute(), np.cumprod(f, axis=0))
+    np.testing.assert_allclose(xp.gradient(y, axis=1).compute(), np.gradient(f, axis=1))
+    g = f.copy()
+    g[1, 2] = np.nan
+    z = tg.from_numpy(g, chunks=(3, 4))
+    np.testing.assert_allclose(xp.nanmedian(z, axis=0).compute(), np.nanmedian(g, axis=0))
+    np.testing.assert_allclose(xp.nanquantile(z, 0.7, axis=1).compute(),
+                               np.nanquantile(g, 0.7, axis=1))

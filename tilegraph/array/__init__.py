@@ -22,7 +22,7 @@ from tilegraph.array.core import Array, asarray, compute, from_numpy
 from tilegraph.array.creation import arange, eye, full, linspace, ones, zeros
 from tilegraph.array.dask_interop import from_dask
 from tilegraph.array.dask_interop import install as _install_dask_protocol
-from tilegraph.array.elementwise import astype, elemwise, map_blocks, where
+from tilegraph.array.elementwise import astype, elemwise, isin, map_blocks, where
 from tilegraph.array.indexing import (
     argwhere,
     compress,
@@ -197,6 +197,7 @@ __all__ = [
     "histogram",
     "hstack",
     "isclose",
+    "isin",
     "linspace",
     "ma",
     "map_blocks",

@@ -50,6 +50,7 @@ from tilegraph.array.creation import eye as _eye
 from tilegraph.array.creation import full as _full
 from tilegraph.array.creation import linspace as _linspace
 from tilegraph.array.elementwise import elemwise as _elemwise
+from tilegraph.array.elementwise import isin as _isin
 
 __array_api_version__ = "2023.12"
 
@@ -528,6 +529,59 @@ def pad(x: Array, /, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
 def einsum(subscripts: str, /, *operands: Any, **kwargs: Any) -> Array:
     """``numpy.einsum`` as blocked contractions; see :func:`tilegraph.einsum`."""
     return _einsum(subscripts, *operands, **kwargs)
+
+
+# NumPy functions beyond the standard that xarray calls on a duck array's namespace (its
+# duck-array test suite: quantile and median without skipna, cumsum, differentiate, isin)
+
+
+def quantile(a: Array, q: Any, axis: Any = None, **kwargs: Any) -> Array:
+    """``numpy.quantile``; see :func:`tilegraph.quantile`."""
+    from tilegraph.array import statistics as _stats
+
+    return _stats.quantile(a, q, axis=axis, **kwargs)
+
+
+def nanquantile(a: Array, q: Any, axis: Any = None, **kwargs: Any) -> Array:
+    """``numpy.nanquantile``; see :func:`tilegraph.nanquantile`."""
+    from tilegraph.array import statistics as _stats
+
+    return _stats.nanquantile(a, q, axis=axis, **kwargs)
+
+
+def median(a: Array, axis: Any = None, **kwargs: Any) -> Array:
+    """``numpy.median``; see :func:`tilegraph.median`."""
+    from tilegraph.array import statistics as _stats
+
+    return _stats.median(a, axis=axis, **kwargs)
+
+
+def nanmedian(a: Array, axis: Any = None, **kwargs: Any) -> Array:
+    """``numpy.nanmedian``; see :func:`tilegraph.nanmedian`."""
+    from tilegraph.array import statistics as _stats
+
+    return _stats.nanmedian(a, axis=axis, **kwargs)
+
+
+def cumsum(x: Array, axis: int | None = None, dtype: Any = None) -> Array:
+    """``numpy.cumsum`` (the flattened array by default)."""
+    return _scans.cumsum(x, axis=axis, dtype=dtype)
+
+
+def cumprod(x: Array, axis: int | None = None, dtype: Any = None) -> Array:
+    """``numpy.cumprod`` (the flattened array by default)."""
+    return _scans.cumprod(x, axis=axis, dtype=dtype)
+
+
+def gradient(f: Array, *varargs: Any, **kwargs: Any) -> Any:
+    """``numpy.gradient``; see :func:`tilegraph.gradient`."""
+    return _stencil.gradient(f, *varargs, **kwargs)
+
+
+def isin(element: Any, test_elements: Any, assume_unique: bool = False,
+         invert: bool = False) -> Array:
+    """``numpy.isin``; see :func:`tilegraph.isin`."""
+    return _isin(element, test_elements, assume_unique=assume_unique, invert=invert)
 
 
 # ``xp.lib.stride_tricks.sliding_window_view``, as xarray's rolling windows call it

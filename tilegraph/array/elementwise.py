@@ -266,3 +266,24 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
         nbytes=lambda c: itemsize * math.prod(out_chunks[i][k] for i, k in enumerate(c)),
     )
     return Array(blocks, shape, out_chunks, dtype)
+
+
+def isin(element: Any, test_elements: Any, assume_unique: bool = False,
+         invert: bool = False) -> Array:
+    """``numpy.isin``: whether each element of ``element`` is one of ``test_elements``,
+    block by block. ``test_elements`` is made a NumPy array first (a tilegraph Array is
+    computed): it is sent whole to every block's task, so it should be small.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> tg.isin(tg.from_numpy(np.arange(6), chunks=4), [1, 4]).compute()
+    array([False,  True, False, False,  True, False])
+    """
+    values = test_elements.compute() if isinstance(test_elements, Array) else test_elements
+    values = np.unique(np.asarray(values).reshape(-1))
+    x = element if isinstance(element, Array) else asarray(element)
+    return elemwise(_isin_block, x, kwargs={"values": values, "invert": bool(invert)},
+                    dtype=bool, name="isin")
+
+
+def _isin_block(block: np.ndarray, values: np.ndarray, invert: bool) -> np.ndarray:
+    return np.isin(block, values, assume_unique=False, invert=invert)
