@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 from typing import Any
 
 import numpy as np
@@ -102,3 +103,9 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+AST_LOCK = threading.Lock()
+"""Held by every parse or compile of Python source that threads of this process may do at
+once (generated LambdaPACK code, ``.npy`` headers): CPython 3.11 can fail two at once with
+"AST constructor recursion depth mismatch"."""

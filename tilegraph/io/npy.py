@@ -27,6 +27,7 @@ from tilegraph.io._atomic import (
     temp_sibling,
 )
 from tilegraph.io.snapshot import InputSnapshot, file_identity
+from tilegraph.util import AST_LOCK
 
 __all__ = ["NpyWriter", "npy_info", "read_npy_block"]
 
@@ -43,13 +44,15 @@ def _open_npy(path: str) -> BinaryIO:
 def _read_header(fp: BinaryIO, path: str) -> tuple[tuple[int, ...], np.dtype, int]:
     """Shape, dtype and data offset of an open ``.npy`` file, after checking it is usable."""
     try:
-        version = npy_format.read_magic(fp)
-        if version == (1, 0):
-            shape, fortran_order, dtype = npy_format.read_array_header_1_0(fp)
-        elif version == (2, 0):
-            shape, fortran_order, dtype = npy_format.read_array_header_2_0(fp)
-        else:
-            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+        with AST_LOCK:   # NumPy parses the header as a Python literal; threads read at once
+            version = npy_format.read_magic(fp)
+            if version == (1, 0):
+                shape, fortran_order, dtype = npy_format.read_array_header_1_0(fp)
+            elif version == (2, 0):
+                shape, fortran_order, dtype = npy_format.read_array_header_2_0(fp)
+            else:
+                raise ValueError(f"unsupported .npy format version {version[0]}."
+                                 f"{version[1]}")
     except (ValueError, EOFError, SyntaxError) as exc:
         raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from exc
     if fortran_order and len(shape) > 1:

@@ -44,12 +44,13 @@ import ast
 import inspect
 import re
 import textwrap
-import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+
+from tilegraph.util import AST_LOCK
 
 
 class ProgramError(SyntaxError):
@@ -174,8 +175,8 @@ def log2(n: Any) -> Any:
 
 FUNCTIONS = {"ceil_div": ceil_div, "min": _min, "max": _max, "_pow": _pow, "log2": log2}
 # CPython 3.11 can fail compiling in two threads at once ("AST constructor recursion depth
-# mismatch"): every compile of generated code holds this lock
-COMPILE_LOCK = threading.Lock()
+# mismatch"): every compile of generated code holds the process's one lock for that
+COMPILE_LOCK = AST_LOCK
 _CODE: dict[str, Any] = {}
 
 

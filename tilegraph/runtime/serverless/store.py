@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import io
+import math
 import os
 import pickle
 import shutil
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.debris import owner_tag, remove_debris
+from tilegraph.util import AST_LOCK
 
 _NPY = b"\x93NUMPY"
 _PICKLE = b"TGPK"
@@ -43,7 +45,8 @@ def loads(data: bytes | memoryview) -> Any:
     """The value :func:`dumps` wrote."""
     head = bytes(data[:6])
     if head == _NPY:
-        return np.load(io.BytesIO(data), allow_pickle=False)
+        with AST_LOCK:   # NumPy parses the header as a Python literal
+            return np.load(io.BytesIO(data), allow_pickle=False)
     if head[:4] != _PICKLE:
         raise ValueError("not an object written by the tilegraph serverless store")
     return pickle.loads(memoryview(data)[4:])
@@ -203,7 +206,7 @@ class LocalStore(ObjectStore):
         with f:
             if f.read(6) == _NPY:
                 f.seek(0)
-                return np.lib.format.read_array(f, allow_pickle=False)
+                return _read_npy(f, key, self.url)
             f.seek(0)
             return loads(f.read())
 
@@ -225,7 +228,8 @@ class LocalStore(ObjectStore):
         except FileNotFoundError:
             raise KeyError(f"object {key!r} is not in the store {self.url}") from None
         if head == _NPY:
-            return np.load(path, mmap_mode="r", allow_pickle=False)
+            with AST_LOCK:   # NumPy parses the header as a Python literal
+                return np.load(path, mmap_mode="r", allow_pickle=False)
         return self.get_value(key)
 
     def delete_prefix(self, prefix: str) -> None:
@@ -295,3 +299,26 @@ def open_store(url: str | os.PathLike | ObjectStore) -> ObjectStore:
     if "://" in url:
         return FsspecStore(url)
     return LocalStore(url)
+
+
+def _read_npy(f: Any, key: str, url: str) -> np.ndarray:
+    """A ``.npy`` image from an open file. The header is parsed (NumPy evaluates it as a
+    Python literal) holding :data:`tilegraph.util.AST_LOCK`, since several threads read
+    blocks at once; the data is read without it."""
+    fmt = np.lib.format
+    with AST_LOCK:
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = fmt.read_array_header_2_0(f)
+    if dtype.hasobject:
+        raise ValueError(f"object {key!r} in the store {url} holds Python objects, which "
+                         "are not read from .npy images")
+    count = math.prod(shape)
+    data = np.fromfile(f, dtype=dtype, count=count) if count else np.empty(0, dtype)
+    if data.size != count:
+        raise ValueError(f"object {key!r} in the store {url} is truncated")
+    if fortran:
+        return data.reshape(shape[::-1]).transpose()
+    return data.reshape(shape)
