@@ -92,3 +92,12 @@ def test_bad_input_is_refused():
         np.asarray(tg.ma.masked_array(x))
     with pytest.raises(TypeError, match="slices and integers"):
         tg.ma.masked_array(x)[x > 0]
+
+
+def test_powers_mask_a_negative_base_to_a_fractional_exponent_as_numpy_ma():
+    a = np.array([[-1.0, 4.0, 9.0], [2.0, -8.0, 3.0]])
+    x = tg.ma.masked_array(tg.from_numpy(a, chunks=2))
+    for e in (0.5, np.array([0.5, 2.0, 1.0]), 2,
+              tg.from_numpy(np.array([[0.5, 2.0, 1.0], [1.5, 3.0, 0.5]]), chunks=2)):
+        want_e = e.compute() if hasattr(e, "compute") else e
+        _same(x ** e, np.ma.masked_array(a) ** want_e)

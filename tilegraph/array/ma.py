@@ -362,12 +362,13 @@ def _invalid(op: Any, a: Any, b: Any) -> Array | None:
     if op in (operator.truediv, operator.floordiv):
         return b == 0 if isinstance(b, Array) else (
             None if np.all(np.asarray(b) != 0) else asarray(np.asarray(b) == 0))
-    if op is operator.pow:
-        if isinstance(a, Array):
-            frac = (b % 1) != 0 if isinstance(b, Array) else bool(np.asarray(b) % 1)
-            if frac is False:
-                return None
-            return (a < 0) & frac if isinstance(frac, Array) else a < 0
+    if op is operator.pow and isinstance(a, Array):
+        if isinstance(b, Array):
+            return (a < 0) & ((b % 1) != 0)
+        frac = np.asarray(b) % 1 != 0
+        if not frac.any():
+            return None
+        return (a < 0) & frac if frac.ndim else a < 0
     return None
 
 

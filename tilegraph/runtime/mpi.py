@@ -120,6 +120,14 @@ class _Literals:
 
     def __init__(self) -> None:
         self.arrays: dict[int, tuple[np.ndarray, bytes]] = {}
+        self.seen: list[str] | None = None   # arrays met by a walk, when describing
+
+    def describe(self, graph: TaskGraph, i: int) -> str:
+        """What literal data task ``i`` reads, for an error message."""
+        self.seen = []
+        self.digest(graph, [i])
+        seen, self.seen = self.seen, None
+        return seen[0] if seen else "a literal argument (a number, string or index)"
 
     def digest(self, graph: TaskGraph, tasks: Any = None) -> list[bytes]:
         """One digest of every task in ``tasks`` (default: all), in order."""
@@ -163,6 +171,8 @@ class _Literals:
         elif tp is np.ndarray and not v.dtype.hasobject:
             h.update(f"{v.dtype.str}{v.shape}".encode())
             h.update(self._array(v))
+            if self.seen is not None:
+                self.seen.append(f"a {v.dtype} array of shape {v.shape}")
         elif isinstance(v, np.generic) and not isinstance(v, np.object_):
             h.update(f"{v.dtype.str}:{v!r};".encode())
         elif tp is np.dtype:
@@ -176,32 +186,6 @@ class _Literals:
                              usedforsecurity=False).digest()
             known = self.arrays[id(a)] = (a, d)  # the array is kept: its id stays its own
         return known[1]
-
-
-def _describe_literals(graph: TaskGraph, i: int) -> str:
-    """What literal data task ``i`` reads, for an error message."""
-    found: list[str] = []
-
-    def walk(v: Any) -> None:
-        tp = type(v)
-        if tp is np.ndarray:
-            found.append(f"a {v.dtype} array of shape {v.shape}")
-        elif tp in (tuple, list):
-            for x in v:
-                walk(x)
-        elif tp is dict:
-            for x in v.values():
-                walk(x)
-        elif tp is Call:
-            walk(v.args)
-            walk(v.kwargs or {})
-        elif tp is Lit:
-            walk(v.value)
-
-    walk(graph.args[i])
-    walk(graph.kwargs.get(i) or {})
-    return found[0] if found else "a literal argument (a number, string or index)"
-
 
 
 class RemoteTaskError(RuntimeError):
@@ -499,7 +483,7 @@ class MPIBackend(Backend):
         ranks = [r for r, t in enumerate(tables) if (t[i] != tables[0][i]).any()]
         raise ValueError(
             f"MPI ranks {ranks} hold different data from rank 0 for the same input: task "
-            f"{graph.keys[i]!r} reads {_describe_literals(graph, i)} whose values differ "
+            f"{graph.keys[i]!r} reads {digests.describe(graph, i)} whose values differ "
             f"({int(differs.sum())} task(s) in all). Every rank must build its inputs from "
             "the same data (seed random generators the same way on every rank), or take "
             "rank 0's: tg.from_numpy(data, chunks, root=0) sends rank 0's array to every "
