@@ -43,8 +43,9 @@ or writes (def-use, write-after-read and write-after-write edges). Placement hap
 step starts, because only then are its inputs' sizes known: it runs on the idle process
 holding the most bytes of its inputs (its group's process if it has one), unless a busy
 process holds more than ``MOVE_WAIT_BYTES`` more, in which case it waits for that one. The
-first step of a group goes to the idle process with the fewest steps still to run of the
-groups already placed on it, so that independent chains run on different processes.
+first step of a group goes to the process with the fewest steps still to run of the groups
+already placed on it (waiting for it if it is busy), so that independent chains run on
+different processes.
 Missing inputs are exported by their owners (pickle protocol 5, NumPy buffers out of band)
 and loaded into it. Steps marked ``everywhere`` (imports, ``def``, ``class``, and settings of
 the process state such as ``np.set_printoptions`` or ``logging.basicConfig``) run on every
@@ -860,7 +861,12 @@ class ProcessesBackend(Backend):
                     if t.group is not None:   # a group's first step: the work to come
                         load = self._committed()
                         w = min(idle, key=lambda w: (load[w], -score[w], w != me, w))
-                        return w
+                        # a busy process bound to less work is waited for: the group
+                        # would otherwise join another group's process for good
+                        if load[w] <= min(load):
+                            return w
+                        self.cond.wait(0.5)
+                        continue
                     w = max(idle, key=lambda w: (score[w], w == me, -w))
                     if max(score) - score[w] <= MOVE_WAIT_BYTES:
                         return w
