@@ -209,6 +209,73 @@ def test_svd(shape, chunks, dtype):
     np.testing.assert_allclose(only, s, **_tol(dtype))
 
 
+def _check_svd(m, u, s, vt, dtype, s_rtol):
+    k = min(m.shape)
+    assert u.shape == (m.shape[0], k) and s.shape == (k,) and vt.shape == (k, m.shape[1])
+    want = np.linalg.svd(m, compute_uv=False)
+    np.testing.assert_allclose(s, want, rtol=s_rtol, atol=s_rtol * want[0])
+    np.testing.assert_allclose((u * s) @ vt, m, **_tol(dtype))
+    np.testing.assert_allclose(u.conj().T @ u, np.eye(k), **_tol(dtype))
+    np.testing.assert_allclose(vt @ vt.conj().T, np.eye(k), **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("shape", "chunks"), [((40, 40), 10), ((37, 37), 10),
+                                               ((30, 52), (10, 13)), ((53, 29), 8),
+                                               ((26, 26), ((9, 9, 8), (9, 9, 8)))])
+def test_svd_of_several_blocks_each_way_is_the_band_reduction(shape, chunks, dtype):
+    m = _random(shape, dtype, seed=shape[1])
+    x = tg.from_numpy(m, chunks=chunks)
+    u, s, vt = tg.linalg.svd(x)
+    names = {n for n in tg.algebra.lower([u.collection]).build().meta["name"] if n}
+    assert {"lq_tsmqr", "band_svd", "hh_tsmqr"} <= names and "qr_leaf" not in names
+    u, s, vt = tg.compute(u, s, vt)
+    _check_svd(m, u, s, vt, dtype, 1e-4 if dtype == np.float32 else 1e-10)
+    only = tg.linalg.svd(x, compute_uv=False)
+    assert "svd_u" not in {n for n in tg.algebra.lower([only.collection]).build()
+                           .meta["name"] if n}
+    np.testing.assert_allclose(only.compute(), s, **_tol(dtype))
+
+
+def test_svd_of_an_ill_conditioned_matrix_in_blocks():
+    rng = np.random.default_rng(11)
+    n = 60
+    qa, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    qb, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    sigma = np.logspace(0, -12, n)
+    m = (qa * sigma) @ qb.T
+    u, s, vt = tg.compute(*tg.linalg.svd(tg.from_numpy(m, chunks=16)))
+    want = np.linalg.svd(m, compute_uv=False)
+    np.testing.assert_allclose(s, want, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(s, sigma, rtol=1e-10, atol=1e-14)
+    big = sigma > 1e-4  # relative accuracy where eps * s[0] is small beside s
+    np.testing.assert_allclose(s[big], sigma[big], rtol=1e-10)
+    np.testing.assert_allclose((u * s) @ vt, m, atol=1e-13)
+    np.testing.assert_allclose(u.T @ u, np.eye(n), atol=1e-12)
+    np.testing.assert_allclose(vt @ vt.T, np.eye(n), atol=1e-12)
+
+
+def test_svd_tall_skinny_keeps_tsqr_and_bad_input_is_refused(monkeypatch):
+    tall = tg.from_numpy(_random((60, 8), np.float64), chunks=(15, 8))
+    s = tg.linalg.svd(tall, compute_uv=False)
+    names = {n for n in tg.algebra.lower([s.collection]).build().meta["name"] if n}
+    assert "qr_leaf" in names and "band_svd" not in names
+    sq = tg.ones((20, 20), chunks=5)
+    with pytest.raises(ValueError, match="expected a 2-D matrix"):
+        tg.linalg.svd(tg.ones((4, 4, 4), chunks=2))
+    with pytest.raises(TypeError, match="svd: arrays of dtype <U1 are not supported"):
+        tg.linalg.svd(tg.from_numpy(np.array([["a", "b"], ["c", "d"]]), chunks=1))
+    with pytest.raises(ValueError, match="full_matrices=True is not supported"):
+        tg.linalg.svd(sq, full_matrices=True)
+    import tilegraph.runtime.memory as memory
+
+    monkeypatch.setattr(memory, "default_limit", lambda processes=1: 1000)
+    with pytest.raises(ValueError, match=r"band's SVD is one task holding 20 x 20 dense"):
+        tg.linalg.svd(sq)
+    with pytest.raises(ValueError, match="svd_compressed"):
+        tg.linalg.svd(sq.T, compute_uv=False)
+
+
 def test_svd_compressed_recovers_a_low_rank_matrix():
     rng = np.random.default_rng(3)
     m = rng.random((90, 6)) @ rng.random((6, 70))
@@ -310,6 +377,7 @@ def test_planning_is_lazy_and_tasks_are_counted(forbid_compute):
     q, _r = tg.linalg.qr(tg.ones((40, 4), chunks=(10, 4)))
     assert q.collection.ntasks > 0
     tg.linalg.lu(x), tg.linalg.svd(q), tg.linalg.solve(x, x), tg.linalg.slogdet(x)
+    tg.linalg.svd(x), tg.linalg.svd(x[:, :25], compute_uv=False)
 
 
 def test_cholesky_and_solve_under_mpi_placement_rules():

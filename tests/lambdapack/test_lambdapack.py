@@ -34,6 +34,8 @@ BINDINGS = [
     (lib.tsqr, {"N": 1, "B": 2}), (lib.tsqr, {"N": 7, "B": 2}), (lib.tsqr, {"N": 10, "B": 3}),
     (lib.qr, {"M": 3, "N": 2, "K": 2}), (lib.qr, {"M": 2, "N": 4, "K": 2}),
     (lib.qr, {"M": 3, "N": 3, "K": 3}), (lib.qr, {"M": 1, "N": 1, "K": 1}),
+    (lib.svd, {"M": 3, "N": 3, "UV": 1, "RL": 4}), (lib.svd, {"M": 4, "N": 2, "UV": 1, "RL": 4}),
+    (lib.svd, {"M": 1, "N": 1, "UV": 1, "RL": 4}), (lib.svd, {"M": 3, "N": 3, "UV": 0, "RL": 4}),
 ]
 
 
@@ -270,6 +272,78 @@ def test_library_qr_rejects_bad_input():
         lib.qr(tg.ones(4, chunks=2))
     with pytest.raises(ValueError, match="empty"):
         lib.qr(tg.ones((0, 3), chunks=2))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,block", [((13, 7), 4), ((7, 13), 4), ((20, 20), 5),
+                                         ((11, 10), 4), ((30, 11), 4), ((9, 9), 9),
+                                         ((17, 17), 3), ((8, 8), 4)])
+def test_library_svd_is_the_band_reduction_and_the_band_s_svd(shape, block, dtype):
+    rng = np.random.default_rng(shape[0] * shape[1])
+    a = _rand(rng, shape, dtype)
+    u, s, vh = tg.compute(*lib.svd(tg.from_numpy(a, chunks=block)))
+    k = min(shape)
+    assert u.shape == (shape[0], k) and s.shape == (k,) and vh.shape == (k, shape[1])
+    assert u.dtype == a.dtype and vh.dtype == a.dtype and s.dtype == np.abs(a).dtype
+    want = np.linalg.svd(a, compute_uv=False)
+    if dtype == np.float32:
+        np.testing.assert_allclose(s, want, rtol=1e-4, atol=1e-5 * want[0])
+    else:
+        np.testing.assert_allclose(s, want, rtol=1e-10)
+    np.testing.assert_allclose((u * s) @ vh, a, **_tol(dtype))
+    np.testing.assert_allclose(u.conj().T @ u, np.eye(k), **_tol(dtype))
+    np.testing.assert_allclose(vh @ vh.conj().T, np.eye(k), **_tol(dtype))
+    only = lib.svd(tg.from_numpy(a, chunks=block), compute_uv=False).compute()
+    np.testing.assert_allclose(only, s, **_tol(dtype))
+
+
+def test_library_svd_reduces_to_a_band_one_tile_wide():
+    # the band rows the program gathers: R upper triangular, L lower triangular, and the
+    # band they make has the matrix's singular values
+    rng = np.random.default_rng(4)
+    b, M, N = 4, 4, 3
+    a = rng.standard_normal((M * b - 1, N * b - 2))
+    rows = (b, b, b, b - 1)
+    cols = (b, b, b - 2)
+    ro, co = np.cumsum((0, *rows)), np.cumsum((0, *cols))
+    dag = lib.svd.bind(M=M, N=N, UV=0, RL=rows[N - 1])
+    graph = dag.to_taskgraph(inputs={"A": lambda t: a[ro[t[0]]:ro[t[0] + 1],
+                                                      co[t[1]]:co[t[1] + 1]]}, name="b")
+    rows_out = tg.run(graph, [dag.node_key("b", dag.writer("BR", (k,))) for k in range(N)])
+    band = np.zeros((a.shape[1], a.shape[1]))
+    for k in range(N):
+        row = rows_out[k]
+        r = row[0]
+        np.testing.assert_allclose(np.triu(r), r)
+        band[co[k]:co[k + 1], co[k]:co[k + 1]] = r
+        if k < N - 1:
+            low = row[1]
+            np.testing.assert_allclose(np.tril(low), low)
+            band[co[k]:co[k] + low.shape[0], co[k + 1]:co[k + 1] + low.shape[1]] = low
+    np.testing.assert_allclose(np.linalg.svd(band, compute_uv=False),
+                               np.linalg.svd(a, compute_uv=False), rtol=1e-10)
+
+
+def test_library_svd_counts_and_rejects_bad_input():
+    from collections import Counter
+
+    dag = lib.svd.bind(M=5, N=3, UV=1, RL=4)
+    per_kernel = Counter(dag.statements[n[0]].kernel for n in dag.nodes())
+    assert per_kernel["band_svd"] == 1 and per_kernel["hh_geqrt"] == 3
+    assert per_kernel["lq_geqrt"] == 2 and per_kernel["lq_tsqrt"] == 1
+    # tsmqr: QR trailing updates (4*2 + 3*1) and U's pairs (3 columns x (2 + 3 + 4))
+    assert per_kernel["hh_tsmqr"] + per_kernel["hh_tsmqr_zero"] == 11 + 3 * 9 + 3 * 1
+    no_vectors = Counter(dag.statements[n[0]].kernel
+                         for n in lib.svd.bind(M=5, N=3, UV=0, RL=4).nodes())
+    assert "svd_u" not in no_vectors and no_vectors["band_svd"] == 1
+    with pytest.raises(ValueError, match="block must be a positive integer"):
+        lib.svd(tg.ones((4, 4), chunks=2), block=0)
+    with pytest.raises(ValueError, match="2-D"):
+        lib.svd(tg.ones(4, chunks=2))
+    with pytest.raises(ValueError, match="empty"):
+        lib.svd(tg.ones((0, 3), chunks=2))
+    with pytest.raises(TypeError, match="numeric"):
+        lib.svd(tg.from_numpy(np.array([["a", "b"]])))
 
 
 def test_tg_linalg_cholesky_is_the_library_program():

@@ -512,6 +512,33 @@ def test_lambdapack_householder_qr_unexpanded(pool):
     assert (np.diagonal(r) >= 0).all()
 
 
+def test_lambdapack_band_svd_unexpanded_and_as_an_array(pool):
+    rng = np.random.default_rng(6)
+    m, n, b = 14, 11, 4  # 4 x 3 tiles, uneven on both axes
+    a = rng.standard_normal((m, n))
+    ro, co = np.arange(0, m + b, b).clip(max=m), np.arange(0, n + b, b).clip(max=n)
+    M, N = len(ro) - 1, len(co) - 1
+    dag = library.svd.bind(M=M, N=N, UV=1, RL=int(ro[N] - ro[N - 1]))
+    outs = [("S", (0,))] + [("U", (i, j)) for i in range(M) for j in range(N)]
+    outs += [("VH", (i, j)) for i in range(N) for j in range(N)]
+    got = run_program(dag, {"A": lambda t: a[ro[t[0]]:ro[t[0] + 1], co[t[1]]:co[t[1] + 1]]},
+                      outs, pool=pool)
+    u, vh = np.zeros((m, n)), np.zeros((n, n))
+    for (arr, (i, *j)), v in got.items():
+        if arr == "U":
+            u[ro[i]:ro[i + 1], co[j[0]]:co[j[0] + 1]] = v
+        elif arr == "VH":
+            vh[co[i]:co[i + 1], co[j[0]]:co[j[0] + 1]] = v
+    s = got[("S", (0,))]
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), rtol=1e-10)
+    np.testing.assert_allclose((u * s) @ vh, a, atol=1e-10)
+    np.testing.assert_allclose(u.T @ u, np.eye(n), atol=1e-10)
+    x = tg.from_numpy(a.T, chunks=b)  # wide, through tg.linalg
+    s2 = tg.linalg.svd(x, compute_uv=False).compute(backend="serverless", pool=pool)
+    np.testing.assert_allclose(s2, s, rtol=1e-10)
+    assert _run_keys(pool) == set()
+
+
 def test_run_program_with_tiles_given_by_value(pool):
     rng = np.random.default_rng(9)
     b = 6

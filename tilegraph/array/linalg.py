@@ -19,16 +19,19 @@ lowers them like every other block collection.
   for general shapes, tiled Householder QR (the LambdaPACK program ``library.qr``:
   LAPACK's geqrt/tpqrt on the tiles of each step's column, gemqrt/tpmqrt on the tiles to
   their right, Q by the reflectors applied to the identity's tiles).
-- :func:`svd`: for tall-skinny matrices, TSQR and the SVD of the small R;
+- :func:`svd`: for tall-skinny matrices, TSQR and the SVD of the small R; for matrices of
+  several blocks in both dimensions, numpywren's BDFAC (the LambdaPACK program
+  ``library.svd``: tiled QR/LQ of the panels down to upper band form, gesdd on the band
+  gathered into one block, the panels' reflectors applied to its vectors);
   :func:`svd_compressed`: randomized SVD of any shape (Halko, Martinsson and Tropp).
 - :func:`lstsq` by QR, :func:`norm` by reductions (and the SVD for the 2-norm).
 
 Sign conventions: QR factors have R with a non-negative diagonal where LAPACK's gives
 negative entries are flipped (so Q and R are unique for full-rank inputs); the singular
-vectors of :func:`svd` are those of LAPACK's SVD of the small factor, so they match NumPy's
-up to the sign of each pair (u_i, v_i). Square blocks are needed on the diagonal, so the
-functions that factor square matrices give both axes the row blocks. Integer inputs are
-computed in float64, as NumPy does.
+vectors of :func:`svd` are those of LAPACK's SVD of the small factor (or the band), so they
+match NumPy's up to the sign of each pair (u_i, v_i). Square blocks are needed on the
+diagonal, so the functions that factor square matrices give both axes the row blocks.
+Integer inputs are computed in float64, as NumPy does.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tilegraph.algebra import linalg_kernels as kern
 from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
 from tilegraph.algebra.linalg_kernels import LinAlgError
 from tilegraph.array.core import Array, asarray, tokenize
+from tilegraph.array.lp_arrays import band_svd as lp_band_svd
 from tilegraph.array.lp_arrays import cholesky as lp_cholesky
 from tilegraph.array.lp_arrays import householder_qr, triangular_solve
 from tilegraph.array.lp_arrays import trsm as lp_trsm
@@ -227,17 +231,52 @@ def _small_factors(r: Array, name: str) -> tuple[Array, Array, Array]:
             Array(vt, (kk, n), ((kk,), (n,)), dtype))
 
 
+BAND_SVD_WORDS = 6  # k x k matrices the band's SVD task holds with vectors (band, u, vh,
+# and gesdd's workspace); 2 without vectors
+
+
+def _band_svd_fits(k: int, dtype: np.dtype, compute_uv: bool, shape: tuple[int, int]) -> None:
+    """Refuse, before planning, a band SVD whose one dense task cannot fit in memory."""
+    from tilegraph.runtime.memory import default_limit
+
+    need = (BAND_SVD_WORDS if compute_uv else 2) * k * k * dtype.itemsize
+    limit = default_limit()
+    if need > limit:
+        raise ValueError(f"svd: the {shape[0]} x {shape[1]} matrix is reduced to band form in "
+                         f"parallel, but the band's SVD is one task holding {k} x {k} dense "
+                         f"matrices ({need / 2**30:.1f} GiB, more than this machine's "
+                         f"{limit / 2**30:.1f} GiB budget); use svd_compressed(a, k) for the "
+                         "leading k singular triplets")
+
+
 def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
-    """Singular value decomposition ``a = u @ diag(s) @ vt`` of a tall-skinny (or short-fat)
-    matrix, as ``numpy.linalg.svd(a, full_matrices=False)``: by TSQR, then the SVD of the
-    small R. The smaller dimension must fit in one block (at most 20000); for matrices
-    large in both dimensions use :func:`svd_compressed`. Singular vectors match NumPy's up
-    to the sign of each pair (u_i, v_i).
+    """Singular value decomposition ``a = u @ diag(s) @ vt`` of a matrix, as
+    ``numpy.linalg.svd(a, full_matrices=False)`` (``s`` alone with ``compute_uv=False``).
+    Singular vectors match NumPy's up to the sign (complex: phase) of each pair
+    (u_i, v_i).
+
+    - Tall-skinny (or short-fat) matrices whose smaller dimension is one block (at most
+      20000): TSQR, then the SVD of the small R.
+    - Matrices of several blocks in both dimensions: numpywren's BDFAC, the LambdaPACK
+      program ``library.svd``: tiled QR of each column panel and LQ of each row panel
+      reduce the matrix to upper band form (one tile wide) in parallel, the band's SVD is
+      LAPACK's gesdd, and the panels' reflectors turn its vectors into ``u`` and ``vt``
+      tile by tile. Known gap: the band stage is one task on the band gathered into a
+      dense k x k matrix, k = min(m, n) (about 6 k^2 numbers with vectors, 2 k^2 without,
+      refused before planning when that exceeds this machine's memory budget), and gesdd
+      does not exploit the band, so that task costs about what a dense SVD of a k x k
+      matrix does.
+
+    For the leading singular triplets of a large matrix use :func:`svd_compressed`.
 
     >>> import numpy as np, tilegraph as tg
     >>> m = np.random.default_rng(2).random((50, 4))
     >>> u, s, vt = tg.linalg.svd(tg.from_numpy(m, chunks=(20, 4)))
     >>> bool(np.allclose(s.compute(), np.linalg.svd(m, compute_uv=False)))
+    True
+    >>> sq = np.random.default_rng(3).random((30, 30))
+    >>> s = tg.linalg.svd(tg.from_numpy(sq, chunks=10), compute_uv=False)
+    >>> bool(np.allclose(s.compute(), np.linalg.svd(sq, compute_uv=False)))
     True
     """
     if full_matrices:
@@ -245,17 +284,20 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
                          "full U of a tall matrix is m x m); use full_matrices=False")
     a = _matrix(a, "svd")
     m, n = a.shape
-    if min(m, n) > 20000:
-        raise ValueError(f"svd: both dimensions of the {m} x {n} matrix are large; the "
-                         "blocked SVD needs a tall-skinny or short-fat matrix (the smaller "
-                         "dimension at most 20000): use svd_compressed(a, k) for the "
-                         "leading k singular triplets")
     if m < n:  # short-fat: the SVD of the conjugate transpose
         res = svd(a.conj().T, compute_uv=compute_uv)
         if not compute_uv:
             return res
         u, s, vt = res
         return vt.conj().T, s, u.conj().T
+    if a.numblocks[1] > 1 and a.numblocks[0] > 1:
+        _band_svd_fits(n, a.dtype, compute_uv, (m, n))
+        return lp_band_svd(a, compute_uv=compute_uv, block=a.chunks[1][0])
+    if n > 20000:
+        raise ValueError(f"svd: the {m} x {n} matrix has its {n} columns in one block; the "
+                         "TSQR path factors an n x n R in one task (n at most 20000): give "
+                         "it several column blocks (the tiled band reduction), or use "
+                         "svd_compressed(a, k) for the leading k singular triplets")
     q, r = tsqr(a)
     name = f"svd-{tokenize('svd', a)}"
     ur, s, vt = _small_factors(r, name)

@@ -347,3 +347,63 @@ def householder_qr(a: Any, block: int | None = None) -> tuple[Array, Array]:
         [((M, K), lambda c: ("QS", c)),
          ((K, N), lambda c: ("RS", c) if c[1] >= c[0] else None)], shape_of, a.dtype)
     return (Array(q, (m, k), (rows, qcols), a.dtype), Array(r, (k, n), (qcols, cols), a.dtype))
+
+
+@library.svd.implement
+def band_svd(a: Any, compute_uv: bool = True, block: int | None = None) -> Any:
+    """The SVD ``a = u @ diag(s) @ vh`` of a matrix of any shape (``u``: m x k, ``vh``:
+    k x n, k = min(m, n), as ``numpy.linalg.svd(a, full_matrices=False)``) by the program
+    ``library.svd`` (numpywren's BDFAC): tiled QR and LQ of the panels reduce the matrix to
+    upper band form of one tile's bandwidth, in parallel; the band is gathered into one
+    dense k x k block and its SVD is LAPACK's gesdd in one task (the known limit: that
+    task holds three k x k matrices); the panels' reflectors then turn the band's vectors
+    into ``u`` and ``vh``, again tile by tile. A wide matrix is factored as its conjugate
+    transpose. Square tiles of ``block`` (default: the first row block's height). Returns
+    ``s`` alone with ``compute_uv=False``."""
+    a = asarray(a)
+    dense_only("svd", a)
+    if a.ndim != 2:
+        raise ValueError(f"svd: expected a 2-D matrix, got shape {a.shape}")
+    a = _float(a, "svd")
+    m, n = a.shape
+    if m == 0 or n == 0:
+        raise ValueError(f"svd: the matrix is empty (shape {a.shape})")
+    b = block if block is not None else a.chunks[0][0]
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+        raise ValueError(f"svd: block must be a positive integer, got {block!r}")
+    b = int(b)
+    if m < n:  # wide: the SVD of the conjugate transpose
+        res = band_svd(a.conj().T, compute_uv, b)
+        if not compute_uv:
+            return res
+        u, s, vh = res
+        return vh.conj().T, s, u.conj().T
+    a = a.rechunk((b, b))
+    rows, cols = a.chunks
+    M, N = len(rows), len(cols)
+    dag = library.svd.bind(M=M, N=N, UV=int(bool(compute_uv)), RL=rows[N - 1])
+    name = f"bdsvd-{tokenize('lp-band-svd', a, bool(compute_uv))}"
+    real = np.dtype(a.dtype.char.lower()) if a.dtype.kind == "c" else a.dtype
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, ...] | None:
+        if array in ("A", "T", "P", "U"):
+            i, j = tile[-2:]
+            return rows[i], cols[j]
+        if array == "X":
+            return rows[tile[0]], cols[tile[1]]
+        if array in ("XV", "VH"):
+            return cols[tile[0]], cols[tile[1]]
+        if array in ("S", ""):
+            return (n,)
+        return None
+
+    outputs = [((1,), lambda c: ("S", (0,)))]
+    if compute_uv:
+        outputs += [((M, N), lambda c: ("U", c)), ((N, N), lambda c: ("VH", c))]
+    blocks = program_blocks(dag, name, {"A": (a.collection, tuple)}, outputs, shape_of,
+                            a.dtype)
+    s = Array(blocks[0], (n,), ((n,),), real)
+    if not compute_uv:
+        return s
+    return (Array(blocks[1], (m, n), (rows, cols), a.dtype), s,
+            Array(blocks[2], (n, n), (cols, cols), a.dtype))

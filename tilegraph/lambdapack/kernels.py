@@ -290,6 +290,127 @@ def _cols_signed(q: np.ndarray, diag: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(q * _signs(diag)[None, :])
 
 
+# -- reduction to band form (the first stage of numpywren's BDFAC) and the band's SVD ----------
+
+
+def _top(x: Any) -> np.ndarray:
+    return x[0] if isinstance(x, tuple) else x
+
+
+def _hh_tsmqr_zero(f: tuple, top: Any, trans: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_hh_tsmqr` with a tile of zeros below ``top`` (the rows of an m x n matrix
+    below its n x n top part, before any reflector has reached them)."""
+    v = f[1]
+    top = _top(top)
+    return _hh_tsmqr(f, top, np.zeros((v.shape[0], top.shape[1]), dtype=top.dtype),
+                     trans=trans)
+
+
+def _lq_geqrt(a: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The LQ factorisation of the first tile of a row panel as the QR factorisation of its
+    conjugate transpose (``a``, or the top of a pair): ``a = L Q`` with ``a^H = Q^H L^H``."""
+    return _hh_geqrt(np.ascontiguousarray(_top(a).conj().T))
+
+
+def _lq_tsqrt(prev: tuple, b: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The next tile of a row panel (``b``, or the top of a pair) eliminated against L so
+    far, as :func:`_hh_tsqrt` of its conjugate transpose."""
+    return _hh_tsqrt(prev, np.ascontiguousarray(_top(b).conj().T))
+
+
+def _lq_unmqr(e: tuple, c: Any) -> np.ndarray:
+    """``c Q'`` for the ``Q'`` of an :func:`_lq_geqrt` (the panel's first tile's right
+    reflectors applied to a tile of the trailing rows, from the right)."""
+    vr, t = e
+    c = _top(c)
+    k = min(vr.shape)
+    out, info = _lapack("gemqrt", vr, c)(vr[:, :k], t, c, side="R", trans="N")
+    _check(info, "gemqrt")
+    return out
+
+
+def _lq_tsmqr(f: tuple, left: Any, right: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The tiles ``[left right]`` of one trailing row with the ``Q'`` of an
+    :func:`_lq_tsqrt` applied from the right: ``(new left, new right)``. A pair given as
+    ``left`` gives its first tile, as ``right`` its second."""
+    _, v, t = f
+    if isinstance(left, tuple):
+        left = left[0]
+    if isinstance(right, tuple):
+        right = right[1]
+    k = v.shape[1]  # the reflectors act on the left tile's first k columns only
+    head = left[:, :k] if left.shape[1] > k else left
+    a, b, info = _lapack("tpmqrt", v, head, right)(0, v, t, head, right, side="R", trans="N")
+    _check(info, "tpmqrt")
+    if head is not left:
+        a = np.concatenate([a, left[:, k:]], axis=1)
+    return a, b
+
+
+def _band_row(q: tuple, lq: tuple | None = None) -> tuple[np.ndarray, ...]:
+    """Tile row k of the band: ``(R, L)``, the upper triangular diagonal tile left by the
+    column panel's QR (``q``) and the lower triangular tile right of it left by the row
+    panel's LQ (``lq``; none in the last tile row)."""
+    r = _r_final(q)
+    return (r,) if lq is None else (r, np.ascontiguousarray(_r_final(lq).conj().T))
+
+
+def _band_svd(*rows: tuple, uv: int = 1) -> tuple[Any, np.ndarray, Any, list[int]]:
+    """The SVD of the band gathered into one dense n x n matrix (LAPACK's gesdd):
+    ``(u, s, vh, offsets)`` (``u``, ``vh`` None without vectors); ``offsets`` the tile
+    boundaries."""
+    import scipy.linalg
+
+    offsets = [0]
+    for row in rows:
+        offsets.append(offsets[-1] + row[0].shape[1])
+    n = offsets[-1]
+    dense = np.zeros((n, n), dtype=rows[0][0].dtype)
+    for k, row in enumerate(rows):
+        o, p = offsets[k], offsets[k + 1]
+        r = row[0]
+        dense[o:o + r.shape[0], o:p] = r
+        if len(row) > 1:
+            low = row[1]
+            dense[o:o + low.shape[0], p:p + low.shape[1]] = low
+    if not uv:
+        s = scipy.linalg.svd(dense, compute_uv=False, overwrite_a=True, check_finite=False,
+                             lapack_driver="gesdd")
+        return None, s, None, offsets
+    u, s, vh = scipy.linalg.svd(dense, full_matrices=False, overwrite_a=True,
+                                check_finite=False, lapack_driver="gesdd")
+    return u, s, vh, offsets
+
+
+def _svd_s(z: tuple) -> np.ndarray:
+    return z[1]
+
+
+def _svd_u(z: tuple, i: int, j: int, last: int = 0) -> np.ndarray:
+    """Tile (i, j) of the band's left singular vectors stacked on zeros, cut as the
+    matrix's rows: the last tile row has ``last`` rows (its zeros below the band's)."""
+    u, off = z[0], z[3]
+    tile = u[off[i]:off[i + 1], off[j]:off[j + 1]]
+    if i == len(off) - 2 and last > tile.shape[0]:
+        out = np.zeros((last, tile.shape[1]), dtype=u.dtype)
+        out[:tile.shape[0]] = tile
+        return out
+    return np.ascontiguousarray(tile)
+
+
+def _svd_v(z: tuple, i: int, j: int) -> np.ndarray:
+    """Tile (i, j) of the band's right singular vectors V (not V^H)."""
+    vh, off = z[2], z[3]
+    return np.ascontiguousarray(vh[off[j]:off[j + 1], off[i]:off[i + 1]].conj().T)
+
+
+def _adjoint_tile(x: Any, part: int = 0) -> np.ndarray:
+    """The conjugate transpose of a tile (of the pair's ``part`` for a pair)."""
+    if isinstance(x, tuple):
+        x = x[part]
+    return np.ascontiguousarray(x.conj().T)
+
+
 def _gemm_flops(c: Shape, a: Shape, b: Shape) -> float:
     return matmul_flops(a[0], a[1], b[0] if len(b) > 1 else 1)
 
@@ -330,6 +451,17 @@ for _k in (
     LPKernel("part1", _part1, "getitem"),
     LPKernel("r_final", _r_final, "getitem"),
     LPKernel("same", _same, "getitem"),
+    LPKernel("hh_tsmqr_zero", _hh_tsmqr_zero, "qr"),
+    LPKernel("lq_geqrt", _lq_geqrt, "qr", lambda a: qr_flops(a[1], a[0])),
+    LPKernel("lq_tsqrt", _lq_tsqrt, "qr"),
+    LPKernel("lq_unmqr", _lq_unmqr, "qr"),
+    LPKernel("lq_tsmqr", _lq_tsmqr, "qr"),
+    LPKernel("band_row", _band_row, "elementwise"),
+    LPKernel("band_svd", _band_svd, "svd"),
+    LPKernel("svd_s", _svd_s, "getitem"),
+    LPKernel("svd_u", _svd_u, "elementwise"),
+    LPKernel("svd_v", _svd_v, "elementwise"),
+    LPKernel("adjoint_tile", _adjoint_tile, "elementwise"),
     LPKernel("rows_signed", _rows_signed, "elementwise"),
     LPKernel("cols_signed", _cols_signed, "elementwise"),
 ):

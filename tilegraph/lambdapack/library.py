@@ -27,6 +27,16 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
   updated tiles to the right; Q by applying the reflectors to the identity's tiles ``I``,
   last step first (``W``, ``G``); ``RS`` and ``QS`` the factors with R's diagonal real and
   non-negative.
+- ``svd(A, ..., M, N, UV, RL)``: numpywren's BDFAC for ``M x N`` tiles, ``M >= N``: step
+  ``k`` factors column panel ``k`` as ``qr`` does (``E``, ``F``, ``C``, ``H``; ``P`` the
+  trailing tiles), then the row panel right of the diagonal tile by LQ, computed as the QR
+  of its conjugate transpose (``EL``, ``FL``), its ``Q'`` applied to the trailing rows from
+  the right (``CL``, ``HL``; ``T[k + 1, i, j]`` the next version). ``BR[k]`` is tile row
+  ``k`` of the upper band (R on the diagonal, L right of it), ``Z[0]`` the band's SVD in
+  one task, ``S[0]`` the singular values; with ``UV = 1`` the column panels' reflectors
+  turn the band's ``U`` (``X``, stacked on zeros; ``RL`` rows in tile row ``N - 1``) into
+  ``U`` (``Y``, ``G``) and the row panels' its ``V`` (``XV``) into ``V`` (``YV``,
+  ``GV``), last step first; ``VH`` is ``V^H``.
 """
 
 from __future__ import annotations
@@ -239,6 +249,144 @@ def _qr(A, I, T, E, C, F, H, R, W, G, Q, RS, QS, M: int, N: int, K: int):  # noq
             QS[i, j] = cols_signed(Q[i, j], R[j, j])  # noqa: F821
 
 
+@program
+def _svd(A, T, E, C, F, H, P, EL, CL, FL, HL, BR, Z, S, X, Y, G, U, XV, YV, GV, VH,
+         M: int, N: int, UV: int, RL: int):
+    # numpywren's BDFAC: M x N tiles (M >= N) reduced to upper band form (bandwidth one
+    # tile): step k factors the column panel k (QR, Q^H applied to the tiles right of it),
+    # then the row panel right of the diagonal tile (LQ as the QR of its conjugate
+    # transpose, Q' applied to the trailing rows from the right). UV = 1: singular vectors;
+    # RL: the rows of tile row N-1 (the last tile row of U's band part)
+    for i in range(M):
+        for j in range(N):
+            T[0, i, j] = same(A[i, j])  # noqa: F821
+    for k in range(N):
+        E[k] = hh_geqrt(T[k, k, k])  # noqa: F821
+        for j in range(k + 1, N):
+            C[k, j] = hh_unmqr(E[k], T[k, k, j])  # noqa: F821
+        for i in range(k + 1, M):
+            if i == k + 1:
+                F[k, i] = hh_tsqrt(E[k], T[k, i, k])  # noqa: F821
+            else:
+                F[k, i] = hh_tsqrt(F[k, i - 1], T[k, i, k])  # noqa: F821
+            for j in range(k + 1, N):
+                if i == k + 1:
+                    H[k, j, i] = hh_tsmqr(F[k, i], C[k, j], T[k, i, j])  # noqa: F821
+                else:
+                    H[k, j, i] = hh_tsmqr(F[k, i], H[k, j, i - 1], T[k, i, j])  # noqa: F821
+                P[k, i, j] = part1(H[k, j, i])  # noqa: F821
+        # the row panel: the tops of the column panel's last pairs (M >= N leaves tiles
+        # below every diagonal tile that has tiles right of it)
+        if k <= N - 2:
+            EL[k] = lq_geqrt(H[k, k + 1, M - 1])  # noqa: F821
+            for i in range(k + 1, M):
+                CL[k, i] = lq_unmqr(EL[k], P[k, i, k + 1])  # noqa: F821
+            for j in range(k + 2, N):
+                if j == k + 2:
+                    FL[k, j] = lq_tsqrt(EL[k], H[k, j, M - 1])  # noqa: F821
+                else:
+                    FL[k, j] = lq_tsqrt(FL[k, j - 1], H[k, j, M - 1])  # noqa: F821
+                for i in range(k + 1, M):
+                    if j == k + 2:
+                        HL[k, i, j] = lq_tsmqr(FL[k, j], CL[k, i], P[k, i, j])  # noqa: F821
+                    else:
+                        HL[k, i, j] = lq_tsmqr(FL[k, j], HL[k, i, j - 1], P[k, i, j])  # noqa: F821
+            for i in range(k + 1, M):
+                if k == N - 2:
+                    T[k + 1, i, k + 1] = same(CL[k, i])  # noqa: F821
+                else:
+                    T[k + 1, i, k + 1] = part0(HL[k, i, N - 1])  # noqa: F821
+                for j in range(k + 2, N):
+                    T[k + 1, i, j] = part1(HL[k, i, j])  # noqa: F821
+    # the band: tile row k is R (upper triangular) on the diagonal and L (lower triangular)
+    # right of it; its SVD in one task
+    for k in range(N):
+        if k <= M - 2:
+            if k <= N - 3:
+                BR[k] = band_row(F[k, M - 1], FL[k, N - 1])  # noqa: F821
+            if k == N - 2:
+                BR[k] = band_row(F[k, M - 1], EL[k])  # noqa: F821
+            if k == N - 1:
+                BR[k] = band_row(F[k, M - 1])  # noqa: F821
+        if k == M - 1:
+            BR[k] = band_row(E[k])  # noqa: F821
+    Z[0] = band_svd((BR[k] for k in range(N)), uv=UV)  # noqa: F821
+    S[0] = svd_s(Z[0])  # noqa: F821
+    if UV == 1:
+        for i in range(N):
+            for j in range(N):
+                X[i, j] = svd_u(Z[0], i, j, last=RL)  # noqa: F821
+                XV[i, j] = svd_v(Z[0], i, j)  # noqa: F821
+        # U = Q_0 Q_1 ... Q_{N-1} [U_band; 0]: step k = N-1-kk applies its pairs (row k,
+        # row M-1-ii) bottom row first, then its diagonal tile's reflectors to row k;
+        # rows N.. are zeros until step N-1 reaches them
+        for kk in range(N):
+            k = N - 1 - kk
+            for j in range(N):
+                for ii in range(M - 1 - k):
+                    if ii == 0:
+                        if kk == 0:
+                            Y[kk, j, ii] = hh_tsmqr_zero(F[k, M - 1 - ii], X[k, j], trans=0)  # noqa: F821
+                        else:
+                            if ii == M - N - 1 + kk:
+                                Y[kk, j, ii] = hh_tsmqr(F[k, M - 1 - ii], X[k, j],  # noqa: F821
+                                                        G[kk - 1, j], trans=0)
+                            if ii <= M - N - 2 + kk:
+                                Y[kk, j, ii] = hh_tsmqr(F[k, M - 1 - ii], X[k, j],  # noqa: F821
+                                                        Y[kk - 1, j, ii], trans=0)
+                    else:
+                        if kk == 0:
+                            Y[kk, j, ii] = hh_tsmqr_zero(F[k, M - 1 - ii], Y[kk, j, ii - 1],  # noqa: F821
+                                                         trans=0)
+                        else:
+                            if ii == M - N - 1 + kk:
+                                Y[kk, j, ii] = hh_tsmqr(F[k, M - 1 - ii], Y[kk, j, ii - 1],  # noqa: F821
+                                                        G[kk - 1, j], trans=0)
+                            if ii <= M - N - 2 + kk:
+                                Y[kk, j, ii] = hh_tsmqr(F[k, M - 1 - ii], Y[kk, j, ii - 1],  # noqa: F821
+                                                        Y[kk - 1, j, ii], trans=0)
+                if M - N + kk >= 1:
+                    G[kk, j] = hh_unmqr(E[k], Y[kk, j, M - N + kk - 1], trans=0)  # noqa: F821
+                else:
+                    G[kk, j] = hh_unmqr(E[k], X[k, j], trans=0)  # noqa: F821
+        for j in range(N):
+            U[0, j] = same(G[N - 1, j])  # noqa: F821
+            for i in range(1, M):
+                U[i, j] = part1(Y[N - 1, j, M - 1 - i])  # noqa: F821
+        # V = P_0 P_1 ... P_{N-2} V_band: step k = N-2-kv of the row panels acts on rows
+        # k+1.. of V from the left, as the column panels' steps act on U
+        for kv in range(N - 1):
+            k = N - 2 - kv
+            for j in range(N):
+                for ii in range(kv):
+                    if ii == 0:
+                        if ii == kv - 1:
+                            YV[kv, j, ii] = hh_tsmqr(FL[k, N - 1 - ii], XV[k + 1, j],  # noqa: F821
+                                                     GV[kv - 1, j], trans=0)
+                        if ii <= kv - 2:
+                            YV[kv, j, ii] = hh_tsmqr(FL[k, N - 1 - ii], XV[k + 1, j],  # noqa: F821
+                                                     YV[kv - 1, j, ii], trans=0)
+                    else:
+                        if ii == kv - 1:
+                            YV[kv, j, ii] = hh_tsmqr(FL[k, N - 1 - ii], YV[kv, j, ii - 1],  # noqa: F821
+                                                     GV[kv - 1, j], trans=0)
+                        if ii <= kv - 2:
+                            YV[kv, j, ii] = hh_tsmqr(FL[k, N - 1 - ii], YV[kv, j, ii - 1],  # noqa: F821
+                                                     YV[kv - 1, j, ii], trans=0)
+                if kv >= 1:
+                    GV[kv, j] = hh_unmqr(EL[k], YV[kv, j, kv - 1], trans=0)  # noqa: F821
+                else:
+                    GV[kv, j] = hh_unmqr(EL[k], XV[k + 1, j], trans=0)  # noqa: F821
+        # V^H: tile (i, j) is tile (j, i) of V conjugate-transposed
+        for i in range(N):
+            VH[i, 0] = adjoint_tile(XV[0, i])  # noqa: F821
+            for j in range(1, N):
+                if j == 1:
+                    VH[i, j] = adjoint_tile(GV[N - 2, i])  # noqa: F821
+                else:
+                    VH[i, j] = adjoint_tile(YV[N - 2, i, N - 1 - j], part=1)  # noqa: F821
+
+
 cholesky = LibraryProgram(_cholesky, "Cholesky factor L of a Hermitian positive definite "
                                      "Array (lower, as numpy.linalg.cholesky).")
 gemm = LibraryProgram(_gemm, "A @ B for 2-D Arrays, a chain of block products per output "
@@ -261,4 +409,11 @@ qr = LibraryProgram(_qr, "Q and R of an M x N tiled matrix by tiled Householder 
                          "by applying them to the identity's tiles, last step first; RS "
                          "and QS: R with a non-negative real diagonal and Q to match.")
 
-PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q, qr)}
+svd = LibraryProgram(_svd, "The SVD of an M x N tiled matrix (M >= N) by numpywren's BDFAC: "
+                           "tiled QR of each column panel and LQ of each row panel reduce it "
+                           "to upper band form of one tile's bandwidth (LAPACK's geqrt, "
+                           "tpqrt, gemqrt and tpmqrt); the band's SVD in one task (gesdd on "
+                           "the band gathered into a dense n x n block); with UV = 1, U and "
+                           "V^H by the panels' reflectors applied to the band's vectors.")
+
+PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q, qr, svd)}
