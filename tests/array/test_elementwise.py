@@ -425,3 +425,66 @@ def test_map_blocks_returning_another_block_shape_fails_when_stored(tmp_path):
     assert not (tmp_path / "h.npy").exists()
     declared = x.map_blocks(lambda b: b[:5, :5], dtype=float, chunks=((5, 5), (5, 5)))
     np.testing.assert_array_equal(declared.compute(), np.ones((10, 10)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128", "int16", "bool",
+                                   "datetime64[ns]", "timedelta64[s]"])
+def test_isnull_and_notnull_match_pandas(dtype):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(5)
+    a = (rng.random((7, 5)) * 50).astype("int64")
+    if dtype.startswith(("datetime", "timedelta")):
+        a = a.astype(dtype)
+        a[rng.random(a.shape) < 0.3] = np.datetime64("NaT") if dtype[0] == "d" else \
+            np.timedelta64("NaT")
+    else:
+        a = a.astype(dtype)
+        if np.dtype(dtype).kind in "fc":
+            a[rng.random(a.shape) < 0.3] = np.nan
+    x = tg.from_numpy(a, chunks=(3, 4))
+    want = pd.isnull(a)
+    got = tg.isnull(x)
+    assert got.dtype == np.bool_ and got.chunks == x.chunks
+    np.testing.assert_array_equal(got.compute(), want)
+    np.testing.assert_array_equal(tg.notnull(x).compute(), ~want)
+    if np.dtype(dtype).kind in "fcmM":
+        assert want.any() and not want.all()  # the data has both kinds of element
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint16])
+@pytest.mark.parametrize(("mode", "order"), [("raise", "C"), ("wrap", "F"),
+                                             (("clip", "wrap"), "C")])
+def test_ravel_multi_index_and_unravel_index_match_numpy(dtype, mode, order):
+    rng = np.random.default_rng(6)
+    high = 4 if mode == "raise" else 9
+    rows = rng.integers(0, high, size=(9, 4)).astype(dtype)
+    cols = rng.integers(0, min(high, 5), size=(4,)).astype(dtype)  # broadcast
+    dims = (4, 5)
+    r = tg.from_numpy(rows, chunks=(4, 3))
+    want = np.ravel_multi_index((rows, cols), dims, mode=mode, order=order)
+    for got in (tg.ravel_multi_index((r, cols), dims, mode=mode, order=order),
+                np.ravel_multi_index((r, cols), dims, mode=mode, order=order)):
+        assert isinstance(got, tg.Array) and got.shape == want.shape
+        np.testing.assert_array_equal(got.compute(), want)
+    flat = tg.from_numpy(want, chunks=(5, 3))
+    back = np.unravel_index(flat, dims, order=order)
+    for g, w in zip(back, np.unravel_index(want, dims, order=order), strict=True):
+        assert isinstance(g, tg.Array)
+        np.testing.assert_array_equal(g.compute(), w)
+
+
+def test_ravel_multi_index_bad_input():
+    r = tg.from_numpy(np.array([0, 1, 5]), chunks=2)
+    with pytest.raises(ValueError, match="2 coordinate arrays for 1 dimensions"):
+        tg.ravel_multi_index((r, r), (3,))
+    with pytest.raises(TypeError, match="dtype float64"):
+        tg.ravel_multi_index((r, np.array([0.5, 1.0, 2.0])), (3, 4))
+    with pytest.raises(ValueError, match="mode"):
+        tg.ravel_multi_index((r, r), (6, 6), mode="bounce")
+    with pytest.raises(TypeError, match="sequence of integer arrays"):
+        tg.ravel_multi_index(3, (6,))
+    with pytest.raises(TypeError, match="must be integers"):
+        tg.unravel_index(tg.from_numpy(np.array([1.0]), chunks=1), (3,))
+    # an out-of-range coordinate with mode="raise" fails when its block is computed
+    with pytest.raises(ValueError, match="invalid entry"):
+        tg.ravel_multi_index((r,), (4,)).compute()

@@ -22,7 +22,17 @@ from tilegraph.array.core import Array, asarray, compute, from_numpy
 from tilegraph.array.creation import arange, eye, full, linspace, ones, zeros
 from tilegraph.array.dask_interop import from_dask
 from tilegraph.array.dask_interop import install as _install_dask_protocol
-from tilegraph.array.elementwise import astype, elemwise, isin, map_blocks, where
+from tilegraph.array.elementwise import (
+    astype,
+    elemwise,
+    isin,
+    isnull,
+    map_blocks,
+    notnull,
+    ravel_multi_index,
+    unravel_index,
+    where,
+)
 from tilegraph.array.indexing import (
     argwhere,
     compress,
@@ -198,6 +208,7 @@ __all__ = [
     "hstack",
     "isclose",
     "isin",
+    "isnull",
     "linspace",
     "ma",
     "map_blocks",
@@ -223,6 +234,7 @@ __all__ = [
     "nansum",
     "nanvar",
     "nonzero",
+    "notnull",
     "ones",
     "outer",
     "overlap",
@@ -231,6 +243,7 @@ __all__ = [
     "prod",
     "ptp",
     "quantile",
+    "ravel_multi_index",
     "rechunk",
     "reshape",
     "roll",
@@ -258,6 +271,7 @@ __all__ = [
     "unique_counts",
     "unique_inverse",
     "unique_values",
+    "unravel_index",
     "var",
     "vstack",
     "where",

@@ -287,3 +287,120 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False,
 
 def _isin_block(block: np.ndarray, values: np.ndarray, invert: bool) -> np.ndarray:
     return np.isin(block, values, assume_unique=False, invert=invert)
+
+
+def isnull(x: Any) -> Array:
+    """``pandas.isnull`` block by block: True where an element is missing (NaN for
+    floating and complex dtypes, NaT for datetimes and timedeltas, None or NaN for
+    objects); integers, booleans and strings are never missing. xarray calls it (through
+    its chunk manager's namespace) for the NaT handling of datetime reductions.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> tg.isnull(tg.from_numpy(np.array([1.0, np.nan, 3.0]), chunks=2)).compute()
+    array([False,  True, False])
+    """
+    x = x if isinstance(x, Array) else asarray(x)
+    return elemwise(_isnull_block, x, dtype=bool, name="isnull")
+
+
+def notnull(x: Any) -> Array:
+    """``pandas.notnull`` block by block: the negation of :func:`isnull`.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> d = np.array(["2001-01-01", "NaT"], dtype="datetime64[D]")
+    >>> tg.notnull(tg.from_numpy(d, chunks=1)).compute()
+    array([ True, False])
+    """
+    x = x if isinstance(x, Array) else asarray(x)
+    return elemwise(_notnull_block, x, dtype=bool, name="notnull")
+
+
+def _isnull_block(block: np.ndarray) -> np.ndarray:
+    kind = block.dtype.kind
+    if kind in "fc":
+        return np.isnan(block)
+    if kind in "mM":
+        return np.isnat(block)
+    if kind == "O":
+        import pandas as pd
+
+        return np.asarray(pd.isnull(block), dtype=bool)
+    return np.zeros(block.shape, dtype=bool)
+
+
+def _notnull_block(block: np.ndarray) -> np.ndarray:
+    return ~_isnull_block(block)
+
+
+def ravel_multi_index(multi_index: Any, dims: Any, mode: Any = "raise",
+                      order: str = "C") -> Array:
+    """``numpy.ravel_multi_index`` block by block: the flat indices, into an array of
+    shape ``dims``, of the coordinates ``multi_index`` (a sequence of ``len(dims)``
+    integer arrays, broadcast together). ``mode`` and ``order`` are NumPy's; with
+    ``mode="raise"`` an out-of-range coordinate fails when its block is computed.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> rows = tg.from_numpy(np.array([0, 1, 2, 1]), chunks=3)
+    >>> tg.ravel_multi_index((rows, np.array([3, 0, 1, 2])), (3, 4)).compute()
+    array([3, 4, 9, 6])
+    """
+    if isinstance(multi_index, (Array, np.ndarray)):
+        if multi_index.ndim == 0:
+            raise TypeError("ravel_multi_index: multi_index must be a sequence of integer "
+                            "arrays, one per dimension of dims, not a 0-d array")
+        multi_index = [multi_index[i] for i in range(multi_index.shape[0])]
+    elif not isinstance(multi_index, (tuple, list)):
+        raise TypeError("ravel_multi_index: multi_index must be a sequence of integer "
+                        f"arrays, one per dimension of dims, not {type(multi_index).__name__}")
+    parts = [a if isinstance(a, Array) else np.asarray(a) for a in multi_index]
+    dims = (int(dims),) if np.ndim(dims) == 0 else tuple(int(d) for d in dims)
+    if len(parts) != len(dims):
+        raise ValueError(f"ravel_multi_index: {len(parts)} coordinate arrays for "
+                         f"{len(dims)} dimensions {dims}; give one per dimension")
+    for n, p in enumerate(parts):
+        if p.dtype.kind not in "iu":
+            raise TypeError(f"ravel_multi_index: coordinate array #{n} has dtype {p.dtype}; "
+                            "it must be an integer array")
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
+    if any(m not in ("raise", "wrap", "clip") for m in modes) or len(modes) not in (
+            1, len(dims)):
+        raise ValueError(f"ravel_multi_index: mode {mode!r} must be 'raise', 'wrap' or "
+                         f"'clip', or one of those per dimension ({len(dims)})")
+    if order not in ("C", "F"):
+        raise ValueError(f"ravel_multi_index: order must be 'C' or 'F', got {order!r}")
+    return elemwise(_ravel_block, *parts, dtype=np.intp,
+                    kwargs={"dims": dims, "mode": mode, "order": order},
+                    name="ravel_multi_index")
+
+
+def _ravel_block(*coords: np.ndarray, dims: tuple[int, ...], mode: Any,
+                 order: str) -> np.ndarray:
+    coords = np.broadcast_arrays(*coords)
+    return np.ravel_multi_index(tuple(coords), dims, mode=mode, order=order)
+
+
+def unravel_index(indices: Any, shape: Any, order: str = "C") -> tuple[Array, ...]:
+    """``numpy.unravel_index`` block by block: one integer array per dimension of
+    ``shape``, the coordinates of the flat ``indices``; an index out of range fails when
+    its block is computed.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> rows, cols = tg.unravel_index(tg.from_numpy(np.array([3, 4, 9]), chunks=2), (3, 4))
+    >>> rows.compute(), cols.compute()
+    (array([0, 1, 2]), array([3, 0, 1]))
+    """
+    x = indices if isinstance(indices, Array) else asarray(indices)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"unravel_index: indices have dtype {x.dtype}; they must be "
+                        "integers")
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    if order not in ("C", "F"):
+        raise ValueError(f"unravel_index: order must be 'C' or 'F', got {order!r}")
+    return tuple(elemwise(_unravel_block, x, dtype=np.intp,
+                          kwargs={"shape": shape, "order": order, "axis": i},
+                          name="unravel_index") for i in range(len(shape)))
+
+
+def _unravel_block(block: np.ndarray, shape: tuple[int, ...], order: str,
+                   axis: int) -> np.ndarray:
+    return np.unravel_index(block, shape, order=order)[axis]

@@ -257,6 +257,8 @@ IMPLEMENTATIONS: dict[Callable, Callable] = {
     np.nonzero: indexing.nonzero, np.argwhere: indexing.argwhere,
     np.flatnonzero: indexing.flatnonzero, np.compress: indexing.compress,
     np.extract: indexing.extract, np.take: indexing.take,
+    np.ravel_multi_index: elementwise.ravel_multi_index,
+    np.unravel_index: elementwise.unravel_index,
     # shape
     np.transpose: lambda x, axes=None: manipulation.transpose(x, axes),
     np.swapaxes: manipulation.swapaxes, np.reshape: _method("reshape"),
