@@ -143,3 +143,64 @@ def test_loop_carried_index_in_a_while_loop_body():
         want = want * 2 + want[k]
     np.testing.assert_array_equal(y.compute(), want)
     assert int(i.compute()) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.complex128])
+@pytest.mark.parametrize("index", [
+    ([0, 2, 6], [4, 1]),                                   # two arrays, an outer product
+    ([5, 3], [1, 3]),                                      # equal lengths: still outer
+    (np.array([True, False, True, True, False, False, True]), [0, 4]),
+    (slice(1, 6, 2), [4, 4, 0]),
+    (3, [2, 0]),                                           # an integer drops its axis
+    ([6, 1], 2),
+    (Ellipsis, [1, 3]),
+    ([], [0, 1]),
+    (np.int64(-1), slice(None, None, -1)),
+])
+def test_oindex_is_the_outer_product_of_the_selections(dtype, index):
+    a = _data(dtype)
+    x = tg.from_numpy(a, chunks=(3, 2))
+    if any(i is Ellipsis for i in index):  # "..." is the axes not named
+        at = [i is Ellipsis for i in index].index(True)
+        full = (*index[:at], *[slice(None)] * (a.ndim - len(index) + 1), *index[at + 1:])
+    else:
+        full = index
+    want = a[np.ix_(*[np.arange(n)[i] if not isinstance(i, (int, np.integer)) else [i]
+                      for i, n in zip(full, a.shape, strict=True)])]
+    want = want.reshape([s for s, i in zip(want.shape, full, strict=True)
+                         if not isinstance(i, (int, np.integer))])
+    got = x.oindex[index]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.compute(), want)
+
+
+def test_oindex_three_axes_and_bad_input():
+    a = np.arange(5 * 6 * 4).reshape(5, 6, 4)
+    x = tg.from_numpy(a, chunks=(2, 4, 3))
+    np.testing.assert_array_equal(x.oindex[[4, 0], :, [3, 1, 2]].compute(),
+                                  a[[4, 0]][:, :, [3, 1, 2]])
+    np.testing.assert_array_equal(x.oindex[[1]].compute(), a[[1]])
+    with pytest.raises(IndexError, match="2 dimensions"):
+        x.oindex[[[0, 1]], [0]]
+    with pytest.raises(IndexError, match="too many indices"):
+        x.oindex[[0], [0], [0], [0]]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        x.oindex[..., [0], ...]
+    with pytest.raises(IndexError, match="newaxis"):
+        x.oindex[None, [0]]
+    with pytest.raises(IndexError):
+        x.oindex[[0, 5], [1]]  # 5 is out of bounds for axis 0 of size 5
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_take_with_given_block_sizes(dtype):
+    a = _data(dtype, (7, 9))
+    x = tg.from_numpy(a, chunks=(3, 4))
+    idx = np.array([8, 0, 0, 5, 2, 7])
+    got = tg.take(x, idx, axis=1, block_sizes=(1, 4, 0, 1))
+    assert got.chunks == ((3, 3, 1), (1, 4, 0, 1))
+    np.testing.assert_array_equal(got.compute(), a[:, idx])
+    with pytest.raises(ValueError, match="adding up to the 6 indices"):
+        tg.take(x, idx, axis=1, block_sizes=(3, 2))
+    with pytest.raises(ValueError, match="sizes >= 0"):
+        tg.take(x, idx, axis=1, block_sizes=(7, -1))

@@ -1,6 +1,8 @@
 """xarray's chunk manager for tilegraph: registration, chunking, arithmetic, reductions,
-apply_ufunc with core dimensions, to_zarr/to_netcdf (also with compute=False) and
-open_dataset/open_zarr through ``chunked_array_type="tilegraph"``."""
+apply_ufunc with core dimensions, to_zarr/to_netcdf (also with compute=False),
+open_dataset/open_zarr through ``chunked_array_type="tilegraph"``, window/weighted ops,
+outer indexing and interp, and groupby (shuffle_to_chunks, chunked groupers, datetime
+means)."""
 
 import importlib.metadata as md
 import pathlib
@@ -305,3 +307,106 @@ def test_window_shift_weighted_and_quantile_ops_match_numpy(registered, data, na
     want = op(ds.v)
     assert got.dims == want.dims
     np.testing.assert_allclose(got.values, want.values, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_outer_indexing_and_interp_match_numpy(registered, dtype):
+    # isel with a list per dimension is outer indexing (xarray's OuterIndexer): with
+    # equal-length lists NumPy-style point-wise indexing would give the wrong shape
+    rng = np.random.default_rng(4)
+    a = (rng.random((11, 9, 4)) * 100).astype(dtype)
+    v = xr.DataArray(a, dims=("x", "y", "t"),
+                     coords={"x": np.arange(11.0), "y": np.linspace(0, 1, 9)})
+    c = v.chunk({"x": 4, "y": 5, "t": 3}, chunked_array_type="tilegraph")
+    for sel in ({"x": [0, 7, 3], "y": [8, 1, 1]}, {"x": [2, 10], "y": [4, 0], "t": [3, 0]},
+                {"x": 5, "y": [0, 2]}, {"x": slice(2, 9, 3), "y": [6, 1, 2]}):
+        got = c.isel(sel)
+        assert isinstance(got.data, tg.Array)
+        want = v.isel(sel)
+        assert got.dims == want.dims and got.shape == want.shape
+        np.testing.assert_array_equal(got.values, want.values)
+    # interpolation of the chunked dimensions, onto points inside and outside the grid
+    # (xarray chunks the coordinates with its default chunk manager, so interp of tilegraph
+    # arrays needs tilegraph to be the default: dask's arrays would be mixed in otherwise)
+    for method in ("linear", "nearest"):
+        targets = {"x": [0.5, 3.2, 9.9, 12.0], "y": [0.05, 0.55, 0.8]}
+        with xr.set_options(chunk_manager="tilegraph"):
+            got = c.interp(targets, method=method)
+        assert isinstance(got.data, tg.Array)
+        want = v.interp(targets, method=method)
+        assert got.dims == want.dims
+        # xarray declares the input's float dtype for chunked interpolation (NumPy's path
+        # gives float64); tilegraph's values have the dtype it declares
+        assert got.dtype == (a.dtype if a.dtype.kind == "f" else np.float64)
+        assert got.values.dtype == got.dtype
+        np.testing.assert_allclose(got.values, want.values, equal_nan=True, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_manager_shuffle_keeps_each_group_in_one_block(dtype):
+    rng = np.random.default_rng(7)
+    a = (rng.random((5, 23)) * 100).astype(dtype)
+    x = tg.from_numpy(a, chunks=(2, 6))  # 23 = 6 + 6 + 6 + 5
+    # groups of unequal sizes, out of order; position 4 is left out (a NaN label)
+    groups = [[22, 0, 11], [1, 2, 3, 5, 6, 7, 8, 9], [10], [12, 13, 14, 15, 16, 17, 18, 19,
+                                                           20, 21]]
+    got = TilegraphManager().shuffle(x, groups, axis=1, chunks=None)
+    want = a[:, np.concatenate(groups)]
+    assert isinstance(got, tg.Array) and got.chunks[0] == x.chunks[0]
+    np.testing.assert_array_equal(got.compute(), want)
+    ends = set(np.cumsum(got.chunks[1]).tolist())
+    assert set(np.cumsum([len(g) for g in groups]).tolist()) >= ends  # no group split
+    # mean input block 23/4 = 5.75: groups share a block up to 1.25 times that
+    assert got.chunks[1] == (3, 8, 1, 10)
+    assert TilegraphManager().shuffle(x, [[3, 1], [0]], axis=-1, chunks="auto").chunks[1] \
+        == (3,)
+
+
+def test_manager_shuffle_bad_input():
+    x = tg.from_numpy(np.ones((4, 6)), chunks=3)
+    m = TilegraphManager()
+    with pytest.raises(ValueError, match=r"chunks=.*not supported.*None or 'auto'"):
+        m.shuffle(x, [[0, 1]], axis=1, chunks={1: 2})
+    with pytest.raises(IndexError, match=r"outside 0\.\.5 of axis 1"):
+        m.shuffle(x, [[0, 6]], axis=1, chunks=None)
+    with pytest.raises(ValueError, match="axis 2 is out of bounds"):
+        m.shuffle(x, [[0]], axis=2, chunks=None)
+    with pytest.raises(ValueError, match="list of lists"):
+        m.shuffle(x, [0, 1], axis=1, chunks=None)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_groupby_shuffle_lazy_groupers_and_datetime_mean_match_numpy(registered, dtype):
+    from xarray.groupers import UniqueGrouper
+
+    rng = np.random.default_rng(8)
+    v = xr.DataArray((rng.random((11, 4)) * 50).astype(dtype), dims=("t", "y"),
+                     coords={"lab": ("t", list("abcabcaabbc"))})
+    c = v.chunk({"t": 3}, chunked_array_type="tilegraph").assign_coords(lab=v.lab)
+    # shuffle_to_chunks: each label's rows in one block (the chunk manager's shuffle)
+    shuffled = c.groupby("lab").shuffle_to_chunks()
+    assert isinstance(shuffled.data, tg.Array)
+    for op in ("mean", "sum", "max"):
+        got = getattr(shuffled.groupby("lab"), op)()
+        want = getattr(v.groupby("lab"), op)()
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-6)
+    # grouping by a chunked (lazy) label array: its codes stay tilegraph arrays
+    b = xr.DataArray(np.arange(24, dtype=dtype).reshape(2, 3, 4), dims=["x", "y", "z"],
+                     coords={"xy": (("x", "y"), [["a", "b", "c"], ["b", "c", "c"]])})
+    lazy = b.copy()
+    lazy["xy"] = b["xy"].chunk({"y": 2}, chunked_array_type="tilegraph")
+    groupers = {"x": UniqueGrouper(), "xy": UniqueGrouper(labels=["a", "b", "c"])}
+    codes = lazy.groupby(**groupers).encoded.codes
+    assert isinstance(codes.data, tg.Array)
+    np.testing.assert_array_equal(codes.values, b.groupby(**groupers).encoded.codes.values)
+    # datetime means go through isnull (NaT) in tilegraph's namespace
+    times = np.array(["2001-01-01T00", "NaT", "2001-03-01T12", "2002-01-01T00"] * 2,
+                     dtype="datetime64[ns]")
+    ds = xr.Dataset({"when": ("t", times), "v": ("t", np.arange(8).astype(dtype))},
+                    coords={"g": ("t", [0, 0, 1, 1, 0, 1, 1, 0])})
+    chunked = ds.chunk({"t": 3}, chunked_array_type="tilegraph").assign_coords(g=ds.g)
+    got = chunked.groupby("g").mean()
+    assert isinstance(got.when.data, tg.Array)
+    want = ds.groupby("g").mean()
+    np.testing.assert_array_equal(got.when.values, want.when.values)
+    np.testing.assert_allclose(got.v.values, want.v.values)

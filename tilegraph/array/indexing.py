@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -380,10 +381,12 @@ def _array_axis(x: Any, axis: Any, what: str) -> tuple[Array, int]:
     return x, axis % x.ndim
 
 
-def take(x: Any, indices: Any, axis: int | None = None) -> Array:
+def take(x: Any, indices: Any, axis: int | None = None, *,
+         block_sizes: Sequence[int] | None = None) -> Array:
     """The elements of ``x`` at integer ``indices`` along ``axis`` (``numpy.take``; with
     ``axis=None`` the flattened array). Output blocks have about the input's block size
-    along ``axis``; each gathers from the input blocks that hold its elements.
+    along ``axis`` (or ``block_sizes``, which must add up to the number of indices, taken
+    flat); each gathers from the input blocks that hold its elements.
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(12).reshape(3, 4), chunks=2)
@@ -406,9 +409,15 @@ def take(x: Any, indices: Any, axis: int | None = None) -> Array:
         raise IndexError(f"index {int(flat[bad][0])} is out of bounds for axis {axis} with "
                          f"size {length} (shape {x.shape})")
     flat = np.where(flat < 0, flat + length, flat)
-    piece = max(1, max(x.chunks[axis]))
     n = flat.size
-    out_sizes = tuple(min(piece, n - s) for s in range(0, n, piece)) or (0,)
+    if block_sizes is not None:
+        out_sizes = tuple(int(b) for b in block_sizes)
+        if sum(out_sizes) != n or any(b < 0 for b in out_sizes) or not out_sizes:
+            raise ValueError(f"take: block_sizes {tuple(block_sizes)} must be sizes >= 0 "
+                             f"adding up to the {n} indices")
+    else:
+        piece = max(1, max(x.chunks[axis]))
+        out_sizes = tuple(min(piece, n - s) for s in range(0, n, piece)) or (0,)
     offs = np.asarray(offsets(x.chunks[axis]))
     owner = np.searchsorted(offs, flat, side="right") - 1
     local = flat - offs[owner] if n else flat
@@ -425,7 +434,7 @@ def take(x: Any, indices: Any, axis: int | None = None) -> Array:
     grid = numblocks(chunks)
     dtype = x.dtype
     xkey = x.collection.key
-    token = tokenize("take", x, axis, digest(flat))
+    token = tokenize("take", x, axis, digest(flat), out_sizes)
 
     def task_of(coord: tuple[int, ...]) -> tuple:
         parts = plans[coord[axis]]

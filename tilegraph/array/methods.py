@@ -430,6 +430,67 @@ class _VIndex:
         return moved[picks]
 
 
+class _OIndex:
+    """``x.oindex[...]``: orthogonal (outer) indexing, as zarr's ``oindex`` and xarray's
+    outer indexers: each integer array (1-D) or boolean mask picks positions along its own
+    axis independently of the others, so ``x.oindex[[0, 2], [1, 3]]`` has shape (2, 2)
+    where NumPy's ``x[[0, 2], [1, 3]]`` picks two points. Integers and slices act as in
+    ``x[...]``; ``...`` stands for the axes not named."""
+
+    def __init__(self, array: Array):
+        self._array = array
+
+    def __getitem__(self, index: Any) -> Array:
+        x = self._array
+        index = index if isinstance(index, tuple) else (index,)
+        if sum(i is Ellipsis for i in index) > 1:
+            raise IndexError("oindex: an index can only have a single ellipsis ('...')")
+        if any(i is Ellipsis for i in index):
+            at = index.index(Ellipsis)
+            index = (*index[:at], *[slice(None)] * (x.ndim - len(index) + 1), *index[at + 1:])
+        if len(index) > x.ndim:
+            raise IndexError(f"oindex: too many indices ({len(index)}) for an array of "
+                             f"shape {x.shape}")
+        index = (*index, *[slice(None)] * (x.ndim - len(index)))
+        for a, i in enumerate(index):
+            if i is None:
+                raise IndexError("oindex: np.newaxis (None) is not an outer index; add the "
+                                 "axis with x[..., None] afterwards")
+            if isinstance(i, (slice, int, np.integer)):
+                continue
+            ndim = getattr(i, "ndim", None)
+            if ndim is None:
+                i = np.asarray(i)
+                ndim = i.ndim
+            if ndim != 1:
+                raise IndexError(f"oindex: the index of axis {a} has {ndim} dimensions; "
+                                 "outer indexing takes integers, slices and 1-D integer "
+                                 "or boolean arrays (use x.vindex[...] for point-wise "
+                                 "indexing)")
+        out = x
+        # the last axis first, so an integer that removes an axis leaves the earlier
+        # axes where they were
+        for a in reversed(range(x.ndim)):
+            i = index[a]
+            if isinstance(i, slice) and i == slice(None):
+                continue
+            out = out[(slice(None),) * a + (i,)]
+        return out
+
+
+def oindex(self: Array) -> _OIndex:
+    """Orthogonal indexing, as zarr's ``z.oindex[rows, cols]``: each 1-D integer array or
+    boolean mask selects along its own axis (an outer product of the selections).
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.arange(12).reshape(3, 4), chunks=2)
+    >>> x.oindex[[0, 2], [1, 3]].compute()
+    array([[ 1,  3],
+           [ 9, 11]])
+    """
+    return _OIndex(self)
+
+
 def vindex(self: Array) -> _VIndex:
     """Point-wise indexing, as dask's ``x.vindex[rows, cols]``."""
     return _VIndex(self)
@@ -439,6 +500,7 @@ def install() -> None:
     """Attach these methods to :class:`Array` (idempotent)."""
     Array.blocks = property(blocks)
     Array.vindex = property(vindex)
+    Array.oindex = property(oindex)
     Array.device = property(device)
     for func in (persist, to_dot, visualize, __reduce__, tolist, item, squeeze, flatten,
                  clip, round, argsort, nonzero, searchsorted, take, trace, diagonal, ptp,

@@ -12,11 +12,14 @@ tilegraph (``from_array_kwargs={"backend": ...}`` is not needed: options are the
 ``xr.apply_ufunc(..., dask="parallelized")`` with or without core dimensions runs
 :func:`tilegraph.array.gufunc.apply_gufunc`, and ``to_zarr``/``to_netcdf`` write block by
 block through :meth:`TilegraphManager.store`, also with ``compute=False`` (the writes happen
-when the returned object is computed).
+when the returned object is computed); ``groupby(...).shuffle_to_chunks()`` runs
+:meth:`TilegraphManager.shuffle`.
 
 tilegraph arrays are also dask collections (:mod:`tilegraph.array.dask_interop`), which
 xarray's dask manager would claim too; loading this manager makes the dask manager leave
-tilegraph arrays to it (xarray refuses an array two managers claim).
+tilegraph arrays to it (xarray refuses an array two managers claim), and xarray's indexing
+adapter for dask collections index them orthogonally where xarray asks for outer indexing
+(``Array.oindex``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,29 @@ def _dask_manager_leaves_tilegraph_arrays() -> None:
     DaskManager.is_chunked_array = is_chunked_array  # type: ignore[method-assign]
 
 
+def _dask_indexing_adapter_outer_indexes_tilegraph_arrays() -> None:
+    """xarray wraps every dask collection, tilegraph arrays included, in its
+    ``DaskIndexingAdapter``, whose outer indexing (``isel`` with several lists, ``interp``)
+    calls ``array[key]`` expecting dask's refusal of several integer arrays; tilegraph
+    indexes as NumPy does (point-wise), which would pick points instead of the outer
+    product. Outer indexing of a tilegraph array goes to its ``oindex`` instead."""
+    try:
+        from xarray.core.indexing import DaskIndexingAdapter
+    except ImportError:  # pragma: no cover - an xarray without this adapter
+        return
+    get = DaskIndexingAdapter._oindex_get
+    if getattr(get, "outer_indexes_tilegraph", False):
+        return
+
+    def _oindex_get(self: Any, indexer: Any) -> Any:
+        if isinstance(self.array, Array):
+            return self.array.oindex[indexer.tuple]
+        return get(self, indexer)
+
+    _oindex_get.outer_indexes_tilegraph = True  # type: ignore[attr-defined]
+    DaskIndexingAdapter._oindex_get = _oindex_get  # type: ignore[method-assign]
+
+
 class TilegraphManager(ChunkManagerEntrypoint):
     """The chunk manager xarray uses for ``chunked_array_type="tilegraph"``."""
 
@@ -55,6 +81,7 @@ class TilegraphManager(ChunkManagerEntrypoint):
     def __init__(self) -> None:
         self.array_cls = Array
         _dask_manager_leaves_tilegraph_arrays()
+        _dask_indexing_adapter_outer_indexes_tilegraph_arrays()
 
     def is_chunked_array(self, data: Any) -> bool:
         return isinstance(data, Array)
@@ -208,6 +235,39 @@ class TilegraphManager(ChunkManagerEntrypoint):
                             output_dtypes=output_dtypes, output_sizes=output_sizes,
                             vectorize=vectorize, allow_rechunk=allow_rechunk, meta=meta,
                             **kwargs)
+
+    def shuffle(self, x: Array, indexer: list[list[int]], axis: int,
+                chunks: Any = None) -> Array:
+        """The positions of ``indexer`` (a list of groups of positions along ``axis``)
+        taken in order, each group within one block: what xarray's
+        ``groupby(...).shuffle_to_chunks()`` calls to put every group in one block, as
+        ``dask.array.shuffle``. Consecutive groups share a block while it stays within
+        1.25 times the input's mean block size along ``axis``; a bigger group is a block
+        of its own. ``chunks`` may be ``None`` or ``"auto"`` (the blocks of the other axes
+        are kept)."""
+        from tilegraph.array.indexing import take
+
+        if chunks not in (None, "auto"):
+            raise ValueError(f"shuffle: chunks={chunks!r} is not supported by the tilegraph "
+                             "chunk manager; give chunks=None or 'auto' (each group is one "
+                             "block along the shuffled axis)")
+        if not isinstance(indexer, (list, tuple)) or not all(
+                isinstance(g, (list, tuple, np.ndarray)) for g in indexer):
+            raise ValueError("shuffle: indexer must be a list of lists of positions, got "
+                             f"{type(indexer).__name__}")
+        if not -x.ndim <= axis < x.ndim:
+            raise ValueError(f"shuffle: axis {axis} is out of bounds for an array of shape "
+                             f"{x.shape}")
+        axis %= x.ndim
+        groups = [np.asarray(g, dtype=np.int64).reshape(-1) for g in indexer]
+        positions = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+        n = x.shape[axis]
+        if positions.size and (positions.min() < 0 or positions.max() >= n):
+            raise IndexError(f"shuffle: the indexer holds positions outside 0..{n - 1} of "
+                             f"axis {axis} (shape {x.shape})")
+        sizes = _group_blocks([g.size for g in groups],
+                              1.25 * n / max(1, len(x.chunks[axis])))
+        return take(x, positions, axis=axis, block_sizes=sizes or (0,))
 
     def unify_chunks(self, *args: Any, **kwargs: Any) -> tuple[dict, list]:
         """dask's ``unify_chunks(array, index, array, index, ...)``: every array rechunked
@@ -365,6 +425,21 @@ def _check_target(n: int, x: Any, target: Any, region: Any) -> None:
         if tshape is not None and tuple(tshape) != tuple(shape):
             raise ValueError(f"store: target #{n} has shape {tuple(tshape)} but its source "
                              f"has shape {tuple(shape)}; give a region")
+
+
+def _group_blocks(group_sizes: list[int], limit: float) -> tuple[int, ...]:
+    """Block sizes holding whole groups in order: a block takes the next group while it
+    stays within ``limit`` elements (a group bigger than ``limit`` is one block)."""
+    blocks: list[int] = []
+    current = 0
+    for size in group_sizes:
+        if current and current + size > limit:
+            blocks.append(current)
+            current = 0
+        current += size
+    if current:
+        blocks.append(current)
+    return tuple(blocks)
 
 
 def _axes(axis: Any) -> tuple[int, ...]:
