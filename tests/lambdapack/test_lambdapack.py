@@ -36,6 +36,8 @@ BINDINGS = [
     (lib.qr, {"M": 3, "N": 3, "K": 3}), (lib.qr, {"M": 1, "N": 1, "K": 1}),
     (lib.svd, {"M": 3, "N": 3, "UV": 1, "RL": 4}), (lib.svd, {"M": 4, "N": 2, "UV": 1, "RL": 4}),
     (lib.svd, {"M": 1, "N": 1, "UV": 1, "RL": 4}), (lib.svd, {"M": 3, "N": 3, "UV": 0, "RL": 4}),
+    (lib.tslu, {"N": 1, "B": 2, "RB": 4}), (lib.tslu, {"N": 7, "B": 2, "RB": 4}),
+    (lib.tslu, {"N": 10, "B": 3, "RB": 4}),
 ]
 
 
@@ -344,6 +346,61 @@ def test_library_svd_counts_and_rejects_bad_input():
         lib.svd(tg.ones((0, 3), chunks=2))
     with pytest.raises(TypeError, match="numeric"):
         lib.svd(tg.from_numpy(np.array([["a", "b"]])))
+
+
+def _check_tslu(a, perm, low, up, dtype):
+    m, n = a.shape
+    assert perm.shape == (n,) and low.shape == (m, n) and up.shape == (n, n)
+    assert sorted(set(perm.tolist())) == sorted(perm.tolist()) and perm.min() >= 0
+    assert perm.max() < m
+    np.testing.assert_allclose(low @ up, a, **_tol(dtype))
+    np.testing.assert_allclose(np.triu(up), up)
+    top = low[perm]
+    np.testing.assert_allclose(top, np.tril(top, -1) + np.eye(n), **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,rows,branch", [((40, 5), 10, 2), ((43, 6), 8, 3),
+                                               ((50, 4), (5, 5, 7, 20, 13), 2),
+                                               ((64, 8), 8, 4), ((6, 6), 6, 2)])
+def test_library_tslu_is_lu_with_tournament_pivoting(shape, rows, branch, dtype):
+    rng = np.random.default_rng(shape[0])
+    a = _rand(rng, shape, dtype)
+    perm, low, up = tg.compute(*lib.tslu(tg.from_numpy(a, chunks=(rows, shape[1])),
+                                         branch=branch))
+    _check_tslu(a, perm, low, up, dtype)
+    if isinstance(rows, int) and rows >= shape[0]:  # one tile: the tournament is GEPP
+        p, l_sp, u_sp = scipy.linalg.lu(a)
+        np.testing.assert_allclose(up, u_sp, **_tol(dtype))
+        np.testing.assert_allclose(low, p @ l_sp, **_tol(dtype))
+
+
+def test_library_tslu_picks_scipy_s_pivots_when_they_are_clear():
+    # column j's largest entry (by far) sits in row r[j], in a different tile each
+    rng = np.random.default_rng(8)
+    m, n, rb = 48, 4, 6
+    a = rng.random((m, n))
+    r = [41, 3, 26, 17]
+    for j, row in enumerate(r):
+        a[row, j] = 100.0 * (j + 1)
+    perm, low, up = tg.compute(*lib.tslu(tg.from_numpy(a, chunks=(rb, n)), branch=2))
+    assert perm.tolist() == r
+    p, l_sp, u_sp = scipy.linalg.lu(a)
+    np.testing.assert_allclose(up, u_sp, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(low, p @ l_sp, rtol=1e-12, atol=1e-12)
+    _check_tslu(a, perm, low, up, np.float64)
+
+
+def test_library_tslu_rejects_bad_input():
+    with pytest.raises(ValueError, match="tall-skinny"):
+        lib.tslu(tg.ones((3, 5), chunks=3))
+    with pytest.raises(ValueError, match="2-D"):
+        lib.tslu(tg.ones(4, chunks=2))
+    with pytest.raises(ValueError, match="tslu: branch must be an integer >= 2"):
+        lib.tslu(tg.ones((8, 2), chunks=(4, 2)), branch=1)
+    singular = np.ones((12, 3))
+    with pytest.raises(np.linalg.LinAlgError, match="tslu: the matrix is singular"):
+        tg.compute(*lib.tslu(tg.from_numpy(singular, chunks=(4, 3))))
 
 
 def test_tg_linalg_cholesky_is_the_library_program():

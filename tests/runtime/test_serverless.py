@@ -539,6 +539,21 @@ def test_lambdapack_band_svd_unexpanded_and_as_an_array(pool):
     assert _run_keys(pool) == set()
 
 
+def test_lambdapack_tslu_unexpanded(pool):
+    rng = np.random.default_rng(7)
+    m, n, rb = 30, 4, 7  # 5 row tiles, the last of 2 rows
+    a = rng.standard_normal((m, n))
+    nb = -(-m // rb)
+    dag = library.tslu.bind(N=nb, B=2, RB=rb)
+    outs = [("PR", (0,)), ("U", (0, 0))] + [("L", (i, 0)) for i in range(nb)]
+    got = run_program(dag, {"A": lambda t: a[t[0] * rb:(t[0] + 1) * rb]}, outs, pool=pool)
+    low = np.vstack([got[("L", (i, 0))] for i in range(nb)])
+    perm, up = got[("PR", (0,))], got[("U", (0, 0))]
+    np.testing.assert_allclose(low @ up, a, atol=1e-12)
+    np.testing.assert_allclose(low[perm], np.tril(low[perm], -1) + np.eye(n), atol=1e-12)
+    assert _run_keys(pool) == set()
+
+
 def test_run_program_with_tiles_given_by_value(pool):
     rng = np.random.default_rng(9)
     b = 6

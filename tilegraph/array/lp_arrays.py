@@ -407,3 +407,43 @@ def band_svd(a: Any, compute_uv: bool = True, block: int | None = None) -> Any:
         return s
     return (Array(blocks[1], (m, n), (rows, cols), a.dtype), s,
             Array(blocks[2], (n, n), (cols, cols), a.dtype))
+
+
+@library.tslu.implement
+def tslu(a: Any, branch: int = 2) -> tuple[Array, Array, Array]:
+    """LU of a tall-skinny ``m x n`` matrix (``m >= n``, full column rank) with tournament
+    pivoting, by the program ``library.tslu``: each row block picks its pivot rows by
+    partial pivoting, the candidates play ``branch`` at a time up a tree, and the winners
+    are the pivot rows. Returns ``(perm, l, u)``: ``perm`` the ``n`` pivot rows of ``a``
+    in order, ``l`` (m x n, ``a``'s row blocks) and ``u`` (n x n, upper triangular) with
+    ``a = l @ u`` and ``l[perm]`` unit lower triangular. The columns are put in one block,
+    the rows in blocks of the first row block's height."""
+    if isinstance(branch, bool) or not isinstance(branch, int) or branch < 2:
+        raise ValueError(f"tslu: branch must be an integer >= 2, got {branch!r}")
+    a = _tall(a, branch, "tslu", "branch")
+    m, n = a.shape
+    if m < n or n == 0:
+        raise ValueError(f"tslu: expected a tall-skinny matrix (rows >= columns > 0), got "
+                         f"shape {a.shape}")
+    rb = a.chunks[0][0]
+    if any(r != rb for r in a.chunks[0][:-1]) or a.chunks[0][-1] > rb:
+        a = a.rechunk((rb, n))
+    rows = a.chunks[0]
+    nb = len(rows)
+    dag = library.tslu.bind(N=nb, B=branch, RB=rb)
+    name = f"tslu-{tokenize('lp-tslu', a, branch)}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, ...] | None:
+        if array in ("A", "L"):
+            return rows[tile[0]], n
+        if array == "U":
+            return n, n
+        return None
+
+    perm, low, up = program_blocks(
+        dag, name, {"A": (a.collection, tuple)},
+        [((1,), lambda c: ("PR", (0,))), ((nb, 1), lambda c: ("L", c)),
+         ((1, 1), lambda c: ("U", (0, 0)))], shape_of, a.dtype)
+    return (Array(perm, (n,), ((n,),), np.dtype(np.intp)),
+            Array(low, (m, n), (rows, (n,)), a.dtype),
+            Array(up, (n, n), ((n,), (n,)), a.dtype))

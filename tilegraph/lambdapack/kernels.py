@@ -18,6 +18,7 @@ import numpy as np
 from tilegraph.algebra import linalg_kernels as kern
 from tilegraph.graph.kinds import (
     kind_info,
+    lu_flops,
     matmul_flops,
     potrf_flops,
     qr_flops,
@@ -411,6 +412,62 @@ def _adjoint_tile(x: Any, part: int = 0) -> np.ndarray:
     return np.ascontiguousarray(x.conj().T)
 
 
+# -- TSLU: LU of a tall-skinny matrix with tournament pivoting ---------------------------------
+
+
+def _gepp_rows(a: np.ndarray) -> np.ndarray:
+    """The rows Gaussian elimination with partial pivoting picks as pivots, in order (the
+    first ``min(rows, columns)`` of LAPACK's getrf's row permutation)."""
+    _, piv, info = _lapack("getrf", a)(a)
+    _check(info, "getrf")
+    perm = np.arange(a.shape[0])
+    for j, p in enumerate(piv):
+        perm[j], perm[p] = perm[p], perm[j]
+    return perm[:min(a.shape)]
+
+
+def _lu_leaf(a: np.ndarray, i: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """A row tile's candidates in the tournament: ``(its pivot rows, their indices in the
+    matrix)``; the tile is tile ``i`` of ``rows`` rows each."""
+    pick = _gepp_rows(a)
+    return np.ascontiguousarray(a[pick]), pick + i * rows
+
+
+def _lu_node(*children: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A round of the tournament: the children's candidates stacked and the pivot rows of
+    their elimination with partial pivoting kept."""
+    if len(children) == 1:
+        return children[0]
+    stacked = np.concatenate([c[0] for c in children], axis=0)
+    index = np.concatenate([c[1] for c in children])
+    pick = _gepp_rows(stacked)
+    return np.ascontiguousarray(stacked[pick]), index[pick]
+
+
+def _lu_top(winners: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The tournament's winners factored: ``(U, the matrix's rows in pivot order)``, U
+    upper triangular with the winners (in that order) ``= L_top @ U``."""
+    rows, index = winners
+    lu, piv, info = _lapack("getrf", rows)(rows)
+    _check(info, "getrf")
+    if info > 0:
+        raise kern.LinAlgError(f"tslu: the matrix is singular (U[{info - 1}, {info - 1}] is "
+                               "zero: its columns are linearly dependent)")
+    order = np.arange(rows.shape[0])
+    for j, p in enumerate(piv):
+        order[j], order[p] = order[p], order[j]
+    return np.ascontiguousarray(np.triu(lu)), index[order]
+
+
+def _lu_l(a: np.ndarray, top: tuple) -> np.ndarray:
+    """A row tile of L: ``a @ inv(U)``."""
+    import scipy.linalg
+
+    u = top[0]
+    return np.ascontiguousarray(scipy.linalg.solve_triangular(
+        u, a.T, trans="T", lower=False, check_finite=False).T)
+
+
 def _gemm_flops(c: Shape, a: Shape, b: Shape) -> float:
     return matmul_flops(a[0], a[1], b[0] if len(b) > 1 else 1)
 
@@ -462,6 +519,10 @@ for _k in (
     LPKernel("svd_u", _svd_u, "elementwise"),
     LPKernel("svd_v", _svd_v, "elementwise"),
     LPKernel("adjoint_tile", _adjoint_tile, "elementwise"),
+    LPKernel("lu_leaf", _lu_leaf, "lu", lambda a: lu_flops(a[0], a[1])),
+    LPKernel("lu_node", _lu_node, "lu"),
+    LPKernel("lu_top", _lu_top, "lu"),
+    LPKernel("lu_l", _lu_l, "lu", lambda a, t: trsm_flops(a[0], a[1])),
     LPKernel("rows_signed", _rows_signed, "elementwise"),
     LPKernel("cols_signed", _cols_signed, "elementwise"),
 ):

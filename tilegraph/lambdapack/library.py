@@ -37,6 +37,12 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
   turn the band's ``U`` (``X``, stacked on zeros; ``RL`` rows in tile row ``N - 1``) into
   ``U`` (``Y``, ``G``) and the row panels' its ``V`` (``XV``) into ``V`` (``YV``,
   ``GV``), last step first; ``VH`` is ``V^H``.
+- ``tslu(A, W, T, F, L, U, PR, N, B, RB)``: LU of a tall-skinny matrix of ``N`` row tiles
+  ``A[i, 0]`` (``RB`` rows each, the last may have fewer) with tournament pivoting
+  (CALU's TSLU): ``W[i]`` a tile's candidate rows (its partial-pivoting pivots), ``T[0]``
+  the winners of rounds of ``B`` candidate sets, ``U[0, 0]`` their factor, ``PR[0]`` the
+  matrix's pivot rows in order and ``L[i, 0] = A[i, 0] @ inv(U)``: ``A = L @ U`` with
+  ``L[PR]`` unit lower triangular.
 """
 
 from __future__ import annotations
@@ -387,6 +393,20 @@ def _svd(A, T, E, C, F, H, P, EL, CL, FL, HL, BR, Z, S, X, Y, G, U, XV, YV, GV, 
                     VH[i, j] = adjoint_tile(YV[N - 2, i, N - 1 - j], part=1)  # noqa: F821
 
 
+@program
+def _tslu(A, W, T, F, L, U, PR, N: int, B: int, RB: int):
+    # tournament pivoting: each row tile's pivot rows by partial pivoting, then rounds of B
+    # candidate sets at a time up a tree; RB rows per tile (the last may have fewer)
+    for i in range(N):
+        W[i] = lu_leaf(A[i, 0], i, RB)  # noqa: F821
+    T[0] = reduce(lu_node, (W[i] for i in range(N)), branch=B)  # noqa: F821
+    F[0] = lu_top(T[0])  # noqa: F821
+    U[0, 0] = part0(F[0])  # noqa: F821
+    PR[0] = part1(F[0])  # noqa: F821
+    for i in range(N):
+        L[i, 0] = lu_l(A[i, 0], F[0])  # noqa: F821
+
+
 cholesky = LibraryProgram(_cholesky, "Cholesky factor L of a Hermitian positive definite "
                                      "Array (lower, as numpy.linalg.cholesky).")
 gemm = LibraryProgram(_gemm, "A @ B for 2-D Arrays, a chain of block products per output "
@@ -416,4 +436,10 @@ svd = LibraryProgram(_svd, "The SVD of an M x N tiled matrix (M >= N) by numpywr
                            "the band gathered into a dense n x n block); with UV = 1, U and "
                            "V^H by the panels' reflectors applied to the band's vectors.")
 
-PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q, qr, svd)}
+tslu = LibraryProgram(_tslu, "LU of a tall-skinny Array (one column of blocks) with "
+                             "tournament pivoting: each row block's pivot rows by partial "
+                             "pivoting, B candidate sets at a time up a tree, the winners "
+                             "factored (U) and every row block solved against U (L).")
+
+PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q, qr, svd,
+                                tslu)}
