@@ -290,6 +290,7 @@ class RunSummary:
     """What the last successful run did: tasks, backend, workers, seconds, the memory budget,
     the most bytes of results held at once, bytes spilled to and read back from disk, and
     bytes of results dropped under memory pressure and made again (``recomputed_bytes``),
+    bytes a rechunk wrote to its intermediate store on disk (``staged_bytes``),
     and the plan's own projection of its peak (``projected_bytes``: results held and the
     running task's working set, tasks one at a time in priority order, as ``explain()``
     reports it; 0 when not computed: plans of more than ``PROJECT_ALWAYS`` tasks run
@@ -311,16 +312,18 @@ class RunSummary:
     recomputed_bytes: int = 0
     projected_bytes: int = 0
     core_seconds: float = 0.0
+    staged_bytes: int = 0
 
     def __str__(self) -> str:
         where = f" x {self.processes} ranks" if self.processes > 1 else ""
         sent = f"; sent {human(self.bytes_sent)} to other ranks" if self.processes > 1 else ""
+        staged = (f", staged on disk {human(self.staged_bytes)}" if self.staged_bytes else "")
         return (f"{self.ntasks} tasks on {self.workers}{where} {self.backend} worker(s) in "
                 f"{self.elapsed:.3f} s; peak {human(self.peak_bytes)} of results held "
                 f"(projected {human(self.projected_bytes)}, limit {human(self.memory_limit)}"
                 f"); spilled {human(self.spilled_bytes)}, "
                 f"read back {human(self.unspilled_bytes)}, recomputed "
-                f"{human(self.recomputed_bytes)}{sent}; {self.core_seconds:.3f} "
+                f"{human(self.recomputed_bytes)}{staged}{sent}; {self.core_seconds:.3f} "
                 "core-seconds in tasks")
 
 
@@ -335,7 +338,8 @@ def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
         limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes,
         backend.processes, transport.bytes_sent if transport is not None else 0,
         execution.recomputed_bytes, projection.peak if projection is not None else 0,
-        execution.busy_seconds + getattr(transport, "core_seconds", 0.0))
+        execution.busy_seconds + getattr(transport, "core_seconds", 0.0),
+        execution.staged_bytes)
 
 
 def check_projection(graph: TaskGraph, projection: Projection, limit: int) -> None:

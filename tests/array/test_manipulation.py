@@ -288,22 +288,107 @@ def test_staged_rechunk_time_blocks_to_space_blocks(dtype):
     assert max(_task_needs(one_stage)) > budget  # each new block reads all 41 blocks
 
 
+def _staging_dirs(parent) -> list[str]:
+    return [p.name for p in parent.iterdir() if p.name.startswith("tilegraph-spill-")]
+
+
 @pytest.mark.parametrize("limit", ["40KB", "64KB"])
-def test_staged_rechunk_runs_under_a_memory_limit_smaller_than_the_array(limit):
-    """Its pieces are spilled once and read back (the intermediate store), nothing is
-    refused, and the stored result is NumPy's, read back from zarr."""
-    x = np.random.default_rng(5).standard_normal((60, 21, 22)).astype("float32")  # 111 KiB
-    with tg.config.set(memory_limit=limit):
-        a = tg.from_numpy(x, chunks=(4, 21, 22)) * 1  # blocks of 7.2 KiB, not views
-        out = a.rechunk((60, 5, 5))
+@pytest.mark.parametrize("dtype", ["float32", "int16", "complex128", "bool"])
+def test_staged_rechunk_runs_through_its_store_under_a_small_memory_limit(limit, dtype,
+                                                                          tmp_path):
+    """An array larger than half the limit: each time block writes its pieces to the
+    intermediate store once and each space block reads its own; nothing is spilled or
+    refused, the result is NumPy's, and the store's files are gone after the run."""
+    steps = 240 * 1024 // (21 * 22 * np.dtype(dtype).itemsize)  # 240 KiB
+    x = make((steps, 21, 22), dtype)
+    with tg.config.set(memory_limit=limit, spill_dir=str(tmp_path)):
+        rows = max(1, 8192 // (21 * 22 * x.itemsize))  # time blocks of at most 8 KiB
+        a = tg.from_numpy(x, chunks=(rows, 21, 22)) + np.zeros((), dtype)  # not views
+        out = a.rechunk((steps, 5, 5))
         got = out.compute()
     np.testing.assert_array_equal(got, x)
     run = tg.last_run()
     assert run.memory_limit == tg.util.parse_bytes(limit)
     assert run.peak_bytes <= run.memory_limit
-    assert run.spilled_bytes > 0  # the pieces, once each
-    assert run.unspilled_bytes <= run.spilled_bytes
-    assert run.recomputed_bytes == 0  # each time block read once, cut, and released
+    assert run.spilled_bytes == 0 and run.recomputed_bytes == 0
+    assert run.staged_bytes == x.nbytes  # every byte written once
+    assert "staged on disk" in str(run)
+    assert _staging_dirs(tmp_path) == []
+
+
+def test_compute_memory_limit_chooses_where_a_staged_rechunk_waits(tmp_path):
+    """The same rechunk, built once: in memory for a run with room, through the store on
+    disk for a run whose limit is smaller than twice the array (``compute(memory_limit=)``
+    decides, as the ``memory_limit`` option does)."""
+    x = make((48, 10, 12), "float64")  # 45 KiB
+    a = tg.from_numpy(x, chunks=(3, 10, 12)) + 0
+    out = a.rechunk((48, 2, 3), max_mem="16KB")
+    names = {"1MB": "rechunk-split", "60KB": "rechunk-store"}
+    for limit, stage in names.items():
+        got = out.compute(memory_limit=limit, spill_dir=str(tmp_path))
+        np.testing.assert_array_equal(got, x)
+        with tg.config.set(memory_limit=limit):
+            assert stage in _names(out)
+        assert (tg.last_run().staged_bytes > 0) == (stage == "rechunk-store")
+    assert _staging_dirs(tmp_path) == []
+
+
+def test_rechunk_store_is_cleaned_when_the_run_fails(tmp_path):
+    """A task failing after the pieces were stored: the error is the task's, and no file or
+    directory of the store is left."""
+    x = make((40, 8, 8), "float64")
+    a = tg.from_numpy(x, chunks=(2, 8, 8)) + 0
+
+    def boom(block):
+        if block.shape[1] == 2:
+            raise RuntimeError("boom in a space block")
+        return block
+
+    out = a.rechunk((40, 2, 8), max_mem="8KB").map_blocks(boom)
+    with pytest.raises(RuntimeError, match="boom in a space block"):
+        out.compute(memory_limit="30KB", spill_dir=str(tmp_path))
+    with tg.config.set(memory_limit="30KB"):
+        assert "rechunk-store" in _names(out)
+    assert _staging_dirs(tmp_path) == []
+
+
+def test_staged_pieces_travel_with_their_bytes(tmp_path):
+    """A handle sent to another process carries its pieces (its file stays here and goes
+    with the handle); a piece of a non-contiguous cut reads back equal."""
+    import gc
+    import pickle
+
+    from tilegraph.io.staging import StagedPieces, load_pieces, stage_pieces
+
+    x = make((6, 9), "int64")
+    cuts = ((slice(0, 6), slice(0, 4)), (slice(0, 6), slice(4, 9)))
+    h = stage_pieces(x, cuts, str(tmp_path))
+    assert h.stored_bytes == x.nbytes and h.nbytes < 200
+    moved = pickle.loads(pickle.dumps(h))
+    assert isinstance(moved, StagedPieces) and moved.path is None
+    for k, cut in enumerate(cuts):
+        np.testing.assert_array_equal(h.piece(k), x[cut])
+        np.testing.assert_array_equal(moved.piece(k), x[cut])
+    back = load_pieces((6, 9), x.dtype, ((0, 1, (slice(None), slice(4, 9))),
+                                         (1, 0, (slice(None), slice(0, 4)))), moved, h)
+    np.testing.assert_array_equal(back, x)
+    path = h.path
+    assert path is not None and __import__("os").path.exists(path)
+    del h
+    gc.collect()
+    assert _staging_dirs(tmp_path) == []
+
+
+def test_a_missing_store_file_is_an_error_naming_it(tmp_path):
+    import os
+
+    from tilegraph.io.staging import stage_pieces
+
+    h = stage_pieces(make((4, 4), "float64"), ((slice(0, 4), slice(0, 4)),), str(tmp_path))
+    with open(h.path, "r+b") as f:
+        f.truncate(8)
+    with pytest.raises(OSError, match=re.escape(os.path.basename(h.path))):
+        h.piece(0)
 
 
 def test_rechunk_budget_follows_the_memory_limit_option():
@@ -328,7 +413,7 @@ def _names(arr: tg.Array) -> set[str]:
     ("lots", ValueError, "lots"),
     (True, TypeError, "max_mem must be a size"),
     (2.5, TypeError, "max_mem must be a size"),
-    (100, ValueError, r"more than max_mem=100 B.*larger max_mem"),
+    (50, ValueError, r"more than max_mem=50 B.*larger max_mem"),
 ])
 def test_bad_max_mem_is_refused(forbid_compute, max_mem, error, match):
     a = tg.from_numpy(make((8, 8)), chunks=(1, 8)) + 0

@@ -101,7 +101,7 @@ def test_rows_keep_the_rules_of_the_old_tables():
     assert {k for k, r in KINDS.items() if r.fuse_producer} == blockwise | {
         "reduce", "aggregate", "product", "accumulate", "rechunk", "sort"}
     assert {k for k, r in KINDS.items() if r.fuse_consumer} == blockwise | {
-        "aggregate", "partial_product", "rechunk"}
+        "aggregate", "partial_product", "rechunk", "stage"}
     assert {k for k, r in KINDS.items() if r.absorbs_views} == {"product", "accumulate"}
     assert {k: r.placement for k, r in KINDS.items() if r.placement != "producers"} == {
         "product": "grid", "accumulate": "grid", "potrf": "grid", "trsm": "grid",
@@ -113,7 +113,7 @@ def test_rows_keep_the_rules_of_the_old_tables():
         "todense", "sort"}
     assert {k for k, r in KINDS.items() if r.releases_gil} == {
         "product", "accumulate", "partial_product", "potrf", "trsm", "syrk", "gemm", "qr",
-        "lu", "svd", "sort", "statement"}
+        "lu", "svd", "sort", "statement", "stage"}
 
 
 def test_task_estimates_count_temporaries_by_kind():

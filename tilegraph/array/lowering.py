@@ -4,6 +4,7 @@ that write the results into their output arrays, and hand the graph to
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Hashable, Sequence
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph import pipeline
+from tilegraph import config, pipeline
 from tilegraph.algebra.blocks import count_tasks, lower
 from tilegraph.array.chunks import all_block_slices
 from tilegraph.graph.dask_spec import gc_paused
@@ -166,10 +167,18 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | No
     return ArrayPlan(plan, results)
 
 
+def _run_limit(options: dict[str, Any]) -> Any:
+    """The run's ``memory_limit`` in force while its graph is built, so that plans chosen
+    then (a rechunk's intermediate store) are chosen for it."""
+    limit = options.get("memory_limit")
+    return config.set(memory_limit=limit) if limit is not None else contextlib.nullcontext()
+
+
 def compute_arrays(arrays: Sequence[Any], **options: Any) -> list[Any] | None:
     """The values of ``arrays`` computed with one shared plan by the pipeline (``None`` on
     the MPI ranks other than 0 when the results are larger than ``mpi_broadcast_limit``)."""
-    graph, results = lower_arrays(arrays, options.get("max_tasks"))
+    with _run_limit(options):
+        graph, results = lower_arrays(arrays, options.get("max_tasks"))
     if not results.keys:
         return []
     warn_tiny_blocks(graph)
@@ -210,9 +219,10 @@ def warn_tiny_blocks(graph: TaskGraph) -> None:
 def run_blocks(colls: Sequence[Any], **options: Any) -> bool:
     """Run every task of the collections ``colls`` for their side effects (writes).
     Returns whether the results were gathered in this process (False on MPI ranks but 0)."""
-    pipeline.check_plan_size(count_tasks(colls), options.get("max_tasks"))
-    with gc_paused():
-        builder = lower(colls)
+    with _run_limit(options):
+        pipeline.check_plan_size(count_tasks(colls), options.get("max_tasks"))
+        with gc_paused():
+            builder = lower(colls)
         outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
         graph = builder.build()
     return pipeline.run(graph, outputs, **options) is not None

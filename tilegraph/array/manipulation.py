@@ -232,8 +232,8 @@ def _direct_need(old: Chunks, new: Chunks, itemsize: int) -> int:
     return itemsize * (reads + math.prod(_largest(n) for n in new))
 
 
-def rechunk_plan(old: Chunks, new: Chunks, itemsize: int, budget: int
-                 ) -> list[tuple[str, Chunks]]:
+def rechunk_plan(old: Chunks, new: Chunks, itemsize: int, budget: int,
+                 memory: int | None = None) -> list[tuple[str, Chunks]]:
     """The stages of a rechunk from ``old`` to ``new`` blocks whose tasks should hold at
     most ``budget`` bytes: (op name, block sizes after the stage), the last one ``new``.
 
@@ -241,37 +241,99 @@ def rechunk_plan(old: Chunks, new: Chunks, itemsize: int, budget: int
     overlaps). Otherwise, as rechunker plans it: *write groups* (runs of new blocks merged,
     on the axes where the old blocks are larger, up to half the budget), *read groups*
     (runs of old blocks merged where the write groups are larger: ``rechunk-gather``), and
-    the pieces where the two meet: each read group is cut into pieces (``rechunk-split``,
-    copies, so that the read group is released), each write group is assembled from its
-    pieces (``rechunk-merge``), and the new blocks are views of the write groups. Between
+    the pieces where the two meet: each read group is cut into pieces, each write group is
+    assembled from its pieces, and the new blocks are views of the write groups. Between
     the cut and the assembly every piece may be held at once (each write group needs a
-    piece of every read group in an all-to-all rechunk): under a memory limit they go to
-    the spill directory and are read back once, which is the intermediate store. A rechunk
-    whose own blocks are larger than the budget keeps one stage when staging would not make
-    its tasks smaller.
+    piece of every read group in an all-to-all rechunk). A rechunk whose own blocks are
+    larger than the budget keeps one stage when staging would not make its tasks smaller.
+
+    Where the pieces wait is chosen by the bytes each way moves, for ``memory`` (the memory
+    limit of the run; ``None``: in memory). In memory, the cut copies each piece
+    (``rechunk-split``, so that the read group is released), the assembly copies it again
+    (``rechunk-merge``), and the pieces beyond what the limit holds are spilled and read
+    back besides. When the array is larger than half of ``memory`` (most pieces would be
+    spilled), they go to an intermediate store on disk instead
+    (:mod:`tilegraph.io.staging`): each read group writes its pieces to one file straight
+    from the block (``rechunk-store``) and each write group reads its pieces from those
+    files (``rechunk-load``), every byte written and read once and no piece held in memory.
+    There, old blocks are merged into read groups only where the pieces would otherwise be
+    smaller than ``PIECE_MIN`` (the merge copies the whole array).
 
     >>> rechunk_plan(((2, 2),), ((1, 1, 1, 1),), 8, 1 << 20)
     [('rechunk', ((1, 1, 1, 1),))]
     >>> rechunk_plan(((1, 1, 1, 1), (4,)), ((4,), (1, 1, 1, 1)), 8, 100)
     [('rechunk-split', ((1, 1, 1, 1), (1, 1, 1, 1))), ('rechunk', ((4,), (1, 1, 1, 1)))]
+    >>> rechunk_plan(((1, 1, 1, 1), (4,)), ((4,), (1, 1, 1, 1)), 8, 100, memory=200)
+    [('rechunk-store', ((4,), (1, 1, 1, 1)))]
     """
+    groups = _groups(old, new, itemsize, budget)
+    if groups is None:
+        return [("rechunk", new)]
+    read, write = groups
+    stages = _group_stages(old, read, write, itemsize, memory, budget)
+    if write != new:
+        stages.append(("rechunk", new))
+    elif stages[-1][0] == "rechunk-merge":
+        stages[-1] = ("rechunk", new)  # the assembly makes the new blocks themselves
+    return stages
+
+
+PIECE_MIN = 1 << 20  # bytes: stored pieces smaller than this are gathered first
+
+
+def _groups(old: Chunks, new: Chunks, itemsize: int, budget: int
+            ) -> tuple[Chunks, Chunks] | None:
+    """The read and write groups of a staged rechunk, or ``None`` when one stage fits the
+    budget (or staging would not make the tasks smaller)."""
     direct = _direct_need(old, new, itemsize)
     if direct <= budget or old == new:
-        return [("rechunk", new)]
+        return None
     half = max(1, budget // 2)
     write = _consolidate(new, [_largest(o) for o in old], itemsize, half)
     read = _consolidate(old, [_largest(w) for w in write], itemsize, half)
+    stages = _group_stages(old, read, write, itemsize, None)
+    sizes = [old, *(c for _, c in stages)]
+    if write != new:
+        sizes.append(new)
+    staged = max(_direct_need(a, b, itemsize) for a, b in itertools.pairwise(sizes))
+    return (read, write) if staged < direct else None
+
+
+def _group_stages(old: Chunks, read: Chunks, write: Chunks, itemsize: int,
+                  memory: int | None, budget: int | None = None) -> list[tuple[str, Chunks]]:
+    """The stages from ``old`` blocks to the write groups: through the intermediate store
+    on disk when the array is larger than half of ``memory`` (or when only that way keeps
+    every task within ``budget``), else in memory."""
     pieces = tuple(common_refinement(r, w) for r, w in zip(read, write, strict=True))
     stages: list[tuple[str, Chunks]] = []
     for name, chunks in (("rechunk-gather", read), ("rechunk-split", pieces),
-                         ("rechunk-merge", write), ("rechunk", new)):
-        if chunks == (stages[-1][1] if stages else old):
-            continue
-        stages.append((name, chunks))
-    stages[-1] = ("rechunk", new)
+                         ("rechunk-merge", write)):
+        if chunks != (stages[-1][1] if stages else old):
+            stages.append((name, chunks))
+    if memory is None:
+        return stages
     sizes = [old, *(c for _, c in stages)]
-    staged = max(_direct_need(a, b, itemsize) for a, b in itertools.pairwise(sizes))
-    return stages if staged < direct else [("rechunk", new)]
+    if itemsize * math.prod(map(sum, old)) > memory // 2 or (budget is not None and max(
+            _direct_need(a, b, itemsize) for a, b in itertools.pairwise(sizes)) > budget):
+        if _largest_piece(old, write, itemsize) >= PIECE_MIN:
+            read = old  # pieces large enough: no gathering copy
+        return ([("rechunk-gather", read)] if read != old else []) + [("rechunk-store", write)]
+    return stages
+
+
+def _largest_piece(old: Chunks, new: Chunks, itemsize: int) -> int:
+    return itemsize * math.prod(_largest(common_refinement(o, n))
+                                for o, n in zip(old, new, strict=True))
+
+
+def _plan_memory() -> int:
+    """The memory limit a rechunk's stages are chosen for: the ``memory_limit`` option in
+    force (``compute(memory_limit=...)`` sets it while the graph is built), or the default
+    budget."""
+    from tilegraph import config
+    from tilegraph.runtime.memory import default_limit
+
+    return config.get("memory_limit") or default_limit()
 
 
 def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
@@ -282,9 +344,12 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
     A rechunk whose tasks would hold more than ``max_mem`` bytes (default: a quarter of
     the ``memory_limit`` option, at most 256 MiB) is planned in stages
     (:func:`rechunk_plan`), so that an all-to-all rechunk (time blocks to space blocks)
-    runs under any memory limit a few blocks large, its pieces spilled once in between.
-    An explicit ``max_mem`` that even staged tasks cannot meet (blocks larger than it) is
-    refused with the block sizes that would."""
+    runs under any memory limit a few blocks large. Its pieces wait in memory, or in an
+    intermediate store on disk (in the ``spill_dir`` option's directory) when the array is
+    larger than half the run's memory limit: that choice is made when the graph is built
+    for a run, so ``compute(memory_limit=...)`` decides it. An explicit ``max_mem`` that
+    even staged tasks cannot meet (blocks larger than it) is refused with the block sizes
+    that would."""
     x = asarray(x)
     if isinstance(chunks, dict):  # axes not named keep their blocks
         chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
@@ -296,25 +361,144 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
     if type(x.collection) is ViewBlocks and type(x) is Array:
         # blocks that are views of one NumPy array: any new block is a view too
         return from_numpy(x.collection.array, chunks=new)
-    stages = rechunk_plan(x.chunks, new, x.itemsize, budget)
+    groups = _groups(x.chunks, new, x.itemsize, budget)
     if max_mem is not None:
+        stages = rechunk_plan(x.chunks, new, x.itemsize, budget, _plan_memory())
         sizes = [x.chunks, *(c for _, c in stages)]
-        need = max(_direct_need(a, b, x.itemsize) for a, b in itertools.pairwise(sizes))
+        need = max(_stage_need(name, a, b, x.itemsize)
+                   for (name, _), (a, b) in zip(stages, itertools.pairwise(sizes), strict=True))
         if need > budget:
             raise ValueError(
                 f"rechunk: blocks of {human(blocks_bytes(x.chunks, x.dtype))} into blocks of "
                 f"{human(blocks_bytes(new, x.dtype))} need tasks of about {human(need)}, "
                 f"more than max_mem={human(budget)}: give a larger max_mem or rechunk from "
                 "smaller blocks")
-    for name, chunks_ in stages:
-        x = _rechunk_stage(x, chunks_, name)
-    return x
+    if groups is None:
+        return _rechunk_stage(x, new, "rechunk")
+    read, write = groups
+    grouped = _write_groups(x, read, write, budget)
+    return grouped if write == new else _rechunk_stage(grouped, new, "rechunk")
 
 
-def _rechunk_stage(x: Array, new: Chunks, name: str) -> Array:
+def _write_groups(x: Array, read: Chunks, write: Chunks, budget: int) -> Array:
+    """The write groups of a staged rechunk, as one collection whose tasks are chosen when
+    the graph is built (:func:`_group_stages` for the run's memory limit): the stages in
+    memory or through the intermediate store, the last one's tasks named as this
+    collection's blocks."""
+    label = f"rechunk-groups-{tokenize('rechunk-groups', x, read, write)}"
+    itemsize = x.itemsize
+
+    def stages_now() -> list[tuple[str, Chunks]]:
+        return _group_stages(x.chunks, read, write, itemsize, _plan_memory(), budget)
+
+    def emit(builder: Any) -> None:
+        stages = stages_now()
+        y = x
+        for k, (name, chunks) in enumerate(stages):
+            last = label if k == len(stages) - 1 else None
+            before = y.collection
+            y = (_rechunk_through_store(y, chunks, last) if name == "rechunk-store"
+                 else _rechunk_stage(y, chunks, name, last))
+            for coll in _new_collections(y.collection, before):
+                coll.emit(builder)
+
+    def ntasks() -> int:
+        stages = stages_now()
+        sizes = [x.chunks, *(c for _, c in stages)]
+        return sum(math.prod(map(len, c)) for c in sizes[1:]) + sum(
+            math.prod(map(len, a)) for (name, _), a in zip(stages, sizes, strict=False)
+            if name == "rechunk-store")
+
+    return Array(Blocks(label, numblocks(write), (x.collection,), emit, ntasks=ntasks),
+                 x.shape, write, x.dtype)
+
+
+def _new_collections(top: Blocks, base: Blocks) -> list[Blocks]:
+    """The collections between ``base`` (excluded) and ``top``, inputs first."""
+    out: list[Blocks] = []
+    node = top
+    while node is not base:
+        out.append(node)
+        (node,) = [d for d in node.deps if d is not base] or [base]
+    return out[::-1]
+
+
+def _rechunk_through_store(x: Array, new: Chunks, label: str | None = None) -> Array:
+    """A stage through the intermediate store on disk (:mod:`tilegraph.io.staging`): one
+    ``rechunk-store`` task per block of ``x`` writes its pieces (where the new blocks cut it)
+    to a file and returns a handle of a few bytes; one ``rechunk-load`` task per new block
+    (named ``label``) reads its pieces from the handles of the blocks it overlaps."""
+    from tilegraph import config
+    from tilegraph.io.staging import load_pieces, stage_pieces
+
+    old = x.chunks
+    per_axis = [_axis_pieces(o, n) for o, n in zip(old, new, strict=True)]
+    # per axis and old block: the slices the new blocks cut from it, in order (its pieces'
+    # order in its file), and where each (old block, new block) piece stands in that list
+    cuts: list[list[list[slice]]] = [[[] for _ in o] for o in old]
+    where: list[dict[tuple[int, int], int]] = [{} for _ in old]
+    for a, axis in enumerate(per_axis):
+        for k, pieces in enumerate(axis):
+            for b, src, _ in pieces:
+                where[a][b, k] = len(cuts[a][b])
+                cuts[a][b].append(src)
+    parent = config.get("spill_dir")
+    token = tokenize("rechunk-store", x, new)
+    xkey = x.collection.key
+    itemsize = x.itemsize
+
+    def store_of(coord: tuple[int, ...]) -> tuple:
+        slices = tuple(itertools.product(*(cuts[a][b] for a, b in enumerate(coord))))
+        return stage_pieces, [xkey(coord)], (Dep(0), Lit(slices), parent)
+
+    def largest(coord: tuple[int, ...]) -> int:
+        return itemsize * math.prod(max(s.stop - s.start for s in cuts[a][b])
+                                    for a, b in enumerate(coord))
+
+    stored = apply_blocks(
+        f"rechunk-store-{token}", numblocks(old), [x.collection], store_of, kind="stage",
+        name="rechunk-store", working=largest, nbytes=lambda c: 64 + 24 * math.prod(
+            len(cuts[a][b]) for a, b in enumerate(c)))
+    skey = stored.key
+    counts = [[len(c) for c in axis] for axis in cuts]
+
+    def load_of(coord: tuple[int, ...]) -> tuple:
+        keys, placements = [], []
+        for combo in itertools.product(*(per_axis[a][k] for a, k in enumerate(coord))):
+            index = np.ravel_multi_index(
+                tuple(where[a][p[0], coord[a]] for a, p in enumerate(combo)),
+                tuple(counts[a][p[0]] for a, p in enumerate(combo)))
+            placements.append((len(keys), int(index), tuple(p[2] for p in combo)))
+            keys.append(skey(tuple(p[0] for p in combo)))
+        return (load_pieces, keys, (block_shape(new, coord), x.dtype, Lit(tuple(placements)),
+                                    *[Dep(i) for i in range(len(keys))]))
+
+    def load_working(coord: tuple[int, ...]) -> int:
+        piece = max((math.prod(p[2].stop - p[2].start for p in combo)
+                     for combo in itertools.product(
+                         *(per_axis[a][k] for a, k in enumerate(coord)))), default=0)
+        return itemsize * (piece + math.prod(new[a][k] for a, k in enumerate(coord)))
+
+    blocks = apply_blocks(label or f"rechunk-load-{token}", numblocks(new), [stored],
+                          load_of, kind="rechunk", name="rechunk-load",
+                          nbytes=_block_nbytes(new, itemsize), working=load_working)
+    return Array(blocks, x.shape, new, x.dtype)
+
+
+def _stage_need(name: str, old: Chunks, new: Chunks, itemsize: int) -> int:
+    """Bytes the largest task of one stage holds: a stored stage's tasks hold one old block
+    (writing its pieces) or one new block (reading them), and a piece besides."""
+    if name != "rechunk-store":
+        return _direct_need(old, new, itemsize)
+    piece = _largest_piece(old, new, itemsize)
+    return piece + itemsize * max(math.prod(map(_largest, old)), math.prod(map(_largest, new)))
+
+
+def _rechunk_stage(x: Array, new: Chunks, name: str, label: str | None = None) -> Array:
     """One stage: each new block a view of the old block holding it, or assembled from the
-    pieces of the old blocks it overlaps. A split stage copies its views, so that the old
-    block is released once cut."""
+    pieces of the old blocks it overlaps (its tasks named ``label``, by default from the
+    stage and its input). A split stage copies its views, so that the old block is
+    released once cut."""
     per_axis = [_axis_pieces(o, n) for o, n in zip(x.chunks, new, strict=True)]
     token = tokenize(name, x, new)
     xkey = x.collection.key
@@ -339,7 +523,7 @@ def _rechunk_stage(x: Array, new: Chunks, name: str) -> Array:
                 *[Dep(slot[k]) for k in keys])
         return _copy_pieces, unique, args
 
-    blocks = apply_blocks(f"{name}-{token}", numblocks(new), [x.collection], task_of,
+    blocks = apply_blocks(label or f"{name}-{token}", numblocks(new), [x.collection], task_of,
                           kind="rechunk", name=name,
                           nbytes=_block_nbytes(new, x.itemsize))
     if take is _take_view and type(x) is Array and all(

@@ -120,7 +120,8 @@ class Recorder:
                          "elapsed": float(event.elapsed), "peak_bytes": int(event.peak_bytes),
                          "spilled_bytes": int(event.spilled_bytes),
                          "unspilled_bytes": int(event.unspilled_bytes),
-                         "recomputed_bytes": int(event.recomputed_bytes)}
+                         "recomputed_bytes": int(event.recomputed_bytes),
+                         "staged_bytes": int(event.staged_bytes)}
         elif isinstance(event, WorkersScaled):
             self._alive.append((float(event.time), int(event.alive)))
         elif isinstance(event, PoolQueue):

@@ -64,7 +64,7 @@ KIND_COLOURS: dict[str, str] = {
     "product": "#1f77b4", "accumulate": "#aec7e8", "elementwise": "#ff7f0e",
     "map": "#ffbb78", "reduce": "#2ca02c", "partial": "#98df8a", "aggregate": "#17becf",
     "load": "#9467bd", "random": "#c5b0d5", "store": "#d62728", "creation": "#e377c2",
-    "rechunk": "#8c564b", "getitem": "#c49c94", "transpose": "#bcbd22",
+    "rechunk": "#8c564b", "stage": "#5c3c32", "getitem": "#c49c94", "transpose": "#bcbd22",
     "reshape": "#dbdb8d", "astype": "#9edae5",
 }
 #: Fills of kinds not in :data:`KIND_COLOURS`, chosen by a hash of the kind's name.
@@ -575,13 +575,15 @@ def _memory_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
     ends = [p for p in procs if p.end is not None]
     if ends:
         yield ('<table><thead><tr><th>rank</th><th>peak held</th><th>spilled</th>'
-               "<th>read back</th><th>recomputed</th></tr></thead><tbody>")
+               "<th>read back</th><th>recomputed</th><th>staged on disk</th></tr></thead>"
+               "<tbody>")
         for p in ends:
             end = p.end or {}
             yield (f"<tr><td>{p.rank}</td><td>{escape(human(end.get('peak_bytes', 0)))}</td>"
                    f"<td>{escape(human(end.get('spilled_bytes', 0)))}</td>"
                    f"<td>{escape(human(end.get('unspilled_bytes', 0)))}</td>"
-                   f"<td>{escape(human(end.get('recomputed_bytes', 0)))}</td></tr>")
+                   f"<td>{escape(human(end.get('recomputed_bytes', 0)))}</td>"
+                   f"<td>{escape(human(end.get('staged_bytes', 0)))}</td></tr>")
         yield "</tbody></table>\n"
     yield "</section>\n"
 

@@ -149,6 +149,10 @@ _ROWS = (
     OpKind("reduce", fuse_producer=True, temp_factor=1.0),
     OpKind("aggregate", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
     OpKind("rechunk", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
+    # a block's pieces written to a rechunk's intermediate store on disk (file writes run
+    # without the GIL): its result is a handle of a few bytes read by many loads, never
+    # inlined into them
+    OpKind("stage", fuse_consumer=True, temp_factor=0.0, releases_gil=True),
     # sorting a block, cutting it at splitters, merging sorted pieces (NumPy's sorts run
     # without the GIL)
     OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True),

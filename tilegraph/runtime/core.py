@@ -244,6 +244,10 @@ class Execution:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
             remake[i] = 0
         self.memory = MemoryManager(self, memory_limit, spill, remake, estimates, may_spill)
+        kinds = graph.meta.get("kind")
+        self._staging = ({i for i, k in enumerate(kinds) if k == "stage"}
+                         if kinds is not None and "stage" in kinds else set())
+        self.staged_bytes = 0  # written by tasks to a rechunk's intermediate store
         self.exported = bytearray(n)
         for i in exported:
             self.exported[i] = 1
@@ -389,6 +393,8 @@ class Execution:
             return
         if self.exported[i]:
             self._on_export(i, value)
+        if i in self._staging:
+            self.staged_bytes += getattr(value, "stored_bytes", 0)
         self._settle(i, value)
 
     def deliver(self, i: int, value: Any, event: Any = None) -> None:
@@ -540,7 +546,7 @@ class Execution:
         if self._emit:
             self.send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
                              self.peak_live, self.spilled_bytes, self.unspilled_bytes,
-                             self.recomputed_bytes))
+                             self.recomputed_bytes, self.staged_bytes))
         self.done_event.set()
 
     # -- what the memory manager asks (called with the lock held) -----------------------------

@@ -178,7 +178,8 @@ class RunEnd(Event):
     """A run ended with ``status`` ``"done"``, ``"failed"`` or ``"cancelled"``.
     ``peak_bytes``: most bytes of results held in memory at once; ``spilled_bytes`` and
     ``unspilled_bytes``: bytes written to and read back from disk; ``recomputed_bytes``:
-    bytes of results dropped under memory pressure and made again."""
+    bytes of results dropped under memory pressure and made again; ``staged_bytes``: bytes
+    written by tasks to a rechunk's intermediate store on disk (and read back by others)."""
 
     status: str
     ndone: int
@@ -187,6 +188,7 @@ class RunEnd(Event):
     spilled_bytes: int = 0
     unspilled_bytes: int = 0
     recomputed_bytes: int = 0
+    staged_bytes: int = 0
 
 
 _global_subscribers: list[Subscriber] = []
