@@ -9,10 +9,24 @@ expected failures of its own), and prints the outcome counts for tilegraph and f
 dask.array, and tilegraph's failures.
 
 Run: ``python bench/xarray_suite.py`` (needs the ``xarray`` and ``dask`` extras; about 20 s).
+
+``python bench/xarray_suite.py --modules`` runs instead xarray's tests of rolling windows,
+weighted reductions, groupby and resample, interpolation and polyfit/polyval (the
+installed xarray's ``test_rolling.py``, ``test_weighted.py``, ``test_groupby.py``,
+``test_interp.py``, ``test_computation.py -k polyfit/polyval`` and
+``test_dataarray.py``/``test_dataset.py -k polyfit``) twice: with dask as xarray's default
+chunk manager and with tilegraph (the plugin ``bench/xarray_suite_plugin.py``: the tests'
+own ``.chunk(...)`` calls make tilegraph arrays, ``raise_if_dask_computes`` counts tilegraph
+runs too, the NumPy-only variants are left out). It counts, per module, the tests that made
+blocked arrays (dask arrays on the dask run, tilegraph arrays on the tilegraph run) and how
+many of those pass; ``--modules rolling,interp`` picks modules by name (about 10 minutes
+for all).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import subprocess
@@ -58,6 +72,70 @@ def run(namespace: str, path: str) -> tuple[Counter, list[str]]:
     return counts, failed
 
 
+# name: (xarray test module, -k selection or None)
+MODULES = {
+    "rolling": ("test_rolling.py", None),
+    "weighted": ("test_weighted.py", None),
+    "groupby": ("test_groupby.py", None),
+    "interp": ("test_interp.py", None),
+    "computation": ("test_computation.py", "polyfit or polyval"),
+    "dataarray": ("test_dataarray.py", "polyfit"),
+    "dataset": ("test_dataset.py", "polyfit"),
+}
+PASS = ("passed", "xfailed")
+
+
+def run_module(module: str, select: str | None, mode: str) -> dict[str, dict]:
+    """Each test's outcome and the blocked arrays it made, on one chunk manager."""
+    import xarray.tests
+
+    path = os.path.join(os.path.dirname(xarray.tests.__file__), module)
+    env = dict(os.environ, TILEGRAPH_XARRAY_SUITE=mode, PYTHONPATH=os.pathsep.join(
+        filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryDirectory() as tmp:
+        env["TILEGRAPH_XARRAY_SUITE_OUT"] = out = os.path.join(tmp, "outcomes.json")
+        cmd = [sys.executable, "-m", "pytest", path, "-q", "-p", "no:cacheprovider",
+               "-p", "bench.xarray_suite_plugin", "-W", "ignore"]
+        if select:
+            cmd += ["-k", select]
+        subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
+        if not os.path.exists(out):
+            raise SystemExit(f"{module} on {mode}: pytest wrote no outcomes")
+        with open(out) as f:
+            return {k.split("::", 1)[1]: v for k, v in json.load(f).items()}
+
+
+def compare_modules(names: list[str]) -> int:
+    import xarray
+
+    print(f"xarray {xarray.__version__}: tests that make blocked arrays, on dask and on "
+          "tilegraph as the chunk manager")
+    print(f"{'module':40s} {'tests':>5s} {'pass dask':>9s} {'pass tilegraph':>14s}")
+    failures = []
+    for name in names:
+        module, select = MODULES[name]
+        dask = run_module(module, select, "dask")
+        tg = run_module(module, select, "tilegraph")
+        chunked = sorted(t for t in set(dask) | set(tg)
+                         if "dask" in dask.get(t, {}).get("made", ())
+                         or "tilegraph" in tg.get(t, {}).get("made", ()))
+        on_dask = sum(dask.get(t, {}).get("outcome") in PASS for t in chunked)
+        on_tg = [t for t in chunked if tg.get(t, {}).get("outcome") in PASS
+                 and "tilegraph" in tg[t]["made"]]
+        label = module + (f" -k {select!r}" if select else "")
+        print(f"{label:40s} {len(chunked):5d} {on_dask:9d} {len(on_tg):14d}")
+        for t in chunked:
+            if t in on_tg:
+                continue
+            r = tg.get(t, {"outcome": "not run", "made": []})
+            why = r.get("error") or ("made no tilegraph array" if r["outcome"] in PASS
+                                     else r["outcome"])
+            failures.append(f"{module}::{t} [dask: {dask.get(t, {}).get('outcome')}] {why}")
+    for line in failures:
+        print(f"  not on tilegraph: {line}")
+    return 0
+
+
 def main() -> int:
     import xarray
 
@@ -78,4 +156,15 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modules", nargs="?", const=",".join(MODULES), default=None,
+                        help="run xarray's rolling/weighted/groupby/interp/polyfit tests "
+                             f"(all, or a comma-separated subset of {', '.join(MODULES)})")
+    args = parser.parse_args()
+    if args.modules is None:
+        raise SystemExit(main())
+    chosen = [m.strip() for m in args.modules.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown modules {unknown}; choose from {', '.join(MODULES)}")
+    raise SystemExit(compare_modules(chosen))
