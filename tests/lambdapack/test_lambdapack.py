@@ -38,6 +38,9 @@ BINDINGS = [
     (lib.svd, {"M": 1, "N": 1, "UV": 1, "RL": 4}), (lib.svd, {"M": 3, "N": 3, "UV": 0, "RL": 4}),
     (lib.tslu, {"N": 1, "B": 2, "RB": 4}), (lib.tslu, {"N": 7, "B": 2, "RB": 4}),
     (lib.tslu, {"N": 10, "B": 3, "RB": 4}),
+    (lib.caqr, {"M": 4, "N": 2, "K": 2, "G": 2}), (lib.caqr, {"M": 5, "N": 3, "K": 3, "G": 1}),
+    (lib.caqr, {"M": 3, "N": 3, "K": 3, "G": 4}), (lib.caqr, {"M": 2, "N": 4, "K": 2, "G": 2}),
+    (lib.caqr, {"M": 7, "N": 2, "K": 2, "G": 3}),
 ]
 
 
@@ -401,6 +404,53 @@ def test_library_tslu_rejects_bad_input():
     singular = np.ones((12, 3))
     with pytest.raises(np.linalg.LinAlgError, match="tslu: the matrix is singular"):
         tg.compute(*lib.tslu(tg.from_numpy(singular, chunks=(4, 3))))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,block,group", [((16, 8), 4, 2), ((13, 7), 4, 1),
+                                               ((30, 11), 4, 3), ((7, 13), 4, 2),
+                                               ((20, 20), 5, 2), ((9, 5), 9, 2),
+                                               ((29, 10), 3, 4), ((29, 10), 3, 100)])
+def test_library_caqr_gives_numpy_s_r(shape, block, group, dtype):
+    rng = np.random.default_rng(shape[0] + group)
+    a = _rand(rng, shape, dtype)
+    r = lib.caqr(tg.from_numpy(a, chunks=block), group=group).compute()
+    k = min(shape)
+    assert r.shape == (k, shape[1]) and r.dtype == a.dtype
+    rn = np.linalg.qr(a, mode="r")
+    signs = np.diagonal(rn) / np.where(np.diagonal(rn) == 0, 1, np.abs(np.diagonal(rn)))
+    np.testing.assert_allclose(r, signs.conj()[:, None] * rn, **_tol(dtype))
+    assert (np.diagonal(r).real >= 0).all() and not np.diagonal(r).imag.any()
+
+
+def test_library_caqr_is_a_tree_per_panel():
+    from collections import Counter
+
+    # one tile column of 16 tiles: groups of 4 factor at once, then 3 merges; the flat
+    # tree of library.qr is a chain of 16
+    tree = lib.caqr.bind(M=16, N=1, K=1, G=4)
+    flat = lib.qr.bind(M=16, N=1, K=1)
+    assert tree.critical_path() < flat.critical_path()
+    kernels = Counter(tree.statements[n[0]].kernel for n in tree.nodes())
+    assert kernels["hh_geqrt"] == 4 and kernels["hh_tsqrt"] == 12
+    assert kernels["hh_ttqrt"] == 3
+    # groups of one tile: TSQR's leaves, every tile of every panel factored on its own
+    one = lib.caqr.bind(M=5, N=3, K=3, G=1)
+    leaves = Counter(one.statements[n[0]].kernel for n in one.nodes())
+    assert leaves["hh_geqrt"] == 5 + 4 + 3 and leaves["hh_tsqrt"] == 0
+
+
+def test_library_caqr_rejects_bad_input():
+    with pytest.raises(ValueError, match="caqr: group must be a positive integer"):
+        lib.caqr(tg.ones((4, 4), chunks=2), group=0)
+    with pytest.raises(ValueError, match="caqr: block must be a positive integer"):
+        lib.caqr(tg.ones((4, 4), chunks=2), block=-1)
+    with pytest.raises(ValueError, match="2-D"):
+        lib.caqr(tg.ones(4, chunks=2))
+    with pytest.raises(ValueError, match="empty"):
+        lib.caqr(tg.ones((0, 3), chunks=2))
+    with pytest.raises(TypeError, match="numeric"):
+        lib.caqr(tg.from_numpy(np.array([["a", "b"]])))
 
 
 def test_tg_linalg_cholesky_is_the_library_program():

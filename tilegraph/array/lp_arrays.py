@@ -447,3 +447,47 @@ def tslu(a: Any, branch: int = 2) -> tuple[Array, Array, Array]:
     return (Array(perm, (n,), ((n,),), np.dtype(np.intp)),
             Array(low, (m, n), (rows, (n,)), a.dtype),
             Array(up, (n, n), ((n,), (n,)), a.dtype))
+
+
+@library.caqr.implement
+def caqr(a: Any, group: int = 2, block: int | None = None) -> Array:
+    """The R factor (k x n, k = min(m, n), upper triangular with a non-negative real
+    diagonal) of a matrix of any shape by the program ``library.caqr``
+    (communication-avoiding QR): each column panel by TSQR in a two-level tree, ``group``
+    tile rows factored together and then the groups' R factors combined, the tree's
+    reflectors applied to the tiles right of the panel. Square tiles of ``block``
+    (default: the first row block's height)."""
+    a = asarray(a)
+    dense_only("caqr", a)
+    if a.ndim != 2:
+        raise ValueError(f"caqr: expected a 2-D matrix, got shape {a.shape}")
+    a = _float(a, "caqr")
+    m, n = a.shape
+    if m == 0 or n == 0:
+        raise ValueError(f"caqr: the matrix is empty (shape {a.shape})")
+    if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or group < 1:
+        raise ValueError(f"caqr: group must be a positive integer, got {group!r}")
+    b = block if block is not None else a.chunks[0][0]
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+        raise ValueError(f"caqr: block must be a positive integer, got {block!r}")
+    b = int(b)
+    a = a.rechunk((b, b))
+    rows, cols = a.chunks
+    k = min(m, n)
+    rrows = tuple(min(b, k - s) for s in range(0, k, b))
+    M, N, K = len(rows), len(cols), len(rrows)
+    dag = library.caqr.bind(M=M, N=N, K=K, G=int(group))
+    name = f"caqr-{tokenize('lp-caqr', a, int(group))}"
+
+    def shape_of(array: str, tile: tuple[int, ...]) -> tuple[int, int] | None:
+        if array in ("A", "T"):
+            i, j = tile[-2:]
+            return rows[i], cols[j]
+        if array in ("R", "RS", ""):
+            return rrows[tile[0]], cols[tile[1]]
+        return None
+
+    (r,) = program_blocks(dag, name, {"A": (a.collection, tuple)},
+                          [((K, N), lambda c: ("RS", c) if c[1] >= c[0] else None)],
+                          shape_of, a.dtype)
+    return Array(r, (k, n), (rrows, cols), a.dtype)

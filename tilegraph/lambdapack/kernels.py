@@ -254,12 +254,24 @@ def _hh_tsmqr(f: tuple, top: Any, bottom: Any, trans: int = 1
     side_trans = _adjoint(v) if trans else "N"
     k = v.shape[1]  # the reflectors act on the top tile's first k rows (R's rows) only
     head = top[:k] if top.shape[0] > k else top
-    a, b, info = _lapack("tpmqrt", v, head, bottom)(0, v, t, head, bottom, side="L",
-                                                    trans=side_trans)
+    # and on the bottom tile's first rows only when they eliminated a triangle (ttqrt)
+    low = bottom[:v.shape[0]] if bottom.shape[0] > v.shape[0] else bottom
+    a, b, info = _lapack("tpmqrt", v, head, low)(0, v, t, head, low, side="L",
+                                                 trans=side_trans)
     _check(info, "tpmqrt")
     if head is not top:
         a = np.concatenate([a, top[k:]], axis=0)
+    if low is not bottom:
+        b = np.concatenate([b, bottom[v.shape[0]:]], axis=0)
     return a, b
+
+
+def _hh_ttqrt(prev: tuple, other: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """R so far stacked on the R factor of another tile row (``other``: a
+    :func:`_hh_geqrt` pair or a :func:`_hh_tsqrt` triple), factored (PLASMA's ttqrt, by
+    ``tpqrt``): ``(the new R, the reflectors, T)``; the reflectors reach only the other
+    tile row's first rows (its R's)."""
+    return _hh_tsqrt(prev, np.ascontiguousarray(_r_final(other)))
 
 
 def _part0(x: tuple) -> np.ndarray:
@@ -508,6 +520,7 @@ for _k in (
     LPKernel("part1", _part1, "getitem"),
     LPKernel("r_final", _r_final, "getitem"),
     LPKernel("same", _same, "getitem"),
+    LPKernel("hh_ttqrt", _hh_ttqrt, "qr"),
     LPKernel("hh_tsmqr_zero", _hh_tsmqr_zero, "qr"),
     LPKernel("lq_geqrt", _lq_geqrt, "qr", lambda a: qr_flops(a[1], a[0])),
     LPKernel("lq_tsqrt", _lq_tsqrt, "qr"),

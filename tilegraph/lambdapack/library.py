@@ -43,6 +43,14 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
   the winners of rounds of ``B`` candidate sets, ``U[0, 0]`` their factor, ``PR[0]`` the
   matrix's pivot rows in order and ``L[i, 0] = A[i, 0] @ inv(U)``: ``A = L @ U`` with
   ``L[PR]`` unit lower triangular.
+- ``caqr(A, T, E, C, F, H, RG, LT, X, Y, R, RS, M, N, K, G)``: communication-avoiding QR
+  (its R factor) of ``M x N`` tiles in ``K = min(M, N)`` steps: step ``k``'s panel by TSQR
+  in a two-level tree, groups of ``G`` tile rows (group ``g`` from row ``k + G g``)
+  factored each by a chain (``E[k, g]``, ``F[k, g, q]``, trailing tiles ``C``, ``H``; the
+  group's R ``RG[k, g]`` and first row's tiles ``LT[k, g, j]``), then the groups' R
+  factors merged into the first group's by ttqrt (``X[k, g]``, trailing tiles ``Y``);
+  ``G = 1`` makes every tile a TSQR leaf, ``G >= M`` is ``qr``'s flat tree. ``RS``: R
+  with a non-negative real diagonal.
 """
 
 from __future__ import annotations
@@ -407,6 +415,73 @@ def _tslu(A, W, T, F, L, U, PR, N: int, B: int, RB: int):
         L[i, 0] = lu_l(A[i, 0], F[0])  # noqa: F821
 
 
+@program
+def _caqr(A, T, E, C, F, H, RG, LT, X, Y, R, RS, M: int, N: int, K: int, G: int):
+    # step k's panel (tile rows k..M-1) by TSQR in a two-level tree: groups of G tile rows
+    # (group g from row k + G*g) factored at once, each a chain (geqrt on its first tile,
+    # tsqrt down the others), then the groups' R factors combined by a chain of ttqrt on
+    # the first group's; each level's Q^H applied to the tiles right of the panel
+    for i in range(M):
+        for j in range(N):
+            T[0, i, j] = same(A[i, j])  # noqa: F821
+    for k in range(K):
+        for g in range(ceil_div(M - k, G)):  # noqa: F821
+            E[k, g] = hh_geqrt(T[k, k + G * g, k])  # noqa: F821
+            for j in range(k + 1, N):
+                C[k, g, j] = hh_unmqr(E[k, g], T[k, k + G * g, j])  # noqa: F821
+            for q in range(1, min(G, M - k - G * g)):
+                if q == 1:
+                    F[k, g, q] = hh_tsqrt(E[k, g], T[k, k + G * g + q, k])  # noqa: F821
+                else:
+                    F[k, g, q] = hh_tsqrt(F[k, g, q - 1], T[k, k + G * g + q, k])  # noqa: F821
+                for j in range(k + 1, N):
+                    if q == 1:
+                        H[k, g, q, j] = hh_tsmqr(F[k, g, q], C[k, g, j],  # noqa: F821
+                                                 T[k, k + G * g + q, j])
+                    else:
+                        H[k, g, q, j] = hh_tsmqr(F[k, g, q], H[k, g, q - 1, j],  # noqa: F821
+                                                 T[k, k + G * g + q, j])
+            # the group's R factor and its first row's tiles after the group's chain
+            if min(G, M - k - G * g) >= 2:
+                RG[k, g] = same(F[k, g, min(G, M - k - G * g) - 1])  # noqa: F821
+                for j in range(k + 1, N):
+                    LT[k, g, j] = part0(H[k, g, min(G, M - k - G * g) - 1, j])  # noqa: F821
+            else:
+                RG[k, g] = same(E[k, g])  # noqa: F821
+                for j in range(k + 1, N):
+                    LT[k, g, j] = same(C[k, g, j])  # noqa: F821
+        for g in range(1, ceil_div(M - k, G)):  # noqa: F821
+            if g == 1:
+                X[k, g] = hh_ttqrt(RG[k, 0], RG[k, g])  # noqa: F821
+            else:
+                X[k, g] = hh_ttqrt(X[k, g - 1], RG[k, g])  # noqa: F821
+            for j in range(k + 1, N):
+                if g == 1:
+                    Y[k, g, j] = hh_tsmqr(X[k, g], LT[k, 0, j], LT[k, g, j])  # noqa: F821
+                else:
+                    Y[k, g, j] = hh_tsmqr(X[k, g], Y[k, g - 1, j], LT[k, g, j])  # noqa: F821
+        # the next version of the trailing tiles: a group's other rows from its chain,
+        # its first row from the chain of groups
+        for i in range(k + 1, M):
+            for j in range(k + 1, N):
+                if (i - k) % G >= 1:
+                    T[k + 1, i, j] = part1(H[k, (i - k) // G, (i - k) % G, j])  # noqa: F821
+                else:
+                    T[k + 1, i, j] = part1(Y[k, (i - k) // G, j])  # noqa: F821
+        # R's tile row k
+        if M - k >= G + 1:
+            R[k, k] = r_final(X[k, ceil_div(M - k, G) - 1])  # noqa: F821
+            for j in range(k + 1, N):
+                R[k, j] = part0(Y[k, ceil_div(M - k, G) - 1, j])  # noqa: F821
+        else:
+            R[k, k] = r_final(RG[k, 0])  # noqa: F821
+            for j in range(k + 1, N):
+                R[k, j] = same(LT[k, 0, j])  # noqa: F821
+    for k in range(K):
+        for j in range(k, N):
+            RS[k, j] = rows_signed(R[k, j], R[k, k])  # noqa: F821
+
+
 cholesky = LibraryProgram(_cholesky, "Cholesky factor L of a Hermitian positive definite "
                                      "Array (lower, as numpy.linalg.cholesky).")
 gemm = LibraryProgram(_gemm, "A @ B for 2-D Arrays, a chain of block products per output "
@@ -441,5 +516,11 @@ tslu = LibraryProgram(_tslu, "LU of a tall-skinny Array (one column of blocks) w
                              "pivoting, B candidate sets at a time up a tree, the winners "
                              "factored (U) and every row block solved against U (L).")
 
+caqr = LibraryProgram(_caqr, "The R factor of an M x N tiled matrix by communication-avoiding "
+                             "QR: each column panel by TSQR in a two-level tree (groups of G "
+                             "tile rows, then the groups' R factors), the tree's reflectors "
+                             "applied to the tiles right of the panel; RS: R with a "
+                             "non-negative real diagonal.")
+
 PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q, qr, svd,
-                                tslu)}
+                                tslu, caqr)}
