@@ -411,16 +411,20 @@ def test_library_tslu_rejects_bad_input():
                                                ((30, 11), 4, 3), ((7, 13), 4, 2),
                                                ((20, 20), 5, 2), ((9, 5), 9, 2),
                                                ((29, 10), 3, 4), ((29, 10), 3, 100)])
-def test_library_caqr_gives_numpy_s_r(shape, block, group, dtype):
+def test_library_caqr_gives_numpy_s_q_and_r(shape, block, group, dtype):
     rng = np.random.default_rng(shape[0] + group)
     a = _rand(rng, shape, dtype)
-    r = lib.caqr(tg.from_numpy(a, chunks=block), group=group).compute()
+    q, r = tg.compute(*lib.caqr(tg.from_numpy(a, chunks=block), group=group))
     k = min(shape)
-    assert r.shape == (k, shape[1]) and r.dtype == a.dtype
-    rn = np.linalg.qr(a, mode="r")
+    assert q.shape == (shape[0], k) and r.shape == (k, shape[1])
+    assert q.dtype == a.dtype and r.dtype == a.dtype
+    qn, rn = np.linalg.qr(a)
     signs = np.diagonal(rn) / np.where(np.diagonal(rn) == 0, 1, np.abs(np.diagonal(rn)))
     np.testing.assert_allclose(r, signs.conj()[:, None] * rn, **_tol(dtype))
+    np.testing.assert_allclose(q, qn * signs[None, :], **_tol(dtype))
     assert (np.diagonal(r).real >= 0).all() and not np.diagonal(r).imag.any()
+    np.testing.assert_allclose(q @ r, a, **_tol(dtype))
+    np.testing.assert_allclose(q.conj().T @ q, np.eye(k), **_tol(dtype))
 
 
 def test_library_caqr_is_a_tree_per_panel():

@@ -554,6 +554,27 @@ def test_lambdapack_tslu_unexpanded(pool):
     assert _run_keys(pool) == set()
 
 
+def test_lambdapack_caqr_unexpanded(pool):
+    rng = np.random.default_rng(8)
+    m, n, b = 20, 8, 4
+    a = rng.standard_normal((m, n))
+    M, N = 5, 2
+    dag = library.caqr.bind(M=M, N=N, K=N, G=2)
+
+    def tile(x):
+        return lambda t: x[t[0] * b:(t[0] + 1) * b, t[1] * b:(t[1] + 1) * b]
+
+    outs = [("QS", (i, j)) for i in range(M) for j in range(N)]
+    outs += [("RS", (k, j)) for k in range(N) for j in range(k, N)]
+    got = run_program(dag, {"A": tile(a), "I": tile(np.eye(m, n))}, outs, pool=pool)
+    q, r = np.zeros((m, n)), np.zeros((n, n))
+    for (arr, (i, j)), v in got.items():
+        (q if arr == "QS" else r)[i * b:(i + 1) * b, j * b:(j + 1) * b] = v
+    np.testing.assert_allclose(q @ r, a, atol=1e-10)
+    np.testing.assert_allclose(q.T @ q, np.eye(n), atol=1e-10)
+    assert (np.diagonal(r) >= 0).all()
+
+
 def test_run_program_with_tiles_given_by_value(pool):
     rng = np.random.default_rng(9)
     b = 6

@@ -450,13 +450,14 @@ def tslu(a: Any, branch: int = 2) -> tuple[Array, Array, Array]:
 
 
 @library.caqr.implement
-def caqr(a: Any, group: int = 2, block: int | None = None) -> Array:
-    """The R factor (k x n, k = min(m, n), upper triangular with a non-negative real
-    diagonal) of a matrix of any shape by the program ``library.caqr``
-    (communication-avoiding QR): each column panel by TSQR in a two-level tree, ``group``
-    tile rows factored together and then the groups' R factors combined, the tree's
-    reflectors applied to the tiles right of the panel. Square tiles of ``block``
-    (default: the first row block's height)."""
+def caqr(a: Any, group: int = 2, block: int | None = None) -> tuple[Array, Array]:
+    """Q and R of a matrix of any shape (``q``: m x k with orthonormal columns, ``r``: k x n
+    upper triangular with a non-negative real diagonal, k = min(m, n)) by the program
+    ``library.caqr`` (communication-avoiding QR): each column panel by TSQR in a
+    two-level tree, ``group`` tile rows factored together and then the groups' R factors
+    combined, the tree's reflectors applied to the tiles right of the panel; Q by applying
+    them to the identity's tiles, last step first. Square tiles of ``block`` (default: the
+    first row block's height)."""
     a = asarray(a)
     dense_only("caqr", a)
     if a.ndim != 2:
@@ -474,8 +475,11 @@ def caqr(a: Any, group: int = 2, block: int | None = None) -> Array:
     a = a.rechunk((b, b))
     rows, cols = a.chunks
     k = min(m, n)
-    rrows = tuple(min(b, k - s) for s in range(0, k, b))
-    M, N, K = len(rows), len(cols), len(rrows)
+    qcols = tuple(min(b, k - s) for s in range(0, k, b))
+    M, N, K = len(rows), len(cols), len(qcols)
+    from tilegraph.array.creation import eye
+
+    ident = eye(m, k, dtype=a.dtype, chunks=(rows, qcols))
     dag = library.caqr.bind(M=M, N=N, K=K, G=int(group))
     name = f"caqr-{tokenize('lp-caqr', a, int(group))}"
 
@@ -483,11 +487,15 @@ def caqr(a: Any, group: int = 2, block: int | None = None) -> Array:
         if array in ("A", "T"):
             i, j = tile[-2:]
             return rows[i], cols[j]
+        if array in ("I", "QS", "CU", "W"):
+            i, j = tile[-2:]
+            return rows[i], qcols[j]
         if array in ("R", "RS", ""):
-            return rrows[tile[0]], cols[tile[1]]
+            return qcols[tile[0]], cols[tile[1]]
         return None
 
-    (r,) = program_blocks(dag, name, {"A": (a.collection, tuple)},
-                          [((K, N), lambda c: ("RS", c) if c[1] >= c[0] else None)],
-                          shape_of, a.dtype)
-    return Array(r, (k, n), (rrows, cols), a.dtype)
+    q, r = program_blocks(
+        dag, name, {"A": (a.collection, tuple), "I": (ident.collection, tuple)},
+        [((M, K), lambda c: ("QS", c)),
+         ((K, N), lambda c: ("RS", c) if c[1] >= c[0] else None)], shape_of, a.dtype)
+    return (Array(q, (m, k), (rows, qcols), a.dtype), Array(r, (k, n), (qcols, cols), a.dtype))

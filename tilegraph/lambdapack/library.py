@@ -43,14 +43,17 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
   the winners of rounds of ``B`` candidate sets, ``U[0, 0]`` their factor, ``PR[0]`` the
   matrix's pivot rows in order and ``L[i, 0] = A[i, 0] @ inv(U)``: ``A = L @ U`` with
   ``L[PR]`` unit lower triangular.
-- ``caqr(A, T, E, C, F, H, RG, LT, X, Y, R, RS, M, N, K, G)``: communication-avoiding QR
-  (its R factor) of ``M x N`` tiles in ``K = min(M, N)`` steps: step ``k``'s panel by TSQR
+- ``caqr(A, I, T, ..., R, RS, ..., QS, M, N, K, G)``: communication-avoiding QR of
+  ``M x N`` tiles in ``K = min(M, N)`` steps: step ``k``'s panel by TSQR
   in a two-level tree, groups of ``G`` tile rows (group ``g`` from row ``k + G g``)
   factored each by a chain (``E[k, g]``, ``F[k, g, q]``, trailing tiles ``C``, ``H``; the
   group's R ``RG[k, g]`` and first row's tiles ``LT[k, g, j]``), then the groups' R
   factors merged into the first group's by ttqrt (``X[k, g]``, trailing tiles ``Y``);
-  ``G = 1`` makes every tile a TSQR leaf, ``G >= M`` is ``qr``'s flat tree. ``RS``: R
-  with a non-negative real diagonal.
+  ``G = 1`` makes every tile a TSQR leaf, ``G >= M`` is ``qr``'s flat tree. Q by the
+  reflectors applied to the identity's tiles ``I``, step ``K - 1`` first (``CU`` a step's
+  input tiles, ``MY`` the merges undone, ``LM`` the groups' first rows after them, ``GY``
+  and ``GL`` the groups' chains, ``W`` the step's output). ``RS`` and ``QS``: R with a
+  non-negative real diagonal and Q to match.
 """
 
 from __future__ import annotations
@@ -416,7 +419,8 @@ def _tslu(A, W, T, F, L, U, PR, N: int, B: int, RB: int):
 
 
 @program
-def _caqr(A, T, E, C, F, H, RG, LT, X, Y, R, RS, M: int, N: int, K: int, G: int):
+def _caqr(A, I, T, E, C, F, H, RG, LT, X, Y, R, RS, CU, MY, LM, GY, GL, W, QS,  # noqa: E741
+          M: int, N: int, K: int, G: int):
     # step k's panel (tile rows k..M-1) by TSQR in a two-level tree: groups of G tile rows
     # (group g from row k + G*g) factored at once, each a chain (geqrt on its first tile,
     # tsqrt down the others), then the groups' R factors combined by a chain of ttqrt on
@@ -480,6 +484,68 @@ def _caqr(A, T, E, C, F, H, RG, LT, X, Y, R, RS, M: int, N: int, K: int, G: int)
     for k in range(K):
         for j in range(k, N):
             RS[k, j] = rows_signed(R[k, j], R[k, k])  # noqa: F821
+    # Q (M x K tiles): the reflectors applied to the identity's tiles I, step k = K-1-kk
+    # first; within a step the merges undone last first, then each group's chain.
+    # CU[kk, i, j]: tile (i, j) before step k is applied (rows i >= k)
+    for kk in range(K):
+        k = K - 1 - kk
+        for i in range(k, M):
+            for j in range(K):
+                if kk == 0:
+                    CU[kk, i, j] = same(I[i, j])  # noqa: F821
+                else:
+                    if i == k:
+                        CU[kk, i, j] = same(I[i, j])  # noqa: F821
+                    else:
+                        CU[kk, i, j] = same(W[kk - 1, i, j])  # noqa: F821
+        for j in range(K):
+            # the merges, the last group's first: pairs (row k, the group's first row)
+            for gg in range(ceil_div(M - k, G) - 1):  # noqa: F821
+                if gg == 0:
+                    MY[kk, gg, j] = hh_tsmqr(  # noqa: F821
+                        X[k, ceil_div(M - k, G) - 1 - gg], CU[kk, k, j],  # noqa: F821
+                        CU[kk, k + G * (ceil_div(M - k, G) - 1 - gg), j], trans=0)  # noqa: F821
+                else:
+                    MY[kk, gg, j] = hh_tsmqr(  # noqa: F821
+                        X[k, ceil_div(M - k, G) - 1 - gg], MY[kk, gg - 1, j],  # noqa: F821
+                        CU[kk, k + G * (ceil_div(M - k, G) - 1 - gg), j], trans=0)  # noqa: F821
+            # each group's first row after the merges
+            if M - k >= G + 1:
+                LM[kk, 0, j] = part0(MY[kk, ceil_div(M - k, G) - 2, j])  # noqa: F821
+            else:
+                LM[kk, 0, j] = same(CU[kk, k, j])  # noqa: F821
+            for g in range(1, ceil_div(M - k, G)):  # noqa: F821
+                LM[kk, g, j] = part1(MY[kk, ceil_div(M - k, G) - 1 - g, j])  # noqa: F821
+            # each group's chain, its last row first: pairs (first row, row q), then the
+            # first row's own reflectors
+            for g in range(ceil_div(M - k, G)):  # noqa: F821
+                for qq in range(min(G, M - k - G * g) - 1):
+                    if qq == 0:
+                        GY[kk, g, qq, j] = hh_tsmqr(  # noqa: F821
+                            F[k, g, min(G, M - k - G * g) - 1 - qq], LM[kk, g, j],
+                            CU[kk, k + G * g + min(G, M - k - G * g) - 1 - qq, j], trans=0)
+                    else:
+                        GY[kk, g, qq, j] = hh_tsmqr(  # noqa: F821
+                            F[k, g, min(G, M - k - G * g) - 1 - qq], GY[kk, g, qq - 1, j],
+                            CU[kk, k + G * g + min(G, M - k - G * g) - 1 - qq, j], trans=0)
+                if min(G, M - k - G * g) >= 2:
+                    GL[kk, g, j] = hh_unmqr(  # noqa: F821
+                        E[k, g], GY[kk, g, min(G, M - k - G * g) - 2, j], trans=0)
+                else:
+                    GL[kk, g, j] = hh_unmqr(E[k, g], LM[kk, g, j], trans=0)  # noqa: F821
+        # tile (i, j) after step k: a group's first row from its own reflectors, the
+        # others from the group's chain
+        for i in range(k, M):
+            for j in range(K):
+                if (i - k) % G == 0:
+                    W[kk, i, j] = same(GL[kk, (i - k) // G, j])  # noqa: F821
+                else:
+                    W[kk, i, j] = part1(GY[kk, (i - k) // G,  # noqa: F821
+                                           min(G, M - k - G * ((i - k) // G)) - 1 - (i - k) % G,
+                                           j])
+    for i in range(M):
+        for j in range(K):
+            QS[i, j] = cols_signed(W[K - 1, i, j], R[j, j])  # noqa: F821
 
 
 cholesky = LibraryProgram(_cholesky, "Cholesky factor L of a Hermitian positive definite "
@@ -516,11 +582,12 @@ tslu = LibraryProgram(_tslu, "LU of a tall-skinny Array (one column of blocks) w
                              "pivoting, B candidate sets at a time up a tree, the winners "
                              "factored (U) and every row block solved against U (L).")
 
-caqr = LibraryProgram(_caqr, "The R factor of an M x N tiled matrix by communication-avoiding "
-                             "QR: each column panel by TSQR in a two-level tree (groups of G "
-                             "tile rows, then the groups' R factors), the tree's reflectors "
-                             "applied to the tiles right of the panel; RS: R with a "
-                             "non-negative real diagonal.")
+caqr = LibraryProgram(_caqr, "Q and R of an M x N tiled matrix by communication-avoiding QR: "
+                             "each column panel by TSQR in a two-level tree (groups of G tile "
+                             "rows, then the groups' R factors), the tree's reflectors applied "
+                             "to the tiles right of the panel; Q by applying them to the "
+                             "identity's tiles, last step first; RS and QS: R with a "
+                             "non-negative real diagonal and Q to match.")
 
 PROGRAMS = {p.name: p for p in (cholesky, gemm, syrk, trsm, trsm_t, tsqr, tsqr_q, qr, svd,
                                 tslu, caqr)}
