@@ -494,3 +494,51 @@ def test_quantile_rejects_repeated_or_bad_axes(forbid_compute):
         np.quantile(x, 0.5, axis=(0, 0))
     with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
         np.median(x, axis=(0, 3))
+
+
+def _ffill(a, axis=0, dtype=None):
+    """Forward fill of NaNs along ``axis`` in NumPy (each NaN takes the last value)."""
+    a = np.moveaxis(np.asarray(a, dtype=dtype), axis, 0)
+    idx = np.where(np.isnan(a), 0, np.arange(a.shape[0]).reshape(-1, *[1] * (a.ndim - 1)))
+    idx = np.maximum.accumulate(idx, axis=0)
+    out = np.take_along_axis(a, idx, axis=0)
+    return np.moveaxis(out, 0, axis)
+
+
+def _fill_from(carry, block):
+    return np.where(np.isnan(block), carry, block)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumreduction_is_a_blocked_cumsum(dtype, axis):
+    a = (np.random.default_rng(9).random((11, 7)) * 20).astype(dtype)
+    x = tg.from_numpy(a, chunks=((4, 0, 5, 2), (3, 3, 1)))
+    got = tg.cumreduction(np.cumsum, np.add, 0, x, axis=axis)
+    assert got.dtype == a.dtype and got.shape == a.shape
+    np.testing.assert_allclose(got.compute(), np.cumsum(a, axis=axis), rtol=1e-5)
+    flat = tg.cumreduction(np.cumsum, np.add, 0, x, axis=None, dtype=np.float64)
+    np.testing.assert_allclose(flat.compute(), np.cumsum(a.astype(np.float64)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cumreduction_forward_fill_across_blocks(dtype):
+    rng = np.random.default_rng(10)
+    a = rng.random((13, 4)).astype(dtype)
+    a[rng.random(a.shape) < 0.4] = np.nan
+    a[:2, 0] = np.nan      # leading NaNs stay NaN
+    a[3:9, 1] = np.nan     # a whole block of NaNs takes the carry from two blocks back
+    x = tg.from_numpy(a, chunks=(3, 3))
+    got = tg.cumreduction(_ffill, _fill_from, np.nan, x, axis=0)
+    np.testing.assert_array_equal(got.compute(), _ffill(a, 0))
+    assert np.isnan(got.compute()[:2, 0]).all()
+
+
+def test_cumreduction_bad_input():
+    x = tg.from_numpy(np.ones((4, 3)), chunks=2)
+    with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds"):
+        tg.cumreduction(np.cumsum, np.add, 0, x, axis=2)
+    with pytest.raises(TypeError, match="must be callable"):
+        tg.cumreduction(np.cumsum, "add", 0, x, axis=0)
+    with pytest.raises(ValueError, match="0-d"):
+        tg.cumreduction(np.cumsum, np.add, 0, tg.asarray(np.float64(1.0)), axis=0)

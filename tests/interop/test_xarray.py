@@ -410,3 +410,29 @@ def test_groupby_shuffle_lazy_groupers_and_datetime_mean_match_numpy(registered,
     want = ds.groupby("g").mean()
     np.testing.assert_array_equal(got.when.values, want.when.values)
     np.testing.assert_allclose(got.v.values, want.v.values)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_manager_scan_forward_fills_across_blocks(dtype):
+    # what xarray's ffill/bfill ask of a chunk manager: a block scan plus a carry
+    def ffill(block, axis, dtype=None):
+        b = np.moveaxis(block, axis, 0)
+        idx = np.where(np.isnan(b), 0, np.arange(b.shape[0]).reshape(-1, *[1] * (b.ndim - 1)))
+        return np.moveaxis(np.take_along_axis(b, np.maximum.accumulate(idx, axis=0), 0),
+                           0, axis)
+
+    rng = np.random.default_rng(11)
+    a = rng.random((4, 17)).astype(dtype)
+    a[rng.random(a.shape) < 0.5] = np.nan
+    a[2, 5:12] = np.nan
+    x = tg.from_numpy(a, chunks=(3, (5, 4, 6, 2)))
+    m = TilegraphManager()
+    for method in ("sequential", "blelloch"):
+        got = m.scan(ffill, lambda c, b: np.where(np.isnan(b), c, b), np.nan, x, axis=1,
+                     dtype=a.dtype, method=method, preop=np.nanmax)
+        assert isinstance(got, tg.Array) and got.dtype == a.dtype
+        np.testing.assert_array_equal(got.compute(), ffill(a, 1))
+    with pytest.raises(ValueError, match="method='parallel'"):
+        m.scan(ffill, np.add, 0, x, axis=1, method="parallel")
+    with pytest.raises(TypeError, match="unexpected keywords"):
+        m.scan(ffill, np.add, 0, x, axis=1, out=None)

@@ -1,4 +1,5 @@
-"""Blocked scans: ``cumsum``, ``cumprod``, ``ufunc.accumulate`` and ``diff``.
+"""Blocked scans: ``cumsum``, ``cumprod``, ``ufunc.accumulate``, ``cumreduction`` (any block
+scan with a carry) and ``diff``.
 
 A scan along an axis is three small steps per block: the block's total (a reduction along
 the axis), the carry from the blocks before it (a chain of slice-sized tasks along the
@@ -106,6 +107,94 @@ def accumulate(ufunc: np.ufunc, x: Any, axis: int | None = 0, dtype: Any = None)
 
     blocks = apply_blocks(f"{op}-accumulate-{token}", grid, [x.collection, carries], out_of,
                           kind="elementwise", name=f"{op}-accumulate", nbytes=nbytes)
+    return Array(blocks, x.shape, x.chunks, dtype)
+
+
+def _scan_block(func: Any, axis: int, dtype: np.dtype, block: np.ndarray) -> np.ndarray:
+    return np.asarray(func(block, axis=axis, dtype=dtype))
+
+
+def _last_slice(axis: int, block: np.ndarray) -> np.ndarray:
+    index = [slice(None)] * block.ndim
+    index[axis] = slice(block.shape[axis] - 1, block.shape[axis])
+    return block[tuple(index)].copy()
+
+
+def _with_carry(binop: Any, dtype: np.dtype, carry: np.ndarray,
+                block: np.ndarray) -> np.ndarray:
+    return np.asarray(binop(carry, block)).astype(dtype, copy=False)
+
+
+def _from_identity(binop: Any, ident: Any, dtype: np.dtype, axis: int,
+                   block: np.ndarray) -> np.ndarray:
+    shape = tuple(1 if a == axis else n for a, n in enumerate(block.shape))
+    return _with_carry(binop, dtype, np.full(shape, ident, dtype=dtype), block)
+
+
+def cumreduction(func: Any, binop: Any, ident: Any, x: Any, axis: int | None = None,
+                 dtype: Any = None) -> Array:
+    """A general blocked scan along ``axis`` (dask's ``cumreduction``): ``func(block,
+    axis=, dtype=)`` scans each block on its own (``np.cumsum``, a forward fill, ...),
+    and ``binop(carry, scanned)`` applies what the blocks before it carry (``np.add``,
+    "fill the gaps from the carry", ...), where the carry into a block is ``binop`` of the
+    carry into the block before it and that block's last scanned slice, starting from
+    ``ident`` (``binop``'s identity). ``axis=None`` scans the flattened array. Each block
+    is scanned once; only the last slices travel.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.array([1, 2, 3, 4, 5]), chunks=2)
+    >>> tg.cumreduction(np.cumsum, np.add, 0, x, axis=0).compute()
+    array([ 1,  3,  6, 10, 15])
+    """
+    if not callable(func) or not callable(binop):
+        raise TypeError(f"cumreduction: func and binop must be callable, got {func!r} and "
+                        f"{binop!r}")
+    x = asarray(x)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    if x.ndim == 0:
+        raise ValueError("cumreduction: cannot scan a 0-d array")
+    axis = operator.index(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise np.exceptions.AxisError(f"cumreduction: axis {axis} is out of bounds for an "
+                                      f"array of shape {x.shape}")
+    axis %= x.ndim
+    dtype = x.dtype if dtype is None else np.dtype(dtype)
+    if any(c == 0 for c in x.chunks[axis]) and x.shape[axis]:
+        x = x.rechunk({axis: tuple(c for c in x.chunks[axis] if c)})
+    token = tokenize("cumreduction", func, binop, ident, x, axis, dtype)
+    grid = x.numblocks
+    key = x.collection.key
+    chunks = x.chunks
+    itemsize = dtype.itemsize
+
+    def nbytes(c: tuple[int, ...]) -> int:
+        return itemsize * math.prod(chunks[a][i] for a, i in enumerate(c))
+
+    scanned = apply_blocks(f"scan-block-{token}", grid, [x.collection],
+                           lambda c: (_scan_block, [key(c)], (func, axis, dtype, Dep(0))),
+                           kind="elementwise", name="scan-block", nbytes=nbytes)
+    total_grid = tuple(g - 1 if a == axis else g for a, g in enumerate(grid))
+    totals = apply_blocks(f"scan-last-{token}", total_grid, [scanned],
+                          lambda c: (_last_slice, [scanned.key(c)], (axis, Dep(0))),
+                          kind="partial", name="scan-last")
+    carry = f"scan-carry-{token}"
+
+    def carry_task(c: tuple[int, ...]) -> tuple:
+        if c[axis] == 0:
+            return _from_identity, [totals.key(c)], (binop, ident, dtype, axis, Dep(0))
+        return _with_carry, [(carry, *c), totals.key(c)], (binop, dtype, Dep(0), Dep(1))
+
+    carries = _shifted(carry, total_grid, [totals], carry_task, axis)
+
+    def out_of(c: tuple[int, ...]) -> tuple:
+        if c[axis] == 0:
+            return _from_identity, [scanned.key(c)], (binop, ident, dtype, axis, Dep(0))
+        return (_with_carry, [carries.key(c), scanned.key(c)],
+                (binop, dtype, Dep(0), Dep(1)))
+
+    blocks = apply_blocks(f"scan-{token}", grid, [scanned, carries], out_of,
+                          kind="elementwise", name="scan", nbytes=nbytes)
     return Array(blocks, x.shape, x.chunks, dtype)
 
 

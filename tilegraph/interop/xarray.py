@@ -236,6 +236,23 @@ class TilegraphManager(ChunkManagerEntrypoint):
                             vectorize=vectorize, allow_rechunk=allow_rechunk, meta=meta,
                             **kwargs)
 
+    def scan(self, func: Callable, binop: Callable, ident: Any, arr: Array,
+             axis: int | None = None, dtype: Any = None, **kwargs: Any) -> Array:
+        """A cumulative reduction along ``axis``, as ``dask.array.cumreduction``: each
+        block scanned by ``func``, then ``binop(carry, block)`` with the carry of the
+        blocks before it (:func:`tilegraph.cumreduction`). xarray's ``ffill``/``bfill``
+        call it. ``method`` ("sequential" or "blelloch") gives the same values either
+        way, and ``preop`` is not needed: a block's carry is its last scanned slice."""
+        from tilegraph.array.scans import cumreduction
+
+        method = kwargs.pop("method", "sequential")
+        if method not in ("sequential", "blelloch"):
+            raise ValueError(f"scan: method={method!r} is not 'sequential' or 'blelloch'")
+        kwargs.pop("preop", None)
+        if kwargs:
+            raise TypeError(f"scan: unexpected keywords {sorted(kwargs)}")
+        return cumreduction(func, binop, ident, arr, axis=axis, dtype=dtype)
+
     def shuffle(self, x: Array, indexer: list[list[int]], axis: int,
                 chunks: Any = None) -> Array:
         """The positions of ``indexer`` (a list of groups of positions along ``axis``)
