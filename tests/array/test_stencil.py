@@ -300,6 +300,9 @@ def test_map_overlap_reads_only_the_neighbours_edge_slabs():
     ({"depth": (1, 1, 1)}, ValueError, "one value per axis"),
     ({"depth": {2: 1}}, np.exceptions.AxisError, "out of bounds"),
     ({"depth": 1, "boundary": "mirror"}, ValueError, "boundary 'mirror'"),
+    ({"depth": {0: (1, 2, 3)}}, ValueError, r"\(before, after\) pair"),
+    ({"depth": {0: (1, -1)}}, ValueError, "non-negative"),
+    ({"depth": {1: (0, 4)}}, ValueError, "larger than the smallest block"),
 ])
 def test_map_overlap_rejects_bad_input(kwargs, error, match, forbid_compute):
     x = tg.from_numpy(np.ones((6, 5)), chunks=(2, 3))
@@ -309,3 +312,50 @@ def test_map_overlap_rejects_bad_input(kwargs, error, match, forbid_compute):
         tg.map_overlap(3, x, depth=1)
     with pytest.raises(ValueError, match="same shape"):
         tg.map_overlap(np.add, x, tg.ones((6, 6)), depth=1)
+
+
+def _window_sums(block, before, after):
+    """Each element's sum with ``before`` elements before it and ``after`` after it along
+    axis 0 (zeros beyond the block)."""
+    padded = np.pad(block, ((before, after), (0, 0)))
+    return sum(padded[i:i + block.shape[0]] for i in range(before + after + 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+@pytest.mark.parametrize("widths", [(2, 0), (0, 1), (1, 3)])
+@pytest.mark.parametrize("boundary", ["none", "periodic", "reflect", 0])
+def test_asymmetric_depth_matches_numpy(dtype, widths, boundary):
+    before, after = widths
+    a = (np.random.default_rng(12).random((13, 5)) * 10).astype(dtype)
+    x = tg.from_numpy(a, chunks=((3, 4, 3, 3), (2, 3)))
+    got = tg.map_overlap(_window_sums, x, depth={0: widths}, boundary=boundary,
+                         before=before, after=after)
+    # NumPy: the array extended at its ends as ``boundary`` says, summed over the window
+    mode = {"none": None, "periodic": "wrap", "reflect": "symmetric", 0: "constant"}[boundary]
+    ext = a if mode is None else np.pad(a, ((before, after), (0, 0)), mode=mode)
+    want = _window_sums(ext, before, after)
+    if mode is not None:
+        want = want[before:before + a.shape[0]]
+    np.testing.assert_array_equal(got.compute(), want)
+    ours = tg.overlap(x, {0: widths}, boundary)
+    left = before if boundary != "none" else 0
+    right = after if boundary != "none" else 0
+    assert ours.chunks[0] == (3 + left + after, 4 + before + after, 3 + before + after,
+                              3 + before + right)
+    np.testing.assert_array_equal(tg.trim_internal(ours, {0: widths}, boundary).compute(), a)
+
+
+def test_asymmetric_depth_and_default_boundary_match_dask():
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(13).random((11, 9))
+    x = tg.from_numpy(a, chunks=(4, 3))
+    d = da.from_array(a, chunks=(4, 3))
+    for depth in ({0: (2, 1)}, {0: (0, 2), 1: (1, 0)}, 1):
+        # dask's map_overlap leaves the array's edges alone unless a boundary is given
+        np.testing.assert_allclose(
+            tg.map_overlap(_laplacian, x, depth=depth).compute(),
+            da.map_overlap(_laplacian, d, depth=depth).compute())
+        ours = tg.overlap(x, depth, "none")
+        theirs = da.overlap.overlap(d, depth=depth, boundary="none")
+        assert ours.chunks == theirs.chunks
+        np.testing.assert_allclose(ours.compute(), theirs.compute())

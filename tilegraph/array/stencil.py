@@ -560,20 +560,37 @@ def _per_axis(name: str, value: Any, ndim: int, default: Any) -> list[Any]:
     return [value] * ndim
 
 
-def _depths(depth: Any, x: Array) -> list[int]:
+def _depth_pairs(name: str, depth: Any, ndim: int) -> list[tuple[int, int]]:
+    """dask's ``depth``: per axis one number of elements (the same on both sides) or a
+    ``(before, after)`` pair (in a dict {axis: depth}), as (before, after) pairs."""
+    if isinstance(depth, (tuple, list)) and len(depth) == ndim:
+        values = list(depth)
+    else:
+        values = _per_axis(name, 0 if depth is None else depth, ndim, 0)
     out = []
-    for a, d in enumerate(_per_axis("overlap", 0 if depth is None else depth, x.ndim, 0)):
+    for d in values:
+        pair = tuple(d) if isinstance(d, (tuple, list)) else (d, d)
+        if len(pair) != 2:
+            raise ValueError(f"{name}: a depth is a number or a (before, after) pair, got "
+                             f"{d!r} in {depth!r}")
         try:
-            d = operator.index(d)
+            pair = (operator.index(pair[0]), operator.index(pair[1]))
         except TypeError:
-            raise TypeError(f"overlap: depth must be integers, got {depth!r}") from None
-        if d < 0:
-            raise ValueError(f"overlap: depth must be non-negative, got {depth!r}")
+            raise TypeError(f"{name}: depth must be integers, got {depth!r}") from None
+        if pair[0] < 0 or pair[1] < 0:
+            raise ValueError(f"{name}: depth must be non-negative, got {depth!r}")
+        out.append(pair)
+    return out
+
+
+def _depths(depth: Any, x: Array) -> list[tuple[int, int]]:
+    out = _depth_pairs("overlap", depth, x.ndim)
+    for a, (before, after) in enumerate(out):
+        d = max(before, after)
         if d and d > min(x.chunks[a], default=0):
             raise ValueError(
                 f"overlap: depth {d} on axis {a} is larger than the smallest block there "
                 f"({min(x.chunks[a])}): rechunk to larger blocks first")
-        out.append(d)
     return out
 
 
@@ -594,26 +611,28 @@ def _edge(block: np.ndarray, axis: int, side: int, d: int) -> np.ndarray:
     return block[tuple(index)].copy()
 
 
-def _join_halo(axis: int, d: int, left: Any, right: Any, own: np.ndarray,
+def _join_halo(axis: int, widths: tuple[int, int], left: Any, right: Any, own: np.ndarray,
                *slabs: np.ndarray) -> np.ndarray:
-    """A block with its halos along ``axis``: each side is ``"slab"`` (the next of
-    ``slabs``, a neighbour's edge), ``None`` (no halo: boundary "none"), a boundary mode
-    made from the block's own edge (``"reflect"``, ``"nearest"``), or a constant."""
+    """A block with its halos along ``axis`` (``widths`` elements before and after): each
+    side is ``"slab"`` (the next of ``slabs``, a neighbour's edge), ``None`` (no halo:
+    boundary "none", or a width of 0), a boundary mode made from the block's own edge
+    (``"reflect"``, ``"nearest"``), or a constant."""
     it = iter(slabs)
     parts = []
     for side, how in ((0, left), (1, right)):
-        if how is None:
+        d = widths[side]
+        if how is None or d == 0:
             part = None
         elif isinstance(how, str) and how == "slab":
             part = next(it)
         else:
             edge = _edge(own, axis, side, d)
-            widths = [(0, 0)] * own.ndim
-            widths[axis] = (d, 0) if side == 0 else (0, d)
+            pad_widths = [(0, 0)] * own.ndim
+            pad_widths[axis] = (d, 0) if side == 0 else (0, d)
             if isinstance(how, str):
-                padded = np.pad(edge, widths, mode=_BOUNDARY_MODES[how])
+                padded = np.pad(edge, pad_widths, mode=_BOUNDARY_MODES[how])
             else:
-                padded = np.pad(edge, widths, mode="constant", constant_values=how)
+                padded = np.pad(edge, pad_widths, mode="constant", constant_values=how)
             index = [slice(None)] * own.ndim
             index[axis] = slice(0, d) if side == 0 else slice(d, None)
             part = padded[tuple(index)]
@@ -622,9 +641,10 @@ def _join_halo(axis: int, d: int, left: Any, right: Any, own: np.ndarray,
     return np.concatenate(pieces, axis=axis)
 
 
-def _overlap_axis(x: Array, axis: int, d: int, b: Any) -> Array:
-    """One axis of :func:`overlap`: edge slabs cut (copied) from every block, and each block
-    joined with its neighbours' slabs (or its own boundary) in one task."""
+def _overlap_axis(x: Array, axis: int, widths: tuple[int, int], b: Any) -> Array:
+    """One axis of :func:`overlap`, ``widths`` elements before and after each block: edge
+    slabs cut (copied) from every block, and each block joined with its neighbours' slabs
+    (or its own boundary) in one task."""
     from tilegraph.algebra.blocks import apply_blocks
     from tilegraph.array.chunks import numblocks
     from tilegraph.array.core import tokenize
@@ -634,32 +654,38 @@ def _overlap_axis(x: Array, axis: int, d: int, b: Any) -> Array:
     k = len(x.chunks[axis])
     grid = x.numblocks
     key = x.collection.key
-    token = tokenize("overlap", x, axis, d, str(b))
+    token = tokenize("overlap", x, axis, widths, str(b))
     periodic = isinstance(b, str) and b == "periodic"
     none = isinstance(b, str) and b == "none"
     itemsize = x.itemsize
+    # a block's first ``after`` elements are its left neighbour's right halo, its last
+    # ``before`` elements its right neighbour's left halo
+    before, after = widths
+    slab_width = (after, before)
 
-    def slab_bytes(c: tuple[int, ...]) -> int:
-        return itemsize * math.prod(d if a == axis else x.chunks[a][j]
+    def slab_bytes(c: tuple[int, ...], side: int) -> int:
+        return itemsize * math.prod(slab_width[side] if a == axis else x.chunks[a][j]
                                     for a, j in enumerate(c))
 
     def slab_of(c: tuple[int, ...], side: int) -> tuple:
         n = x.chunks[axis][c[axis]]
-        index = _at((slice(None),) * x.ndim, axis, slice(0, d) if side == 0 else
-                    slice(n - d, n))
+        w = slab_width[side]
+        index = _at((slice(None),) * x.ndim, axis, slice(0, w) if side == 0 else
+                    slice(n - w, n))
         return _take_copy, [key(c)], (Dep(0), Lit(index))
 
-    slabs = []
-    for side in (0, 1):  # first d elements (a left neighbour's right halo), last d
+    slabs: list[Any] = []
+    for side in (0, 1):  # first ``after`` elements, last ``before`` elements
         slabs.append(apply_blocks(
             f"overlap-edge{side}-{token}", grid, [x.collection],
             lambda c, side=side: slab_of(c, side),
-            kind="rechunk", name="halo", nbytes=slab_bytes))
+            kind="rechunk", name="halo",
+            nbytes=lambda c, side=side: slab_bytes(c, side)) if slab_width[side] else None)
     lengths = []
     for j, c in enumerate(x.chunks[axis]):
         left = j > 0 or not none
         right = j < k - 1 or not none
-        lengths.append(c + d * left + d * right)
+        lengths.append(c + before * left + after * right)
     chunks = _at(x.chunks, axis, tuple(lengths))
 
     def task_of(c: tuple[int, ...]) -> tuple:
@@ -668,20 +694,23 @@ def _overlap_axis(x: Array, axis: int, d: int, b: Any) -> Array:
         how = []
         for side, neighbour in ((0, j - 1), (1, j + 1)):
             inside = 0 <= neighbour < k
-            if inside or periodic:
-                # the left halo is the left neighbour's last d; the right, the right's first
+            if widths[side] == 0:
+                how.append(None)
+            elif inside or periodic:
+                # the left halo is the left neighbour's last elements; the right, the
+                # right neighbour's first
                 deps.append(slabs[1 - side].key(_at(c, axis, neighbour % k)))
                 how.append("slab")
             elif none:
                 how.append(None)
             else:
                 how.append(b)
-        args = (axis, d, how[0], how[1], *[Dep(i) for i in range(len(deps))])
+        args = (axis, widths, how[0], how[1], *[Dep(i) for i in range(len(deps))])
         return _join_halo, deps, args
 
     blocks = apply_blocks(
-        f"overlap-{token}", numblocks(chunks), [x.collection, *slabs], task_of,
-        kind="rechunk", name="overlap",
+        f"overlap-{token}", numblocks(chunks), [x.collection, *[s for s in slabs if s]],
+        task_of, kind="rechunk", name="overlap",
         nbytes=lambda c: itemsize * math.prod(chunks[a][j] for a, j in enumerate(c)))
     return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
 
@@ -691,7 +720,9 @@ def overlap(x: Any, depth: Any, boundary: Any = None) -> Array:
     ``overlap``); at the array's edges by ``boundary``: ``"periodic"`` (the other end),
     ``"reflect"`` (mirrored, the edge element included), ``"nearest"`` (the edge element
     repeated), a constant, or ``"none"`` (no extension there). ``depth`` and ``boundary``
-    may be one value, a tuple per axis or a dict {axis: value}. Axes are extended one after
+    may be one value, a tuple per axis or a dict {axis: value}; a depth in a dict may be a
+    ``(before, after)`` pair (``{0: (2, 0)}``: two elements before each block along axis 0,
+    none after). Axes are extended one after
     the other (so corners come from the diagonal neighbours); along each, every block's
     edge slabs are copied out, and a block is joined with its neighbours' slabs in one
     task, so a block need not stay in memory for its neighbours' halos."""
@@ -699,9 +730,9 @@ def overlap(x: Any, depth: Any, boundary: Any = None) -> Array:
     depths = _depths(depth, x)
     bounds = _boundaries(boundary, x)
     out = x
-    for axis, (d, b) in enumerate(zip(depths, bounds, strict=True)):
-        if d:
-            out = _overlap_axis(out, axis, d, b)
+    for axis, (widths, b) in enumerate(zip(depths, bounds, strict=True)):
+        if any(widths):
+            out = _overlap_axis(out, axis, widths, b)
     return out
 
 
@@ -716,17 +747,16 @@ def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = N
     from tilegraph.graph.taskgraph import Dep, Lit
 
     x = asarray(x)
-    depths = [operator.index(d) for d in _per_axis(
-        "trim_internal", 0 if depth is None else depth, x.ndim, 0)]
+    depths = _depth_pairs("trim_internal", depth, x.ndim)
     bounds = _boundaries(boundary, x)
     cuts = []  # per axis, per block: (cut before, cut after)
-    for axis, (d, b) in enumerate(zip(depths, bounds, strict=True)):
+    for axis, ((d0, d1), b) in enumerate(zip(depths, bounds, strict=True)):
         none = isinstance(b, str) and b == "none"
         k = len(x.chunks[axis])
         axis_cuts = []
         for j, c in enumerate(x.chunks[axis]):
-            before = 0 if (none and j == 0) else d
-            after = 0 if (none and j == k - 1) else d
+            before = 0 if (none and j == 0) else d0
+            after = 0 if (none and j == k - 1) else d1
             if before + after > c:
                 raise ValueError(f"trim_internal: a block of {c} on axis {axis} is smaller "
                                  f"than the {before + after} elements to cut")
@@ -754,11 +784,22 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
                 trim: bool = True, dtype: Any = None, name: str | None = None,
                 **kwargs: Any) -> Array:
     """dask's ``map_overlap``: ``func`` applied to every block extended by ``depth``
-    neighbouring elements (see :func:`overlap` for ``depth`` and ``boundary``), the
-    extension cut off again afterwards when ``trim`` (so ``func`` must keep its block's
-    shape). Several arrays are aligned to the first one's blocks first. The halo of a
-    block is read from the neighbours' edge slabs only, and is made inside the task that
-    applies ``func`` where fusion allows it."""
+    neighbouring elements (see :func:`overlap` for ``depth`` and ``boundary``; as in dask,
+    the array's own edges are not extended unless ``boundary`` says how), the extension
+    cut off again afterwards when ``trim`` (so ``func`` must keep its block's shape).
+    Several arrays are aligned to the first one's blocks first. The halo of a block is
+    read from the neighbours' edge slabs only, and is made inside the task that applies
+    ``func`` where fusion allows it.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.array([1.0, np.nan, np.nan, 4.0, np.nan]), chunks=2)
+    >>> def ffill(b):
+    ...     keep = np.where(np.isnan(b), 0, np.arange(b.size))
+    ...     return b[np.maximum.accumulate(keep)]
+    >>> # one element before each block: a forward fill of at most one step
+    >>> x.map_overlap(ffill, depth={0: (1, 0)}).compute()
+    array([ 1.,  1., nan,  4.,  4.])
+    """
     from tilegraph.array.elementwise import map_blocks
 
     if not callable(func):
@@ -769,6 +810,8 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
     if not arrays:
         raise TypeError("map_overlap: give at least one array argument")
     first = asarray(arrays[0])
+    if boundary is None:  # dask's map_overlap leaves the array's edges alone by default
+        boundary = "none"
     extended = []
     for a in args:
         if isinstance(a, (Array, np.ndarray)):
