@@ -46,7 +46,7 @@ from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.explain import Projection, projected_peak
 from tilegraph.plan.fuse import FuseStats, fuse_chains
-from tilegraph.plan.order import order
+from tilegraph.plan.order import order, tile_accumulations
 from tilegraph.plan.place import place
 from tilegraph.runtime.backends import Backend, make_backend
 from tilegraph.runtime.core import Execution
@@ -94,14 +94,17 @@ class Plan:
 
 def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | None = None,
               initial: str = "cyclic", model: CostModel | None = None, fuse: bool = True,
-              backend: Backend | None = None, max_tasks: int | None = None) -> Plan:
+              backend: Backend | None = None, max_tasks: int | None = None,
+              memory: int | None = None) -> Plan:
     """Stages 1-4 of the pipeline (cull, place, fuse, order) without running anything.
 
     ``processes=p`` places the tasks on ``p`` processes (inputs by ``initial``, costs by
     ``model``) in a ``worker`` column, unless the graph has one; ``backend`` (of several
     processes) makes the placement once and shares it with its other processes, after
     checking that they all hold the same graph. A graph of more than ``max_tasks`` tasks
-    (default: the option) is refused (:class:`PlanTooLargeError`)."""
+    (default: the option) is refused (:class:`PlanTooLargeError`). ``memory``: the bytes a
+    process may hold, for orders that depend on it (:func:`tilegraph.plan.order.
+    tile_accumulations`)."""
     if not isinstance(graph, TaskGraph):
         raise TypeError(f"expected a TaskGraph, got {type(graph).__name__}")
     check_plan_size(len(graph), max_tasks)
@@ -126,18 +129,20 @@ def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | No
         if fuse:
             graph, stats = fuse_chains(graph, outputs)
             outputs = graph.indices(keys)
-        priority = _priority(graph, outputs)
+        priority = _priority(graph, outputs, memory)
     return Plan(graph, keys, outputs, priority, stats)
 
 
-def _priority(graph: TaskGraph, outputs: np.ndarray) -> np.ndarray:
-    """The planner's priorities if every task has one (ranked), else the default order."""
+def _priority(graph: TaskGraph, outputs: np.ndarray, memory: int | None = None
+              ) -> np.ndarray:
+    """The planner's priorities if every task has one (ranked), else the default order,
+    with contractions larger than ``memory`` run in tiles."""
     col = graph.meta.get("priority")
     if col is not None and all(p is not None for p in col):
         ranks = np.empty(len(graph), dtype=np.int64)
         ranks[np.argsort(np.asarray(col), kind="stable")] = np.arange(len(graph))
         return ranks
-    return order(graph, outputs)
+    return tile_accumulations(graph, order(graph, outputs), memory)
 
 
 def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
@@ -171,7 +176,8 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
     backend = _backend(opts)
     plan = make_plan(graph, outputs, processes=_processes(backend),
                      initial=opts["placement"], fuse=fuse, backend=backend,
-                     max_tasks=opts["max_tasks"])
+                     max_tasks=opts["max_tasks"],
+                     memory=opts["memory_limit"] or default_limit(backend.local_processes))
     return _execute(plan, backend, opts, finish)
 
 

@@ -156,3 +156,59 @@ def test_a_pull_never_numbers_a_task_on_the_walks_path():
     prio = order(g, g.indices(["e", "c"]))
     assert sorted(prio.tolist()) == [0, 1, 2, 3]
     assert ranked(g, ["e", "c"]) == ["t", "p", "c", "e"]
+
+
+# -- contractions larger than memory run in tiles -----------------------------------------
+
+
+def _matmul_plan(n: int, block: int, tmp_path):
+    a_np = np.random.default_rng(1).random((n, n))
+    b_np = np.random.default_rng(2).random((n, n))
+    np.save(tmp_path / "a.npy", a_np)
+    np.save(tmp_path / "b.npy", b_np)
+    a = tg.from_npy(str(tmp_path / "a.npy"), chunks=block)
+    b = tg.from_npy(str(tmp_path / "b.npy"), chunks=block)
+    return a_np, b_np, a @ b
+
+
+def test_a_matmul_larger_than_memory_takes_its_steps_tile_by_tile(tmp_path):
+    """Under a budget of about 30 blocks, 3 x 3 tiles of output blocks: each tile's chains
+    take their k-th step before any takes its (k+1)-th, and the order is unchanged when
+    the operands fit."""
+    from tilegraph.plan.order import _chains, tile_accumulations
+
+    _, _, c = _matmul_plan(64, 8, tmp_path)  # 8 x 8 blocks of 512 B
+    plan = plan_arrays([c])
+    g, prio = plan.graph, plan.plan.priority
+    assert (tile_accumulations(g, prio, None) == prio).all()
+    assert (tile_accumulations(g, prio, 10**9) == prio).all()
+    tiled = tile_accumulations(g, prio, 32 * 512)
+    assert sorted(tiled.tolist()) == list(range(len(g)))
+    assert all(tiled[d] < tiled[i] for i in range(len(g))
+               for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]])
+    (chains,) = _chains(g).values()
+    coords = g.meta["coords"]
+    step = {t: k for chain in chains for k, t in enumerate(chain)}
+    first_tile = sorted((t for t in step if tuple(coords[t])[:2] < (3, 3)
+                         and all(x < 3 for x in tuple(coords[t])[:2])), key=lambda t: tiled[t])
+    assert len(first_tile) == 9 * 8
+    assert [step[t] for t in first_tile] == sorted(step[t] for t in first_tile)
+    assert [step[t] for t in sorted(step, key=lambda t: prio[t])][:3] == [0, 1, 2]  # before
+
+
+@pytest.mark.parametrize("n, block, limit", [(240, 30, "300KB"), (250, 40, "600KB")])
+def test_a_matmul_from_files_under_a_small_budget_reads_far_less(tmp_path, n, block, limit):
+    """NumPy's product, nothing spilled, and the operands read about ``inputs +
+    n^3 / sqrt(M)`` elements in all (the bound of an order that keeps tiles resident),
+    uneven edge blocks included."""
+    import math
+
+    a_np, b_np, c = _matmul_plan(n, block, tmp_path)
+    got = c.compute(memory_limit=limit, workers=2)
+    np.testing.assert_allclose(got, a_np @ b_np, rtol=1e-12)
+    run = tg.last_run()
+    assert run.spilled_bytes == 0
+    memory = tg.util.parse_bytes(limit) / 8
+    bound = 8 * (2 * n * n + n**3 / math.sqrt(memory))
+    reads = 8 * 2 * n * n + run.recomputed_bytes
+    assert reads <= 1.3 * bound, (reads, bound)

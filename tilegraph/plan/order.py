@@ -248,3 +248,102 @@ def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -
                 stack.append(child)
                 cursor.append(ptr[child])
     return np.array(walk.prio, dtype=np.int64)
+
+
+TILE_SHARE = 0.5  # of the memory limit: a tile's accumulators and one step's operands
+
+
+def _chains(graph: TaskGraph) -> dict[str, list[list[int]]]:
+    """The accumulation chains of the graph's contractions, by contraction: each chain is
+    its steps in order, from a ``product`` task through ``accumulate`` steps, each step's
+    first dependency the step before, every step but the last read only by the next."""
+    kinds = graph.meta.get("kind")
+    if kinds is None or "accumulate" not in kinds:
+        return {}
+    ptr, idx = graph.dep_ptr, graph.dep_idx
+    cptr, cidx = graph.dependents_csr()
+    out: dict[str, list[list[int]]] = {}
+    for head in range(len(graph)):
+        if kinds[head] != "product":
+            continue
+        chain = [head]
+        t = head
+        while cptr[t + 1] - cptr[t] == 1:
+            c = int(cidx[cptr[t]])
+            if ptr[c] == ptr[c + 1] or idx[ptr[c]] != t:
+                break
+            chain.append(c)
+            if kinds[c] != "accumulate":
+                break  # the last step, fused with what reads the sum
+            t = c
+        if len(chain) > 2:
+            key = graph.keys[head]
+            out.setdefault(str(key[0]) if isinstance(key, tuple) else str(key), []).append(chain)
+    return out
+
+
+def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | None
+                       ) -> np.ndarray:
+    """Priorities that run a contraction's accumulation chains in square tiles of its output
+    blocks, step by step, when its operands do not fit ``memory``: all the chains of a tile
+    take their k-th step before any takes its (k+1)-th, so each operand block loaded for a
+    step serves a whole row or column of the tile. Under a budget of M elements an n x n
+    product then reads about n^3 / sqrt(M) elements of its operands beyond reading them
+    once, where one chain after another (the default walk) keeps a row panel of one operand
+    resident and streams the other for every output block: about n^3 / b for blocks of b
+    columns.
+
+    The tile's side s is the largest for which s^2 accumulators and 2s operand blocks fit
+    ``TILE_SHARE`` of ``memory``. Only the chains, and the operand tasks read by nothing
+    else, change places, and only among the priorities they had; a contraction whose tile
+    would cover its whole output keeps its order. Without ``memory`` nothing changes."""
+    if memory is None:
+        return priority
+    chains_of = _chains(graph)
+    if not chains_of:
+        return priority
+    nb = graph.meta.get("nbytes") or [None] * len(graph)
+    coords = graph.meta.get("coords") or [None] * len(graph)
+    ptr, idx = graph.dep_ptr, graph.dep_idx
+    cptr, cidx = graph.dependents_csr()
+    priority = priority.copy()
+    for chains in chains_of.values():
+        places = [tuple(coords[c[-1]] or ())[:2] for c in chains]
+        if any(len(p) != 2 for p in places) or len(set(places)) != len(places):
+            continue
+        steps = {t for c in chains for t in c}
+        operands = {int(d) for c in chains for t in c for d in idx[ptr[t]:ptr[t + 1]]
+                    if int(d) not in steps}
+        movable = {d for d in operands
+                   if all(int(u) in steps for u in cidx[cptr[d]:cptr[d + 1]])}
+        acc = max(nb[t] or 0 for c in chains for t in c)  # (a last step writing has none)
+        op = max((nb[d] or 0 for d in operands), default=0)
+        rows = len({p[0] for p in places})
+        cols = len({p[1] for p in places})
+        budget = TILE_SHARE * memory
+        s = 1
+        while (s + 1) ** 2 * acc + 2 * (s + 1) * op <= budget:
+            s += 1
+        if s >= max(rows, cols) or acc + 2 * op > budget:
+            continue
+        by_place = dict(zip(places, chains, strict=True))
+        seq: list[int] = []
+        placed: set[int] = set()
+        for ti in range(0, max(p[0] for p in places) + 1, s):
+            for tj in range(0, max(p[1] for p in places) + 1, s):
+                tile = [by_place[(i, j)] for i in range(ti, ti + s) for j in range(tj, tj + s)
+                        if (i, j) in by_place]
+                for k in range(max((len(c) for c in tile), default=0)):
+                    for c in tile:
+                        if k >= len(c):
+                            continue
+                        t = c[k]
+                        for d in idx[ptr[t]:ptr[t + 1]]:
+                            d = int(d)
+                            if d in movable and d not in placed:
+                                placed.add(d)
+                                seq.append(d)
+                        seq.append(t)
+        slots = np.sort(priority[seq])
+        priority[seq] = slots
+    return priority
