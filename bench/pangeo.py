@@ -43,8 +43,9 @@ And from ``tests/benchmarks/test_rechunk.py`` (``test_swap_axes_out_of_core``):
 Each system runs in its own process of the same run (so its peak resident set is its own),
 with 2 threads; tilegraph under ``--limit`` (its ``memory_limit``), Cubed under the same
 ``allowed_mem`` when it is installed. Printed per workload and system: seconds, peak RSS,
-and for tilegraph the bytes spilled, read back and recomputed, the most bytes of results
-held and the plan's projection of it; then the ratios to dask.
+and for tilegraph the bytes spilled, read back, recomputed and staged on disk (a rechunk's
+intermediate store), the most bytes of results held and the plan's projection of it; then
+the ratios to dask.
 
 Run: ``python bench/pangeo.py [--workload quadratic|anomaly|rechunk|swap|vorticity|dot|all]
 [--t 1000] [--limit 2GB]``
@@ -172,7 +173,8 @@ def _rechunk(system: str, t: int, limit: str, data_dir: str) -> dict:
                 tg.from_zarr(source).rechunk((t, *TARGET)).to_zarr(out)
             run = tg.last_run()
             extra = {"spilled": run.spilled_bytes, "read_back": run.unspilled_bytes,
-                     "recomputed": run.recomputed_bytes, "held": run.peak_bytes,
+                     "recomputed": run.recomputed_bytes, "staged": run.staged_bytes,
+                     "held": run.peak_bytes,
                      "projected": run.projected_bytes}
         elif system == "dask":
             import dask
@@ -223,7 +225,8 @@ def child(system: str, workload: str, t: int, limit: str, data_dir: str) -> None
         elapsed = time.perf_counter() - t0
         run = xp.last_run()
         extra = {"spilled": run.spilled_bytes, "read_back": run.unspilled_bytes,
-                 "recomputed": run.recomputed_bytes, "held": run.peak_bytes,
+                 "recomputed": run.recomputed_bytes, "staged": run.staged_bytes,
+                 "held": run.peak_bytes,
                  "projected": run.projected_bytes}
     elif system == "dask":
         import dask
@@ -323,7 +326,8 @@ def main() -> int:
             line = f"  {system:10s} {r['seconds']:7.1f} s  peak RSS {_gb(r['peak_rss'])}"
             if system == "tilegraph":
                 line += (f"  spilled {_gb(r['spilled'])}, read back {_gb(r['read_back'])}, "
-                         f"recomputed {_gb(r['recomputed'])}; results held "
+                         f"recomputed {_gb(r['recomputed'])}, staged on disk "
+                         f"{_gb(r.get('staged', 0))}; results held "
                          f"{_gb(r['held'])}, projected {_gb(r['projected'])}")
             print(line)
         tg, dk = got.get("tilegraph"), got.get("dask")
