@@ -116,3 +116,47 @@ def test_isin_and_the_numpy_functions_xarray_calls_on_the_namespace():
     np.testing.assert_allclose(xp.nanmedian(z, axis=0).compute(), np.nanmedian(g, axis=0))
     np.testing.assert_allclose(xp.nanquantile(z, 0.7, axis=1).compute(),
                                np.nanquantile(g, 0.7, axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.complex64])
+@pytest.mark.parametrize(("shape", "chunks"), [
+    ((5, 42), None), ((30, 7), None), ((210,), None), ((5, 6, 7, 1), ((2, 2, 1), (4, 2),
+                                                                     (3, 3, 1), (1,))),
+])
+def test_reshape_blockwise_matches_dask(dtype, shape, chunks):
+    a = (np.arange(5 * 6 * 7) * 3 % 17).reshape(5, 6, 7).astype(dtype)
+    x = tg.from_numpy(a, chunks=(2, 4, 3))  # uneven blocks on every axis
+    d = da.from_array(a, chunks=(2, 4, 3))
+    got = tg.reshape_blockwise(x, shape, chunks=chunks)
+    want = da.reshape_blockwise(d, shape, chunks=chunks)
+    assert got.chunks == want.chunks and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.compute(), want.compute())
+    if chunks is None:  # and back again, block by block
+        back = tg.reshape_blockwise(got, a.shape, chunks=x.chunks)
+        assert back.chunks == x.chunks
+        np.testing.assert_array_equal(back.compute(), a)
+
+
+def test_reshape_blockwise_rechunks_an_input_cut_otherwise():
+    a = np.arange(4 * 6).reshape(4, 6)
+    x = tg.from_numpy(a, chunks=(3, 4))
+    flat = tg.reshape_blockwise(x, (24,))
+    assert flat.chunks == ((12, 6, 4, 2),)
+    # a result computed column by column from ``flat`` comes cut differently (one block)
+    one = flat.rechunk(-1)
+    back = tg.reshape_blockwise(one, (4, 6), chunks=x.chunks)
+    np.testing.assert_array_equal(back.compute(), a)
+
+
+def test_reshape_blockwise_bad_input():
+    x = tg.from_numpy(np.ones((4, 6)), chunks=(3, 4))
+    with pytest.raises(ValueError, match="chunks= is for adding dimensions"):
+        tg.reshape_blockwise(x, (24,), chunks=((12, 12),))
+    with pytest.raises(ValueError, match="needs chunks="):
+        tg.reshape_blockwise(x, (2, 2, 6))
+    with pytest.raises(ValueError, match="as many dimensions"):
+        tg.reshape_blockwise(x, (6, 4))
+    with pytest.raises(ValueError, match="cannot be grouped"):
+        tg.reshape_blockwise(tg.ones((4, 6, 5), chunks=2), (8, 15))
+    with pytest.raises(ValueError, match="size 24"):
+        tg.reshape_blockwise(x, (25,))

@@ -268,6 +268,30 @@ def test_apply_along_axis_matches_numpy(func, axis):
     assert given.dtype == np.float32 and given.shape == (7, 5)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_apply_along_axis_passes_array_arguments_whole(dtype):
+    # xarray's polyfit: each column solved against one design matrix given as an argument
+    rng = np.random.default_rng(14)
+    a = rng.random((9, 7)).astype(dtype)
+    design = np.vander(np.linspace(0, 1, 9), 3).astype(dtype)
+    x = tg.from_numpy(a, chunks=(4, 3))
+    m = tg.from_numpy(design, chunks=(4, 2))
+
+    def fit(v, X, rcond=None):
+        if not isinstance(X, np.ndarray):  # whole, as NumPy, never a lazy array
+            raise TypeError(f"func1d got a {type(X).__name__}")
+        return np.linalg.lstsq(X, v, rcond=rcond)[0]
+
+    want = np.apply_along_axis(fit, 0, a, design)
+    for given in ({}, {"shape": (3,), "dtype": dtype}):
+        got = np.apply_along_axis(fit, 0, x, m, **given)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got.compute(), want, rtol=1e-4)
+    # NumPy values and tilegraph arrays may be mixed among the arguments
+    got = tg.apply_along_axis(lambda v, w, s: (v * w).sum() + s, 0, x, m[:, 0], 2.0)
+    np.testing.assert_allclose(got.compute(), (a * design[:, :1]).sum(0) + 2.0, rtol=1e-5)
+
+
 def test_apply_along_axis_rejects_bad_input(forbid_compute):
     x = tg.from_numpy(np.ones((3, 4)), chunks=2)
     with pytest.raises(TypeError, match="not callable"):

@@ -436,3 +436,28 @@ def test_manager_scan_forward_fills_across_blocks(dtype):
         m.scan(ffill, np.add, 0, x, axis=1, method="parallel")
     with pytest.raises(TypeError, match="unexpected keywords"):
         m.scan(ffill, np.add, 0, x, axis=1, out=None)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("skipna", [False, True])
+def test_polyfit_and_polyval_over_several_dimensions_match_numpy(registered, dtype, skipna):
+    # polyfit folds the other dimensions block by block (reshape_blockwise), solves, and
+    # unfolds them; with skipna each series is fitted on its own (apply_along_axis)
+    rng = np.random.default_rng(15)
+    t = np.arange(30.0)
+    a = (2.0 + 0.5 * t[:, None, None] - 0.01 * t[:, None, None] ** 2
+         + rng.random((30, 5, 4))).astype(dtype)
+    if skipna:
+        a[rng.random(a.shape) < 0.1] = np.nan
+    v = xr.DataArray(a, dims=("time", "lat", "lon"), coords={"time": t})
+    c = v.chunk({"time": 7, "lat": 2, "lon": 3}, chunked_array_type="tilegraph")
+    got = c.polyfit("time", 2, skipna=skipna)
+    assert isinstance(got.polyfit_coefficients.data, tg.Array)
+    want = v.polyfit("time", 2, skipna=skipna)
+    np.testing.assert_allclose(got.polyfit_coefficients.values,
+                               want.polyfit_coefficients.values, rtol=1e-4, atol=1e-6)
+    fitted = xr.polyval(c.time, got.polyfit_coefficients)
+    assert isinstance(fitted.data, tg.Array)
+    np.testing.assert_allclose(fitted.values,
+                               xr.polyval(v.time, want.polyfit_coefficients).values,
+                               rtol=1e-4)

@@ -9,7 +9,7 @@ from tilegraph.array import lp_arrays as _lp_arrays  # noqa: F401  (LambdaPACK f
 from tilegraph.array import ma
 from tilegraph.array import manipulation as _manipulation
 from tilegraph.array import reductions as _reductions
-from tilegraph.array.blockwise import blockwise
+from tilegraph.array.blockwise import blockwise, reshape_blockwise
 from tilegraph.array.contraction import (
     dot,
     einsum,
@@ -248,6 +248,7 @@ __all__ = [
     "ravel_multi_index",
     "rechunk",
     "reshape",
+    "reshape_blockwise",
     "roll",
     "round",
     "searchsorted",

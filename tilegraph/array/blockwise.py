@@ -27,6 +27,7 @@ on one-element blocks when not given.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -38,7 +39,7 @@ from tilegraph.array.chunks import common_refinement
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.graph.taskgraph import Call, Dep, funcname
 
-__all__ = ["blockwise"]
+__all__ = ["blockwise", "reshape_blockwise"]
 
 
 def _index(ind: Any, where: str) -> tuple[Hashable, ...]:
@@ -222,3 +223,107 @@ def blockwise(func: Callable, out_ind: Any, *args: Any, name: str | None = None,
                               out_chunks[k][b] for k, b in enumerate(c)))
     shape = tuple(sum(c) for c in out_chunks)
     return Array(blocks, shape, tuple(out_chunks), dtype)
+
+
+def _axis_groups(long: tuple[int, ...], short: tuple[int, ...], what: str
+                 ) -> list[list[int]]:
+    """For each axis of ``short``, the consecutive axes of ``long`` whose lengths multiply
+    to its length (axes of length 1 left over join the last group)."""
+    groups: list[list[int]] = []
+    i = 0
+    for n in short:
+        group = [i] if i < len(long) else []
+        i += 1
+        while group and math.prod(long[a] for a in group) != n and i < len(long):
+            group.append(i)
+            i += 1
+        if not group or math.prod(long[a] for a in group) != n:
+            raise ValueError(f"reshape_blockwise: {what}: the lengths {long} cannot be "
+                             f"grouped into {short} (only consecutive axes are merged or "
+                             "split)")
+        groups.append(group)
+    if any(long[a] != 1 for a in range(i, len(long))):
+        raise ValueError(f"reshape_blockwise: {what}: the lengths {long} cannot be grouped "
+                         f"into {short}")
+    groups[-1].extend(range(i, len(long)))
+    return groups
+
+
+def reshape_blockwise(x: Any, shape: Any, chunks: Any = None) -> Array:
+    """Every block reshaped on its own, as ``dask.array.reshape_blockwise``: no data moves
+    between blocks, so the order of the elements differs from :func:`reshape` (xarray's
+    ``polyfit`` folds the other dimensions together this way and unfolds them after).
+
+    When the number of dimensions shrinks, consecutive axes are merged: the merged axis
+    has one block per combination of the merged axes' blocks (the last axis fastest).
+    When it grows, ``chunks`` (the block sizes of every output axis) says how each block
+    is split: the input's blocks along an axis are the combinations of the output blocks
+    of the axes it becomes (the last fastest), and an input cut otherwise is rechunked to
+    them first.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.arange(12).reshape(2, 6), chunks=(2, 3))
+    >>> flat = tg.reshape_blockwise(x, (12,))
+    >>> flat.chunks, flat.compute()
+    (((6, 6),), array([ 0,  1,  2,  6,  7,  8,  3,  4,  5,  9, 10, 11]))
+    >>> tg.reshape_blockwise(flat, (2, 6), chunks=((2,), (3, 3))).compute()
+    array([[ 0,  1,  2,  3,  4,  5],
+           [ 6,  7,  8,  9, 10, 11]])
+    """
+    from tilegraph.array.chunks import normalize_chunks, numblocks
+    from tilegraph.array.manipulation import _normalize_shape, _reshape_block
+
+    x = asarray(x)
+    shape = _normalize_shape(shape, x.size, x.shape)
+    if len(shape) == x.ndim:
+        if shape != x.shape:
+            raise ValueError(f"reshape_blockwise: cannot reshape {x.shape} into {shape} "
+                             "with as many dimensions; use reshape")
+        return x if chunks is None or normalize_chunks(chunks, shape, x.dtype) == x.chunks \
+            else x.rechunk(chunks)
+    if len(shape) < x.ndim:
+        if chunks is not None:
+            raise ValueError("reshape_blockwise: chunks= is for adding dimensions; when "
+                             "they merge, the blocks follow from the input's")
+        groups = _axis_groups(x.shape, shape, "merging")
+        out_chunks = tuple(tuple(math.prod(sizes) for sizes in itertools.product(
+            *(x.chunks[a] for a in g))) for g in groups)
+
+        def source(c: tuple[int, ...]) -> tuple[int, ...]:
+            coord = [0] * x.ndim
+            for g, j in zip(groups, c, strict=True):
+                for a, k in zip(g, np.unravel_index(j, [x.numblocks[a] for a in g]),
+                                strict=True):
+                    coord[a] = int(k)
+            return tuple(coord)
+    else:
+        if chunks is None:
+            raise ValueError(f"reshape_blockwise: adding dimensions ({x.shape} into "
+                             f"{shape}) needs chunks=, the block sizes of every output axis")
+        out_chunks = normalize_chunks(chunks, shape, x.dtype)
+        groups = _axis_groups(shape, x.shape, "splitting")
+        # the input blocks that ``chunks`` splits: one per combination of the output
+        # blocks of the axes an input axis becomes (a differently cut input is rechunked)
+        need = tuple(tuple(math.prod(sizes) for sizes in itertools.product(
+            *(out_chunks[a] for a in g))) for g in groups)
+        if need != x.chunks:
+            x = x.rechunk(need)
+
+        def source(c: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(int(np.ravel_multi_index(tuple(c[a] for a in g),
+                                                  [len(out_chunks[a]) for a in g]))
+                         for g in groups)
+
+    key = x.collection.key
+    token = tokenize("reshape_blockwise", x, shape, out_chunks)
+    itemsize = x.dtype.itemsize
+
+    def task_of(c: tuple[int, ...]) -> tuple:
+        block = tuple(out_chunks[a][k] for a, k in enumerate(c))
+        return _reshape_block, [key(source(c))], (Dep(0), block)
+
+    blocks = apply_blocks(f"reshape-blockwise-{token}", numblocks(out_chunks),
+                          [x.collection], task_of, kind="reshape", name="reshape_blockwise",
+                          nbytes=lambda c: itemsize * math.prod(
+                              out_chunks[a][k] for a, k in enumerate(c)))
+    return Array(blocks, shape, out_chunks, x.dtype)

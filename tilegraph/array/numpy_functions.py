@@ -14,6 +14,7 @@ array([1., 3., 6.])
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -124,13 +125,25 @@ def flip(a: Any, axis: Any = None) -> Array:
                    for i in range(a.ndim))]
 
 
+def _apply_along(func1d: Callable, axis: int, dtype: np.dtype, width: int, kwargs: dict,
+                  block: np.ndarray, *args: Any) -> np.ndarray:
+    out = np.apply_along_axis(func1d, axis, block, *args, **kwargs)
+    return np.asarray(out, dtype=dtype).reshape(
+        (*block.shape[:axis], width, *block.shape[axis + 1:]))
+
+
 def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any,
                      dtype: Any = None, shape: Any = None, **kwargs: Any) -> Array:
     """``numpy.apply_along_axis`` (and dask's, with its ``dtype=`` and ``shape=``): ``axis``
     is made one block, the other axes stay cut, and each block runs NumPy's loop. The
     output of ``func1d`` (its shape and dtype) is found by calling it on a vector of ones of
-    the axis' length when ``shape`` or ``dtype`` is not given."""
+    the axis' length when ``shape`` or ``dtype`` is not given. A tilegraph array among
+    ``args`` reaches ``func1d`` whole, as a NumPy array (xarray's polyfit passes its
+    design matrix so)."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.core import tokenize
     from tilegraph.array.sorting import _axis, whole_axis
+    from tilegraph.graph.taskgraph import Dep
 
     if not callable(func1d):
         raise TypeError(f"apply_along_axis: {func1d!r} is not callable")
@@ -139,22 +152,38 @@ def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any,
         raise ValueError("apply_along_axis: needs an array of at least one dimension")
     axis = _axis("apply_along_axis", a, axis)
     if shape is None or dtype is None:
-        probe = np.asarray(func1d(np.ones(a.shape[axis], dtype=a.dtype), *args, **kwargs))
+        # array arguments are stood in for by ones of their shape and dtype
+        stand_ins = [np.ones(v.shape, dtype=v.dtype) if isinstance(v, Array) else v
+                     for v in args]
+        probe = np.asarray(func1d(np.ones(a.shape[axis], dtype=a.dtype), *stand_ins,
+                                  **kwargs))
         shape = probe.shape if shape is None else shape
         dtype = probe.dtype if dtype is None else dtype
     shape = tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
     y = whole_axis(a, axis)
     width = int(np.prod(shape))  # func1d's output, flattened into the axis' place
-
-    def run(block: np.ndarray) -> np.ndarray:
-        out = np.apply_along_axis(func1d, axis, block, *args, **kwargs)
-        return np.asarray(out, dtype=dtype).reshape(
-            (*block.shape[:axis], width, *block.shape[axis + 1:]))
-
-    run.__name__ = f"apply_along_axis-{getattr(func1d, '__name__', 'func')}"
+    whole = [v.rechunk(-1) if isinstance(v, Array) else v for v in args]
+    extra = [v for v in whole if isinstance(v, Array)]
+    slot = iter(range(1, len(extra) + 1))
+    template = tuple(Dep(next(slot)) if isinstance(v, Array) else v for v in whole)
+    label = f"apply_along_axis-{getattr(func1d, '__name__', 'func')}"
     chunks = tuple((width,) if i == axis else c for i, c in enumerate(y.chunks))
-    out = elementwise.map_blocks(run, y, dtype=dtype, chunks=chunks, name=run.__name__)
+    extra_keys = [v.collection.key((0,) * v.ndim) for v in extra]
+    key = y.collection.key
+    itemsize = dtype.itemsize
+
+    def task_of(c: tuple[int, ...]) -> tuple:
+        return (_apply_along, [key(c), *extra_keys],
+                (func1d, axis, dtype, width, kwargs, Dep(0), *template))
+
+    token = tokenize("apply_along_axis", func1d, y, axis, dtype, width, *whole, kwargs)
+    blocks = apply_blocks(f"{label}-{token}", y.numblocks,
+                          [y.collection, *[v.collection for v in extra]], task_of,
+                          kind="map", name=label,
+                          nbytes=lambda c: itemsize * math.prod(
+                              chunks[i][k] for i, k in enumerate(c)))
+    out = Array(blocks, tuple(sum(c) for c in chunks), chunks, dtype)
     return out.reshape((*a.shape[:axis], *shape, *a.shape[axis + 1:]))
 
 
