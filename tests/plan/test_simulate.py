@@ -243,3 +243,63 @@ def test_memory_counts_temporaries_as_the_executor_does():
     assert r.peak_memory.tolist() == [50]
     out = np.array([2])
     assert sequential_peak(g, out, order(g, out)) == (50, 50)
+
+
+register_kind(OpKind("test-temp", temp_factor=1.0))
+
+
+def random_graph(n, seed):
+    """A reproducible graph of ``n`` tasks with up to three earlier dependencies each, mixed
+    flop counts (or none: memory-bound), sizes and kinds, and the generator for what follows."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder()
+    for i in range(n):
+        k = int(rng.integers(0, min(i, 3) + 1))
+        deps = sorted({f"t{int(d)}" for d in rng.integers(0, i, k)}) if i else []
+        cost = int(rng.integers(0, 6)) or None
+        b.add(f"t{i}", noop, deps=deps, cost=cost, nbytes=int(rng.integers(0, 100)),
+              kind="test-temp" if rng.random() < 0.3 else "test-op")
+    return b.build(), rng
+
+
+# (tasks, seed, workers, gather_to, outputs, model) -> (makespan, bytes moved, messages, bytes
+# sent, bytes received, peak memory, busy), recorded from the simulator as first written
+RECORDED = [
+    ((40, 1, 4, 0, None,
+      CostModel(flop_rate=1.0, bandwidth=10.0, latency=1.0, mem_bandwidth=50.0,
+                task_overhead=0.0)),
+     (111.68000000000002, 2354, 41, [94, 553, 853, 854], [1157, 387, 405, 405],
+      [1054, 500, 767, 890], [20.04, 19.56, 36.2, 33.12])),
+    ((60, 2, 3, None, None,
+      CostModel(flop_rate=2.0, bandwidth=7.0, latency=0.5, mem_bandwidth=30.0,
+                task_overhead=0.25)),
+     (152.71666666666667, 2072, 48, [695, 646, 731], [721, 797, 554], [668, 684, 604],
+      [44.28333333333333, 39.300000000000004, 52.74999999999999])),
+    ((80, 3, 6, 2, None, CostModel()),
+     (0.00041056459999999997, 5397, 108, [785, 1329, 570, 910, 650, 1153],
+      [775, 567, 2187, 940, 436, 492], [704, 546, 1883, 610, 568, 678],
+      [0.00014000086000000002, 0.0001300323, 0.00012002468000000002, 0.00016002168000000004,
+       0.00011003320000000001, 0.00014003286])),
+    # no latency: blocks arrive the instant they leave the link
+    ((50, 4, 5, 1, [10, 20, 30, 49],
+      CostModel(flop_rate=1.0, bandwidth=20.0, latency=0.0, mem_bandwidth=10.0,
+                task_overhead=0.0)),
+     (113.64999999999999, 2513, 47, [324, 283, 400, 1081, 425], [655, 681, 414, 267, 496],
+      [709, 403, 451, 436, 467], [52.6, 55.0, 38.0, 34.8, 24.0])),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), RECORDED)
+def test_recorded_runs_give_the_same_numbers(case, expected):
+    n, seed, workers, gather_to, outputs, model = case
+    g, rng = random_graph(n, seed)
+    pl = rng.integers(0, workers, n)
+    prio = rng.permutation(n)
+    r = simulate(g, pl, workers, priority=prio, model=model, gather_to=gather_to,
+                 outputs=outputs)
+    makespan, moved, messages, sent, received, peak, busy = expected
+    assert r.makespan == makespan
+    assert (r.bytes_moved, r.messages) == (moved, messages)
+    assert r.bytes_sent.tolist() == sent and r.bytes_received.tolist() == received
+    assert r.peak_memory.tolist() == peak
+    assert r.busy.tolist() == busy

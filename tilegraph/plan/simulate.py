@@ -33,6 +33,38 @@ task finishes.
 Simultaneous events. Everything that happens at one instant is handled before any task starts
 at that instant: first finished tasks, then sends leaving their links (both release memory),
 then arrivals; after that every free worker with a ready task starts one.
+
+State. A :class:`Simulation` holds it, ``n`` tasks, ``nw`` workers and one *row* per (block,
+worker) pair that ever holds the block (the task's own worker, every worker it is sent to):
+
+==============  =================================================================================
+field           meaning and invariant
+==============  =================================================================================
+``missing``     list[n] of int: inputs of task i not yet present on its worker; at 0, i is ready
+``ready``       list[nw] of heaps of the ranks (places in priority order) of ready tasks not
+                started on each worker
+``running``     list[nw] of bool: the worker is computing a task (one at a time)
+``refs``        list[rows] of int: holders of a row not done with it: its consumers on that
+                worker not finished, plus 1 on the producer's row while a send of it is on the
+                link, plus ``n + 1`` for a kept row (an output, a gathered block); the row's
+                bytes leave its worker when this hits 0
+``held``        list[nw] of int: bytes each worker holds now; ``peak`` its most, taken after
+                each addition
+``link_free``   list[nw] of float: when each worker's outgoing link has sent all it was given
+``times``       heap of the distinct instants with pending events; ``at[t]`` what happens at
+                ``t`` (tasks finishing, sends leaving their links, arrivals)
+``now``         the current instant; at the end, the makespan
+``finished``    tasks finished; the run is complete at ``finished == n``
+``dirty``       workers whose state changed at this instant: they may start a task
+==============  =================================================================================
+
+Transitions are small methods, as in the executor (:mod:`tilegraph.runtime.core`):
+:meth:`Simulation._start` (a free worker starts its first ready task), :meth:`~Simulation._finish`
+(a task finishes: temporaries and used inputs released, consumers on its worker delivered,
+sends issued), :meth:`~Simulation._send` (a block goes onto its worker's link),
+:meth:`~Simulation._arrive` (a sent block arrives), :meth:`~Simulation._deliver` (a block is
+present: its consumers there lose a missing input), :meth:`~Simulation._unref` (a holder is done
+with a block; the last releases it) and :meth:`~Simulation._hold` (memory grows, peak taken).
 """
 
 from __future__ import annotations
@@ -40,7 +72,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -192,6 +224,262 @@ def communication_volume(
     return int(_sizes(graph)[tasks].sum()), len(tasks)
 
 
+class _Holdings(NamedTuple):
+    """Where every block is ever held: one row per (block, worker) pair, sorted by block then
+    worker. Every task has its home row (its block on its own worker); the other rows are the
+    transfers (to a worker with a consumer, or the gather)."""
+
+    row_task: np.ndarray  # int64[rows], the block (task index) of each row
+    row_worker: np.ndarray  # int64[rows], the worker of each row
+    edge_row: np.ndarray  # int64[edges], the row each edge of ``graph.dep_idx`` reads
+    home_row: np.ndarray  # int64[n], the home row of each task
+    cons_ptr: np.ndarray  # int64[rows + 1], CSR pointers into cons: the consumers of a row
+    cons: np.ndarray  # int64[edges], the consuming tasks, grouped by row
+    task_ptr: np.ndarray  # int64[n + 1], the rows of task i are task_ptr[i]:task_ptr[i + 1]
+    refs: np.ndarray  # int64[rows], the holders each row starts with (see ``refs`` above)
+
+
+def _holdings(graph: Any, pl: np.ndarray, nw: int, out: np.ndarray,
+              gather_to: int | None) -> _Holdings:
+    """The rows of a placed graph, as arrays; codes are ``block * nw + worker``."""
+    n = len(graph)
+    prod = graph.dep_idx
+    cons = _consumers_of_edges(graph)
+    nedges = len(prod)
+    edge_codes = prod * nw + pl[cons]
+    home_codes = np.arange(n, dtype=np.int64) * nw + pl
+    if gather_to is not None:
+        gathered = out[pl[out] != gather_to]
+    else:
+        gathered = np.zeros(0, dtype=np.int64)
+    gather_codes = gathered * nw + gather_to if gather_to is not None else gathered
+    uniq, inverse = unique(
+        np.concatenate([edge_codes, home_codes, gather_codes]), return_inverse=True
+    )
+    inverse = inverse.reshape(-1)
+    nrows = len(uniq)
+    row_task = uniq // nw
+    edge_row = inverse[:nedges]
+    home_row = inverse[nedges : nedges + n]
+    keep = np.zeros(nrows, dtype=bool)
+    keep[inverse[nedges + n :]] = True
+    keep[home_row[out]] = True
+    consumers = np.bincount(edge_row, minlength=nrows)
+    cons_ptr = np.zeros(nrows + 1, dtype=np.int64)
+    np.cumsum(consumers, out=cons_ptr[1:])
+    task_ptr = np.searchsorted(row_task, np.arange(n + 1, dtype=np.int64))
+    refs = consumers.copy()
+    refs[home_row] += np.diff(task_ptr) > 1  # the producer's link holds the block until sent
+    refs[keep] += n + 1  # kept blocks never run out of holders
+    return _Holdings(row_task, uniq % nw, edge_row, home_row, cons_ptr,
+                     cons[np.argsort(edge_row, kind="stable")], task_ptr, refs)
+
+
+class _Instant(NamedTuple):
+    """What happens at one instant, in the order it is handled."""
+
+    finishing: list[int]  # tasks that finish
+    sent: list[int]  # home rows whose last send leaves the link
+    arriving: list[int]  # rows whose block arrives on their worker
+
+
+class Simulation:
+    """One simulated run of a placed graph; see the module docstring for its model and state.
+
+    ``pl``, ``out`` and ``rank`` are checked already (see :func:`simulate`): the worker of
+    every task, the outputs, and the rank of every task in priority order. :meth:`run` plays
+    every event, :meth:`result` sums it up."""
+
+    def __init__(self, graph: Any, pl: np.ndarray, nw: int, out: np.ndarray,
+                 rank: np.ndarray, model: CostModel, gather_to: int | None):
+        n = len(graph)
+        self.graph = graph
+        self.ntasks = n
+        self.nworkers = nw
+        self.pl = pl
+        self.task_seconds = model.task_seconds(graph)
+        self.rows = rows = _holdings(graph, pl, nw, out, gather_to)
+        self.sizes = _sizes(graph)
+        self.row_size = self.sizes[rows.row_task]
+
+        # constants, as plain lists
+        self._place = pl.tolist()
+        self._size = self.sizes.tolist()
+        self._working = task_estimates(graph)  # output + temporaries, while the task runs
+        self._rsize = self.row_size.tolist()
+        self._seconds = self.task_seconds.tolist()
+        self._rank = rank.tolist()
+        self._task_of = np.argsort(rank, kind="stable").tolist()
+        self._dep_ptr = graph.dep_ptr.tolist()
+        self._edge_row = rows.edge_row.tolist()
+        self._rworker = rows.row_worker.tolist()
+        self._cons_ptr = rows.cons_ptr.tolist()
+        self._cons = rows.cons.tolist()
+        self._home = rows.home_row.tolist()
+        self._task_ptr = rows.task_ptr.tolist()
+        self._bandwidth = float(model.bandwidth)
+        self._latency = float(model.latency)
+
+        # state
+        self.missing = graph.in_degree().tolist()
+        self.refs = rows.refs.tolist()
+        self.held = [0] * nw
+        self.peak = [0] * nw
+        self.link_free = [0.0] * nw
+        self.running = [False] * nw
+        self.ready: list[list[int]] = [[] for _ in range(nw)]
+        for i in range(n):
+            if self.missing[i] == 0:
+                self.ready[self._place[i]].append(self._rank[i])
+        for r in self.ready:
+            heapq.heapify(r)
+        self.times: list[float] = []
+        self.at: dict[float, _Instant] = {}
+        self.now = 0.0
+        self.finished = 0
+        self.dirty = set(range(nw))
+
+    def run(self) -> None:
+        """Play every event: start what can start, then handle the next instant, until
+        nothing is pending. Raises ``ValueError`` if some task never became ready."""
+        while True:
+            for w in self.dirty:
+                if not self.running[w] and self.ready[w]:
+                    self._start(w)
+            self.dirty.clear()
+            if not self.times:
+                break
+            self._advance()
+        if self.finished < self.ntasks:
+            stuck = next(i for i in range(self.ntasks) if self.missing[i] > 0)
+            raise ValueError(
+                f"{self.ntasks - self.finished} tasks never became ready, e.g. "
+                f"{self.graph.keys[stuck]!r}: the graph has a cycle"
+            )
+
+    def _advance(self) -> None:
+        """Move to the next instant and handle its events (finishes, then sends leaving their
+        links, then arrivals); events added for this same instant meanwhile join in."""
+        self.now = now = heapq.heappop(self.times)
+        instant = self.at[now]
+        for i in instant.finishing:
+            self._finish(i)
+        for r in instant.sent:
+            self._unref(r)
+        for r in instant.arriving:
+            self._arrive(r)
+        del self.at[now]
+
+    def _instant(self, t: float) -> _Instant:
+        """The events of time ``t``, a new instant if none is pending at ``t``."""
+        instant = self.at.get(t)
+        if instant is None:
+            instant = self.at[t] = _Instant([], [], [])
+            heapq.heappush(self.times, t)
+        return instant
+
+    # -- transitions -------------------------------------------------------------------------
+
+    def _start(self, w: int) -> None:
+        """Free worker ``w`` starts its first ready task: its working set is held until it
+        finishes."""
+        i = self._task_of[heapq.heappop(self.ready[w])]
+        self._hold(w, self._working[i])
+        self.running[w] = True
+        self._instant(self.now + self._seconds[i]).finishing.append(i)
+
+    def _finish(self, i: int) -> None:
+        """Task ``i`` finishes: its temporaries and used inputs go, its local consumers lose a
+        missing input, and its block is sent to every other worker that needs it."""
+        w = self._place[i]
+        working, s = self._working[i], self._size[i]
+        if working > s:
+            self.held[w] -= working - s  # its temporaries
+        self.running[w] = False
+        self.dirty.add(w)
+        self.finished += 1
+        for r in self._edge_row[self._dep_ptr[i] : self._dep_ptr[i + 1]]:
+            self._unref(r)
+        last = -1.0
+        for r in range(self._task_ptr[i], self._task_ptr[i + 1]):
+            if self._rworker[r] == w:
+                self._deliver(r)
+            else:
+                last = self._send(w, r, s)
+        home = self._home[i]
+        if last >= 0.0:
+            self._instant(last).sent.append(home)
+        elif self.refs[home] == 0:
+            self.held[w] -= s  # nothing needs it
+
+    def _send(self, w: int, r: int, nbytes: int) -> float:
+        """Worker ``w`` sends ``nbytes`` for row ``r`` on its link, after the sends before it;
+        returns when the send leaves the link."""
+        start = self.link_free[w]
+        if start < self.now:
+            start = self.now
+        left = start + nbytes / self._bandwidth
+        self.link_free[w] = left
+        self._instant(left + self._latency).arriving.append(r)
+        return left
+
+    def _arrive(self, r: int) -> None:
+        """The block of row ``r`` arrives on its worker: held there, its consumers lose a
+        missing input."""
+        v = self._rworker[r]
+        self._hold(v, self._rsize[r])
+        self._deliver(r)
+        self.dirty.add(v)
+
+    def _deliver(self, r: int) -> None:
+        """The block of row ``r`` is present on its worker: each consumer there whose inputs
+        are now all present becomes ready."""
+        missing = self.missing
+        ready = self.ready[self._rworker[r]]
+        for c in self._cons[self._cons_ptr[r] : self._cons_ptr[r + 1]]:
+            m = missing[c] - 1
+            missing[c] = m
+            if m == 0:
+                heapq.heappush(ready, self._rank[c])
+
+    def _unref(self, r: int) -> None:
+        """A holder of row ``r`` is done with it; the last one releases its bytes."""
+        left = self.refs[r] - 1
+        self.refs[r] = left
+        if left == 0:
+            self.held[self._rworker[r]] -= self._rsize[r]
+
+    def _hold(self, w: int, nbytes: int) -> None:
+        """Worker ``w`` holds ``nbytes`` more; its peak is taken after the addition."""
+        h = self.held[w] + nbytes
+        self.held[w] = h
+        if h > self.peak[w]:
+            self.peak[w] = h
+
+    def result(self) -> SimResult:
+        """The outcome of the run: every remote row is one message, sent once by the block's
+        worker."""
+        nw, pl, rows = self.nworkers, self.pl, self.rows
+        remote = rows.row_worker != pl[rows.row_task]
+        size = self.row_size[remote]
+        sent = np.zeros(nw, dtype=np.int64)
+        received = np.zeros(nw, dtype=np.int64)
+        np.add.at(sent, pl[rows.row_task[remote]], size)
+        np.add.at(received, rows.row_worker[remote], size)
+        busy = np.zeros(nw, dtype=np.float64)
+        np.add.at(busy, pl, self.task_seconds)
+        return SimResult(
+            workers=nw,
+            makespan=self.now,
+            bytes_moved=int(size.sum()),
+            messages=int(remote.sum()),
+            bytes_sent=sent,
+            bytes_received=received,
+            peak_memory=np.array(self.peak, dtype=np.int64),
+            busy=busy,
+        )
+
+
 def simulate(
     graph: Any,
     placement: Any,
@@ -220,199 +508,14 @@ def simulate(
     pl = _as_placement(graph, placement, nw)
     out = _as_outputs(graph, outputs)
     model = CostModel() if model is None else model
-    task_seconds = model.task_seconds(graph)
-
     if priority is None:
         prio = order(graph, out)
     else:
         prio = np.asarray(priority).reshape(-1)
         if len(prio) != n:
             raise ValueError(f"priority has {len(prio)} entries but the graph has {n} tasks")
-    by_rank = np.argsort(prio, kind="stable")
     rank = np.empty(n, dtype=np.int64)
-    rank[by_rank] = np.arange(n, dtype=np.int64)
-
-    # Holdings: one row per (block, worker) pair that ever holds the block, sorted by block
-    # then worker. Every task has its home row (block on its own worker); the others are the
-    # transfers. Codes are block * nw + worker.
-    prod = graph.dep_idx
-    cons = _consumers_of_edges(graph)
-    nedges = len(prod)
-    edge_codes = prod * nw + pl[cons]
-    home_codes = np.arange(n, dtype=np.int64) * nw + pl
-    if gather_to is not None:
-        gathered = out[pl[out] != gather_to]
-    else:
-        gathered = np.zeros(0, dtype=np.int64)
-    gather_codes = gathered * nw + gather_to if gather_to is not None else gathered
-    uniq, inverse = unique(
-        np.concatenate([edge_codes, home_codes, gather_codes]), return_inverse=True
-    )
-    inverse = inverse.reshape(-1)
-    nrows = len(uniq)
-    row_task = uniq // nw
-    row_worker = uniq % nw
-    edge_row = inverse[:nedges]
-    home_row = inverse[nedges : nedges + n]
-    row_keep = np.zeros(nrows, dtype=bool)
-    row_keep[inverse[nedges + n :]] = True
-    row_keep[home_row[out]] = True
-    row_consumers = np.bincount(edge_row, minlength=nrows)
-    row_cptr = np.zeros(nrows + 1, dtype=np.int64)
-    np.cumsum(row_consumers, out=row_cptr[1:])
-    row_cons = cons[np.argsort(edge_row, kind="stable")]
-    task_rptr = np.searchsorted(row_task, np.arange(n + 1, dtype=np.int64))
-    sends = np.diff(task_rptr) - 1
-    refs_arr = row_consumers.copy()
-    refs_arr[home_row] += sends > 0  # the producer's link holds the block until it is sent
-    refs_arr[row_keep] += n + 1  # kept blocks never run out of holders
-    sizes = _sizes(graph)
-    row_size = sizes[row_task]
-
-    # Plain lists for the event loop.
-    place = pl.tolist()
-    size = sizes.tolist()
-    working = task_estimates(graph)  # output + temporaries, while the task runs
-    rsize = row_size.tolist()
-    seconds = task_seconds.tolist()
-    rank_l = rank.tolist()
-    by_rank_l = by_rank.tolist()
-    dep_ptr = graph.dep_ptr.tolist()
-    edge_row_l = edge_row.tolist()
-    rworker = row_worker.tolist()
-    rcptr = row_cptr.tolist()
-    rcons = row_cons.tolist()
-    refs = refs_arr.tolist()
-    home = home_row.tolist()
-    trptr = task_rptr.tolist()
-    missing = graph.in_degree().tolist()
-    bandwidth = float(model.bandwidth)
-    latency = float(model.latency)
-
-    held = [0] * nw
-    peak = [0] * nw
-    link_free = [0.0] * nw
-    running = [False] * nw
-    ready: list[list[int]] = [[] for _ in range(nw)]
-    for i in range(n):
-        if missing[i] == 0:
-            ready[place[i]].append(rank_l[i])
-    for r in ready:
-        heapq.heapify(r)
-
-    # Pending events, grouped by instant: a heap of distinct times, and for each time the
-    # tasks finishing, the blocks whose sends leave the link (home rows) and the arrivals (rows).
-    times: list[float] = []
-    at: dict[float, tuple[list[int], list[int], list[int]]] = {}
-    push = heapq.heappush
-    pop = heapq.heappop
-    finished = 0
-    now = 0.0
-    dirty = set(range(nw))
-    while True:
-        for w in dirty:
-            if not running[w] and ready[w]:
-                i = by_rank_l[pop(ready[w])]
-                h = held[w] + working[i]
-                held[w] = h
-                if h > peak[w]:
-                    peak[w] = h
-                running[w] = True
-                t = now + seconds[i]
-                bucket = at.get(t)
-                if bucket is None:
-                    bucket = at[t] = ([], [], [])
-                    push(times, t)
-                bucket[0].append(i)
-        dirty.clear()
-        if not times:
-            break
-        now = pop(times)
-        finishing, link_free_rows, arriving = at[now]
-        for i in finishing:
-            w = place[i]
-            if working[i] > size[i]:
-                held[w] -= working[i] - size[i]  # its temporaries
-            running[w] = False
-            dirty.add(w)
-            finished += 1
-            for r in edge_row_l[dep_ptr[i] : dep_ptr[i + 1]]:
-                left = refs[r] - 1
-                refs[r] = left
-                if left == 0:
-                    held[w] -= rsize[r]
-            s = size[i]
-            last = -1.0
-            for r in range(trptr[i], trptr[i + 1]):
-                v = rworker[r]
-                if v == w:
-                    rw = ready[w]
-                    for c in rcons[rcptr[r] : rcptr[r + 1]]:
-                        m = missing[c] - 1
-                        missing[c] = m
-                        if m == 0:
-                            push(rw, rank_l[c])
-                else:
-                    start = link_free[w]
-                    if start < now:
-                        start = now
-                    last = start + s / bandwidth
-                    link_free[w] = last
-                    t = last + latency
-                    bucket = at.get(t)
-                    if bucket is None:
-                        bucket = at[t] = ([], [], [])
-                        push(times, t)
-                    bucket[2].append(r)
-            if last >= 0.0:
-                bucket = at.get(last)
-                if bucket is None:
-                    bucket = at[last] = ([], [], [])
-                    push(times, last)
-                bucket[1].append(home[i])
-            elif refs[home[i]] == 0:
-                held[w] -= s
-        for r in link_free_rows:
-            left = refs[r] - 1
-            refs[r] = left
-            if left == 0:
-                held[rworker[r]] -= rsize[r]
-        for r in arriving:
-            v = rworker[r]
-            h = held[v] + rsize[r]
-            held[v] = h
-            if h > peak[v]:
-                peak[v] = h
-            rv = ready[v]
-            for c in rcons[rcptr[r] : rcptr[r + 1]]:
-                m = missing[c] - 1
-                missing[c] = m
-                if m == 0:
-                    push(rv, rank_l[c])
-            dirty.add(v)
-        del at[now]
-
-    if finished < n:
-        stuck = next(i for i in range(n) if missing[i] > 0)
-        raise ValueError(
-            f"{n - finished} tasks never became ready, e.g. {graph.keys[stuck]!r}: "
-            "the graph has a cycle"
-        )
-    # Every remote row is one message, sent once by the block's worker.
-    remote = row_worker != pl[row_task]
-    sent = np.zeros(nw, dtype=np.int64)
-    received = np.zeros(nw, dtype=np.int64)
-    np.add.at(sent, pl[row_task[remote]], row_size[remote])
-    np.add.at(received, row_worker[remote], row_size[remote])
-    busy = np.zeros(nw, dtype=np.float64)
-    np.add.at(busy, pl, task_seconds)
-    return SimResult(
-        workers=nw,
-        makespan=now,
-        bytes_moved=int(row_size[remote].sum()),
-        messages=int(remote.sum()),
-        bytes_sent=sent,
-        bytes_received=received,
-        peak_memory=np.array(peak, dtype=np.int64),
-        busy=busy,
-    )
+    rank[np.argsort(prio, kind="stable")] = np.arange(n, dtype=np.int64)
+    sim = Simulation(graph, pl, nw, out, rank, model, gather_to)
+    sim.run()
+    return sim.result()
