@@ -106,3 +106,20 @@ def test_one_worker_cluster_runs_without_placement():
         got = (x @ x.T).compute(backend="dask", client=c)
         np.testing.assert_allclose(got, a @ a.T)
         assert tg.last_run().processes == 1
+
+
+def test_a_rechunk_through_its_store_runs_on_worker_processes(tmp_path):
+    """The intermediate store's handles move between dask worker processes with their
+    pieces' bytes: NumPy's values, and no file left in the spill directory."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
+        x = np.random.default_rng(0).random((40, 9, 11))
+        out = (tg.from_numpy(x, chunks=(3, 9, 11)) + 0).rechunk((40, 2, 3), max_mem="4KB")
+        with tg.config.set(memory_limit="30KB"):
+            graph = tg.algebra.lower([out.collection]).build()
+        assert "rechunk-store" in {graph.opname(i) for i in range(len(graph))}
+        got = out.compute(backend="dask", client=c, memory_limit="30KB",
+                          spill_dir=str(tmp_path))
+    np.testing.assert_array_equal(got, x)
+    assert list(tmp_path.iterdir()) == []
