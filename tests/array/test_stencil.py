@@ -184,6 +184,30 @@ def test_sliding_window_view_reads_each_block_and_its_halo_only():
     assert max(reads) <= 2  # a block and the next one's first elements
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_sliding_window_view_automatic_rechunk_keeps_blocks_small(dtype):
+    a = (np.random.default_rng(16).random((40, 30, 12)) * 9).astype(dtype)
+    x = tg.from_numpy(a, chunks=(-1, (17, 13), 2))
+    want = np.lib.stride_tricks.sliding_window_view(a, 9, axis=2)
+    split = tg.sliding_window_view(x, 9, axis=2)  # dask's default: automatic_rechunk=True
+    whole = tg.sliding_window_view(x, 9, axis=2, automatic_rechunk=False)
+    for got in (split, whole):
+        np.testing.assert_array_equal(got.compute(), want)
+    # growth 9 spread over the two other axes: their blocks cut in 3
+    assert split.chunks[:2] == ((14, 13, 13), (6, 6, 5, 5, 4, 4))
+    assert whole.chunks[:2] == x.chunks[:2]
+    assert split.chunks[2:] == whole.chunks[2:] == ((2, 2), (9,))
+    def largest_block(y):
+        return int(np.prod([max(c) for c in y.chunks]))
+
+    assert largest_block(split) <= 1.25 * largest_block(x)  # about the input's blocks
+    assert largest_block(whole) == 9 * largest_block(x)
+    # no other axis to split, or a window of 1: nothing to do
+    one = tg.from_numpy(a[:, 0, 0], chunks=7)
+    assert tg.sliding_window_view(one, 5).chunks[0] == (7, 7, 7, 7, 7, 1)
+    assert tg.sliding_window_view(x, 1, axis=2).chunks[:2] == x.chunks[:2]
+
+
 @pytest.mark.parametrize(("args", "kwargs", "error", "match"), [
     ((8,), {"axis": 0}, ValueError, "larger than axis 0"),
     ((0,), {"axis": 0}, ValueError, "must be positive"),

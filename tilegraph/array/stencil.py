@@ -382,9 +382,11 @@ def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *,
     """``numpy.lib.stride_tricks.sliding_window_view``: every window of ``window_shape``
     along ``axis`` (all axes when ``None``), the window axes appended last. Each output
     block is made from one input block and the ``window - 1`` elements after it, so no
-    axis is gathered; a block of the result is ``window`` times its input block. The result
-    is a new array (``writeable``, ``subok`` and dask's ``automatic_rechunk`` are accepted
-    for their callers' signatures and change nothing); windows of length 0 are refused."""
+    axis is gathered. A block of the result would be the windows' product times its input
+    block: with ``automatic_rechunk`` (dask's keyword, on by default) the blocks of the
+    other axes are split by as much first, so the result's blocks are about the size of
+    the input's. The result is a new array (``writeable`` and ``subok`` are accepted for
+    their callers' signatures and change nothing); windows of length 0 are refused."""
     x = asarray(x)
     shape = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
     try:
@@ -410,13 +412,37 @@ def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *,
         axes = tuple(operator.index(a) % x.ndim for a in axes)
     if any(w <= 0 for w in shape):
         raise ValueError(f"sliding_window_view: window_shape must be positive, got {shape}")
-    out = x
     for a, w in zip(axes, shape, strict=True):
-        if w > out.shape[a]:
+        if w > x.shape[a]:
             raise ValueError(f"sliding_window_view: a window of {w} is larger than axis {a} "
-                             f"of length {out.shape[a]}")
+                             f"of length {x.shape[a]}")
+    out = _split_for_windows(x, axes, shape) if automatic_rechunk else x
+    for a, w in zip(axes, shape, strict=True):
         out = _windows(out, a, w)
     return out
+
+
+def _split_for_windows(x: Array, axes: tuple[int, ...], widths: tuple[int, ...]) -> Array:
+    """``x`` with the blocks of the axes that get no window split so that the windows'
+    growth (the product of the widths) is spread over them: each such axis' blocks are cut
+    into about growth ** (1 / number of such axes) pieces (never below one element)."""
+    growth = math.prod(widths)
+    others = [a for a in range(x.ndim) if a not in axes and builtins.max(
+        x.chunks[a], default=1) > 1]
+    if growth <= 1 or not others:
+        return x
+    pieces = math.ceil(growth ** (1 / len(others)) - 1e-9)
+    if pieces <= 1:
+        return x
+    chunks = list(x.chunks)
+    for a in others:
+        cut = []
+        for c in x.chunks[a]:
+            k = builtins.max(1, builtins.min(c, pieces))
+            size, extra = divmod(c, k)
+            cut.extend(size + (i < extra) for i in range(k))
+        chunks[a] = tuple(cut)
+    return x.rechunk(tuple(chunks))
 
 
 def _spacing(varargs: tuple, f: Array, axes: tuple[int, ...]) -> list[Any]:
