@@ -101,3 +101,18 @@ def test_memmap_and_bad_input(tmp_path):
 
     with pytest.raises(ValueError, match="expected"):
         tg.from_array(Wrong(np.ones((4,))), chunks=2).compute()
+
+
+@pytest.mark.parametrize(("data", "dtype"), [
+    ([1, 2, 3, 4, 5, 6, 7], np.int64), ([[1.5, 2.0], [3.0, 4.5], [5.0, 6.0]], np.float64),
+    ((True, False, True), np.bool_), (2.5, np.float64), (np.float32(3), np.float32),
+])
+def test_lists_tuples_and_scalars_are_arrays_in_memory(data, dtype):
+    # as dask's from_array: in-memory data becomes a NumPy array first
+    x = tg.from_array(data, chunks=2)
+    want = np.asarray(data)
+    assert x.dtype == dtype and x.shape == want.shape
+    assert x.chunks == tuple(tuple([2] * (n // 2) + [n % 2] * (n % 2)) for n in want.shape)
+    np.testing.assert_array_equal(x.compute(), want)
+    with pytest.raises(TypeError, match="Python objects"):
+        tg.from_array([1, "a", None])

@@ -125,7 +125,8 @@ def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False) -> Array:
     task reads its own block, ``x[slices]``, so ``x`` is never read whole. ``chunks``
     (default ``"auto"``, blocks of about 64 MiB) as for :func:`~tilegraph.from_numpy`;
     ``lock=True`` (or a lock object) serialises the reads, for sources that are not
-    thread-safe. A NumPy array gives :func:`~tilegraph.from_numpy`, a dask array
+    thread-safe. A NumPy array (or a list, tuple or scalar, made one as dask's
+    ``from_array`` does) gives :func:`~tilegraph.from_numpy`, a dask array
     :func:`~tilegraph.from_dask`, a tilegraph array itself (rechunked if asked).
 
     >>> import numpy as np, tilegraph as tg
@@ -143,6 +144,8 @@ def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False) -> Array:
         return x if chunks == "auto" else x.rechunk(chunks)
     if isinstance(x, np.ndarray):
         return from_numpy(x, chunks=chunks)
+    if isinstance(x, (list, tuple, int, float, complex, bool, np.generic)):
+        return from_numpy(np.asarray(x), chunks=chunks)
     if hasattr(type(x), "__dask_graph__"):
         from tilegraph.array.dask_interop import from_dask
 
