@@ -11,6 +11,8 @@ What it changes, and nothing else:
 - ``xarray.tests.raise_if_dask_computes`` also counts tilegraph runs (one per
   ``tilegraph.pipeline.run``), so a test that checks that an operation stays lazy checks it
   for tilegraph too;
+- ``xarray.tests.dask_array_api`` (the namespace the tests build blocked arrays with
+  directly, ``da.arange(20, chunks=3)``) is the tilegraph module;
 - the variants of a test parametrized to run on NumPy only (``use_dask=False``,
   ``dask=False``, ``backend="numpy"``) are deselected: they are the same in both runs.
 
@@ -86,8 +88,13 @@ def pytest_configure(config):
     _flag_constructions()
     _count_tilegraph_runs()
     if _MODE == "tilegraph":
+        import tilegraph
+
         xr.set_options(chunk_manager="tilegraph")
         xarray.tests.raise_if_dask_computes = _raise_if_computes
+        # xarray's tests build blocked arrays directly with ``dask_array_api`` (the dask
+        # chunk manager's ``array_api``): the tilegraph manager's is the tilegraph module
+        xarray.tests.dask_array_api = tilegraph
     elif _MODE != "dask":
         raise ValueError(f"TILEGRAPH_XARRAY_SUITE={_MODE!r}: use 'tilegraph' or 'dask'")
 
