@@ -1,41 +1,7 @@
-"""Sparse blocked arrays: 2-D arrays whose blocks are ``scipy.sparse`` CSR or CSC arrays.
-
-A :class:`SparseArray` is an :class:`~tilegraph.array.core.Array` whose blocks are
-``scipy.sparse.csr_array`` (format ``"csr"``) or ``csc_array`` (format ``"csc"``) objects
-(the array API of SciPy, so a sparse block times a NumPy block is a NumPy block). It is made
-by :func:`from_scipy` (blocks sliced from one SciPy matrix by load tasks), :func:`random`
-(blocks drawn independently per block coordinate) or read back from zarr. Everything is
-lazy and block by block, as for dense arrays:
-
-- ``x + y``, ``x - y``: with a SparseArray of the same shape, sparse (the blocks are aligned
-  first, as for dense operands); with a dense Array or NumPy array, dense (NumPy's
-  broadcasting and promotion, on the dense form of ``x``);
-- ``x * y``: with a scalar or a SparseArray, sparse; with a dense operand of the same shape,
-  sparse (``block.multiply(dense_block)``); ``x / s`` for a nonzero scalar ``s``;
-- ``-x``, ``abs(x)``, ``x.conj()``, ``x.real``, ``x.imag``, ``x.astype(dtype)``: sparse;
-- ``x.sum(axis=None | 0 | 1)``: dense, a tree reduction of per-block sums;
-- ``x.T`` / ``x.transpose()``: sparse, block by block (the transpose of a CSR block is a CSC
-  block, without a copy, as in SciPy, so the format flips);
-- ``x @ y``, :func:`tilegraph.matmul`, :func:`tilegraph.dot`: sparse @ dense and
-  dense @ sparse are dense Arrays, sparse @ sparse is a SparseArray; the product is the
-  same group-by-join as a dense matmul, under the semiring of :func:`sparse_semiring`;
-- ``x.todense()``: the dense Array (each block made dense in its own task);
-  ``x.compute()`` / ``x.to_scipy()``: one ``scipy.sparse.csr_array`` (see
-  :meth:`SparseArray.compute`).
-
-The result dtype of every operation is NumPy's for the same operation on dense arrays.
-Other reductions (``mean``, ``max``, ...) are computed on ``x.todense()``.
-
-Limitations. Sparse arrays are 2-D only. Implicit zeros stay exact zeros in products with
-a dense operand (``x * y`` and ``x @ y``): a ``nan`` or ``inf`` of the dense operand facing
-an implicit zero gives ``0`` (as in SciPy), where NumPy's dense product gives ``nan``.
-Operations that would make every implicit zero nonzero (adding a scalar, multiplying by
-``inf`` or ``nan``, dividing by ``0``, by ``nan`` or by an array) are refused with an error
-naming the dense spelling (``x.todense() + 1``). Indexing and reshaping are not supported
-on sparse arrays (use ``x.todense()``). The functions of the top-level namespace that are
-not listed above (``tilegraph.sum``, ``tilegraph.transpose``, ``tilegraph.concatenate``,
-...) treat their argument as dense; use the methods instead.
-"""
+"""The :class:`SparseArray` class: its operations built block by block on the kernels of
+:mod:`tilegraph.array.sparse.kernels`, its answers to NumPy's protocols, and
+:func:`from_scipy`, the array over one SciPy matrix (which the class's operations also use
+for SciPy operands). What each operation gives is in :mod:`tilegraph.array.sparse`."""
 
 from __future__ import annotations
 
@@ -50,7 +16,6 @@ import scipy.sparse as sps
 
 from tilegraph.algebra.blocks import Blocks, apply_blocks, source
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
-from tilegraph.algebra.semiring import Semiring
 from tilegraph.array.chunks import (
     Chunks,
     block_shape,
@@ -60,192 +25,29 @@ from tilegraph.array.chunks import (
     offsets,
 )
 from tilegraph.array.core import Array, asarray, compute, tokenize, unique_name
+from tilegraph.array.sparse.kernels import (
+    _assemble,
+    _assemble_all,
+    _binary,
+    _identity,
+    _load_block,
+    _scalar,
+    _sum_block,
+    _take,
+    _toarray,
+    _transpose_block,
+    _unary,
+)
 from tilegraph.array.sparse_blocks import (
     BLOCK_CLASSES,
     check_dtype,
     check_format,
     dense_nbytes,
     expected_nbytes,
-    index_itemsize,
     sparse_block_nbytes,
     union_density,
 )
 from tilegraph.graph.taskgraph import Dep, Lit
-from tilegraph.util import unique
-
-__all__ = ["SparseArray", "compute", "from_scipy", "random", "sparse_semiring"]
-
-
-# -- block kernels (module level so that process backends can pickle them) ---------------------
-
-
-def _finish(out: Any, dtype: np.dtype, fmt: str | None) -> Any:
-    """A kernel's result in the promised layout: a ``fmt`` block (a NumPy block when
-    ``fmt`` is None) of ``dtype``."""
-    if fmt is None:
-        out = out.toarray() if sps.issparse(out) else np.asarray(out)
-        return out if out.dtype == dtype else out.astype(dtype)
-    if not sps.issparse(out):
-        out = BLOCK_CLASSES[fmt](np.asarray(out))
-    elif out.format != fmt or not isinstance(out, sps.sparray):
-        out = BLOCK_CLASSES[fmt](out)
-    return out if out.dtype == dtype else out.astype(dtype)
-
-
-def _load_block(matrix: Any, r0: int, r1: int, c0: int, c1: int) -> Any:
-    return matrix[r0:r1, c0:c1]
-
-
-def _unary(name: str, block: Any, dtype: np.dtype, fmt: str) -> Any:
-    if name == "negative":
-        out = -block
-    elif name == "absolute":
-        out = abs(block)
-    elif name == "conjugate":
-        out = block.conj()
-    elif name == "real":
-        out = block.real
-    elif name == "imag":
-        out = block.imag
-    elif name == "positive":
-        out = block
-    else:  # astype
-        out = block.astype(dtype)
-    return _finish(out, dtype, fmt)
-
-
-def _binary(name: str, x: Any, y: Any, dtype: np.dtype, fmt: str) -> Any:
-    if name == "add":
-        out = x + y
-    elif name == "subtract":
-        out = x - y
-    else:  # multiply, by a sparse or a dense block of the same shape
-        out = x.multiply(y)
-    return _finish(out, dtype, fmt)
-
-
-def _scalar(name: str, block: Any, value: Any, dtype: np.dtype, fmt: str) -> Any:
-    # on the stored values with NumPy's own operation (SciPy divides by multiplying with
-    # the reciprocal, which rounds differently)
-    func = np.multiply if name == "multiply" else np.true_divide
-    data = func(block.data, value).astype(dtype, copy=False)
-    return BLOCK_CLASSES[fmt]((data, block.indices, block.indptr), shape=block.shape)
-
-
-def _transpose_block(block: Any) -> Any:
-    return block.T
-
-
-def _toarray(block: Any) -> np.ndarray:
-    return block.toarray()
-
-
-def _take(block: Any, rows: slice, cols: slice) -> Any:
-    m, n = block.shape
-    if rows == slice(0, m) and cols == slice(0, n):
-        return block
-    return block[rows, cols]
-
-
-def _assemble(shape: tuple[int, int], pieces: tuple, dtype: np.dtype, fmt: str,
-              *blocks: Any) -> Any:
-    """One ``fmt`` block of ``shape`` from parts of ``blocks``: ``pieces[n]`` is
-    ``(rows, cols, row offset, col offset)``: the part of block n and where it goes."""
-    data, rows, cols = [], [], []
-    for (rs, cs, r0, c0), block in zip(pieces, blocks, strict=True):
-        part = block[rs, cs].tocoo() if (rs, cs) != (slice(None), slice(None)) else \
-            block.tocoo()
-        data.append(part.data)
-        rows.append(part.coords[0].astype(np.int64) + r0)
-        cols.append(part.coords[1].astype(np.int64) + c0)
-    index = np.int32 if index_itemsize(*shape) == 4 else np.int64
-    if data:
-        values = np.concatenate(data).astype(dtype, copy=False)
-        coords = (np.concatenate(rows).astype(index), np.concatenate(cols).astype(index))
-    else:
-        values = np.zeros(0, dtype)
-        coords = (np.zeros(0, index), np.zeros(0, index))
-    out = sps.coo_array((values, coords), shape=shape)
-    return _finish(out, dtype, fmt)
-
-
-def _assemble_all(row_offsets: tuple[int, ...], col_offsets: tuple[int, ...],
-                  grid: tuple[int, int], dtype: np.dtype, *blocks: Any) -> sps.csr_array:
-    """The whole array from its blocks (in C order over the block grid), as one CSR array."""
-    pieces = tuple((slice(None), slice(None), row_offsets[i], col_offsets[j])
-                   for i in range(grid[0]) for j in range(grid[1]))
-    return _assemble((row_offsets[-1], col_offsets[-1]), pieces, dtype, "csr", *blocks)
-
-
-
-def _sum_block(dtype: np.dtype, block: Any, axes: tuple[int, ...]) -> np.ndarray:
-    """A block's partial sum over ``axes``, with the reduced axes kept (length 1)."""
-    m, n = block.shape
-    if block.dtype != dtype:  # SciPy would sum in the block's dtype and cast afterwards
-        block = block.astype(dtype)
-    if axes == (0, 1):
-        return np.full((1, 1), block.sum(dtype=dtype), dtype=dtype)
-    if axes == (0,):
-        return np.asarray(block.sum(axis=0, dtype=dtype)).reshape(1, n).astype(dtype,
-                                                                               copy=False)
-    if axes == (1,):
-        return np.asarray(block.sum(axis=1, dtype=dtype)).reshape(m, 1).astype(dtype,
-                                                                               copy=False)
-    return block.toarray().astype(dtype, copy=False)
-
-
-def _identity(p: Any) -> Any:
-    return p
-
-
-# -- the semiring of sparse products ------------------------------------------------------
-
-
-def _product(dtype: np.dtype, fmt: str | None, a: Any, b: Any) -> Any:
-    return _finish(a @ b, dtype, fmt)
-
-
-def _accumulate(dtype: np.dtype, fmt: str | None, acc: Any, a: Any, b: Any) -> Any:
-    prod = a @ b
-    if isinstance(acc, np.ndarray):
-        prod = prod.toarray() if sps.issparse(prod) else np.asarray(prod)
-        if prod.dtype != acc.dtype:
-            prod = prod.astype(acc.dtype)
-        if acc.flags.writeable:
-            np.add(acc, prod, out=acc)  # the partial result is private to the chain
-            return acc
-        return _finish(acc + prod, dtype, fmt)
-    return _finish(acc + prod, dtype, fmt)
-
-
-def _add(dtype: np.dtype, fmt: str | None, x: Any, y: Any) -> Any:
-    return _finish(x + y, dtype, fmt)
-
-
-def sparse_semiring(dtype: Any, fmt: str | None) -> Semiring:
-    """The ``(+, x)`` semiring over sparse and dense blocks, for the group-by-join of a
-    matmul with a sparse operand.
-
-    ``product(a, b)`` is ``a @ b``; ``accumulate(acc, a, b)`` is ``acc + a @ b``, in place
-    (``acc += a @ b``) when ``acc`` is a NumPy block; ``add`` adds two partial results.
-    Results are ``fmt`` blocks (``"csr"``/``"csc"``: sparse @ sparse) or NumPy blocks
-    (``fmt=None``: a dense operand), of ``dtype``.
-
-    >>> import numpy as np, scipy.sparse as sps
-    >>> s = sparse_semiring("float64", None)
-    >>> a = sps.csr_array(np.eye(2))
-    >>> s.accumulate(np.ones((2, 2)), a, np.full((2, 2), 2.0))
-    array([[3., 3.],
-           [3., 3.]])
-    """
-    if fmt is not None:
-        check_format("sparse_semiring", fmt)
-    dtype = check_dtype("sparse_semiring", dtype)
-    return Semiring(f"sparse_plus_times[{fmt or 'dense'}]", partial(_add, dtype, fmt),
-                    partial(_product, dtype, fmt), partial(_accumulate, dtype, fmt), 0)
-
-
-# -- the array ----------------------------------------------------------------------------
 
 
 def _scalar_like(x: Any) -> bool:
@@ -842,96 +644,4 @@ def from_scipy(matrix: Any, chunks: Any = "auto", format: str | None = None) -> 
         name, numblocks(chunks),
         lambda c: (_load_block, (mat, roff[c[0]], roff[c[0] + 1], coff[c[1]], coff[c[1] + 1])),
         kind="load", name="from_scipy", nbytes=expected_nbytes(chunks, density, dtype, fmt))
-    return SparseArray(blocks, shape, chunks, dtype, fmt, density)
-
-
-def _distinct(rng: np.random.Generator, size: int, k: int) -> np.ndarray:
-    """``k`` distinct integers of ``[0, size)``, uniformly among all such sets, sorted; with
-    memory proportional to ``k`` (to ``size`` when more than half are taken)."""
-    if k == 0:
-        return np.zeros(0, np.int64)
-    if 2 * k > size:
-        keep = np.ones(size, dtype=bool)
-        keep[_distinct(rng, size, size - k)] = False
-        return np.flatnonzero(keep).astype(np.int64, copy=False)
-    # draw with replacement a few more than k, keep the distinct ones (one sort), then keep
-    # k of those uniformly: every k-subset stays equally likely
-    extra = k + k * k // size + 4 * int(np.sqrt(k)) + 16
-    while True:
-        have = unique(rng.integers(0, size, size=extra, dtype=np.int64))
-        if have.size >= k:
-            break
-        extra *= 2
-    if have.size > k:
-        keep = np.zeros(have.size, dtype=bool)
-        keep[rng.choice(have.size, size=k, replace=False)] = True
-        have = have[keep]
-    return have
-
-
-def _random_block(seed: int, coord: tuple[int, ...], shape: tuple[int, int], density: float,
-                  fmt: str, dtype: np.dtype) -> Any:
-    from tilegraph.array.random import _generator
-
-    rng = _generator(seed, coord)
-    m, n = shape
-    k = round(density * m * n)
-    flat = _distinct(rng, m * n, k)
-    index = np.int32 if index_itemsize(m, n, k) == 4 else np.int64
-    rows, cols = (c.astype(index) for c in np.divmod(flat, max(n, 1)))
-    if dtype.kind == "f":
-        values = rng.random(k, dtype=dtype) if dtype in (np.float32, np.float64) else \
-            rng.random(k).astype(dtype)
-    elif dtype.kind == "c":
-        values = (rng.random(k) + 1j * rng.random(k)).astype(dtype)
-    elif dtype.kind in "iu":
-        values = rng.integers(1, 10, size=k).astype(dtype)
-    else:
-        values = np.ones(k, dtype=dtype)
-    if fmt == "csr":  # the positions are sorted: row pointers by counting, no sort
-        indptr = np.zeros(m + 1, dtype=index)
-        np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
-        return sps.csr_array((values, cols, indptr), shape=(m, n))
-    return _finish(sps.coo_array((values, (rows, cols)), shape=(m, n)), dtype, fmt)
-
-
-def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = None,
-           format: str = "csr", dtype: Any = np.float64) -> SparseArray:
-    """A random sparse array: every block holds ``round(density * block size)`` entries at
-    distinct positions drawn uniformly, with values uniform in [0, 1) (real and imaginary
-    parts for complex dtypes; integers uniform in 1..9; ``True`` for bool).
-
-    Block ``(i, j)`` is drawn from ``default_rng(SeedSequence(seed, spawn_key=(i, j)))``,
-    so the values never depend on the workers or the schedule; the same ``seed``,
-    ``shape``, ``density`` and ``chunks`` give the same array every time.
-
-    >>> import tilegraph as tg
-    >>> x = tg.sparse.random((6, 6), density=0.25, chunks=3, seed=1)
-    >>> x.to_scipy().nnz  # 2 of 9 entries in every 3 x 3 block
-    8
-    >>> bool((x.to_scipy() != tg.sparse.random((6, 6), 0.25, 3, seed=1).to_scipy()).nnz == 0)
-    True
-    """
-    from tilegraph.array.creation import _shape
-    from tilegraph.array.random import _seed
-
-    shape = _shape(shape)
-    if len(shape) != 2:
-        raise ValueError(f"random: sparse arrays are 2-D only, got shape {shape}")
-    if isinstance(density, bool) or not isinstance(density, numbers.Real):
-        raise TypeError(f"random: density must be a number in [0, 1], got {density!r}")
-    density = float(density)
-    if not 0.0 <= density <= 1.0:
-        raise ValueError(f"random: density must be in [0, 1] (the fraction of stored "
-                         f"entries), got {density}")
-    fmt = check_format("random", format)
-    dtype = check_dtype("random", dtype)
-    s = _seed(seed)
-    chunks = normalize_chunks(chunks, shape, dtype)
-    token = tokenize("sparse-random", s, shape, chunks, density, fmt, dtype)
-    blocks = source(
-        f"random-sparse-{token}", numblocks(chunks),
-        lambda c: (_random_block, (s, Lit(c), Lit(block_shape(chunks, c)), density, fmt,
-                                   dtype)),
-        kind="random", name="random", nbytes=expected_nbytes(chunks, density, dtype, fmt))
     return SparseArray(blocks, shape, chunks, dtype, fmt, density)
