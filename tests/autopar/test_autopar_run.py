@@ -594,3 +594,69 @@ def test_for_loops_that_collect_split_and_leave_the_serial_state(workers, tmp_pa
         plain = sum(not t.replicated for t in graph.tasks)
         assert sum(stats.tasks_per_worker) == plain + 2 * workers, stats
     _no_children()
+
+
+SLICED = textwrap.dedent("""
+    import time
+    import numpy as np
+    def make(n):
+        return [bytes([i % 251]) * 50_000 for i in range(n)]
+    def slow(b):
+        time.sleep(0.004)
+        return len(b) + int(b[0])
+    BLOBS = make(96)
+    GRID = np.arange(96 * 625.0).reshape(96, 625)
+    ROWS = [[i, i + 1] for i in range(30)]
+    SEEN = {3, 1, 2}
+    sizes = [slow(b) for b in BLOBS]
+    sums = list(map(float, GRID.sum(axis=1)))
+    sums2 = [float(r.sum()) for r in GRID]
+    firsts = []
+    for r in ROWS:
+        firsts.append(r[0] * 2)
+    tripled = [x * 3 for x in SEEN]
+    print(sum(sizes), sum(sums), sum(sums2), firsts, sorted(tripled), len(BLOBS))
+    """).lstrip("\n")
+
+
+def test_a_split_loop_sends_each_process_only_its_part_of_the_items(tmp_path):
+    """The process that holds a split loop's items slices them: every other process
+    receives one chunk's part, so what a process receives shrinks with the workers (the
+    whole of BLOBS, 4.8 MB, went to every process that ran a chunk before)."""
+    script = tmp_path / "sliced.py"
+    script.write_text(SLICED)
+    serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    graph = analyze(script)
+    assert [(t.lineno, t.sliced) for t in graph.tasks if t.loop == "split"] == \
+        [(10, None), (12, "BLOBS"), (14, "GRID"), (16, "ROWS"), (18, "SEEN")]
+    blobs, grid = 96 * 50_000, 96 * 625 * 8
+    most = {}
+    for workers in (2, 4):
+        out = io.StringIO()
+        stats = run_script(script, workers, stdout=out, graph=graph)
+        assert out.getvalue() == serial.stdout
+        # each of the slow chunks over BLOBS runs on a process of its own: at most a
+        # part of BLOBS, one of GRID and small values reach a process
+        most[workers] = max(stats.bytes_received)
+        assert most[workers] <= 1.3 * (blobs + grid) / workers + 100_000, stats
+    assert most[4] < 0.75 * most[2], most
+    _no_children()
+
+
+def test_a_split_loop_over_a_missing_variable_raises_the_serial_error(tmp_path):
+    script = tmp_path / "missing.py"
+    script.write_text("import math\n"
+                      "if math.pi < 3:\n"
+                      "    ITEMS = [1, 2]\n"
+                      "print('before')\n"
+                      "out = [x + 1 for x in ITEMS]\n")
+    serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    assert analyze(script).tasks[3].sliced == "ITEMS"
+    out = io.StringIO()
+    with pytest.raises(ScriptError) as info:
+        run_script(script, 2, stdout=out)
+    assert out.getvalue() == "before\n"
+    assert info.value.traceback == serial.stderr
+    _no_children()

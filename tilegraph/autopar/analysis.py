@@ -64,7 +64,13 @@ from tilegraph.autopar.effects import (
     STATE_CALLS,
     Effect,
 )
-from tilegraph.autopar.loopsplit import ForLoop, _loop_split, for_loop_parts, loop_parts
+from tilegraph.autopar.loopsplit import (
+    ForLoop,
+    _loop_split,
+    for_loop_parts,
+    loop_parts,
+    sliced_items,
+)
 
 __all__ = ["EDGE_TYPES", "PROCESS_BOUND", "STATE_CALLS", "AnalysisError", "Edge", "Effect",
            "ForLoop", "ScriptGraph", "Task", "analyze", "for_loop_parts", "load_script",
@@ -99,6 +105,9 @@ class Task:
     ``x = list(map(f, items))``, a ``for`` loop that only appends to lists or sets dict
     entries): ``"split"`` when its iterations may run in chunks on all the workers, else
     why not."""
+    sliced: str | None = None
+    """For a loop that splits over the value of a variable it reads nowhere else: that
+    variable (each chunk receives only its own part of the value, sliced where it is)."""
 
     @property
     def label(self) -> str:
@@ -346,6 +355,8 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
             changed[v] += 1
     tasks = [replace(t, loop=_loop_split(st, s, t, ctx, changed)) for t, (st, s) in
              zip(tasks, raw, strict=True)]
+    tasks = [replace(t, sliced=sliced_items(st, s, ctx)) if t.loop == "split" else t
+             for t, (st, s) in zip(tasks, raw, strict=True)]
     return ScriptGraph(path, source, tasks, edges, reasons)
 
 

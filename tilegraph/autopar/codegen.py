@@ -35,7 +35,7 @@ def _task_dict(t: Task) -> dict[str, Any]:
             "mutates": sorted(t.mutates),
             "effects": [(e.kind, e.detail, e.mode) for e in t.effects],
             "barrier": t.barrier, "group": t.group, "replicated": t.replicated,
-            "loop": t.loop}
+            "loop": t.loop, "sliced": t.sliced}
 
 
 def generate(graph: ScriptGraph, saveas: str = "parallel.py") -> str:

@@ -64,6 +64,8 @@ def explain(graph: ScriptGraph, profile: list[float] | None = None) -> str:
         for t in loops:
             how = ("splits: its iterations run in chunks on all the workers, joined in order"
                    if t.loop == "split" else f"does not split: {t.loop}")
+            if t.sliced is not None:
+                how += f"; each chunk receives only its part of {t.sliced}"
             out.append(f"  {t.label:<14} {how}")
     chain = graph.critical_path(profile)
     out.append("")

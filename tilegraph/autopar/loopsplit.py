@@ -191,6 +191,24 @@ def loop_parts(st: ast.stmt) -> tuple[str, ast.expr, ast.Name | None] | None:
     return None
 
 
+def sliced_items(st: ast.stmt, s: _Summary, ctx: _Context) -> str | None:
+    """For a map over items that splits, the variable of its items when the statement reads
+    it nowhere but as the items (not in its body, not in the user functions and methods it
+    calls): each chunk then needs only its own part of the value, made where the value is;
+    ``None`` otherwise (the items are a ``range``, or the variable is read elsewhere)."""
+    parts = loop_parts(st)
+    if parts is None or not isinstance(parts[1], ast.Name):
+        return None
+    name = parts[1].id
+    if sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st)) != 1:
+        return None
+    called = [ctx.summaries[r] for r in s.refs if r in ctx.summaries]
+    called += [ctx.method_summaries[m] for m in s.methods if m in ctx.method_summaries]
+    if any(name in c.reads | c.writes | c.mutates for c in called):
+        return None
+    return name
+
+
 def _loop_split(st: ast.stmt, s: _Summary, t: Task, ctx: _Context,
                 changed: dict[str, int]) -> str | None:
     """``"split"`` when the iterations of a map over items (:func:`loop_parts`) may run in

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import io
 import os
 import sys
@@ -30,11 +31,13 @@ from tilegraph.autopar.analysis import (
     loop_parts,
     parse_script,
 )
+from tilegraph.autopar.loops import chunk_of
 from tilegraph.graph import GraphBuilder
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.pipeline import run as run_pipeline
 from tilegraph.runtime.processes import (
     CodeStep,
+    Part,
     ProcessesBackend,
     ScriptError,
     ScriptExit,
@@ -84,7 +87,10 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     With ``split > 1``, a map over items that may split (``Task.loop == "split"``) becomes
     ``split`` chunk steps ``("statement", i, k)``, each mapping one part of the items, and
     the step ``("statement", i)`` that joins their results in order (program positions are
-    renumbered so that each step has its own)."""
+    renumbered so that each step has its own). When the items are a variable the loop
+    reads nowhere else (``Task.sliced``), a chunk step needs only its part of it: the
+    process holding the items slices them and sends that part alone
+    (:class:`~tilegraph.runtime.processes.Part`)."""
     codes = compile_statements(graph)
     tree = parse_script(graph.path, graph.source)
     preds = graph.predecessors(skip=("output-stream",))
@@ -112,10 +118,14 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
                 chunk_reads, join_reads, join_writes = (frozenset(t.uses), frozenset(),
                                                         frozenset(t.defines))
             for k in range(split):
-                step = CodeStep(pos, _chunk_code(st, i, k, split, path), chunk_reads,
-                                frozenset({_part_name(i, k)}),
+                part = None
+                if t.sliced is not None and t.sliced in chunk_reads:
+                    part = Part(t.sliced, _items_name(i, k),
+                                functools.partial(chunk_of, k=k, n=split), 1 / split)
+                step = CodeStep(pos, _chunk_code(st, i, k, split, path, part is not None),
+                                chunk_reads, frozenset({_part_name(i, k)}),
                                 label=f"{t.label} (part {k + 1} of {split})",
-                                lineno=t.lineno)
+                                lineno=t.lineno, part=part)
                 builder.add(("statement", i, k), step, deps=keys, name=step.label,
                             priority=pos, serial=pos, **meta)
                 parts.append(("statement", i, k))
@@ -141,6 +151,36 @@ def _part_name(i: int, k: int) -> str:
     return f"_tilegraph_part_{i}_{k}"
 
 
+def _items_name(i: int, k: int) -> str:
+    """The name the part ``k`` of a split loop's items is sent under."""
+    return f"_tilegraph_items_{i}_{k}"
+
+
+def _globals_call() -> ast.expr:
+    return ast.Call(ast.Name("globals", ast.Load()), [], [])
+
+
+def _chunk_items(items: ast.expr, i: int, k: int, n: int, sent: bool) -> ast.expr:
+    """The items of chunk ``k``: ``chunk_of(items, k, n)``; when its part may have been
+    sent (``sent``), ``_tilegraph_items_i_k if "_tilegraph_items_i_k" in globals() else
+    chunk_of(items, k, n)`` (the process holding the items slices them itself, and a
+    missing variable raises the serial ``NameError``)."""
+    chunk = ast.Call(_helper("chunk_of"), [items, ast.Constant(k), ast.Constant(n)], [])
+    if not sent:
+        return chunk
+    name = _items_name(i, k)
+    test = ast.Compare(ast.Constant(name), [ast.In()], [_globals_call()])
+    return ast.IfExp(test, ast.Name(name, ast.Load()), chunk)
+
+
+def _dropping_items(body: list[ast.stmt], i: int, k: int) -> list[ast.stmt]:
+    """``try: body finally: globals().pop("_tilegraph_items_i_k", None)``: the part sent
+    for a chunk is freed with it."""
+    pop = ast.Expr(ast.Call(ast.Attribute(_globals_call(), "pop", ast.Load()),
+                            [ast.Constant(_items_name(i, k)), ast.Constant(None)], []))
+    return [ast.Try(body=body, handlers=[], orelse=[], finalbody=[pop])]
+
+
 def _helper(name: str) -> ast.expr:
     """``__import__("tilegraph.autopar.loops", fromlist=[name]).name`` as an expression."""
     mod = ast.Call(ast.Name("__import__", ast.Load()),
@@ -149,13 +189,13 @@ def _helper(name: str) -> ast.expr:
     return ast.Attribute(mod, name, ast.Load())
 
 
-def _compile_at(node: ast.stmt, st: ast.stmt, path: str) -> Any:
-    ast.copy_location(node, st)
-    for n in ast.walk(node):   # every new node at the statement's line
-        if not hasattr(n, "lineno") or n.lineno is None:
+def _compile_at(node: ast.stmt | list[ast.stmt], st: ast.stmt, path: str) -> Any:
+    module = ast.Module(body=node if isinstance(node, list) else [node], type_ignores=[])
+    for n in ast.walk(module):   # every new node at the statement's line
+        if isinstance(n, (ast.expr, ast.stmt)) and getattr(n, "lineno", None) is None:
             ast.copy_location(n, st)
-    ast.fix_missing_locations(node)
-    return compile(ast.Module(body=[node], type_ignores=[]), path, "exec")
+    ast.fix_missing_locations(module)
+    return compile(module, path, "exec")
 
 
 class _Collect(ast.NodeTransformer):
@@ -171,7 +211,8 @@ class _Collect(ast.NodeTransformer):
         return ast.copy_location(ast.Subscript(state, ast.Constant(node.id), node.ctx), node)
 
 
-def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: int, path: str) -> Any:
+def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: int, path: str,
+                    sent: bool) -> Any:
     """``part = for_part(...)``, the loop over chunk ``k`` with the collections redirected
     and ``part[1] = True`` first in its body, then ``snapshot(part, globals(), names)``."""
     part = _part_name(i, k)
@@ -179,8 +220,7 @@ def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: int, path: s
     mark = ast.Assign([ast.Subscript(ast.Name(part, ast.Load()), ast.Constant(1),
                                      ast.Store())], ast.Constant(True))
     loop.body = [mark, *loop.body]
-    loop.iter = ast.Call(_helper("chunk_of"), [loop.iter, ast.Constant(k), ast.Constant(n)],
-                         [])
+    loop.iter = _chunk_items(loop.iter, i, k, n, sent)
     names = ast.Tuple([ast.Constant(x) for x in shape.bound], ast.Load())
     start = ast.Assign([ast.Name(part, ast.Store())], ast.Call(
         _helper("for_part"), [ast.Tuple([ast.Constant(x) for x in shape.lists], ast.Load()),
@@ -189,33 +229,30 @@ def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: int, path: s
     end = ast.Expr(ast.Call(_helper("snapshot"), [
         ast.Name(part, ast.Load()), ast.Call(ast.Name("globals", ast.Load()), [], []), names],
         []))
-    module = ast.Module(body=[start, loop, end], type_ignores=[])
-    for node in ast.walk(module):   # the new nodes at the loop's line
-        if isinstance(node, (ast.expr, ast.stmt)) and getattr(node, "lineno", None) is None:
-            ast.copy_location(node, st)
-    ast.fix_missing_locations(module)
-    return compile(module, path, "exec")
+    body = [start, loop, end]
+    return _compile_at(_dropping_items(body, i, k) if sent else body, st, path)
 
 
-def _chunk_code(st: ast.stmt, i: int, k: int, n: int, path: str) -> Any:
+def _chunk_code(st: ast.stmt, i: int, k: int, n: int, path: str, sent: bool = False) -> Any:
     """``_tilegraph_part_i_k = <the map over chunk_of(items, k, n)>`` (for a ``for`` loop:
-    its body over the chunk, into fresh collections)."""
+    its body over the chunk, into fresh collections); ``sent``: the chunk's part of the
+    items may have been sent to it (:func:`_chunk_items`)."""
     kind, _, _ = loop_parts(st)
     if kind == "for":
-        return _for_chunk_code(st, for_loop_parts(st), i, k, n, path)
+        return _for_chunk_code(st, for_loop_parts(st), i, k, n, path, sent)
     value = copy.deepcopy(st.value)
     if kind == "map":
         holder, slot = value.args[0].args, 1
     else:
         holder, slot = None, None
     items = holder[slot] if holder is not None else value.generators[0].iter
-    chunk = ast.Call(_helper("chunk_of"), [items, ast.Constant(k), ast.Constant(n)], [])
+    chunk = _chunk_items(items, i, k, n, sent)
     if holder is not None:
         holder[slot] = chunk
     else:
         value.generators[0].iter = chunk
     node = ast.Assign([ast.Name(_part_name(i, k), ast.Store())], value)
-    return _compile_at(node, st, path)
+    return _compile_at(_dropping_items([node], i, k) if sent else node, st, path)
 
 
 def _join_code(st: ast.stmt, i: int, n: int, path: str) -> Any:
@@ -238,12 +275,13 @@ def _join_code(st: ast.stmt, i: int, n: int, path: str) -> Any:
 @dataclass(frozen=True)
 class RunStats:
     """What a parallel run did: statements per worker process, values moved and their
-    bytes."""
+    bytes, and the bytes each worker process received."""
 
     workers: int
     tasks_per_worker: tuple[int, ...]
     transfers: int
     bytes_moved: int
+    bytes_received: tuple[int, ...] = ()
 
 
 def _check_workers(workers: Any) -> int:
@@ -319,7 +357,7 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
             run_serial(path, source, argv)
         finally:
             sys.stdout, sys.stderr = saved
-        return RunStats(1, (len(g.tasks),), 0, 0)
+        return RunStats(1, (len(g.tasks),), 0, 0, (0,))
     backend = ProcessesBackend(workers, filename=script_filename(g.path), argv=argv,
                                directory=os.path.dirname(os.path.abspath(path)), out=out,
                                err=err)
@@ -332,7 +370,8 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
             err.write(exc.message)
         if exc.code:
             raise
-    return RunStats(workers, tuple(backend.ran_on), backend.transfers, backend.bytes_moved)
+    return RunStats(workers, tuple(backend.ran_on), backend.transfers, backend.bytes_moved,
+                    tuple(backend.bytes_in))
 
 
 def has_parallelism(graph: ScriptGraph) -> bool:

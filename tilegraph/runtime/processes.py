@@ -47,7 +47,9 @@ first step of a group goes to the process with the fewest steps still to run of 
 already placed on it (waiting for it if it is busy), so that independent chains run on
 different processes.
 Missing inputs are exported by their owners (pickle protocol 5, NumPy buffers out of band)
-and loaded into it. Steps marked ``everywhere`` (imports, ``def``, ``class``, and settings of
+and loaded into it; of a variable a step needs only a part of (:class:`Part`: a chunk of a
+split loop's items), the owner makes that part and sends it alone. Steps marked
+``everywhere`` (imports, ``def``, ``class``, and settings of
 the process state such as ``np.set_printoptions`` or ``logging.basicConfig``) run on every
 process, after the values they read were sent to every process. ``os.chdir``,
 ``os.environ`` and ``sys.path`` are process state: after a step that may change them the
@@ -78,7 +80,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from types import CodeType
-from typing import Any
+from typing import Any, NamedTuple
 
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.backends import Backend
@@ -161,6 +163,21 @@ def value_size(value: Any) -> int:
 # -- the steps ---------------------------------------------------------------------------------
 
 
+class Part(NamedTuple):
+    """A step reads only a part of a variable (a chunk of the items of a loop split across
+    processes): ``take(value)`` is that part, made by the process that holds ``source``
+    and sent, alone, under ``name`` to the process that runs the step when that one does
+    not hold ``source`` (the step's code then reads ``name`` if it is defined, else the
+    part of ``source``, and removes ``name`` when done). ``take`` must pickle by reference
+    (a function of a module, or a ``functools.partial`` of one); ``share`` is the part's
+    expected fraction of ``source``'s bytes (for placement)."""
+
+    source: str
+    name: str
+    take: Callable[[Any], Any]
+    share: float
+
+
 class CodeStep:
     """The operation of a task of :class:`ProcessesBackend`: ``code`` executed in a worker
     process's namespace. ``index``: the step's position in the program (the task's
@@ -169,16 +186,17 @@ class CodeStep:
     ``everywhere``: it runs on every process (imports, ``def``, ``class``: what later steps
     need wherever they run); ``reads_all``: it may read and write any name (a barrier);
     ``group``: steps of one group run on one process; ``changes``: the parts of the process
-    state it may change (``"cwd"``, ``"env"``, ``"path"``)."""
+    state it may change (``"cwd"``, ``"env"``, ``"path"``); ``part``: a :class:`Part` of a
+    variable of ``reads`` that is all the step needs of it."""
 
     __slots__ = ("changes", "code", "everywhere", "group", "index", "label", "lineno",
-                 "reads", "reads_all", "writes")
+                 "part", "reads", "reads_all", "writes")
 
     def __init__(self, index: int, code: CodeType, reads: frozenset[str] = frozenset(),
                  writes: frozenset[str] = frozenset(), *, label: str = "",
                  lineno: int | None = None, everywhere: bool = False,
                  reads_all: bool = False, group: int | None = None,
-                 changes: tuple[str, ...] = ()):
+                 changes: tuple[str, ...] = (), part: Part | None = None):
         if not isinstance(code, CodeType):
             raise TypeError(f"CodeStep {index}: code must be a code object, got "
                             f"{type(code).__name__}")
@@ -192,6 +210,10 @@ class CodeStep:
         self.lineno = lineno
         self.everywhere, self.reads_all, self.group = everywhere, reads_all, group
         self.changes = tuple(STATE_PARTS) if reads_all else tuple(changes)
+        if part is not None and (part.source not in self.reads or everywhere or reads_all):
+            raise ValueError(f"CodeStep {index}: a part must be of a variable it reads, on "
+                             "a step that runs on one process and is not a barrier")
+        self.part = part
 
     def __call__(self, *inputs: Any) -> Any:
         raise RuntimeError(f"{self.label} is a step of a program: it runs only on the worker "
@@ -300,6 +322,19 @@ def _export(send: Callable[..., None], ns: dict[str, Any], names: list[str], tok
         send((token, None), frames_out)
 
 
+def _export_part(send: Callable[..., None], ns: dict[str, Any], part: Part, token: Any
+                 ) -> None:
+    """Reply to a request for a part of a variable: ``{part.name: part}`` pickled, or
+    ``[part.source]`` when the part cannot be made or pickled (an iterator is not split:
+    its steps run where it is)."""
+    try:
+        frames_out = _dumps({part.name: part.take(ns[part.source])})
+    except Exception:
+        send((token, [part.source]))
+    else:
+        send((token, None), frames_out)
+
+
 class _Stream(io.TextIOBase):
     """A text stream writing to ``target`` (changed from step to step)."""
 
@@ -360,6 +395,9 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
                 return
             if msg[0] == "export":
                 _export(send, ns, msg[2], msg[1])
+                continue
+            if msg[0] == "export_part":
+                _export_part(send, ns, Part(*msg[2]), msg[1])
                 continue
             inbox.put((msg, frames))
             if msg[0] == "stop":
@@ -554,6 +592,7 @@ class ProcessesBackend(Backend):
         self.ran_on = [0] * workers
         self.transfers = 0
         self.bytes_moved = 0
+        self.bytes_in = [0] * workers   # bytes of values loaded into each process
         self.channels: list[_Channel] = []
         self.closing = False
         self.lost: BaseException | None = None
@@ -789,11 +828,16 @@ class ProcessesBackend(Backend):
                 if t.group is not None:
                     self.group_worker.setdefault(t.group, w)
                 missing: dict[int, list[str]] = defaultdict(list)
+                part = None
                 for v in names:
-                    if w not in self.holders[v]:
+                    if w in self.holders[v]:
+                        continue
+                    if t.part is not None and v == t.part.source:
+                        part = (self.owner[v], t.part)   # only its part is sent
+                    else:
                         missing[self.owner[v]].append(v)
             try:
-                stuck = self._move(w, missing)
+                stuck = self._move(w, missing, part)
             except BaseException:
                 with self.cond:
                     self.busy[w] = None
@@ -804,30 +848,38 @@ class ProcessesBackend(Backend):
             with self.cond:   # run it where the value that cannot be pickled is
                 self.stuck.update(stuck)
                 self.busy[w] = None
+                if t.part is not None:   # a part sent already is not needed there
+                    self.channels[w].post(("free", None, [t.part.name]))
                 self.cond.notify_all()
 
-    def _move(self, w: int, missing: dict[int, list[str]]) -> dict[str, int]:
-        """Copy the variables ``missing[src]`` from each ``src`` to process ``w``; the
-        variables that cannot be pickled (and their process) if any."""
-        exports = {src: self.channels[src].request("export", vs, inline=True)
-                   for src, vs in missing.items()}
+    def _move(self, w: int, missing: dict[int, list[str]],
+              part: tuple[int, Part] | None = None) -> dict[str, int]:
+        """Copy the variables ``missing[src]`` from each ``src`` to process ``w``, and
+        ``part = (src, Part)``'s part made on ``src`` (``w`` does not become a holder of its
+        source); the variables that cannot be pickled (and their process) if any."""
+        exports = [(src, vs, self.channels[src].request("export", vs, inline=True))
+                   for src, vs in missing.items()]
+        if part is not None:
+            src, p = part
+            exports.append((src, [], self.channels[src].request(
+                "export_part", tuple(p), inline=True)))
         stuck: dict[str, int] = {}
         loads = []
-        for src, fut in exports.items():
+        for src, names, fut in exports:
             bad, frames = fut.result()
             if bad:
                 stuck.update(dict.fromkeys(bad, src))
                 continue
-            loads.append((missing[src], frames,
-                          self.channels[w].request("load", frames=frames)))
+            loads.append((names, frames, self.channels[w].request("load", frames=frames)))
         for names, frames, fut in loads:
             problem, _ = fut.result()
             if problem is not None:
                 raise ScriptError(f"a value could not be moved to worker {w}: {problem}\n",
                                   self.path, None)
             with self.cond:
-                self.transfers += len(names)
+                self.transfers += max(1, len(names))
                 self.bytes_moved += sum(len(f) for f in frames)
+                self.bytes_in[w] += sum(len(f) for f in frames)
                 for v in names:
                     self.holders[v].add(w)
         return stuck
@@ -856,7 +908,7 @@ class ProcessesBackend(Backend):
             else:
                 idle = [w for w in range(self.workers) if self.busy[w] is None]
                 if idle:
-                    score = [self._local_bytes(names, w) for w in range(self.workers)]
+                    score = [self._local_bytes(t, names, w) for w in range(self.workers)]
                     me = getattr(self._slot, "w", -1)   # ties: the driving thread's own
                     if t.group is not None:   # a group's first step: the work to come
                         load = self._committed()
@@ -888,8 +940,16 @@ class ProcessesBackend(Backend):
         return sorted(v for v in t.reads | t.writes if v in self.owner
                       and v not in self.everywhere_names)
 
-    def _local_bytes(self, names: list[str], w: int) -> int:
-        return sum(self.nbytes.get(v, 0) for v in names if w in self.holders[v])
+    def _local_bytes(self, t: CodeStep, names: list[str], w: int) -> int:
+        """The bytes of ``names`` that need not move if step ``t`` runs on ``w`` (of a
+        variable it needs a part of, that part's share)."""
+        total = 0
+        for v in names:
+            if w in self.holders[v]:
+                size = self.nbytes.get(v, 0)
+                total += int(size * t.part.share) if t.part is not None and \
+                    v == t.part.source else size
+        return total
 
     def _state_for(self, i: int, part: str) -> tuple[int, Any]:
         """The value of a part of the process state that the last finished step before
