@@ -236,7 +236,7 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
             if (opts["memory_limit"] or not opts["spill"]
                     or len(part.graph) <= PROJECT_ALWAYS):
                 projection = projected_peak(part.graph, part.outputs, part.priority,
-                                            estimates)
+                                            estimates, backend.workers)
             if projection is not None and not opts["spill"]:
                 check_projection(part.graph, projection, limit)
             problem: BaseException | None = None

@@ -39,10 +39,12 @@ class Projection:
 
 
 def projected_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray,
-                   estimates: list[int] | None = None) -> Projection:
-    """The :class:`Projection` of running ``graph`` in ``priority`` order on one worker,
-    releasing every block after its last consumer (``estimates``: the executor's, when it
-    has them already)."""
+                   estimates: list[int] | None = None, workers: int = 1) -> Projection:
+    """The :class:`Projection` of running ``graph`` in ``priority`` order, releasing every
+    block after its last consumer (``estimates``: the executor's, when it has them
+    already). With ``workers`` threads, each task is taken to run beside the ``workers - 1``
+    tasks before it in that order: their temporaries are still held, and so are their
+    results even where their consumers have run in the one-at-a-time order."""
     n = len(graph)
     nb = graph.meta.get("nbytes")
     size = [0 if nb is None or nb[i] is None else int(nb[i]) for i in range(n)]
@@ -55,6 +57,9 @@ def projected_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray,
     live = peak = biggest = held = held_peak = 0
     at = -1
     any_remake = any(remake)
+    beside = max(0, int(workers) - 1)
+    recent: list[int] = []  # the tasks running beside the next one
+    gone = bytearray(n) if beside else b""  # results released in the one-at-a-time order
     for i in np.argsort(priority, kind="stable").tolist():
         need = working[i]
         deps = idx[ptr[i]:ptr[i + 1]]
@@ -67,16 +72,25 @@ def projected_peak(graph: Any, outputs: np.ndarray, priority: np.ndarray,
         live += need
         if need + inputs > biggest:
             biggest = need + inputs
-        if live > peak:
-            peak, at = live, i
-        if held + need + brought > held_peak:
-            held_peak = held + need + brought
+        others = 0
+        for j in recent:
+            others += max(0, working[j] - size[j]) + (size[j] if gone[j] else 0)
+        if live + others > peak:
+            peak, at = live + others, i
+        if held + need + brought + others > held_peak:
+            held_peak = held + need + brought + others
+        if beside:
+            recent.append(i)
+            if len(recent) > beside:
+                recent.pop(0)
         live -= need - size[i]
         if not remake[i]:
             held += size[i]
         for d in deps:
             refs[d] -= 1
             if refs[d] == 0:
+                if beside:
+                    gone[d] = 1
                 live -= size[d]
                 if not remake[d]:
                     held -= size[d]
