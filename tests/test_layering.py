@@ -105,6 +105,51 @@ def test_no_import_cycle_between_parts():
     assert not cycles, "import cycles between tilegraph's parts:\n" + "\n".join(detail)
 
 
+def _module_graph(package: str) -> dict[str, dict[str, str]]:
+    """module -> {imported module: 'file:line' of one import that makes the edge}, among the
+    modules of ``package`` (e.g. 'tilegraph.runtime'), function-level imports included. An
+    imported name is the module it names, or the module that defines it."""
+    modules = {_module_of(path): path for path in ROOT.rglob("*.py")}
+    edges: dict[str, dict[str, str]] = {}
+    for src, path in modules.items():
+        if not src.startswith(package + "."):
+            continue
+        for name, line in _imports(path):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name.startswith(package + ".") and name != src:
+                edges.setdefault(src, {}).setdefault(name, f"{path.relative_to(ROOT)}:{line}")
+    return edges
+
+
+def test_no_import_cycle_among_the_runtime_modules():
+    edges = _module_graph("tilegraph.runtime")
+    assert "tilegraph.runtime.core" in edges.get("tilegraph.runtime.backends", {})
+    cycles = _cycles(edges)
+    detail = [
+        " <-> ".join(c) + ": " + "; ".join(
+            f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
+        for c in cycles]
+    assert not cycles, "import cycles among tilegraph.runtime's modules:\n" + "\n".join(detail)
+
+
+def test_optional_backends_register_themselves_when_asked_for():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from tilegraph.runtime.backends import BACKENDS, make_backend\n"
+            "assert BACKENDS['dask'] == 'tilegraph.runtime.dask_backend'\n"
+            "assert 'tilegraph.runtime.dask_backend' not in sys.modules\n"
+            "try:\n    make_backend('nosuch')\nexcept ValueError as e:\n"
+            "    assert 'dask, mpi, serverless, sync, threads' in str(e), e\n"
+            "from tilegraph.runtime import dask_backend\n"
+            "assert BACKENDS['dask'] is dask_backend._make_backend\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT.parent, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b": ""}, "b": {"c": ""}, "c": {"a": ""}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b": ""}, "b": {}}) == []

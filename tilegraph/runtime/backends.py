@@ -26,12 +26,16 @@ has returned. Ordering, retries, release of results, memory, errors and events a
 the executor core, once. A backend that runs task bodies somewhere else passes
 ``call(func, args, kwargs)`` to ``worker_loop`` (the dask.distributed backend,
 :mod:`tilegraph.runtime.dask_backend`, submits each task there and holds its Future).
-Optional backends (MPI, dask) are created by :func:`make_backend`, which imports them only
-when they are asked for.
+Backends are created by :func:`make_backend` from the registry ``BACKENDS``: each backend
+module registers its factory there (:func:`register_backend`) when it is imported. The
+optional ones (MPI, serverless, dask) are listed by module name until then, and imported only
+when they are asked for, so this module imports none of the modules of its backends (they
+import it, for :class:`Backend`).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import queue
 import threading
@@ -379,34 +383,34 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=POOL._after_fork)
 
 
-def _mpi_backend(workers: int | None = None, timeout: float = 60.0) -> Backend:
-    from tilegraph.runtime.mpi import MPIBackend  # mpi4py is imported only when asked for
-
-    return MPIBackend(workers, timeout)
-
-
-def _serverless_backend(workers: int | None = None, **options: Any) -> Backend:
-    # redis-py is imported only when the backend is asked for
-    from tilegraph.runtime.serverless.backend import ServerlessBackend
-
-    return ServerlessBackend(workers, pool=options.get("pool"), redis=options.get("redis"),
-                             store=options.get("store"), lease=options.get("lease", 30.0))
-
-
-def _dask_backend(workers: int | None = None, **options: Any) -> Backend:
-    from tilegraph.runtime.dask_backend import DaskBackend  # distributed only when asked for
-
-    return DaskBackend(options.get("client"), workers)
-
-
-BACKENDS: dict[str, Callable[..., Backend]] = {
+BACKENDS: dict[str, Callable[..., Backend] | str] = {
     "sync": lambda workers=None, **options: SyncBackend(),
     "threads": lambda workers=None, **options: ThreadsBackend(workers),
-    "mpi": lambda workers=None, **options: _mpi_backend(workers,
-                                                        options.get("mpi_timeout", 60.0)),
-    "serverless": _serverless_backend,
-    "dask": _dask_backend,
+    # the optional backends, by the module that registers each when imported (mpi4py,
+    # redis-py and distributed are imported only when such a backend is asked for)
+    "mpi": "tilegraph.runtime.mpi",
+    "serverless": "tilegraph.runtime.serverless.backend",
+    "dask": "tilegraph.runtime.dask_backend",
 }
+"""The backends by name: a factory ``(workers=None, **options) -> Backend``, or the name of
+the module that registers the factory when it is imported."""
+
+
+def register_backend(name: str, factory: Callable[..., Backend]) -> None:
+    """Make ``factory`` the backend called ``name`` (a backend module calls this when it is
+    imported)."""
+    BACKENDS[name] = factory
+
+
+def _factory(name: str) -> Callable[..., Backend]:
+    """The factory of backend ``name``, importing the module that registers it if needed."""
+    factory = BACKENDS[name]
+    if isinstance(factory, str):
+        importlib.import_module(factory)
+        factory = BACKENDS[name]
+        if isinstance(factory, str):
+            raise RuntimeError(f"module {factory} did not register backend {name!r}")
+    return factory
 
 
 def make_backend(name: str, workers: int | None = None, **options: Any) -> Backend:
@@ -415,14 +419,13 @@ def make_backend(name: str, workers: int | None = None, **options: Any) -> Backe
     address, is for ``"dask"`` only). A :class:`Backend` object is returned as it is."""
     if isinstance(name, Backend):
         return name
-    try:
-        factory = BACKENDS[name]
-    except KeyError:
+    if name not in BACKENDS:
         raise ValueError(
             f"unknown backend {name!r}; choose one of: {', '.join(sorted(BACKENDS))}"
-        ) from None
+        )
     if options.get("client") is not None and name != "dask":
         raise ValueError(f"client= is an option of backend='dask', not {name!r}")
+    factory = _factory(name)
     import inspect
 
     params = inspect.signature(factory).parameters.values()

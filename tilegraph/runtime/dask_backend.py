@@ -44,7 +44,7 @@ from tilegraph.graph.taskgraph import (
     TaskGraph,
     fill,
 )
-from tilegraph.runtime.backends import Backend, Partition
+from tilegraph.runtime.backends import Backend, Partition, register_backend
 from tilegraph.runtime.blas import blas_threads
 from tilegraph.runtime.core import Execution
 from tilegraph.util import cores
@@ -360,3 +360,11 @@ def _current_task(execution: Execution) -> int:
     """The task the submitting loop is running: with one loop, the one RUNNING task."""
     (i,) = execution.running
     return i
+
+
+def _make_backend(workers: int | None = None, **options: Any) -> DaskBackend:
+    """``backend="dask"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
+    return DaskBackend(options.get("client"), workers)
+
+
+register_backend("dask", _make_backend)

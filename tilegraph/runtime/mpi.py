@@ -75,6 +75,7 @@ from tilegraph.runtime.backends import (
     Partition,
     ThreadsBackend,
     Transport,
+    register_backend,
     threads_policy,
 )
 from tilegraph.runtime.core import Execution
@@ -774,3 +775,11 @@ class _Exchange(Transport):
             exc.add_note(f"tilegraph: traceback on MPI rank {source}:\n{text.rstrip()}")
         exc.add_note(f"tilegraph: raised on MPI rank {source}; this is rank {rank}")
         return exc
+
+
+def _make_backend(workers: int | None = None, **options: Any) -> MPIBackend:
+    """``backend="mpi"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
+    return MPIBackend(workers, options.get("mpi_timeout", 60.0))
+
+
+register_backend("mpi", _make_backend)

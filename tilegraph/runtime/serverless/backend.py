@@ -46,7 +46,13 @@ import numpy as np
 
 from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
-from tilegraph.runtime.backends import Backend, Partition, ThreadsBackend, Transport
+from tilegraph.runtime.backends import (
+    Backend,
+    Partition,
+    ThreadsBackend,
+    Transport,
+    register_backend,
+)
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import (
     BackupStarted,
@@ -695,3 +701,12 @@ def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]]
                 run.r.hset(f"{ns}:run:{rid}", "state", "cancelled")
                 raise exc
     return {out: results[out] for out in wanted.values()}
+
+
+def _make_backend(workers: int | None = None, **options: Any) -> ServerlessBackend:
+    """``backend="serverless"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
+    return ServerlessBackend(workers, pool=options.get("pool"), redis=options.get("redis"),
+                             store=options.get("store"), lease=options.get("lease", 30.0))
+
+
+register_backend("serverless", _make_backend)
