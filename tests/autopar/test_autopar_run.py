@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from tilegraph.autopar import analyze
+from tilegraph.autopar import analyze, explain
 from tilegraph.autopar.runner import ScriptError, ScriptExit, has_parallelism, run_script
 from tilegraph.cli import main as cli_main
 
@@ -660,3 +660,43 @@ def test_a_split_loop_over_a_missing_variable_raises_the_serial_error(tmp_path):
     assert out.getvalue() == "before\n"
     assert info.value.traceback == serial.stderr
     _no_children()
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_a_log_file_set_up_on_every_worker_has_the_serial_lines_in_order(workers, tmp_path,
+                                                                         monkeypatch):
+    """logging.basicConfig(filename=...) runs on every worker; the lines its handlers write
+    from statements on different processes reach the file in program order, byte for byte
+    the serial run's file (which it truncates: filemode="w"), and a later statement that
+    reads the file finds them."""
+    script = CORPUS / "state" / "logging_file.py"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    runs = {}
+    for name, cmd in (("serial", [sys.executable, str(script)]),
+                      ("parallel", [sys.executable, "-m", "tilegraph.cli", "autopar",
+                                    str(script), "--workers", str(workers)])):
+        where = tmp_path / name
+        where.mkdir()
+        (where / "run.log").write_text("a line of an earlier run\n")
+        done = subprocess.run(cmd, cwd=where, capture_output=True, env=env, timeout=120)
+        runs[name] = (done.returncode, done.stdout, done.stderr, _files(where))
+    assert runs["parallel"] == runs["serial"]
+    assert runs["serial"][3]["run.log"].decode().splitlines()[0].startswith("INFO a is")
+    graph = analyze(script)
+    assert graph.serial_reason is None
+    monkeypatch.chdir(tmp_path / "parallel")
+    stats = run_script(script, workers, stdout=io.StringIO(), graph=graph)
+    assert sorted(stats.tasks_per_worker)[-2] >= 2, stats   # the statements spread out
+    _no_children()
+
+
+def test_logging_handlers_that_write_in_their_own_order_keep_the_script_serial(tmp_path):
+    script = tmp_path / "rotating.py"
+    script.write_text("import logging.handlers\n"
+                      "h = logging.handlers.RotatingFileHandler('r.log', maxBytes=50)\n"
+                      "a = sum(range(10))\n"
+                      "b = sum(range(20))\n"
+                      "print(a, b)\n")
+    graph = analyze(script)
+    assert "rotating files" in graph.serial_reason
+    assert "rotating files" in explain(graph).splitlines()[1]

@@ -55,6 +55,9 @@ _BARRIER_BUILTINS = {
     "compile": "compile() makes code the analysis cannot see",
 }
 
+_LOG_HANDLERS = ("logging's handlers other than FileHandler and StreamHandler (rotating "
+                 "files, sockets) write lines in the order they come")
+
 # Qualified-name prefixes -> barrier reason.
 _BARRIER_CALLS = (
     ("subprocess.", "a subprocess writes to the terminal and files directly"),
@@ -76,6 +79,8 @@ _BARRIER_CALLS = (
     ("atexit.", "exit handlers run at the end of the program"),
     ("signal.", "signal handlers change the process"),
     ("builtins.", "the builtins module is changed"),
+    ("logging.handlers.", _LOG_HANDLERS),
+    ("logging.config.", _LOG_HANDLERS),
 )
 
 # Barrier reasons of what lives in one process and cannot be recreated on another: a script
@@ -84,6 +89,7 @@ PROCESS_BOUND = frozenset({
     "os.fork() copies the process", "the script starts processes of its own",
     "the script starts threads of its own", "the script starts workers of its own",
     "exit handlers run at the end of the program", "signal handlers change the process",
+    _LOG_HANDLERS,
 })
 
 STATE_CALLS = {
@@ -108,7 +114,7 @@ STATE_CALLS = {
     "time.tzset": "the time zone",
     "logging.basicConfig": "logging's configuration", "logging.disable":
     "logging's configuration", "logging.captureWarnings": "logging's configuration",
-    "logging.config.": "logging's configuration", "logging.root.": "logging's configuration",
+    "logging.root.": "logging's configuration",
     "gc.disable": "the garbage collector", "gc.enable": "the garbage collector",
     "gc.set_threshold": "the garbage collector", "gc.freeze": "the garbage collector",
     "os.umask": "the file mode mask", "socket.setdefaulttimeout": "the socket timeout",

@@ -82,7 +82,9 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     captured per statement and written in program order), ``priority`` and ``serial`` =
     program position, and no retries. A statement that writes files waits for every
     statement before it, so that an exception stops the run before any later file is
-    written.
+    written; in a script that may log to files (:func:`logs_to_files`), so does a
+    statement that reads files, so that it finds the log lines of the statements before it
+    (written when their output is).
 
     With ``split > 1``, a map over items that may split (``Task.loop == "split"``) becomes
     ``split`` chunk steps ``("statement", i, k)``, each mapping one part of the items, and
@@ -98,11 +100,14 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     path = script_filename(graph.path)
     gate = 0   # the last statement that writes files (it waits for all before it)
     pos = 0
+    logs = logs_to_files(graph)
     for t, code, st in zip(graph.tasks, codes, tree.body, strict=True):
         i = t.index
         deps = set(preds[i])
-        if any(e.kind == "file" and e.mode == "w" for e in t.effects):
+        writes = any(e.kind == "file" and e.mode == "w" for e in t.effects)
+        if writes or (logs and any(e.kind == "file" for e in t.effects)):
             deps.update(range(gate, i))
+        if writes:
             gate = i
         keys = [("statement", d) for d in sorted(deps)]
         meta = {"kind": "statement", "line": f"{path}:{t.lineno}", "retries": 0}
@@ -145,6 +150,15 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
                     serial=pos, **meta)
         pos += 1
     return builder.build()
+
+
+def logs_to_files(graph: ScriptGraph) -> bool:
+    """Whether the script may log to files: it sets logging's configuration
+    (``logging.basicConfig(filename=...)``) or makes a ``FileHandler``. Its log lines reach
+    the files in program order, when the output of their statements is written."""
+    return any(e.kind == "state" and e.detail == "logging's configuration"
+               for t in graph.tasks for e in t.effects) or \
+        any("FileHandler" in t.source for t in graph.tasks)
 
 
 def _part_name(i: int, k: int) -> str:

@@ -32,8 +32,8 @@ field                     meaning
 ``busy[w]``               step running (or being staged) on process ``w``, or ``None``
 ``group_worker[g]``       the process of group ``g`` once its first step was placed
 ``stuck[v]``              process of a value that cannot be pickled: its users run there
-``results[i]``            captured (stdout, stderr) of a finished step, until released in
-                          program order
+``results[i]``            captured (stdout, stderr, log file record) of a finished step,
+                          until released in program order
 ``failed``                the earliest step that raised (its output is the last released)
 ========================  ===============================================================
 
@@ -57,6 +57,10 @@ process reports them, and a step runs with the state its predecessors in program
 left. Standard output and error are captured per step and written in
 program order; a step's ``sys.stdout`` and ``sys.stderr`` are proxies to its buffers, so a
 stream kept by an earlier step (a logging handler) writes into the later step's output.
+Files written by ``logging.FileHandler`` (``logging.basicConfig(filename=...)``) are
+captured the same way (:class:`_LogFiles`): a worker's handler writes into the step's
+record, and this process opens, truncates and appends to the file when it writes the step's
+output, so the file's lines are in program order.
 """
 
 from __future__ import annotations
@@ -335,6 +339,69 @@ def _export_part(send: Callable[..., None], ns: dict[str, Any], part: Part, toke
         send((token, None), frames_out)
 
 
+class _LogSink(io.RawIOBase):
+    """The bytes a log file's handler writes, appended to the running step's record."""
+
+    def __init__(self, files: _LogFiles, path: str):
+        self.files, self.path = files, path
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        data = bytes(data)
+        ops = self.files.ops
+        if ops and ops[-1][0] == "write" and ops[-1][1] == self.path:
+            ops[-1][2] += data
+        else:
+            ops.append(["write", self.path, bytearray(data)])
+        return len(data)
+
+
+class _LogFiles:
+    """The files of a worker's ``logging.FileHandler`` handlers (the plain class, in mode
+    ``"a"`` or ``"w"``; ``logging.basicConfig(filename=...)`` makes one), captured per step
+    as standard output is: a handler's stream is a text stream over the running step's
+    record (same encoding, errors and newlines as the file it would open), whose ``ops``
+    (``["open", path, mode]``, ``["write", path, bytes]``) the parent applies to the files
+    in program order (:func:`_write_logs`). Opening checks the file as the handler would
+    (a missing directory raises in the script's line), without truncating it."""
+
+    def __init__(self) -> None:
+        self.ops: list[list[Any]] = []
+
+    def install(self) -> None:
+        import logging
+
+        original = logging.FileHandler._open
+        files = self
+
+        def _open(handler: logging.FileHandler) -> Any:
+            if type(handler) is not logging.FileHandler or handler.mode not in ("a", "w"):
+                return original(handler)
+            handler._builtin_open(handler.baseFilename, "a", encoding=handler.encoding,
+                                  errors=handler.errors).close()
+            files.ops.append(["open", handler.baseFilename, handler.mode])
+            return io.TextIOWrapper(io.BufferedWriter(_LogSink(files, handler.baseFilename)),
+                                    encoding=handler.encoding, errors=handler.errors)
+
+        logging.FileHandler._open = _open
+
+    def take(self) -> list[list[Any]]:
+        ops, self.ops = self.ops, []
+        return ops
+
+
+def _write_logs(ops: list[list[Any]]) -> None:
+    """Apply a step's log file record (:class:`_LogFiles`) to the files."""
+    for op, path, arg in ops:
+        if op == "open":
+            open(path, "wb" if arg == "w" else "ab").close()
+        else:
+            with open(path, "ab") as f:
+                f.write(arg)
+
+
 class _Stream(io.TextIOBase):
     """A text stream writing to ``target`` (changed from step to step)."""
 
@@ -375,6 +442,8 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
     # the streams a step writes to are proxies to that step's buffers, so that a handler
     # made by one step (logging.basicConfig) writes where a later step's output goes
     proxy_out, proxy_err = _Stream(real_out), _Stream(real_err)
+    log_files = _LogFiles()
+    log_files.install()
     send_lock = threading.Lock()
 
     def send(obj: Any, frames: list[Any] = ()) -> None:  # type: ignore[assignment]
@@ -428,6 +497,7 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
             out, err = io.StringIO(), io.StringIO()
             proxy_out.target, proxy_err.target = out, err
             sys.stdout, sys.stderr = proxy_out, proxy_err
+            log_files.take()
             error = None
             try:
                 exec(codes[i], ns)
@@ -444,7 +514,8 @@ def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
                 names = [n for n in ns if not (n.startswith("__") and n.endswith("__"))]
             defined = {n: (value_size(ns[n]) if n in ns else None) for n in names}
             state = _process_state(want_state) if want_state else None
-            send((token, (out.getvalue(), err.getvalue(), defined, state, error)))
+            send((token, (out.getvalue(), err.getvalue(), defined, state, error,
+                          log_files.take())))
 
 
 class _Channel:
@@ -581,7 +652,7 @@ class ProcessesBackend(Backend):
         self.group_worker: dict[int, int] = {}
         self.group_left: dict[int, int] = defaultdict(int)   # steps of a group still to run
         self.stuck: dict[str, int] = {}
-        self.results: dict[int, tuple[str, str]] = {}
+        self.results: dict[int, tuple[str, str, list]] = {}
         self.order: list[int] = []
         self.next_release = 0
         self.failed: int | None = None
@@ -751,7 +822,7 @@ class ProcessesBackend(Backend):
             self._post_state(i, w)
         reply = ch.request("run", i, sorted(t.writes), list(t.changes), t.reads_all,
                            inline=True)
-        (out, err, defined, state, error), _ = reply.result()
+        (out, err, defined, state, error, logs), _ = reply.result()
         with self.cond:
             self.busy[w] = None
             self.ran_on[w] += 1
@@ -762,7 +833,7 @@ class ProcessesBackend(Backend):
                 for part, value in state.items():
                     self.state_writers[part].append((i, value))
                     self.worker_state[w][part] = i
-            self.results[i] = (out, err)
+            self.results[i] = (out, err, logs)
             if error is not None:
                 if self.failed is None or i < self.failed:
                     self.failed = i
@@ -794,10 +865,10 @@ class ProcessesBackend(Backend):
                                   "run it with --workers 1\n", self.path, t.lineno)
         replies = [ch.request("run", i, [], [], False, inline=True) for ch in self.channels]
         answers = [r.result()[0] for r in replies]
-        out, err, _, _, _ = answers[0]
+        out, err, _, _, _, logs = answers[0]
         error = next((a[4] for a in answers if a[4] is not None), None)
         with self.cond:
-            self.results[i] = (out, err)
+            self.results[i] = (out, err, logs)
             if error is not None and (self.failed is None or i < self.failed):
                 self.failed = i
             else:
@@ -1004,7 +1075,8 @@ class ProcessesBackend(Backend):
         stop = self.failed if self.failed is not None else order[-1]
         while (self.next_release < len(order) and order[self.next_release] <= stop
                and order[self.next_release] in self.results):
-            out, err = self.results.pop(order[self.next_release])
+            out, err, logs = self.results.pop(order[self.next_release])
+            _write_logs(logs)
             if out:
                 self.out.write(out)
                 self.out.flush()
