@@ -27,6 +27,10 @@ Three more workloads:
 - *state*: the scripts of ``tests/autopar/corpus/state`` (one per kind of process state),
   at 1, 2 and 4 workers. Goal: standard output, standard error and exit status identical to
   ``python script.py`` in every run.
+- *start-up*: how long after ``run_script(script, 2)`` is called (tilegraph imported, the
+  script analysed) its first statement starts on a worker process, by ``perf_counter``
+  (one monotonic clock for all the processes): forking the workers, readying them, the
+  first steps' messages. Median of 20 runs.
 
 Run: ``python bench/autopar.py [--n 60000000] [--repeat 2]``.
 """
@@ -262,6 +266,38 @@ def _in_process(script: str, repeat: int, want: str) -> float:
     return best
 
 
+STARTUP = '''\
+import time
+t = time.perf_counter()
+u = len(str(time))
+print(repr(t), u)
+'''
+
+
+def _startup(tmp: str, runs: int = 20) -> str:
+    """The start-up of a parallel run: from ``run_script``'s call to the first statement's
+    start on a worker (the statement reads ``perf_counter``), median of ``runs``."""
+    import io
+    import statistics
+
+    from tilegraph.autopar import analyze
+    from tilegraph.autopar.runner import run_script
+
+    script = os.path.join(tmp, "startup.py")
+    with open(script, "w") as f:
+        f.write(STARTUP)
+    graph = analyze(script)
+    lags = []
+    for _ in range(runs):
+        buf = io.StringIO()
+        t0 = time.perf_counter()
+        run_script(script, 2, stdout=buf, graph=graph)
+        lags.append(float(buf.getvalue().split()[0]) - t0)
+    return (f"start-up of a run on 2 workers: the first statement starts "
+            f"{statistics.median(lags) * 1e3:.0f} ms after run_script() (median of {runs}; "
+            f"min {min(lags) * 1e3:.0f} ms)")
+
+
 def _more_workloads(tmp: str, args: argparse.Namespace, env: dict) -> list[str]:
     """The chains, comprehension and state workloads; their report lines."""
     from tilegraph.autopar import analyze
@@ -319,6 +355,7 @@ def _more_workloads(tmp: str, args: argparse.Namespace, env: dict) -> list[str]:
                 same += 1
             else:
                 differ.append(f"{name} at {workers}")
+    lines.append(_startup(tmp))
     lines += [f"process state corpus ({runs // 3} scripts at 1, 2, 4 workers): identical "
               f"output, errors and status {same} of {runs} (goal {runs} of {runs})"
               + (f"; different: {', '.join(differ)}" if differ else "")]

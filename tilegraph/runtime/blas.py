@@ -12,9 +12,10 @@ _controller = None
 _controller_modules = -1
 
 
-def _get_controller():
+def blas_controller():
     """A cached threadpoolctl controller, rescanned when new modules (and so possibly new
-    BLAS libraries) were imported since the last scan."""
+    BLAS libraries) were imported since the last scan. A process forked from this one
+    may use it as its own (it has the same libraries loaded)."""
     global _controller, _controller_modules
     if _controller is None or len(sys.modules) != _controller_modules:
         from threadpoolctl import ThreadpoolController
@@ -54,7 +55,7 @@ def blas_threads(n: int) -> Iterator[None]:
     n = max(1, int(n))
     with _limits_lock:
         if not _active:
-            _saved[:] = [(lib, lib.num_threads) for lib in _get_controller().lib_controllers
+            _saved[:] = [(lib, lib.num_threads) for lib in blas_controller().lib_controllers
                          if lib.user_api == "blas" and lib.num_threads is not None]
             _limit_all(n)
         elif n < min(_active):

@@ -13,10 +13,13 @@ after it starts, everything before it finishes). :class:`ProcessesBackend` is on
 below it: it drives ``Execution.worker_loop`` on one thread per worker process, with a
 ``call`` that runs the step in a process.
 
-Each worker process is forked when the run starts and holds a namespace: a module named
-``__main__``, registered as such in its ``sys.modules``, so that the program's functions and
-classes pickle by reference. Its ``__file__`` is the program's file name, and tracebacks are
-cut to the frames of that file (what ``python script.py`` prints).
+Each worker process is forked when the run starts, from this process once it has imported
+tilegraph and NumPy and threadpoolctl has found the BLAS libraries (a worker imports and
+scans nothing before its first step: it only limits its BLAS threads), and holds a
+namespace: a module named ``__main__``, registered as such in its ``sys.modules``, so that
+the program's functions and classes pickle by reference. Its ``__file__`` is the program's
+file name, and tracebacks are cut to the frames of that file (what ``python script.py``
+prints).
 
 Backend state (guarded by ``cond``):
 
@@ -88,6 +91,7 @@ from typing import Any, NamedTuple
 
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.backends import Backend
+from tilegraph.runtime.blas import blas_controller
 from tilegraph.runtime.core import PARALLEL, Execution
 from tilegraph.util import cores, die_with_parent
 
@@ -422,17 +426,21 @@ class _Stream(io.TextIOBase):
 
 
 def _worker(conn: Connection, codes: list[Any], path: str, argv: list[str],
-            blas: int = 1) -> None:
+            blas: int = 1, controller: Any = None) -> None:
     """The loop of a worker process. Messages are ``(op, token, *payload)``; a request
-    (a token that is not ``None``) gets the reply ``(token, payload)``."""
+    (a token that is not ``None``) gets the reply ``(token, payload)``. ``controller``:
+    the parent's threadpoolctl controller, made before the fork (the BLAS libraries it
+    found are this process's too, so none is imported or scanned again here)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent(signal.SIGTERM)
     # processes x BLAS threads stay within the cores: NumPy steps on several processes
     # would otherwise each start a BLAS thread per core and slow each other down
-    from threadpoolctl import threadpool_limits
+    if controller is None:
+        from threadpoolctl import ThreadpoolController
 
-    limits = threadpool_limits(limits=blas, user_api="blas")  # noqa: F841 (held for life)
+        controller = ThreadpoolController()
+    limits = controller.limit(limits=blas, user_api="blas")  # noqa: F841 (held for life)
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __builtins__=__builtins__)
     sys.modules["__main__"] = main
@@ -753,12 +761,13 @@ class ProcessesBackend(Backend):
             sys.path.insert(0, self.directory)
         sys.stdout.flush()
         sys.stderr.flush()
+        controller = blas_controller()   # scanned once here, inherited by every worker
         try:
             for w in range(self.workers):
                 parent, child = ctx.Pipe(duplex=True)
                 p = ctx.Process(target=_worker,
                                 args=(child, codes, self.path, self.argv,
-                                      max(1, cores() // self.workers)),
+                                      max(1, cores() // self.workers), controller),
                                 daemon=True, name=f"tilegraph-step-worker-{w}")
                 p.start()
                 child.close()
