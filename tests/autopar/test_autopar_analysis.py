@@ -390,6 +390,33 @@ def test_which_maps_over_items_split_and_why_the_others_do_not():
     assert "loops over items:" in text and "does not split: it calls .pop()" in text
 
 
+def test_split_loops_over_a_variable_read_nowhere_else_receive_only_their_part():
+    g = analyze(textwrap.dedent("""
+        items = list(range(100))
+        data = [str(i) for i in range(50)]
+        def f(x):
+            return x * 2
+        def g(x):
+            return x in items
+        a = [f(x) for x in items]
+        b = list(map(f, items))
+        data = [s + "!" for s in data]
+        c = [x + len(items) for x in items]
+        d = [g(x) for x in items]
+        e = list(map(lambda x: x in items, items))
+        h = [f(x) for x in range(10)]
+        out = []
+        for x in items:
+            out.append(x * 2)
+        print(a, b, c, d, e, h, out, data)
+        """).lstrip("\n"))
+    sliced = {t.source.split(" =")[0].split(" in ")[0]: t.sliced for t in g.tasks
+              if t.loop == "split"}
+    assert sliced == {"data": "data", "a": "items", "b": "items", "c": None, "d": None,
+                      "e": None, "h": None, "for x": "items"}, sliced
+    assert "each chunk receives only its part of items" in explain(g)
+
+
 @pytest.mark.parametrize("body, why", [
     ("    out.append(f(x))\n", None),
     ("    y = f(x)\n    if y > 1:\n        out.append(y)\n    table[x] = y\n", None),

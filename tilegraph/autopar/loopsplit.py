@@ -200,7 +200,9 @@ def sliced_items(st: ast.stmt, s: _Summary, ctx: _Context) -> str | None:
     if parts is None or not isinstance(parts[1], ast.Name):
         return None
     name = parts[1].id
-    if sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st)) != 1:
+    target = parts[2]   # bound by the join step, after the chunks (data = [... in data])
+    if sum(isinstance(n, ast.Name) and n.id == name and n is not target
+           for n in ast.walk(st)) != 1:
         return None
     called = [ctx.summaries[r] for r in s.refs if r in ctx.summaries]
     called += [ctx.method_summaries[m] for m in s.methods if m in ctx.method_summaries]
