@@ -212,3 +212,15 @@ def test_a_matmul_from_files_under_a_small_budget_reads_far_less(tmp_path, n, bl
     bound = 8 * (2 * n * n + n**3 / math.sqrt(memory))
     reads = 8 * 2 * n * n + run.recomputed_bytes
     assert reads <= 1.3 * bound, (reads, bound)
+
+
+def test_tiling_a_graph_without_sizes_changes_nothing():
+    """A contraction whose tasks carry no sizes (a dask graph, a hand-built one) fits any
+    memory: its order stays."""
+    from tilegraph.plan.order import tile_accumulations
+
+    a = tg.random.random((40, 40), chunks=10, seed=1)
+    plan = plan_arrays([a @ a])
+    g = plan.graph.with_meta(nbytes=[None] * len(plan.graph))
+    prio = plan.plan.priority
+    assert (tile_accumulations(g, prio, 1) == prio).all()

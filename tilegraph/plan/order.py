@@ -321,10 +321,11 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
         rows = len({p[0] for p in places})
         cols = len({p[1] for p in places})
         budget = TILE_SHARE * memory
+        side = max(rows, cols)
         s = 1
-        while (s + 1) ** 2 * acc + 2 * (s + 1) * op <= budget:
+        while s < side and (s + 1) ** 2 * acc + 2 * (s + 1) * op <= budget:
             s += 1
-        if s >= max(rows, cols) or acc + 2 * op > budget:
+        if s >= side or acc + 2 * op > budget:
             continue
         by_place = dict(zip(places, chains, strict=True))
         seq: list[int] = []
