@@ -8,7 +8,7 @@ import pytest
 import tilegraph as tg
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
-from tilegraph.graph.kinds import OpKind, register_kind
+from tilegraph.graph.kinds import KINDS, OpKind, register_kind
 from tilegraph.plan.cost import CostModel
 from tilegraph.plan.explain import sequential_peak
 from tilegraph.plan.order import order
@@ -20,7 +20,15 @@ MODEL = CostModel(flop_rate=1.0, bandwidth=10.0, latency=1.0, mem_bandwidth=1.0,
 
 
 # the hand-checked graphs: tasks without temporaries, so memory is their outputs alone
-register_kind(OpKind("test-op", temp_factor=0.0))
+@pytest.fixture(autouse=True, scope="module")
+def test_kinds():
+    """The op kinds of this module's graphs, registered while its tests run (other modules
+    check the registry's own rows)."""
+    register_kind(OpKind("test-op", temp_factor=0.0))
+    register_kind(OpKind("test-temp", temp_factor=1.0))
+    yield
+    for name in ("test-op", "test-temp"):
+        KINDS.pop(name, None)
 
 
 def noop(*args):
@@ -243,9 +251,6 @@ def test_memory_counts_temporaries_as_the_executor_does():
     assert r.peak_memory.tolist() == [50]
     out = np.array([2])
     assert sequential_peak(g, out, order(g, out)) == (50, 50)
-
-
-register_kind(OpKind("test-temp", temp_factor=1.0))
 
 
 def random_graph(n, seed):
