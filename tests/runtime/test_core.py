@@ -350,6 +350,35 @@ def test_blas_threads_times_workers_fit_the_cores(workers):
     assert blas_threads() == before  # restored after the run
 
 
+@pytest.mark.skipif(cores() < 2, reason="needs two cores")
+def test_a_blas_task_running_alone_gets_the_idle_cores():
+    """A kernel that releases the GIL, with no other task running or ready, runs with every
+    core's BLAS threads; two such kernels side by side keep one each; the limits come back
+    after the run."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads(*_):
+        return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))  # make sure BLAS is loaded
+    before = blas_threads()
+    b = GraphBuilder()
+    b.add("alone", blas_threads, kind="svd")
+    b.add("opaque", blas_threads, deps=["alone"])  # no kind: keeps the run's limit
+    assert tilegraph.pipeline.run(b.build(), ["alone", "opaque"], workers=2) == [cores(), 1]
+    barrier = threading.Barrier(2, timeout=10)
+
+    def side_by_side():
+        barrier.wait()  # both run at once
+        return blas_threads()
+
+    b = GraphBuilder()
+    b.add("p", side_by_side, kind="svd")
+    b.add("q", side_by_side, kind="svd")
+    assert tilegraph.pipeline.run(b.build(), ["p", "q"], workers=2) == [1, 1]
+    assert blas_threads() == before
+
+
 def test_stall_is_reported_not_hung():
     b = GraphBuilder()
     b.add("x", inc, deps=["y"])

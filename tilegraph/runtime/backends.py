@@ -234,7 +234,10 @@ class ThreadsBackend(Backend):
 
     def run(self, execution: Execution) -> None:
         workers = _RunWorkers(self.workers)
-        with blas_threads(max(1, cores() // (self.workers * self.share))):
+        per_worker = max(1, cores() // (self.workers * self.share))
+        if self.workers > 1 and cores() // self.share > per_worker:
+            execution.widen(cores() // self.share)  # a task alone gets the idle cores
+        with blas_threads(per_worker):
             try:
                 for w in range(self.workers):
                     if w == 1 and execution.ntasks <= SMALL_RUN:

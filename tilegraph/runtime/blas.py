@@ -72,3 +72,22 @@ def blas_threads(n: int) -> Iterator[None]:
                 _saved.clear()
             elif n < min(_active):
                 _limit_all(min(_active))
+
+
+@contextmanager
+def widened(n: int) -> Iterator[None]:
+    """Inside one open :func:`blas_threads` block (one run limiting BLAS), let BLAS use
+    ``n`` threads for a while: a task running alone, with no other task ready, has the
+    cores the run's other workers would use. Nothing changes when no block or several
+    blocks are open (other runs share the setting)."""
+    with _limits_lock:
+        wide = len(_active) == 1 and n > _active[0]
+        if wide:
+            _limit_all(n)
+    try:
+        yield
+    finally:
+        if wide:
+            with _limits_lock:
+                if _active:
+                    _limit_all(min(_active))

@@ -103,7 +103,9 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph, prepare_call
+from tilegraph.runtime.blas import widened
 from tilegraph.runtime.events import (
     Release,
     RunEnd,
@@ -248,6 +250,8 @@ class Execution:
         self._staging = ({i for i, k in enumerate(kinds) if k == "stage"}
                          if kinds is not None and "stage" in kinds else set())
         self.staged_bytes = 0  # written by tasks to a rechunk's intermediate store
+        self.solo_blas = 0  # BLAS threads a GIL-free task running alone may use (see widen)
+        self._gil_free = b""
         self.exported = bytearray(n)
         for i in exported:
             self.exported[i] = 1
@@ -334,12 +338,20 @@ class Execution:
                 if emit:
                     self.send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0,
                                          self._kind(i)))
+                solo = (self.solo_blas and self.nrunning == 1 and not ready
+                        and not self.awaiting and self._gil_free[i])
                 lock.release()
                 try:
                     if self.guard and i in self.guard and self.attempts[i] < self._allowed(i):
                         inputs = _private_inputs(inputs, self.guard[i])
                     func, args, kwargs = self._prepare(i, inputs)
-                    value = func(*args, **kwargs) if call is None else call(func, args, kwargs)
+                    if solo:
+                        with widened(self.solo_blas):
+                            value = (func(*args, **kwargs) if call is None
+                                     else call(func, args, kwargs))
+                    else:
+                        value = func(*args, **kwargs) if call is None else call(func, args,
+                                                                                kwargs)
                 except BaseException as exc:
                     lock.acquire()
                     del busy_since[worker]
@@ -649,6 +661,16 @@ class Execution:
     def _notify_if_idle(self) -> None:
         if self._nidle:
             self._cond.notify_all()
+
+    def widen(self, threads: int) -> None:
+        """Let a task whose kind releases the GIL (a BLAS/LAPACK kernel) use ``threads``
+        BLAS threads when it runs alone: no other task running or ready (the last panel of
+        a factorisation, the one task on a band's SVD), so the cores the other workers
+        would use are idle. Called by a backend whose workers share one process's cores."""
+        kinds = self.graph.meta.get("kind") or [None] * self.ntasks
+        rows = {k: kind_info(k).releases_gil for k in set(kinds)}
+        self._gil_free = bytes(rows[k] for k in kinds)
+        self.solo_blas = int(threads)
 
     def _kind(self, i: int) -> str:
         kinds = self.graph.meta.get("kind")
