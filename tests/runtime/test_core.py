@@ -293,31 +293,52 @@ def test_keyboard_interrupt_is_not_retried_and_cancels(backend_options):
     assert not ran
 
 
+_CTRL_C = """
+import os, signal, threading, time
+import tilegraph
+
+started = []
+release = threading.Event()
+
+def first():
+    started.append("first")
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: KeyboardInterrupt in the main thread
+    release.wait(5)
+    return 1
+
+def later(x):
+    started.append("later")
+    return x
+
+dsk = {"a": (first,), **{("b", i): (later, "a") for i in range(20)}}
+dsk["z"] = (sum, [("b", i) for i in range(20)])
+t0 = time.perf_counter()
+threading.Timer(0.2, release.set).start()
+try:
+    tilegraph.get(dsk, "z", backend="threads", workers=2)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted", round(time.perf_counter() - t0, 2), started)
+"""
+
+
+@pytest.mark.xfail(strict=False, reason="known bug: in a fresh process the waiting caller "
+                   "sees Ctrl-C only once the running task has returned, after the tasks "
+                   "that were ready have started")
 def test_ctrl_c_in_the_waiting_caller_cancels_promptly():
-    import os
-    import signal
+    """Ctrl-C in a process whose main thread waits for a run: KeyboardInterrupt there at
+    once, and no task started after it (a process of its own: the signal is the
+    process's)."""
+    import ast
+    import subprocess
 
-    started = []
-    release = threading.Event()
-
-    def first():
-        started.append("first")
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: KeyboardInterrupt in the main thread
-        release.wait(5)
-        return 1
-
-    def later(x):
-        started.append("later")
-        return x
-
-    dsk = {"a": (first,), **{("b", i): (later, "a") for i in range(20)}}
-    dsk["z"] = (sum, [("b", i) for i in range(20)])
-    t0 = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        threading.Timer(0.2, release.set).start()
-        tilegraph.get(dsk, "z", backend="threads", workers=2)
-    assert time.perf_counter() - t0 < 4
-    assert started == ["first"]
+    out = subprocess.run([sys.executable, "-c", _CTRL_C], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    word, elapsed, started = out.stdout.strip().split(" ", 2)
+    assert word == "interrupted"
+    assert float(elapsed) < 4
+    assert ast.literal_eval(started) == ["first"]
 
 
 def test_threads_run_tasks_concurrently():
