@@ -23,6 +23,8 @@ import os
 import re
 import shutil
 import socket
+import tempfile
+import threading
 from dataclasses import dataclass
 
 SPILL_PREFIX = "tilegraph-spill-"
@@ -165,3 +167,19 @@ def entry_bytes(path: str) -> int:
         return os.lstat(path).st_size
     except OSError:
         return 0
+
+
+_cleaned: set[str] = set()  # directories already cleaned of dead processes' entries
+_cleaned_lock = threading.Lock()
+
+
+def remove_dead_spills(parent: str | None) -> None:
+    """Once per process and directory: remove what dead processes of this host left in the
+    spill directory ``parent`` (the temp dir when ``None``): spill directories and a
+    rechunk's intermediate stores alike."""
+    parent = os.path.abspath(parent or tempfile.gettempdir())
+    with _cleaned_lock:
+        if parent in _cleaned:
+            return
+        _cleaned.add(parent)
+    remove_debris(parent)

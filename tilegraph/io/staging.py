@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_debris
+from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_dead_spills
 
 
 class _Folder:
@@ -70,7 +70,7 @@ def _folder(parent: str | None) -> _Folder:
         ref = _folders.get(parent)
         folder = ref() if ref is not None else None
         if folder is None:
-            remove_debris(parent if parent is not None else tempfile.gettempdir())
+            remove_dead_spills(parent)
             folder = _Folder(parent)
             _folders[parent] = weakref.ref(folder)
         return folder

@@ -103,7 +103,6 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph, prepare_call
 from tilegraph.runtime.blas import widened
 from tilegraph.runtime.events import (
@@ -251,7 +250,6 @@ class Execution:
                          if kinds is not None and "stage" in kinds else set())
         self.staged_bytes = 0  # written by tasks to a rechunk's intermediate store
         self.solo_blas = 0  # BLAS threads a GIL-free task running alone may use (see widen)
-        self._gil_free = b""
         self.exported = bytearray(n)
         for i in exported:
             self.exported[i] = 1
@@ -339,7 +337,7 @@ class Execution:
                     self.send(TaskStart(self.graph.keys[i], self.graph.opname(i), worker, t0,
                                          self._kind(i)))
                 solo = (self.solo_blas and self.nrunning == 1 and not ready
-                        and not self.awaiting and self._gil_free[i])
+                        and not self.awaiting and self.parallel[i] == PARALLEL)
                 lock.release()
                 try:
                     if self.guard and i in self.guard and self.attempts[i] < self._allowed(i):
@@ -663,14 +661,13 @@ class Execution:
             self._cond.notify_all()
 
     def widen(self, threads: int) -> None:
-        """Let a task whose kind releases the GIL (a BLAS/LAPACK kernel) use ``threads``
-        BLAS threads when it runs alone: no other task running or ready (the last panel of
-        a factorisation, the one task on a band's SVD), so the cores the other workers
-        would use are idle. Called by a backend whose workers share one process's cores."""
-        kinds = self.graph.meta.get("kind") or [None] * self.ntasks
-        rows = {k: kind_info(k).releases_gil for k in set(kinds)}
-        self._gil_free = bytes(rows[k] for k in kinds)
-        self.solo_blas = int(threads)
+        """Let a task worth a second worker (``PARALLEL`` in the tiny-task policy: a
+        BLAS/LAPACK kernel, or a long task) use ``threads`` BLAS threads when it runs alone:
+        no other task running or ready (the last panel of a factorisation, the one task on
+        a band's SVD), so the cores the other workers would use are idle. Called by a
+        backend whose workers share one process's cores; nothing without a policy."""
+        if self.parallel is not None:
+            self.solo_blas = int(threads)
 
     def _kind(self, i: int) -> str:
         kinds = self.graph.meta.get("kind")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_debris
+from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_dead_spills
 from tilegraph.graph.memory import task_estimates
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
@@ -143,21 +143,6 @@ def _io_error(exc: OSError, what: str, path: str) -> OSError:
         return cls(code, f"{what}: {reason}", path)
     except TypeError:  # an OSError subclass with another constructor
         return OSError(code, f"{what}: {reason}", path)
-
-
-_cleaned: set[str] = set()  # spill parents already cleaned of dead processes' directories
-_cleaned_lock = threading.Lock()
-
-
-def remove_dead_spills(parent: str | None) -> None:
-    """Once per process and directory: remove what dead processes of this host left in the
-    spill directory ``parent`` (the temp dir when ``None``; see :mod:`tilegraph.debris`)."""
-    parent = os.path.abspath(parent or tempfile.gettempdir())
-    with _cleaned_lock:
-        if parent in _cleaned:
-            return
-        _cleaned.add(parent)
-    remove_debris(parent)
 
 
 class SpillStore:
