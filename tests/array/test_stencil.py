@@ -383,3 +383,134 @@ def test_asymmetric_depth_and_default_boundary_match_dask():
         theirs = da.overlap.overlap(d, depth=depth, boundary="none")
         assert ours.chunks == theirs.chunks
         np.testing.assert_allclose(ours.compute(), theirs.compute())
+
+
+def _lap_periodic(a):
+    """The 5-point Laplacian with periodic ends, in the same order of operations as
+    ``_laplacian`` (so float32 results agree to the last bit)."""
+    return _laplacian(np.pad(a, 1, mode="wrap"))[1:-1, 1:-1]
+
+
+def _map_names(arrays):
+    graph = plan_arrays(arrays).graph
+    return [n for n, k in zip(graph.meta["name"], graph.meta["kind"], strict=True)
+            if k == "map" or (n and "_laplacian" in n)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.complex128])
+def test_iterated_periodic_stencil_is_one_step_per_block(dtype):
+    rng = np.random.default_rng(21)
+    a = (rng.standard_normal((90, 77)) * 10).astype(dtype)
+    if dtype == np.complex128:
+        a = a + 1j * rng.standard_normal(a.shape)
+    x = tg.from_numpy(a, chunks=(40, 36))  # uneven edge blocks: (40, 40, 10), (36, 36, 5)
+    y, want = x, a
+    for _ in range(4):
+        y = y.map_overlap(_laplacian, depth=1, boundary="periodic")
+        want = _lap_periodic(want)
+    assert y.dtype == a.dtype and y.chunks == x.chunks
+    np.testing.assert_array_equal(y.compute(), want)
+    # one task per block runs the four steps (halos of 4 + 4 are at most a quarter of 36,
+    # and 4 is at most the smallest block)
+    names = _map_names([y])
+    assert len(names) == 9 and all("*4" in n for n in names), names
+
+
+def test_stencil_chain_keeps_an_intermediate_asked_for_and_splits_where_the_halo_is_large():
+    a = np.random.default_rng(22).random((50, 44))
+    x = tg.from_numpy(a, chunks=(20, 18))
+    one = x.map_overlap(_laplacian, depth=1, boundary="periodic")
+    two = one.map_overlap(_laplacian, depth=1, boundary="periodic")
+    got_one, got_two = tg.compute(one, two)  # ``one`` is a result: it is not fused away
+    np.testing.assert_allclose(got_one, _lap_periodic(a))
+    np.testing.assert_allclose(got_two, _lap_periodic(_lap_periodic(a)))
+    assert not any("*" in n for n in _map_names([one, two]))
+    # halos of 2 + 2 fit in a quarter of 18 on axis 1, 3 + 3 do not: chains of two steps
+    # (and a last one alone)
+    y, want = x, a
+    for _ in range(5):
+        y = y.map_overlap(_laplacian, depth=1, boundary="periodic")
+        want = _lap_periodic(want)
+    np.testing.assert_allclose(y.compute(), want)
+    names = _map_names([y])
+    assert sorted({n.split("*")[-1] if "*" in n else "1" for n in names}) == ["1", "2"]
+
+
+def test_stencil_chain_with_asymmetric_depths_kwargs_and_other_steps_between():
+    a = np.random.default_rng(23).random((40, 6))
+    x = tg.from_numpy(a, chunks=((15, 15, 10), 6))
+    y = x.map_overlap(_window_sums, depth={0: (2, 1)}, boundary="periodic", before=2,
+                      after=1)
+    y = y.map_overlap(_window_sums, depth={0: (0, 3)}, boundary="periodic", before=0,
+                      after=3)
+    ext = np.pad(a, ((2, 1), (0, 0)), mode="wrap")
+    want = _window_sums(ext, 2, 1)[2:42]
+    ext = np.pad(want, ((0, 3), (0, 0)), mode="wrap")
+    want = _window_sums(ext, 0, 3)[:40]
+    np.testing.assert_allclose(y.compute(), want)
+    assert len(_map_names([y])) == 3  # one task per block for both steps
+    # a step with another boundary, or an elementwise step, between periodic steps
+    z = x.map_overlap(_laplacian, depth=1, boundary="periodic")
+    z = (z * 2).map_overlap(_laplacian, depth=1, boundary="periodic")
+    z = z.map_overlap(_laplacian, depth=1, boundary="nearest")
+    z = z.map_overlap(_laplacian, depth=1, boundary="periodic")
+    want = _lap_periodic(2 * _lap_periodic(a))
+    want = _laplacian(np.pad(want, 1, mode="edge"))[1:-1, 1:-1]
+    np.testing.assert_allclose(z.compute(), _lap_periodic(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_overlap_3d_corners_and_mixed_boundaries_match_dask(dtype):
+    da = pytest.importorskip("dask.array")
+    a = (np.random.default_rng(24).random((9, 8, 7)) * 100).astype(dtype)
+    chunks = ((4, 3, 2), (3, 5), (2, 2, 3))
+    x = tg.from_numpy(a, chunks=chunks)
+    d = da.from_array(a, chunks=chunks)
+    for depth, boundary in [
+            ({0: 1, 1: 2, 2: 1}, {0: "reflect", 1: "periodic", 2: 7}),
+            ({0: 2, 1: 0, 2: 1}, {0: "nearest", 1: "none", 2: "periodic"}),
+            (1, "periodic"), (2, "reflect"), (1, "none")]:
+        ours = tg.overlap(x, depth, boundary)
+        theirs = da.overlap.overlap(d, depth=depth, boundary=boundary)
+        assert ours.chunks == theirs.chunks, (depth, boundary)
+        np.testing.assert_array_equal(ours.compute(), theirs.compute())
+        np.testing.assert_array_equal(
+            tg.trim_internal(ours, depth, boundary).compute(), a)
+
+
+def _smooth(block, depth):
+    """A local function of reach ``depth`` per axis (np.roll inside the block: what wraps
+    around lies within ``depth`` of the block's edge, which map_overlap cuts off)."""
+    out = block * 0.5
+    for axis, d in enumerate(depth):
+        for k in range(1, d + 1):
+            out = out + 0.1 * k * (np.roll(block, k, axis) - np.roll(block, -k, axis))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=st.tuples(st.integers(4, 90), st.integers(4, 90)),
+       chunk=st.tuples(st.integers(2, 45), st.integers(2, 45)),
+       depth=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+       boundary=st.sampled_from(["periodic", "periodic", "periodic", "none", "reflect",
+                                 "nearest", 1.5, ("periodic", "none"),
+                                 ("reflect", "periodic")]),
+       steps=st.integers(1, 4))
+def test_chained_map_overlap_matches_dask(shape, chunk, depth, boundary, steps):
+    """Steps of map_overlap (chained into one where periodic and the blocks are large
+    enough) against dask's, on shapes, blocks, depths and boundaries drawn at random."""
+    da = pytest.importorskip("dask.array")
+    chunks = tuple(min(c, n) for c, n in zip(chunk, shape, strict=True))
+    if any(d > min(n % c or c, c) for d, c, n in zip(depth, chunks, shape, strict=True)):
+        return  # a depth larger than a block (refused by both)
+    a = np.random.default_rng(sum(shape)).random(shape)
+    x, d = tg.from_numpy(a, chunks=chunks), da.from_array(a, chunks=chunks)
+    b = dict(enumerate(boundary)) if isinstance(boundary, tuple) else boundary
+
+    def f(blk):
+        return _smooth(blk, depth)
+
+    for _ in range(steps):
+        x = tg.map_overlap(f, x, depth=depth, boundary=b)
+        d = da.map_overlap(f, d, depth=depth, boundary=b)
+    np.testing.assert_allclose(x.compute(), d.compute(), rtol=1e-12, atol=1e-12)

@@ -20,6 +20,11 @@ Operators (each returns a new :class:`Blocks`):
 
 Collections are shared by name: two collections with the same name are the same tasks, which
 is how common subexpressions are shared when a plan is lowered.
+
+A collection may carry a ``rewrite``: when a plan is lowered, it is asked (inputs first) for
+a replacement of itself, given which collections consume which in this plan, e.g. a chain
+of stencil steps whose intermediates nothing else reads becomes one step. A replacement has
+the same name and keys, so its consumers do not change.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ class Blocks:
     ``(name, *coord)``. ``deps`` are the collections whose tasks this one's tasks consume.
     """
 
-    __slots__ = ("_keys", "_ntasks", "deps", "emit", "grid", "name")
+    __slots__ = ("_keys", "_ntasks", "deps", "emit", "grid", "name", "rewrite")
 
     def __init__(
         self,
@@ -62,6 +67,11 @@ class Blocks:
         if keys is not None and keys.shape != self.grid:
             raise ValueError(f"keys of shape {keys.shape} do not match grid {self.grid}")
         self._keys = keys
+        # ``rewrite(consumers, replaced)``: a replacement of this collection in a plan, or
+        # None; ``consumers`` maps each collection's name to the names of the collections
+        # that read it (None for a result of the plan), ``replaced`` the replacements made
+        # so far, by name
+        self.rewrite: Any = None
 
     def __repr__(self) -> str:
         return f"Blocks({self.name!r}, grid={self.grid})"
@@ -107,32 +117,58 @@ class Blocks:
 
 def count_tasks(roots: Iterable[Blocks]) -> int:
     """Tasks that lowering ``roots`` would emit (before fusion), without emitting them."""
-    return sum(c.ntasks for c in _postorder(roots, set()))
+    roots = list(roots)
+    return sum(c.ntasks for c in _postorder(roots, set(), _rewrites(roots)))
 
 
 def lower(roots: Iterable[Blocks], builder: GraphBuilder | None = None) -> GraphBuilder:
     """Emit the tasks of ``roots`` and everything they depend on, each collection once (by
-    name), inputs before consumers."""
+    name), inputs before consumers, after the collections' rewrites."""
     builder = builder if builder is not None else GraphBuilder()
+    roots = list(roots)
     seen: set[str] = set()
-    for coll in _postorder(roots, seen):
+    for coll in _postorder(roots, seen, _rewrites(roots)):
         if coll.emit is not None:
             coll.emit(builder)
     return builder
 
 
-def _postorder(roots: Iterable[Blocks], seen: set[str]) -> list[Blocks]:
+def _rewrites(roots: list[Blocks]) -> dict[str, Blocks]:
+    """The replacements the collections reachable from ``roots`` make of themselves, by
+    name (see :class:`Blocks`' ``rewrite``), asked inputs first."""
+    order = _postorder(roots, set(), {})
+    if all(c.rewrite is None for c in order):
+        return {}
+    consumers: dict[str, set[str | None]] = {c.name: set() for c in order}
+    for c in order:
+        for d in c.deps:
+            consumers[d.name].add(c.name)
+    for r in roots:
+        consumers[r.name].add(None)
+    replaced: dict[str, Blocks] = {}
+    for c in order:
+        if c.rewrite is not None:
+            new = c.rewrite(consumers, replaced)
+            if new is not None:
+                replaced[c.name] = new
+    return replaced
+
+
+def _postorder(roots: Iterable[Blocks], seen: set[str], replaced: dict[str, Blocks]
+               ) -> list[Blocks]:
     out: list[Blocks] = []
     for root in roots:
         if root.name in seen:
             continue
         seen.add(root.name)
+        root = replaced.get(root.name, root)
         stack = [(root, iter(root.deps))]
         while stack:
             node, it = stack[-1]
             for d in it:
                 if d.name not in seen:
                     seen.add(d.name)
+                    d = replaced.get(d.name, d)
                     stack.append((d, iter(d.deps)))
                     break
             else:

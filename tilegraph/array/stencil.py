@@ -629,113 +629,176 @@ def _boundaries(boundary: Any, x: Array) -> list[Any]:
     return out
 
 
-def _edge(block: np.ndarray, axis: int, side: int, d: int) -> np.ndarray:
-    """A copy of the first (``side`` 0) or last (1) ``d`` elements of a block along
-    ``axis`` (a boundary made from the block's own edge)."""
-    index = [slice(None)] * block.ndim
-    index[axis] = slice(0, d) if side == 0 else slice(block.shape[axis] - d, None)
-    return block[tuple(index)].copy()
+def _halo_sides(x: Array, depths: list[tuple[int, int]], bounds: list[Any]
+                ) -> list[list[tuple[Any, Any]]]:
+    """Per axis, per block: what fills its halo before and after: ``"slab"`` (a
+    neighbour's edge: inside the array, or across it when periodic), ``None`` (no halo: a
+    width of 0, or boundary "none" at the array's edge), or a boundary mode or constant
+    made from the block's own edge."""
+    out = []
+    for a, (widths, b) in enumerate(zip(depths, bounds, strict=True)):
+        k = len(x.chunks[a])
+        periodic = isinstance(b, str) and b == "periodic"
+        none = isinstance(b, str) and b == "none"
+        axis = []
+        for j in range(k):
+            sides = []
+            for side, neighbour in ((0, j - 1), (1, j + 1)):
+                if widths[side] == 0:
+                    sides.append(None)
+                elif 0 <= neighbour < k or periodic:
+                    sides.append("slab")
+                elif none:
+                    sides.append(None)
+                else:
+                    sides.append(b)
+            axis.append(tuple(sides))
+        out.append(axis)
+    return out
 
 
-def _join_halo(axis: int, widths: tuple[int, int], left: Any, right: Any, own: np.ndarray,
-               *slabs: np.ndarray) -> np.ndarray:
-    """A block with its halos along ``axis`` (``widths`` elements before and after): each
-    side is ``"slab"`` (the next of ``slabs``, a neighbour's edge), ``None`` (no halo:
-    boundary "none", or a width of 0), a boundary mode made from the block's own edge
-    (``"reflect"``, ``"nearest"``), or a constant."""
-    it = iter(slabs)
-    parts = []
-    for side, how in ((0, left), (1, right)):
-        d = widths[side]
-        if how is None or d == 0:
-            part = None
-        elif isinstance(how, str) and how == "slab":
-            part = next(it)
+def _assemble(shape: tuple[int, ...], centre: tuple, places: tuple, fills: tuple,
+              own: np.ndarray, *slabs: np.ndarray) -> np.ndarray:
+    """A block with its halos on every axis, made in one array: the block at ``centre``,
+    each neighbour's slab at its place (corners from the diagonal neighbours), then the
+    halos at the array's edges from the block's own edge, axis after axis (``fills``:
+    (axis, side, width, mode) each), as :func:`overlap` extends one axis after the
+    other."""
+    out = np.empty(shape, dtype=own.dtype)
+    out[centre] = own
+    for place, slab in zip(places, slabs, strict=True):
+        out[place] = slab
+    full = [slice(None)] * out.ndim
+    for axis, side, d, how in fills:
+        n = out.shape[axis]
+        # the d elements next to the halo, on the side of the block's own data
+        src = _at(full, axis, slice(d, 2 * d) if side == 0 else slice(n - 2 * d, n - d))
+        dst = _at(full, axis, slice(0, d) if side == 0 else slice(n - d, n))
+        edge = out[tuple(src)]
+        if isinstance(how, str):
+            if how == "reflect":  # mirrored, the edge element included
+                index = [slice(None)] * out.ndim
+                index[axis] = slice(None, None, -1)
+                out[tuple(dst)] = edge[tuple(index)]
+            else:  # nearest: the edge element repeated
+                index = [slice(None)] * out.ndim
+                index[axis] = slice(0, 1) if side == 0 else slice(d - 1, d)
+                out[tuple(dst)] = edge[tuple(index)]
         else:
-            edge = _edge(own, axis, side, d)
-            pad_widths = [(0, 0)] * own.ndim
-            pad_widths[axis] = (d, 0) if side == 0 else (0, d)
-            if isinstance(how, str):
-                padded = np.pad(edge, pad_widths, mode=_BOUNDARY_MODES[how])
-            else:
-                padded = np.pad(edge, pad_widths, mode="constant", constant_values=how)
-            index = [slice(None)] * own.ndim
-            index[axis] = slice(0, d) if side == 0 else slice(d, None)
-            part = padded[tuple(index)]
-        parts.append(part)
-    pieces = [p for p in (parts[0], own, parts[1]) if p is not None]
-    return np.concatenate(pieces, axis=axis)
+            out[tuple(dst)] = how
+    return out
 
 
-def _overlap_axis(x: Array, axis: int, widths: tuple[int, int], b: Any) -> Array:
-    """One axis of :func:`overlap`, ``widths`` elements before and after each block: edge
-    slabs cut (copied) from every block, and each block joined with its neighbours' slabs
-    (or its own boundary) in one task."""
-    from tilegraph.algebra.blocks import apply_blocks
+def _overlap_all(x: Array, depths: list[tuple[int, int]], bounds: list[Any]) -> Array:
+    """:func:`overlap` in one step for every axis: each block's halo regions (faces, and
+    corners from the diagonal neighbours) are copied out of the neighbours as slabs, and a
+    block is joined with its slabs into one new array in one task, so each element is
+    copied once whatever the number of axes, and a block need not stay in memory for its
+    neighbours' halos."""
+    import itertools
+
+    from tilegraph.algebra.blocks import Blocks, apply_blocks
     from tilegraph.array.chunks import numblocks
     from tilegraph.array.core import tokenize
     from tilegraph.array.manipulation import _take_copy
     from tilegraph.graph.taskgraph import Dep, Lit
 
-    k = len(x.chunks[axis])
+    n = x.ndim
     grid = x.numblocks
     key = x.collection.key
-    token = tokenize("overlap", x, axis, widths, str(b))
-    periodic = isinstance(b, str) and b == "periodic"
-    none = isinstance(b, str) and b == "none"
+    token = tokenize("overlap", x, tuple(depths), tuple(map(str, bounds)))
+    sides = _halo_sides(x, depths, bounds)
     itemsize = x.itemsize
-    # a block's first ``after`` elements are its left neighbour's right halo, its last
-    # ``before`` elements its right neighbour's left halo
-    before, after = widths
-    slab_width = (after, before)
+    halo_axes = [a for a in range(n) if any(depths[a])]
 
-    def slab_bytes(c: tuple[int, ...], side: int) -> int:
-        return itemsize * math.prod(slab_width[side] if a == axis else x.chunks[a][j]
-                                    for a, j in enumerate(c))
+    def neighbour(c: tuple[int, ...], o: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The block at offset ``o`` (per axis -1, 0, 1) from ``c`` whose slab fills part
+        of c's halo, or None when that part comes from no neighbour."""
+        out = []
+        for a, (j, step) in enumerate(zip(c, o, strict=True)):
+            if step and sides[a][j][0 if step < 0 else 1] != "slab":
+                return None
+            out.append((j + step) % grid[a])
+        return tuple(out)
 
-    def slab_of(c: tuple[int, ...], side: int) -> tuple:
-        n = x.chunks[axis][c[axis]]
-        w = slab_width[side]
-        index = _at((slice(None),) * x.ndim, axis, slice(0, w) if side == 0 else
-                    slice(n - w, n))
-        return _take_copy, [key(c)], (Dep(0), Lit(index))
+    def region(s: tuple[int, ...], o: tuple[int, ...]) -> tuple:
+        """The part of block ``s`` that the block at offset ``-o`` from it needs: along an
+        axis of step -1 (s comes before that block), s's last elements (the other's halo
+        before it); along +1, s's first elements (its halo after)."""
+        index = []
+        for a, (j, step) in enumerate(zip(s, o, strict=True)):
+            size = x.chunks[a][j]
+            if step < 0:
+                index.append(slice(size - depths[a][0], size))
+            elif step > 0:
+                index.append(slice(0, depths[a][1]))
+            else:
+                index.append(slice(None))
+        return tuple(index)
 
-    slabs: list[Any] = []
-    for side in (0, 1):  # first ``after`` elements, last ``before`` elements
-        slabs.append(apply_blocks(
-            f"overlap-edge{side}-{token}", grid, [x.collection],
-            lambda c, side=side: slab_of(c, side),
-            kind="rechunk", name="halo",
-            nbytes=lambda c, side=side: slab_bytes(c, side)) if slab_width[side] else None)
-    lengths = []
-    for j, c in enumerate(x.chunks[axis]):
-        left = j > 0 or not none
-        right = j < k - 1 or not none
-        lengths.append(c + before * left + after * right)
-    chunks = _at(x.chunks, axis, tuple(lengths))
+    offsets = [o for o in itertools.product(*[(-1, 0, 1) if a in halo_axes else (0,)
+                                              for a in range(n)]) if any(o)]
+    # which source blocks each offset's slab collection must cut
+    needed: dict[tuple[int, ...], set[tuple[int, ...]]] = {o: set() for o in offsets}
+    for c in np.ndindex(*grid):
+        for o in offsets:
+            s = neighbour(c, o)
+            if s is not None:
+                needed[o].add(s)
+
+    def slab_collection(o: tuple[int, ...]) -> Blocks:
+        label = f"overlap-slab{''.join('-0+'[d + 1] for d in o)}-{token}"
+        sources = sorted(needed[o])
+
+        def emit(builder: Any) -> None:
+            for s in sources:
+                nbytes = itemsize * math.prod(
+                    (sl.stop - sl.start) if sl.stop is not None else x.chunks[a][s[a]]
+                    for a, sl in enumerate(region(s, o)))
+                builder.add((label, *s), _take_copy, deps=[key(s)],
+                            args=(Dep(0), Lit(region(s, o))), kind="rechunk", name="halo",
+                            nbytes=nbytes, coords=s)
+
+        return Blocks(label, grid, [x.collection], emit, ntasks=len(sources))
+
+    slabs = {o: slab_collection(o) for o in offsets if needed[o]}
+
+    def widths_of(a: int, j: int) -> tuple[int, int]:
+        return tuple(depths[a][side] if sides[a][j][side] is not None else 0
+                     for side in (0, 1))
+
+    chunks = tuple(tuple(c + sum(widths_of(a, j)) for j, c in enumerate(x.chunks[a]))
+                   for a in range(n))
 
     def task_of(c: tuple[int, ...]) -> tuple:
-        j = c[axis]
+        shape = tuple(chunks[a][j] for a, j in enumerate(c))
+        before = [widths_of(a, j)[0] for a, j in enumerate(c)]
+        centre = tuple(slice(before[a], before[a] + x.chunks[a][j]) for a, j in enumerate(c))
         deps = [key(c)]
-        how = []
-        for side, neighbour in ((0, j - 1), (1, j + 1)):
-            inside = 0 <= neighbour < k
-            if widths[side] == 0:
-                how.append(None)
-            elif inside or periodic:
-                # the left halo is the left neighbour's last elements; the right, the
-                # right neighbour's first
-                deps.append(slabs[1 - side].key(_at(c, axis, neighbour % k)))
-                how.append("slab")
-            elif none:
-                how.append(None)
-            else:
-                how.append(b)
-        args = (axis, widths, how[0], how[1], *[Dep(i) for i in range(len(deps))])
-        return _join_halo, deps, args
+        places = []
+        for o in offsets:
+            s = neighbour(c, o)
+            if s is None:
+                continue
+            deps.append(slabs[o].key(s))
+            place = []
+            for a, step in enumerate(o):
+                if step < 0:
+                    place.append(slice(0, before[a]))
+                elif step > 0:
+                    place.append(slice(shape[a] - depths[a][1], shape[a]))
+                else:
+                    place.append(centre[a])
+            places.append(tuple(place))
+        fills = tuple((a, side, depths[a][side], how)
+                      for a in range(n) for side, how in enumerate(sides[a][c[a]])
+                      if how is not None and not (isinstance(how, str) and how == "slab"))
+        args = (Lit(shape), Lit(centre), Lit(tuple(places)), Lit(fills),
+                *[Dep(i) for i in range(len(deps))])
+        return _assemble, deps, args
 
     blocks = apply_blocks(
-        f"overlap-{token}", numblocks(chunks), [x.collection, *[s for s in slabs if s]],
+        f"overlap-{token}", numblocks(chunks), [x.collection, *slabs.values()],
         task_of, kind="rechunk", name="overlap",
         nbytes=lambda c: itemsize * math.prod(chunks[a][j] for a, j in enumerate(c)))
     return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
@@ -748,18 +811,17 @@ def overlap(x: Any, depth: Any, boundary: Any = None) -> Array:
     repeated), a constant, or ``"none"`` (no extension there). ``depth`` and ``boundary``
     may be one value, a tuple per axis or a dict {axis: value}; a depth in a dict may be a
     ``(before, after)`` pair (``{0: (2, 0)}``: two elements before each block along axis 0,
-    none after). Axes are extended one after
-    the other (so corners come from the diagonal neighbours); along each, every block's
-    edge slabs are copied out, and a block is joined with its neighbours' slabs in one
-    task, so a block need not stay in memory for its neighbours' halos."""
+    none after). The result is what extending one axis after the other gives (corners
+    come from the diagonal neighbours, and at the array's edges from the halos already
+    made along earlier axes). Every block's edge slabs are copied out of it, and a block
+    is joined with all its neighbours' slabs in one task, one copy of each element, so a
+    block need not stay in memory for its neighbours' halos."""
     x = asarray(x)
     depths = _depths(depth, x)
     bounds = _boundaries(boundary, x)
-    out = x
-    for axis, (widths, b) in enumerate(zip(depths, bounds, strict=True)):
-        if any(widths):
-            out = _overlap_axis(out, axis, widths, b)
-    return out
+    if not any(any(w) for w in depths):
+        return x
+    return _overlap_all(x, depths, bounds)
 
 
 def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = None
@@ -806,6 +868,104 @@ def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = N
     return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
 
 
+# a chain of periodic stencil steps is made one step while the halo of all of them is at
+# most this fraction of the largest block along each axis
+_CHAIN_HALO = 0.25
+
+
+class _Chain:
+    """Stencil steps applied one after the other to a block that has the halo of all of
+    them: each step's function, then its own depth cut off every side (a view), so the
+    next step sees its own halo. The result is the block without halo."""
+
+    __slots__ = ("__name__", "steps")
+
+    def __init__(self, steps: tuple) -> None:
+        self.steps = steps  # (func, kwargs, depth pairs) per step, first first
+        names = [getattr(f, "__name__", "map_overlap") for f, _, _ in steps]
+        self.__name__ = (names[0] if len(set(names)) == 1 else "+".join(names)) + (
+            f"*{len(names)}" if len(names) > 1 and len(set(names)) == 1 else "")
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        for func, kwargs, depths in self.steps:
+            block = func(block, **kwargs)
+            shape = np.shape(block)
+            block = block[tuple(slice(b, n - e) for n, (b, e) in zip(shape, depths,
+                                                                     strict=True))]
+        return block
+
+    def __reduce__(self) -> tuple:
+        return _Chain, (self.steps,)
+
+
+class _StencilStep:
+    """The rewrite of a periodic map_overlap's result (see :class:`~tilegraph.algebra.
+    blocks.Blocks`): when its input is itself such a result that nothing else in the plan
+    reads, the two become one step, applied to the first input extended by the depth of
+    both (so no intermediate array is made, and no halo is exchanged between the steps)."""
+
+    __slots__ = ("dtype", "label", "readers", "source", "steps")
+
+    def __init__(self, source: Array, steps: tuple, label: str, dtype: np.dtype,
+                 readers: frozenset[str]) -> None:
+        self.source = source
+        self.steps = steps
+        self.label = label
+        self.dtype = dtype
+        self.readers = readers  # the step's collections that read ``source``
+
+    def __call__(self, consumers: dict, replaced: dict) -> Any:
+        src = self.source.collection
+        prev = replaced.get(src.name, src).rewrite
+        if not isinstance(prev, _StencilStep) or consumers.get(src.name) != self.readers:
+            return None  # not a stencil step, or its result is read elsewhere
+        steps = prev.steps + self.steps
+        first = prev.source
+        total = _total_depths(steps, first.ndim)
+        for a, (before, after) in enumerate(total):
+            sizes = first.chunks[a] or (0,)
+            # a halo comes from the next block only; the work it adds is that of the
+            # halo's share of a (full) block
+            if max(before, after) > min(sizes) or before + after > _CHAIN_HALO * max(sizes):
+                return None
+        return _stencil_chain(first, steps, self.label, self.dtype).collection
+
+
+def _periodic(depths: list[tuple[int, int]], bounds: list[Any]) -> bool:
+    """Whether some axis has a halo and every axis with one is periodic."""
+    with_halo = [b for d, b in zip(depths, bounds, strict=True) if any(d)]
+    return bool(with_halo) and all(isinstance(b, str) and b == "periodic" for b in with_halo)
+
+
+def _total_depths(steps: tuple, ndim: int) -> list[tuple[int, int]]:
+    return [(sum(d[a][0] for _, _, d in steps), sum(d[a][1] for _, _, d in steps))
+            for a in range(ndim)]
+
+
+def _stencil_chain(x: Array, steps: tuple, label: str, dtype: np.dtype) -> Array:
+    """Periodic stencil ``steps`` applied to ``x`` as one map over its blocks extended by
+    the depth of all of them (:class:`_Chain`), named ``label``."""
+    from tilegraph.algebra.blocks import map_blocks as _map_blocks
+
+    ov = _overlap_all(x, _total_depths(steps, x.ndim), ["periodic"] * x.ndim)
+    chain = _Chain(steps)
+    itemsize = dtype.itemsize
+    chunks = x.chunks
+    # while a step runs, the previous step's result is held beside its own result and
+    # temporaries (about one block, as for any user function), each the size of the block
+    # with its halo
+    held = 2 if len(steps) == 1 else 3
+    blocks = _map_blocks(
+        label, chain, [ov.collection], x.numblocks, kind="map", name=chain.__name__,
+        nbytes=lambda c: itemsize * math.prod(chunks[a][j] for a, j in enumerate(c)),
+        working=lambda c: held * itemsize * math.prod(ov.chunks[a][j]
+                                                      for a, j in enumerate(c)))
+    readers = frozenset(c.name for c in (ov.collection, *ov.collection.deps)
+                        if any(d.name == x.collection.name for d in c.deps))
+    blocks.rewrite = _StencilStep(x, steps, label, dtype, readers)
+    return Array(blocks, x.shape, chunks, dtype)
+
+
 def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = None,
                 trim: bool = True, dtype: Any = None, name: str | None = None,
                 **kwargs: Any) -> Array:
@@ -816,6 +976,18 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
     Several arrays are aligned to the first one's blocks first. The halo of a block is
     read from the neighbours' edge slabs only, and is made inside the task that applies
     ``func`` where fusion allows it.
+
+    Periodic stencils are chained: when the input of a periodic ``map_overlap`` (one
+    array, ``trim=True``) is itself the result of one that nothing else in the plan reads,
+    both functions run in one task on the first input extended by the depth of both
+    (``x.map_overlap(f, depth=1, boundary="periodic")`` ten times reads each block and a
+    halo of 10 once, and makes no intermediate array). This relies on what ``trim``
+    already assumes: ``func``'s result at a distance of at least ``depth`` from the edge
+    of what it is given depends only on the elements within ``depth``, not on the block's
+    size or place. A chain stops where its halo would exceed a quarter of the largest block
+    along an axis (or the smallest block). To keep two steps apart, ask for the first one
+    in the same ``compute`` as a result too, or give ``trim=False`` and call
+    :func:`trim_internal` yourself.
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.array([1.0, np.nan, np.nan, 4.0, np.nan]), chunks=2)
@@ -838,6 +1010,22 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
     first = asarray(arrays[0])
     if boundary is None:  # dask's map_overlap leaves the array's edges alone by default
         boundary = "none"
+    depths = _depths(depth, first)
+    bounds = _boundaries(boundary, first)
+    if trim and len(args) == 1 and not {"chunks", "drop_axis", "new_axis"} & kwargs.keys() \
+            and _periodic(depths, bounds):
+        from tilegraph.array.core import tokenize
+        from tilegraph.array.elementwise import result_dtype
+
+        if dtype is None:
+            try:
+                dtype = result_dtype(func, [first], kwargs)
+            except Exception:
+                dtype = first.dtype
+        dtype = np.dtype(dtype)
+        op = name or getattr(func, "__name__", "map_overlap")
+        label = f"{op}-{tokenize('map_overlap', func, first, kwargs, depths, dtype)}"
+        return _stencil_chain(first, ((func, kwargs, tuple(depths)),), label, dtype)
     extended = []
     for a in args:
         if isinstance(a, (Array, np.ndarray)):
