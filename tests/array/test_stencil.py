@@ -514,3 +514,25 @@ def test_chained_map_overlap_matches_dask(shape, chunk, depth, boundary, steps):
         x = tg.map_overlap(f, x, depth=depth, boundary=b)
         d = da.map_overlap(f, d, depth=depth, boundary=b)
     np.testing.assert_allclose(x.compute(), d.compute(), rtol=1e-12, atol=1e-12)
+
+
+def test_stencil_chain_with_no_halo_at_the_edges_matches_dask():
+    """boundary "none" (map_overlap's default): the array's edges get no halo, and a chain
+    cuts nothing there."""
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(25).random((70, 50)).astype(np.float32)
+    chunks = ((30, 30, 10), (24, 26))
+    x, d = tg.from_numpy(a, chunks=chunks), da.from_array(a, chunks=chunks)
+    for _ in range(3):
+        x = x.map_overlap(_laplacian, depth=1)
+        d = d.map_overlap(_laplacian, depth=1)
+    np.testing.assert_array_equal(x.compute(), d.compute())
+    names = _map_names([x])
+    assert len(names) == 6 and all("*3" in n for n in names), names
+    # periodic then none along the same axis: two chains, same values
+    y = tg.from_numpy(a, chunks=chunks).map_overlap(_laplacian, depth=1, boundary="periodic")
+    y = y.map_overlap(_laplacian, depth=1)
+    e = da.from_array(a, chunks=chunks).map_overlap(_laplacian, depth=1, boundary="periodic")
+    e = e.map_overlap(_laplacian, depth=1)
+    np.testing.assert_array_equal(y.compute(), e.compute())
+    assert not any("*" in n for n in _map_names([y]))

@@ -868,15 +868,15 @@ def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = N
     return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
 
 
-# a chain of periodic stencil steps is made one step while the halo of all of them is at
+# a chain of stencil steps is made one step while the halo of all of them is at
 # most this fraction of the largest block along each axis
 _CHAIN_HALO = 0.25
 
 
 class _Chain:
     """Stencil steps applied one after the other to a block that has the halo of all of
-    them: each step's function, then its own depth cut off every side (a view), so the
-    next step sees its own halo. The result is the block without halo."""
+    them: each step's function, then its own depth cut off every side that has a halo (a
+    view), so the next step sees its own halo. The result is the block without halo."""
 
     __slots__ = ("__name__", "steps")
 
@@ -886,12 +886,15 @@ class _Chain:
         self.__name__ = (names[0] if len(set(names)) == 1 else "+".join(names)) + (
             f"*{len(names)}" if len(names) > 1 and len(set(names)) == 1 else "")
 
-    def __call__(self, block: np.ndarray) -> np.ndarray:
+    def __call__(self, block: np.ndarray, edges: tuple) -> np.ndarray:
+        """``edges``: per axis, whether the block has no halo before and after it (it is at
+        the array's edge, with boundary "none")."""
         for func, kwargs, depths in self.steps:
             block = func(block, **kwargs)
             shape = np.shape(block)
-            block = block[tuple(slice(b, n - e) for n, (b, e) in zip(shape, depths,
-                                                                     strict=True))]
+            block = block[tuple(
+                slice(0 if e0 else b, n - (0 if e1 else e))
+                for n, (b, e), (e0, e1) in zip(shape, depths, edges, strict=True))]
         return block
 
     def __reduce__(self) -> tuple:
@@ -899,17 +902,19 @@ class _Chain:
 
 
 class _StencilStep:
-    """The rewrite of a periodic map_overlap's result (see :class:`~tilegraph.algebra.
-    blocks.Blocks`): when its input is itself such a result that nothing else in the plan
-    reads, the two become one step, applied to the first input extended by the depth of
-    both (so no intermediate array is made, and no halo is exchanged between the steps)."""
+    """The rewrite of a map_overlap's result whose halos are periodic or none (see
+    :class:`~tilegraph.algebra.blocks.Blocks`): when its input is itself such a result
+    that nothing else in the plan reads, with the same boundaries, the two become one
+    step, applied to the first input extended by the depth of both (so no intermediate
+    array is made, and no halo is exchanged between the steps)."""
 
-    __slots__ = ("dtype", "label", "readers", "source", "steps")
+    __slots__ = ("bounds", "dtype", "label", "readers", "source", "steps")
 
-    def __init__(self, source: Array, steps: tuple, label: str, dtype: np.dtype,
-                 readers: frozenset[str]) -> None:
+    def __init__(self, source: Array, steps: tuple, bounds: tuple, label: str,
+                 dtype: np.dtype, readers: frozenset[str]) -> None:
         self.source = source
         self.steps = steps
+        self.bounds = bounds  # per axis "periodic" or "none" (None: no step has a halo)
         self.label = label
         self.dtype = dtype
         self.readers = readers  # the step's collections that read ``source``
@@ -919,6 +924,11 @@ class _StencilStep:
         prev = replaced.get(src.name, src).rewrite
         if not isinstance(prev, _StencilStep) or consumers.get(src.name) != self.readers:
             return None  # not a stencil step, or its result is read elsewhere
+        bounds = []
+        for mine, theirs in zip(self.bounds, prev.bounds, strict=True):
+            if mine is not None and theirs is not None and mine != theirs:
+                return None
+            bounds.append(mine if mine is not None else theirs)
         steps = prev.steps + self.steps
         first = prev.source
         total = _total_depths(steps, first.ndim)
@@ -928,13 +938,22 @@ class _StencilStep:
             # halo's share of a (full) block
             if max(before, after) > min(sizes) or before + after > _CHAIN_HALO * max(sizes):
                 return None
-        return _stencil_chain(first, steps, self.label, self.dtype).collection
+        return _stencil_chain(first, steps, tuple(bounds), self.label, self.dtype).collection
 
 
-def _periodic(depths: list[tuple[int, int]], bounds: list[Any]) -> bool:
-    """Whether some axis has a halo and every axis with one is periodic."""
-    with_halo = [b for d, b in zip(depths, bounds, strict=True) if any(d)]
-    return bool(with_halo) and all(isinstance(b, str) and b == "periodic" for b in with_halo)
+def _chain_bounds(depths: list[tuple[int, int]], bounds: list[Any]) -> tuple | None:
+    """Per axis the boundary of a stencil step that can be chained ("periodic" or "none";
+    None on an axis without halo), or None when it cannot (no halo at all, or another
+    boundary on an axis with one)."""
+    out = []
+    for d, b in zip(depths, bounds, strict=True):
+        if not any(d):
+            out.append(None)
+        elif isinstance(b, str) and b in ("periodic", "none"):
+            out.append(b)
+        else:
+            return None
+    return tuple(out) if any(b is not None for b in out) else None
 
 
 def _total_depths(steps: tuple, ndim: int) -> list[tuple[int, int]]:
@@ -942,27 +961,39 @@ def _total_depths(steps: tuple, ndim: int) -> list[tuple[int, int]]:
             for a in range(ndim)]
 
 
-def _stencil_chain(x: Array, steps: tuple, label: str, dtype: np.dtype) -> Array:
-    """Periodic stencil ``steps`` applied to ``x`` as one map over its blocks extended by
-    the depth of all of them (:class:`_Chain`), named ``label``."""
-    from tilegraph.algebra.blocks import map_blocks as _map_blocks
+def _stencil_chain(x: Array, steps: tuple, bounds: tuple, label: str, dtype: np.dtype
+                   ) -> Array:
+    """Stencil ``steps`` applied to ``x`` as one map over its blocks extended by the depth
+    of all of them (:class:`_Chain`), with ``bounds`` ("periodic" or "none" per axis) at
+    the array's edges, named ``label``."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.graph.taskgraph import Dep, Lit
 
-    ov = _overlap_all(x, _total_depths(steps, x.ndim), ["periodic"] * x.ndim)
+    ov = _overlap_all(x, _total_depths(steps, x.ndim),
+                      ["periodic" if b is None else b for b in bounds])
     chain = _Chain(steps)
     itemsize = dtype.itemsize
     chunks = x.chunks
+    grid = x.numblocks
+    key = ov.collection.key
     # while a step runs, the previous step's result is held beside its own result and
     # temporaries (about one block, as for any user function), each the size of the block
     # with its halo
     held = 2 if len(steps) == 1 else 3
-    blocks = _map_blocks(
-        label, chain, [ov.collection], x.numblocks, kind="map", name=chain.__name__,
+
+    def task_of(c: tuple[int, ...]) -> tuple:
+        edges = tuple((b == "none" and j == 0, b == "none" and j == g - 1)
+                      for b, j, g in zip(bounds, c, grid, strict=True))
+        return chain, [key(c)], (Dep(0), Lit(edges))
+
+    blocks = apply_blocks(
+        label, grid, [ov.collection], task_of, kind="map", name=chain.__name__,
         nbytes=lambda c: itemsize * math.prod(chunks[a][j] for a, j in enumerate(c)),
         working=lambda c: held * itemsize * math.prod(ov.chunks[a][j]
                                                       for a, j in enumerate(c)))
     readers = frozenset(c.name for c in (ov.collection, *ov.collection.deps)
                         if any(d.name == x.collection.name for d in c.deps))
-    blocks.rewrite = _StencilStep(x, steps, label, dtype, readers)
+    blocks.rewrite = _StencilStep(x, steps, bounds, label, dtype, readers)
     return Array(blocks, x.shape, chunks, dtype)
 
 
@@ -977,16 +1008,17 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
     read from the neighbours' edge slabs only, and is made inside the task that applies
     ``func`` where fusion allows it.
 
-    Periodic stencils are chained: when the input of a periodic ``map_overlap`` (one
-    array, ``trim=True``) is itself the result of one that nothing else in the plan reads,
-    both functions run in one task on the first input extended by the depth of both
-    (``x.map_overlap(f, depth=1, boundary="periodic")`` ten times reads each block and a
-    halo of 10 once, and makes no intermediate array). This relies on what ``trim``
-    already assumes: ``func``'s result at a distance of at least ``depth`` from the edge
-    of what it is given depends only on the elements within ``depth``, not on the block's
-    size or place. A chain stops where its halo would exceed a quarter of the largest block
-    along an axis (or the smallest block). To keep two steps apart, ask for the first one
-    in the same ``compute`` as a result too, or give ``trim=False`` and call
+    Stencils are chained: when the input of a ``map_overlap`` (one array, ``trim=True``,
+    boundaries "periodic" or "none") is itself the result of one that nothing else in the
+    plan reads, with the same boundaries, both functions run in one task on the first
+    input extended by the depth of both (``x.map_overlap(f, depth=1, boundary=
+    "periodic")`` ten times reads each block and a halo of 10 once, and makes no
+    intermediate array). This relies on what ``trim`` already assumes: ``func``'s result
+    at a distance of at least ``depth`` from the edge of what it is given depends only on
+    the elements within ``depth``, not on the block's size or place. A chain stops where
+    its halo would exceed a quarter of the largest block along an axis (or the smallest
+    block). To keep two steps apart, ask for the first one in the same ``compute`` as a
+    result too, or give ``trim=False`` and call
     :func:`trim_internal` yourself.
 
     >>> import numpy as np, tilegraph as tg
@@ -1012,8 +1044,9 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
         boundary = "none"
     depths = _depths(depth, first)
     bounds = _boundaries(boundary, first)
+    chain_bounds = _chain_bounds(depths, bounds)
     if trim and len(args) == 1 and not {"chunks", "drop_axis", "new_axis"} & kwargs.keys() \
-            and _periodic(depths, bounds):
+            and chain_bounds is not None:
         from tilegraph.array.core import tokenize
         from tilegraph.array.elementwise import result_dtype
 
@@ -1025,7 +1058,8 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
         dtype = np.dtype(dtype)
         op = name or getattr(func, "__name__", "map_overlap")
         label = f"{op}-{tokenize('map_overlap', func, first, kwargs, depths, dtype)}"
-        return _stencil_chain(first, ((func, kwargs, tuple(depths)),), label, dtype)
+        return _stencil_chain(first, ((func, kwargs, tuple(depths)),), chain_bounds, label,
+                              dtype)
     extended = []
     for a in args:
         if isinstance(a, (Array, np.ndarray)):
