@@ -869,3 +869,209 @@ def test_the_paper_s_tsqr_as_written_runs_unexpanded_on_the_pool(pool):
     a = np.concatenate(blocks)
     np.testing.assert_allclose(r.T @ r, a.T @ a, rtol=1e-10, atol=1e-10)
     assert not _run_keys(pool)
+
+
+# -- the cost of a task: one round trip, blocks from memory, no idle polling ------------------
+
+
+def _step_args(ns, worker, completions, takes, lease=10, reclaim="0"):
+    args = [ns, worker, lease, 1000, 5, reclaim, len(completions)]
+    for fields in completions:
+        args.extend(fields)
+    return [*args, len(takes), *takes]
+
+
+def test_one_call_completes_a_task_and_takes_its_child(pool):
+    r = connect(pool.redis_url)
+    s = Scripts(r)
+    ns, rid = "tgstep", "r1"
+    try:
+        r.hset(f"{ns}:run:{rid}", mapping={"state": "running", "ndone": 0})
+        r.zadd(f"{ns}:ready", {f"{rid}|a": 1, f"{rid}|b": 2})
+        got = s.step(args=_step_args(ns, "w1", [], [1, 2]))
+        assert got == [[], [f"{rid}|a".encode(), b"1"]]  # the second take needs 2 ready
+        # "a" done: its child "c" (one parent) is made ready and taken in the same call,
+        # before "b" (better priority); its input "x" (one consumer) may go
+        done_a = [rid, "a", 8, "0", "1", "0", 1, "c", 1, 0, 1, "x", 1]
+        got = s.step(args=_step_args(ns, "w1", [done_a], [1]))
+        assert got == [[[1, b"x"]], [f"{rid}|c".encode(), b"0"]]
+        assert r.sismember(f"{ns}:{rid}:done", "a")
+        assert r.hget(f"{ns}:lease", f"{rid}|a") is None
+        assert r.hget(f"{ns}:lease", f"{rid}|c").startswith(b"w1|")
+        assert r.hget(f"{ns}:run:{rid}", "ndone") == b"1"
+        assert r.llen(f"{ns}:wake") == 0   # no other worker is woken for a task taken
+        # a duplicate completion changes nothing; two completions in one call
+        done_c = [rid, "c", 8, "0", "1", "1", 0, 0]
+        got = s.step(args=_step_args(ns, "w1", [done_a, done_c], []))
+        assert got == [[0, [1]]]
+        assert r.lrange(f"{ns}:{rid}:want", 0, -1) == [b"c"]
+        assert r.hget(f"{ns}:run:{rid}", "ndone") == b"2"
+        # an empty queue drops stale wake tokens, so that an idle worker blocks
+        r.rpush(f"{ns}:wake", 1, 1)
+        assert s.step(args=_step_args(ns, "w2", [], [1]))[1:] == [[f"{rid}|b".encode(), b"2"]]
+        assert r.llen(f"{ns}:wake") == 2  # "b" was not the last: nothing said yet
+        assert s.step(args=_step_args(ns, "w2", [], [1])) == [[]]
+        assert r.llen(f"{ns}:wake") == 0
+        # a completion whose run ended says so (-1), and takes nothing of it
+        r.zadd(f"{ns}:ready", {f"{rid}|d": 5})
+        r.hset(f"{ns}:run:{rid}", "state", "failed")
+        done_b = [rid, "b", 8, "0", "1", "0", 0, 0]
+        assert s.step(args=_step_args(ns, "w2", [done_b], [1])) == [[-1]]
+        assert r.zcard(f"{ns}:ready") == 0
+    finally:
+        for key in namespace_keys(r, ns):
+            r.delete(key)
+
+
+def test_the_step_reclaims_expired_leases_when_asked(pool):
+    r = connect(pool.redis_url)
+    s = Scripts(r)
+    ns, rid = "tgstepx", "r1"
+    try:
+        r.hset(f"{ns}:run:{rid}", mapping={"state": "running"})
+        r.zadd(f"{ns}:ready", {f"{rid}|a": 1})
+        assert s.step(args=_step_args(ns, "w1", [], [1], lease=0.05))[1][0] == b"r1|a"
+        time.sleep(0.2)  # w1 died holding "a"
+        got = s.step(args=_step_args(ns, "w2", [], [1], reclaim="1"))
+        assert got[1][0] == b"r1|a"
+        assert r.hget(f"{ns}:{rid}:lost", "a") == b"1"
+        assert r.hget(f"{ns}:lease", f"{rid}|a").startswith(b"w2|")
+    finally:
+        for key in namespace_keys(r, ns):
+            r.delete(key)
+
+
+def test_a_worker_reads_the_blocks_it_made_from_memory_and_still_stores_them(monkeypatch):
+    from tilegraph.runtime.serverless.worker import Worker
+
+    reads: list[str] = []   # the worker's reads of blocks (not the driver's)
+    get_value = LocalStore.get_value
+
+    def counted(self, key):
+        if not threading.current_thread().name.startswith("tilegraph-serverless"):
+            reads.append(key)
+        return get_value(self, key)
+
+    monkeypatch.setattr(LocalStore, "get_value", counted)
+    a = spd(40)
+    with Pool(workers=0, provisioner=False, lease=5.0) as p:
+        w = Worker(p.redis_url, namespace=p.namespace, lease=5.0, worker_id="inproc")
+        th = threading.Thread(target=w.run, daemon=True)
+        th.start()
+        try:
+            x = tg.from_numpy(a, chunks=8)  # 5 x 5 blocks
+            ends = []
+            got = tg.linalg.cholesky(x).compute(backend="serverless", pool=p,
+                                                callbacks=[ends.append])
+            np.testing.assert_allclose(got, np.linalg.cholesky(a), rtol=1e-10)
+            ntasks = sum(isinstance(e, TaskEnd) and e.kind == "pool" for e in ends)
+            # every output is written to the store (its bytes are counted) ...
+            assert all(e.nbytes > 0 for e in ends if isinstance(e, TaskEnd)
+                       and e.kind == "pool")
+            # ... and read back from it by the worker only for the inputs it does not hold
+            # (the input blocks the driver stored, mostly)
+            worker_reads = [k for k in reads if "/b/" in k]
+            assert len(worker_reads) == w.cache.misses
+            assert w.cache.hits > w.cache.misses > 0
+            # one round trip per task (and a few while idle between the runs)
+            assert w.ntasks == ntasks
+            assert w.round_trips <= ntasks + 10, (w.round_trips, ntasks)
+            # a LambdaPACK program, whose kernels write over a tile they read: a block
+            # held in memory is handed over as a copy, so later readers see it unchanged
+            dag = library.cholesky.bind(N=5)
+            outs = [("L", (i, j)) for i in range(5) for j in range(i + 1)]
+            res = run_program(dag, {"S": lambda t: a[8 * t[1]:8 * t[1] + 8,
+                                                     8 * t[2]:8 * t[2] + 8]},
+                              outs, pool=p)
+            want = np.linalg.cholesky(a)
+            for (_, (i, j)), block in res.items():
+                np.testing.assert_allclose(block, want[8 * i:8 * i + 8, 8 * j:8 * j + 8],
+                                           rtol=1e-10, atol=1e-12)
+        finally:
+            w.stopping.set()
+            th.join(10)
+        assert not th.is_alive()
+
+
+def test_a_block_a_task_writes_over_is_a_copy_of_the_one_held():
+    from tilegraph.runtime.serverless.worker import BlockCache, Worker, _Run
+
+    class Source:
+        def refs(self, task):
+            return []
+
+        def inputs(self, task):
+            return ["r/b/0", "r/b/1"]
+
+        def overwritten(self, task):
+            return (0,)
+
+    cache = BlockCache(1 << 20)
+    held = [np.ones(4), np.zeros(4)]
+    cache.put("r/b/0", held[0])
+    cache.put("r/b/1", held[1])
+    w = Worker.__new__(Worker)
+    w.cache = cache
+    values = w._read(_Run(Source(), None, 0), "t")
+    assert values[0] is not held[0] and np.array_equal(values[0], held[0])
+    assert values[1] is held[1]
+    # the cache keeps at most its limit of bytes, least recently used out first
+    small = BlockCache(100)
+    small.put("a", np.zeros(5))   # 40 bytes
+    small.put("b", np.zeros(5))
+    assert small.get("a") is not None
+    small.put("c", np.zeros(5))   # over 100: "b", the least recently used, goes
+    assert small.get("b") is None and small.get("a") is not None and small.nbytes == 80
+    small.drop_prefix("")
+    assert small.nbytes == 0 and not small.blocks
+
+
+def test_a_killed_worker_s_tasks_and_blocks_are_recovered():
+    a = spd(48)
+    x = tg.from_numpy(a, chunks=6)  # 8 x 8 blocks: 120 tasks
+    with Pool(workers=2, lease=1.0) as p:
+        deadline = time.monotonic() + 30
+        while len(p.workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed = []
+
+        def kill_one(e):
+            if isinstance(e, TaskEnd) and e.kind == "pool" and not killed:
+                # stop a worker that holds a lease once stopped (a task, and maybe the
+                # next one it took ahead); one that holds none goes on
+                for w in p.workers():
+                    os.kill(w["pid"], signal.SIGSTOP)
+                    owners = [v.split(b"|")[0].decode() for v in p.r.hvals("tg:lease")]
+                    if w["id"] in owners:
+                        killed.append(w["pid"])
+                        return
+                    os.kill(w["pid"], signal.SIGCONT)
+
+        events = []
+        try:
+            got = tg.linalg.cholesky(x).map_blocks(_slow, 0.01).compute(
+                backend="serverless", pool=p, callbacks=[kill_one, events.append])
+        finally:
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+        np.testing.assert_allclose(got, np.linalg.cholesky(a) + 1, rtol=1e-10)
+        assert killed and any(isinstance(e, LeaseExpired) for e in events)
+
+
+def test_idle_workers_block_instead_of_polling(pool):
+    x = tg.from_numpy(np.ones(4), chunks=2)
+    (x + 1).compute(backend="serverless", pool=pool)   # both workers up and idle
+    time.sleep(0.5)
+
+    def calls():
+        return {k: v["calls"] for k, v in pool.r.info("commandstats").items()}
+
+    before = calls()
+    time.sleep(2.0)
+    after = calls()
+    diff = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    # per worker and per reclaim period (lease / 3): one blocking wait, one step (which
+    # reclaims), a heartbeat; no polls in between
+    periods = 2.0 / (pool.lease / 3) + 1
+    assert diff.get("cmdstat_blpop", 0) <= 2 * periods, diff
+    assert diff.get("cmdstat_evalsha", 0) <= 2 * periods, diff

@@ -44,7 +44,10 @@ done once, make its children ready when their counters reach their parent counts
 name the inputs no unfinished task reads any more),
 :data:`FAIL` (requeue for a retry, or fail the run), :data:`RECLAIM` (requeue the tasks
 whose lease expired), :data:`BACKUP` (offer a second copy of a task that runs much longer
-than its kind does: the first completion counts, the other changes nothing).
+than its kind does: the first completion counts, the other changes nothing), and
+:data:`STEP`, a worker's one round trip per task: the completions of its finished tasks,
+a reclaim when due, and the take of its next task(s), so that a child made ready by a
+completion can be taken by the worker that holds its input in memory.
 """
 
 from __future__ import annotations
@@ -56,38 +59,68 @@ RUN_SCORE = 1 << 26  # priorities of one run fit below this
 EVENTS_MAXLEN = 200_000
 MAX_LOST = 5  # expired leases of one task that fail its run (a task that kills workers)
 
-TAKE = """
-local ns, worker, lease, min_ready = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local ready = ns .. ':ready'
-if min_ready > 1 and redis.call('ZCARD', ready) < min_ready then return false end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local skipped = {}
-local got = false
-while true do
-  local popped = redis.call('ZPOPMIN', ready)
-  if #popped == 0 then break end
-  local member, score = popped[1], popped[2]
-  local sep = string.find(member, '|', 1, true)
-  local rid, task = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
-  if redis.call('HGET', ns .. ':run:' .. rid, 'state') == 'running'
-     and redis.call('SISMEMBER', ns .. ':' .. rid .. ':done', task) == 0 then
-    if redis.call('HGET', ns .. ':avoid', member) == worker then
-      table.insert(skipped, score)   -- the backup of this worker's own straggler
-      table.insert(skipped, member)
-    else
-      redis.call('HDEL', ns .. ':avoid', member)
-      redis.call('ZADD', ns .. ':leases', now + lease, member)
-      redis.call('HSET', ns .. ':lease', member, worker .. '|' .. score)
-      redis.call('XADD', ns .. ':' .. rid .. ':ev', 'MAXLEN', '~', ARGV[5], '*',
-                 'e', 's', 't', task, 'w', worker, 'at', string.format('%.6f', now))
-      got = {member, score}
-      break
+_NOW = """
+local function server_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+-- the state of a run, read once per script
+local run_states = {}
+local function run_state(ns, rid)
+  local st = run_states[rid]
+  if st == nil then
+    st = redis.call('HGET', ns .. ':run:' .. rid, 'state') or false
+    run_states[rid] = st
+  end
+  return st
+end
+"""
+
+# take(): pop the best ready task this worker may run and lease it, when at least
+# min_ready tasks are ready; {member, score} or false. A worker about to wait finds the
+# queue empty: the wake tokens left are stale (each was pushed with a task now taken),
+# and are dropped so that its BLPOP blocks until a task is made ready.
+_TAKE_FN = """
+local function take(ns, worker, lease, min_ready, maxlen, now)
+  local ready = ns .. ':ready'
+  local nready = redis.call('ZCARD', ready)
+  if nready < math.max(min_ready, 1) then
+    if nready == 0 and min_ready <= 1 then redis.call('DEL', ns .. ':wake') end
+    return false
+  end
+  local skipped = {}
+  local got = false
+  while true do
+    local popped = redis.call('ZPOPMIN', ready)
+    if #popped == 0 then break end
+    local member, score = popped[1], popped[2]
+    local sep = string.find(member, '|', 1, true)
+    local rid, task = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
+    if run_state(ns, rid) == 'running'
+       and redis.call('SISMEMBER', ns .. ':' .. rid .. ':done', task) == 0 then
+      local avoid = redis.call('HGET', ns .. ':avoid', member)
+      if avoid == worker then
+        table.insert(skipped, score)   -- the backup of this worker's own straggler
+        table.insert(skipped, member)
+      else
+        if avoid then redis.call('HDEL', ns .. ':avoid', member) end
+        redis.call('ZADD', ns .. ':leases', now + lease, member)
+        redis.call('HSET', ns .. ':lease', member, worker .. '|' .. score)
+        redis.call('XADD', ns .. ':' .. rid .. ':ev', 'MAXLEN', '~', maxlen, '*',
+                   'e', 's', 't', task, 'w', worker, 'at', string.format('%.6f', now))
+        got = {member, score}
+        break
+      end
     end
   end
+  if #skipped > 0 then redis.call('ZADD', ready, unpack(skipped)) end
+  return got
 end
-if #skipped > 0 then redis.call('ZADD', ready, unpack(skipped)) end
-return got
+"""
+
+TAKE = _NOW + _TAKE_FN + """
+local lease, min_ready = tonumber(ARGV[3]), tonumber(ARGV[4])
+return take(ARGV[1], ARGV[2], lease, min_ready, ARGV[5], server_now())
 """
 
 BACKUP = """
@@ -111,10 +144,9 @@ redis.call('XADD', ns .. ':' .. rid .. ':ev', 'MAXLEN', '~', maxlen, '*', 'e', '
 return 1
 """
 
-RENEW = """
+RENEW = _NOW + """
 local ns, worker, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local now = server_now()
 local n = 0
 for k = 4, #ARGV do
   local owner = redis.call('HGET', ns .. ':lease', ARGV[k])
@@ -137,38 +169,66 @@ local function release(ns, member, worker)
 end
 """
 
-COMPLETE = _RELEASE + """
-local ns, rid, task, worker = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local member = rid .. '|' .. task
-release(ns, member, worker)
-local runkey = ns .. ':run:' .. rid
-if redis.call('HGET', runkey, 'state') ~= 'running' then return -1 end
-local pre = ns .. ':' .. rid
-if redis.call('SADD', pre .. ':done', task) == 0 then return 0 end
-local n = tonumber(ARGV[10])
-for k = 0, n - 1 do
-  local child = ARGV[11 + 3 * k]
-  if redis.call('HINCRBY', pre .. ':cnt', child, 1) == tonumber(ARGV[12 + 3 * k]) then
-    redis.call('ZADD', ns .. ':ready', ARGV[13 + 3 * k], rid .. '|' .. child)
-    redis.call('RPUSH', ns .. ':wake', 1)
+# complete(): task ARGV[p], ARGV[p + 1] (rid, task) is stored; its fields follow: bytes,
+# t0, t1, wanted ('1'/'0'), then n and n x (child, parents of child, priority), then m and
+# m x (input object, its consumers). Returns the result ({1, freed objects...}; 0: a
+# duplicate completion; -1: the run ended), the position after its fields and the number
+# of children it made ready (the caller wakes that many workers).
+_COMPLETE_FN = """
+local function complete(ns, worker, maxlen, p)
+  local woken = 0
+  local rid, task = ARGV[p], ARGV[p + 1]
+  local n = tonumber(ARGV[p + 6])
+  local at = p + 7 + 3 * n
+  local m = tonumber(ARGV[at] or '0')
+  local after = at + 1 + 2 * m
+  release(ns, rid .. '|' .. task, worker)
+  local runkey = ns .. ':run:' .. rid
+  if run_state(ns, rid) ~= 'running' then return -1, after, 0 end
+  local pre = ns .. ':' .. rid
+  if redis.call('SADD', pre .. ':done', task) == 0 then return 0, after, 0 end
+  for k = 0, n - 1 do
+    local child = ARGV[p + 7 + 3 * k]
+    if redis.call('HINCRBY', pre .. ':cnt', child, 1) == tonumber(ARGV[p + 8 + 3 * k]) then
+      redis.call('ZADD', ns .. ':ready', ARGV[p + 9 + 3 * k], rid .. '|' .. child)
+      woken = woken + 1
+    end
+  end
+  redis.call('HINCRBY', runkey, 'ndone', 1)
+  if ARGV[p + 5] == '1' then redis.call('RPUSH', pre .. ':want', task) end
+  redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', maxlen, '*', 'e', 'd', 't', task,
+             'w', worker, 'b', ARGV[p + 2], 't0', ARGV[p + 3], 't1', ARGV[p + 4])
+  -- the inputs every consumer of which has now finished: their objects may go
+  local free = {1}
+  for k = 1, m do
+    local obj, uses = ARGV[at + 2 * k - 1], tonumber(ARGV[at + 2 * k])
+    if redis.call('HINCRBY', pre .. ':used', obj, 1) == uses then
+      table.insert(free, obj)
+    end
+  end
+  return free, after, woken
+end
+
+-- one wake token per task made ready, for the workers blocked on ns:wake (at most 256)
+local function wake(ns, n)
+  if n <= 0 then return end
+  local tokens = {}
+  for k = 1, math.min(n, 256) do tokens[k] = 1 end
+  if redis.call('RPUSH', ns .. ':wake', unpack(tokens)) > 256 then
+    redis.call('LTRIM', ns .. ':wake', -256, -1)
   end
 end
-redis.call('LTRIM', ns .. ':wake', -256, -1)
-redis.call('HINCRBY', runkey, 'ndone', 1)
-if ARGV[8] == '1' then redis.call('RPUSH', pre .. ':want', task) end
-redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', ARGV[9], '*', 'e', 'd', 't', task,
-           'w', worker, 'b', ARGV[5], 't0', ARGV[6], 't1', ARGV[7])
--- the inputs every consumer of which has now finished: their objects may go
-local free = {1}
-local at = 11 + 3 * n
-local m = tonumber(ARGV[at] or '0')
-for k = 1, m do
-  local obj, uses = ARGV[at + 2 * k - 1], tonumber(ARGV[at + 2 * k])
-  if redis.call('HINCRBY', pre .. ':used', obj, 1) == uses then
-    table.insert(free, obj)
-  end
-end
-return free
+"""
+
+# ARGV: ns, rid, task, worker, bytes, t0, t1, wanted, maxlen, n, children..., m, inputs...
+COMPLETE = _NOW + _RELEASE + _COMPLETE_FN + """
+local ns, rid, task, worker, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[9]
+local nbytes, t0, t1, wanted = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+-- complete()'s order from position 4: rid, task, bytes, t0, t1, wanted, n, ...
+ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9] = rid, task, nbytes, t0, t1, wanted
+local res, _, woken = complete(ns, worker, maxlen, 4)
+wake(ns, woken)
+return res
 """
 
 FAIL = _RELEASE + """
@@ -195,36 +255,72 @@ redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', ARGV[9], '*', 'e', 'f', 't', tas
 return 2
 """
 
-RECLAIM = """
-local ns, max_lost = ARGV[1], tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local expired = redis.call('ZRANGEBYSCORE', ns .. ':leases', '-inf', now, 'LIMIT', 0, 200)
-for _, member in ipairs(expired) do
-  local owner = redis.call('HGET', ns .. ':lease', member) or '?|0'
-  local bar = string.find(owner, '|', 1, true)
-  local who, score = string.sub(owner, 1, bar - 1), string.sub(owner, bar + 1)
-  redis.call('ZREM', ns .. ':leases', member)
-  redis.call('HDEL', ns .. ':lease', member)
-  local sep = string.find(member, '|', 1, true)
-  local rid, task = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
-  local runkey = ns .. ':run:' .. rid
-  local pre = ns .. ':' .. rid
-  if redis.call('HGET', runkey, 'state') == 'running'
-     and redis.call('SISMEMBER', pre .. ':done', task) == 0 then
-    local lost = redis.call('HINCRBY', pre .. ':lost', task, 1)
-    if lost >= max_lost then
-      redis.call('HSET', runkey, 'state', 'failed', 'errtask', task, 'lost', tostring(lost))
-      redis.call('RPUSH', pre .. ':want', '!fail')
-    else
-      redis.call('ZADD', ns .. ':ready', score, member)
-      redis.call('RPUSH', ns .. ':wake', 1)
+_RECLAIM_FN = """
+local function reclaim(ns, max_lost, maxlen, now)
+  local expired = redis.call('ZRANGEBYSCORE', ns .. ':leases', '-inf', now, 'LIMIT', 0, 200)
+  for _, member in ipairs(expired) do
+    local owner = redis.call('HGET', ns .. ':lease', member) or '?|0'
+    local bar = string.find(owner, '|', 1, true)
+    local who, score = string.sub(owner, 1, bar - 1), string.sub(owner, bar + 1)
+    redis.call('ZREM', ns .. ':leases', member)
+    redis.call('HDEL', ns .. ':lease', member)
+    local sep = string.find(member, '|', 1, true)
+    local rid, task = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
+    local runkey = ns .. ':run:' .. rid
+    local pre = ns .. ':' .. rid
+    if redis.call('HGET', runkey, 'state') == 'running'
+       and redis.call('SISMEMBER', pre .. ':done', task) == 0 then
+      local lost = redis.call('HINCRBY', pre .. ':lost', task, 1)
+      if lost >= max_lost then
+        redis.call('HSET', runkey, 'state', 'failed', 'errtask', task, 'lost', tostring(lost))
+        run_states[rid] = nil
+        redis.call('RPUSH', pre .. ':want', '!fail')
+      else
+        redis.call('ZADD', ns .. ':ready', score, member)
+        redis.call('RPUSH', ns .. ':wake', 1)
+      end
+      redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', maxlen, '*', 'e', 'x', 't', task,
+                 'w', who, 'n', tostring(lost))
     end
-    redis.call('XADD', pre .. ':ev', 'MAXLEN', '~', ARGV[3], '*', 'e', 'x', 't', task,
-               'w', who, 'n', tostring(lost))
   end
+  return #expired
 end
-return #expired
+"""
+
+RECLAIM = _NOW + _RECLAIM_FN + """
+return reclaim(ARGV[1], tonumber(ARGV[2]), ARGV[3], server_now())
+"""
+
+# One round trip of a worker: record its finished tasks, reclaim expired leases when asked,
+# and take up to two tasks. ARGV: ns, worker, lease, maxlen, max_lost, reclaim ('1'/'0'),
+# c (completions), then c x the fields of complete() (rid, task, bytes, t0, t1, wanted,
+# n, children..., m, inputs...), then k (tasks to take) and k x min_ready (the first take
+# of a worker with nothing in hand needs 1; a task taken ahead, while another of the
+# worker's runs, needs 2: never hold a task another idle worker could run).
+# Returns {results of the completions, taken tasks ({member, score} or 0)...}.
+STEP = _NOW + _RELEASE + _TAKE_FN + _COMPLETE_FN + _RECLAIM_FN + """
+local ns, worker, lease, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local now = server_now()
+local p = 8
+local results = {}
+local woken = 0
+for c = 1, tonumber(ARGV[7]) do
+  local res, w
+  res, p, w = complete(ns, worker, maxlen, p)
+  results[c] = res
+  woken = woken + w
+end
+if ARGV[6] == '1' then reclaim(ns, tonumber(ARGV[5]), maxlen, now) end
+local out = {results}
+for k = 1, tonumber(ARGV[p]) do
+  local got = take(ns, worker, lease, tonumber(ARGV[p + k]), maxlen, now)
+  if not got then break end
+  out[k + 1] = got
+  woken = woken - 1
+end
+-- wake other workers only for the children this worker did not take itself
+if woken > 0 then wake(ns, math.min(woken, redis.call('ZCARD', ns .. ':ready'))) end
+return out
 """
 
 
@@ -238,6 +334,7 @@ class Scripts:
         self.fail = r.register_script(FAIL)
         self.reclaim = r.register_script(RECLAIM)
         self.backup = r.register_script(BACKUP)
+        self.step = r.register_script(STEP)
 
 
 def connect(url: str, timeout: float = 10.0) -> Any:

@@ -12,6 +12,7 @@ by a worker the first time it takes one of the run's tasks:
   DAG is never expanded.
 
 Both answer the same questions: ``inputs(task)`` (object keys, or literal values),
+``overwritten(task)`` (the positions among them of the blocks the task may write over),
 ``call(task, values)``, ``output(task)`` (the object key of its result), ``children(task)``
 as ``(child, parents of child, priority)`` and ``wanted(task)`` (the driver reads it).
 """
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import MODE_DATA, Lit, TaskGraph, call_of, prepare_call
 
 
@@ -102,6 +104,19 @@ class GraphTasks:
         # the large literals, stored by the driver before the run and not pickled with it
         self.literals: dict[str, Any] = {key: value for key, value in found.values()}
         kwargs = {i: kw for i, kw in graph.kwargs.items() if is_run[i]}
+        # the input slots each task may write over in place (read from the plan's kinds,
+        # which the pool's copy of the graph does not keep): a worker hands such a task
+        # its own copy of a block it holds in memory
+        self.overwrites: dict[int, tuple[int, ...]] = {}
+        kinds, col = graph.meta.get("kind"), graph.meta.get("overwrites")
+        if kinds is not None or col is not None:
+            may = {k: kind_info(k).overwrites is not None for k in set(kinds or ())}
+            for i in np.flatnonzero(is_run).tolist():
+                if (col is not None and col[i] is not None) or (
+                        kinds is not None and may[kinds[i]]):
+                    slots = graph.overwritten(i)
+                    if slots:
+                        self.overwrites[i] = slots
         modes = bytearray(m if is_run[i] else MODE_DATA for i, m in enumerate(graph.modes))
         self.graph = graph.replace(funcs=funcs, args=args, kwargs=kwargs, modes=modes,
                                    meta={})
@@ -157,6 +172,10 @@ class GraphTasks:
         else:
             func, args, kwargs = call_of(g, i, values)
         return func(*args, **kwargs)
+
+    def overwritten(self, task: str) -> tuple[int, ...]:
+        """Positions in :meth:`inputs` of the blocks the task may write over in place."""
+        return self.overwrites.get(int(task), ())
 
     def children(self, task: str) -> list[tuple[str, int, int]]:
         i = int(task)
@@ -268,6 +287,12 @@ class ProgramTasks:
         if kernel.overwrites is not None:
             kwargs["copy"] = False  # the inputs are this worker's own copies
         return kernel.func(*values, **kwargs)
+
+    def overwritten(self, task: str) -> tuple[int, ...]:
+        """Positions in :meth:`inputs` of the tiles the task's kernel writes over in place
+        (it is called with ``copy=False``)."""
+        pos = self._kernels[self.dag.statements[parse_node(task)[0]].kernel].overwrites
+        return () if pos is None else (pos,)
 
     def children(self, task: str) -> list[tuple[str, int, int]]:
         dag = self.dag
