@@ -418,13 +418,20 @@ class Pool:
     def _provision(self) -> None:
         r = connect(self.redis_url)
         ns = self.namespace
+        prov = self.provisioner
+        # a pool of a fixed size only replaces dead workers: the queue's length is not read
+        fixed = getattr(prov, "min_workers", None) is not None and \
+            prov.min_workers == getattr(prov, "max_workers", None)
         while not self._stop.wait(0.1):
             try:
+                if fixed:
+                    prov.step(self, 0, 0)
+                    continue
                 pipe = r.pipeline()
                 pipe.zcard(f"{ns}:ready")
                 pipe.zcard(f"{ns}:leases")
                 ready, leased = pipe.execute()
-                self.provisioner.step(self, ready, leased)
+                prov.step(self, ready, leased)
             except Exception:
                 if self._stop.is_set():
                     return
