@@ -5,7 +5,7 @@ top-level statement, def-use and ordering edges, side-effect classes and barrier
 (:mod:`tilegraph.autopar.analysis`). :func:`run_script` runs the script on forked worker
 processes following that graph, with the same standard output and files as the serial run:
 a pipeline run (:mod:`tilegraph.autopar.runner`) on a backend of processes holding
-namespaces (:mod:`tilegraph.runtime.processes`). :func:`explain` and :func:`to_dot` show the graph;
+namespaces (:mod:`tilegraph.autopar.processes`). :func:`explain` and :func:`to_dot` show the graph;
 :func:`profile_script` times a serial run for :func:`simulate_workers`
 (:mod:`tilegraph.autopar.explain`).
 

@@ -1,8 +1,8 @@
 """Running a script: serially, profiled, or in parallel through the one pipeline.
 
 :func:`run_script` lowers the script's analysed graph to a TaskGraph of
-:class:`~tilegraph.runtime.processes.CodeStep` tasks (:func:`script_taskgraph`) and runs it
-with :func:`tilegraph.pipeline.run` on a :class:`~tilegraph.runtime.processes.ProcessesBackend`:
+:class:`~tilegraph.autopar.processes.CodeStep` tasks (:func:`script_taskgraph`) and runs it
+with :func:`tilegraph.pipeline.run` on a :class:`~tilegraph.autopar.processes.ProcessesBackend`:
 the executor core schedules the statements (program order first, a failure stopping the run
 as the serial run stops), the backend runs each one in a forked worker process holding a
 namespace. :func:`run_serial` runs the script as ``python script.py`` does, and
@@ -32,10 +32,7 @@ from tilegraph.autopar.analysis import (
     parse_script,
 )
 from tilegraph.autopar.loops import chunk_of
-from tilegraph.graph import GraphBuilder
-from tilegraph.graph.taskgraph import TaskGraph
-from tilegraph.pipeline import run as run_pipeline
-from tilegraph.runtime.processes import (
+from tilegraph.autopar.processes import (
     CodeStep,
     Part,
     ProcessesBackend,
@@ -45,6 +42,9 @@ from tilegraph.runtime.processes import (
     exit_status,
     value_size,
 )
+from tilegraph.graph import GraphBuilder
+from tilegraph.graph.taskgraph import TaskGraph
+from tilegraph.pipeline import run as run_pipeline
 
 __all__ = ["Profile", "RunStats", "ScriptError", "ScriptExit", "has_parallelism",
            "profile_script", "run_script", "run_serial", "script_taskgraph"]
@@ -77,7 +77,7 @@ def _changes(t: Task) -> tuple[str, ...]:
 
 def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     """The TaskGraph of a script: task ``("statement", i)`` per top-level statement, a
-    :class:`~tilegraph.runtime.processes.CodeStep` (its compiled code, the names it uses and
+    :class:`~tilegraph.autopar.processes.CodeStep` (its compiled code, the names it uses and
     defines), with the analysis' edges except the ``output-stream`` class (output is
     captured per statement and written in program order), ``priority`` and ``serial`` =
     program position, and no retries. A statement that writes files waits for every
@@ -92,7 +92,7 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     renumbered so that each step has its own). When the items are a variable the loop
     reads nowhere else (``Task.sliced``), a chunk step needs only its part of it: the
     process holding the items slices them and sends that part alone
-    (:class:`~tilegraph.runtime.processes.Part`)."""
+    (:class:`~tilegraph.autopar.processes.Part`)."""
     codes = compile_statements(graph)
     tree = parse_script(graph.path, graph.source)
     preds = graph.predecessors(skip=("output-stream",))
@@ -344,7 +344,7 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
     allows, with the same standard output, standard error and files as the serial run.
 
     The run goes through the one pipeline (:func:`tilegraph.pipeline.run`) on a
-    :class:`~tilegraph.runtime.processes.ProcessesBackend`: ``report`` writes the run's HTML
+    :class:`~tilegraph.autopar.processes.ProcessesBackend`: ``report`` writes the run's HTML
     report (a task stream of the statements) to that path, ``callbacks`` are event
     subscribers, as for any run.
 

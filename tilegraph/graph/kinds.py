@@ -183,7 +183,7 @@ _ROWS = (
     OpKind("assemble", temp_factor=1.0),
     OpKind("todense", temp_factor=1.0),
     # a step of a program run in a worker process's namespace (a script's statement, see
-    # tilegraph.runtime.processes): the thread driving it only waits, its result here is a
+    # tilegraph.autopar.processes): the thread driving it only waits, its result here is a
     # few bytes
     OpKind("statement", temp_factor=0.0, releases_gil=True),
 )

@@ -31,6 +31,10 @@ module registers its factory there (:func:`register_backend`) when it is importe
 optional ones (MPI, serverless, dask) are listed by module name until then, and imported only
 when they are asked for, so this module imports none of the modules of its backends (they
 import it, for :class:`Backend`).
+
+A backend made outside the runtime (autopar's processes backend, handed to the pipeline as
+``backend=``) takes what it needs from this module only: :class:`Backend`, the
+:class:`~tilegraph.runtime.core.Execution` it drives and the task policies (``PARALLEL``).
 """
 
 from __future__ import annotations

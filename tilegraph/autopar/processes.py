@@ -1,5 +1,6 @@
-"""The processes backend: a program's steps run on forked worker processes, each holding a
-namespace.
+"""The processes backend of autopar: a program's steps run on forked worker processes, each
+holding a namespace. It is a :class:`~tilegraph.runtime.backends.Backend` object that the
+front end hands to the pipeline (``backend=``); the runtime does not know it.
 
 Some programs are not functions of their inputs but steps over shared variables: the
 top-level statements of a script. A front end lowers such a program to a TaskGraph whose
@@ -90,9 +91,8 @@ from types import CodeType
 from typing import Any, NamedTuple
 
 from tilegraph.graph.taskgraph import TaskGraph
-from tilegraph.runtime.backends import Backend
+from tilegraph.runtime.backends import PARALLEL, Backend, Execution
 from tilegraph.runtime.blas import blas_controller
-from tilegraph.runtime.core import PARALLEL, Execution
 from tilegraph.util import cores, die_with_parent
 
 MOVE_WAIT_BYTES = 32 << 20   # wait for a busy process rather than move this much more data

@@ -7,8 +7,8 @@ import io
 import pytest
 
 import tilegraph
+from tilegraph.autopar.processes import CodeStep, ProcessesBackend, ScriptError
 from tilegraph.graph import GraphBuilder
-from tilegraph.runtime.processes import CodeStep, ProcessesBackend, ScriptError
 
 
 def _steps(lines, deps, **extra):
