@@ -10,10 +10,12 @@
   runs it under the same rules).
 
 Each system runs in its own process (its own peak RSS), 2 threads; tilegraph under
-``--limit``. Prints seconds, peak RSS and the ratios to dask.
+``--limit``; each process's address space is capped at ``--cap`` GB (0.9x RAM), so a
+system that outgrows memory fails with MemoryError instead of bringing the machine down.
+Prints seconds, peak RSS and the ratios to dask.
 
 Run: ``python bench/stencil.py [--workload laplacian|vorticity|all] [--gb 48] [--steps 10]
-[--t 60] [--limit 2GB]`` (the default ``--gb`` is twice this machine's 24 GB of RAM).
+[--t 60] [--limit 2GB] [--cap GB]`` (the default ``--gb`` is twice this machine's 24 GB of RAM).
 """
 
 from __future__ import annotations
@@ -63,7 +65,14 @@ def source(gb: float, data_dir: str) -> str:
     return path
 
 
+def _ram_gb() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+
+
 def child(system: str, workload: str, args: argparse.Namespace) -> None:
+    if args.cap:  # a process over the cap fails with MemoryError, not the machine
+        cap = int(args.cap * 1e9)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     if workload == "laplacian":
         path = source(args.gb, args.data_dir)
         if system == "tilegraph":
@@ -130,6 +139,9 @@ def main() -> int:
     parser.add_argument("--limit", default="2GB")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--data-dir", default=DATA_DIR)
+    parser.add_argument("--cap", type=float, default=_ram_gb() * 0.9,
+                        help="address space of each system's process, GB (0: none; default "
+                             "0.9x RAM), so that one that outgrows memory fails alone")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -146,7 +158,8 @@ def main() -> int:
         for system in ("tilegraph", "dask"):
             cmd = [sys.executable, __file__, "--child", system, "--workload", w,
                    "--gb", str(args.gb), "--steps", str(args.steps), "--t", str(args.t),
-                   "--limit", args.limit, "--data-dir", args.data_dir]
+                   "--limit", args.limit, "--data-dir", args.data_dir,
+                   "--cap", str(args.cap)]
             try:
                 out = subprocess.run(cmd, capture_output=True, text=True,
                                      timeout=args.timeout)
@@ -154,7 +167,8 @@ def main() -> int:
                 print(f"  {system:10s} did not finish in {args.timeout:.0f} s")
                 continue
             if out.returncode != 0:
-                last = (out.stderr.strip().splitlines() or ["failed"])[-1]
+                last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"]
+                        )[-1]
                 print(f"  {system:10s} failed: {last[:120]}")
                 continue
             r = got[system] = json.loads(out.stdout.strip().splitlines()[-1])
