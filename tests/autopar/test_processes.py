@@ -7,7 +7,8 @@ import io
 import pytest
 
 import tilegraph
-from tilegraph.autopar.processes import CodeStep, ProcessesBackend, ScriptError
+from tilegraph.autopar.processes import ProcessesBackend
+from tilegraph.autopar.steps import CodeStep, ScriptError
 from tilegraph.graph import GraphBuilder
 
 

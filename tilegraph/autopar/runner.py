@@ -1,7 +1,7 @@
 """Running a script: serially, profiled, or in parallel through the one pipeline.
 
 :func:`run_script` lowers the script's analysed graph to a TaskGraph of
-:class:`~tilegraph.autopar.processes.CodeStep` tasks (:func:`script_taskgraph`) and runs it
+:class:`~tilegraph.autopar.steps.CodeStep` tasks (:func:`script_taskgraph`) and runs it
 with :func:`tilegraph.pipeline.run` on a :class:`~tilegraph.autopar.processes.ProcessesBackend`:
 the executor core schedules the statements (program order first, a failure stopping the run
 as the serial run stops), the backend runs each one in a forked worker process holding a
@@ -32,10 +32,10 @@ from tilegraph.autopar.analysis import (
     parse_script,
 )
 from tilegraph.autopar.loops import chunk_of
-from tilegraph.autopar.processes import (
+from tilegraph.autopar.processes import ProcessesBackend
+from tilegraph.autopar.steps import (
     CodeStep,
     Part,
-    ProcessesBackend,
     ScriptError,
     ScriptExit,
     error_info,
@@ -77,7 +77,7 @@ def _changes(t: Task) -> tuple[str, ...]:
 
 def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     """The TaskGraph of a script: task ``("statement", i)`` per top-level statement, a
-    :class:`~tilegraph.autopar.processes.CodeStep` (its compiled code, the names it uses and
+    :class:`~tilegraph.autopar.steps.CodeStep` (its compiled code, the names it uses and
     defines), with the analysis' edges except the ``output-stream`` class (output is
     captured per statement and written in program order), ``priority`` and ``serial`` =
     program position, and no retries. A statement that writes files waits for every
@@ -92,7 +92,7 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     renumbered so that each step has its own). When the items are a variable the loop
     reads nowhere else (``Task.sliced``), a chunk step needs only its part of it: the
     process holding the items slices them and sends that part alone
-    (:class:`~tilegraph.autopar.processes.Part`)."""
+    (:class:`~tilegraph.autopar.steps.Part`)."""
     codes = compile_statements(graph)
     tree = parse_script(graph.path, graph.source)
     preds = graph.predecessors(skip=("output-stream",))
