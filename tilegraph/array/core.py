@@ -239,7 +239,7 @@ class Array(NDArrayOperatorsMixin):
 
     def __getitem__(self, index: Any) -> Array:
         """``x[index]``: basic indexing, integer arrays and boolean masks (lazy)."""
-        from tilegraph.array.slicing import getitem
+        from tilegraph.array.indexing import getitem
 
         return getitem(self, index)
 

@@ -30,6 +30,7 @@ from tilegraph.algebra.blocks import apply_blocks
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import numblocks, offsets
 from tilegraph.array.core import Array, asarray, tokenize
+from tilegraph.array.slicing import getitem_basic
 from tilegraph.graph.taskgraph import Dep, Lit
 
 
@@ -181,6 +182,16 @@ def broadcast_index_arrays(entries: list[tuple], shape: tuple[int, ...]
     return out, (out[0].shape if out else ())
 
 
+def getitem(x: Array, index: Any) -> Array:
+    """``x[index]``: basic indexes (ints, slices, ``None``, ``...``) by
+    :func:`tilegraph.array.slicing.getitem_basic`; an integer array or a boolean mask among
+    them by :func:`getitem_advanced`."""
+    items = index if isinstance(index, tuple) else (index,)
+    if any(is_advanced(i) for i in items):
+        return getitem_advanced(x, items)
+    return getitem_basic(x, index)
+
+
 def getitem_advanced(x: Array, index: tuple) -> Array:
     """``x[index]`` where items of ``index`` are integer arrays or boolean masks and the
     others are basic (ints, slices, ``None``, ``...``).
@@ -195,8 +206,6 @@ def getitem_advanced(x: Array, index: tuple) -> Array:
     index = _lazy_scalars(index)
     adv = [i for i, item in enumerate(index) if is_advanced(item)]
     if not adv:
-        from tilegraph.array.slicing import getitem
-
         return getitem(x, index)
     if len(adv) > 1 or not advanced_adjacent(index):
         return _getitem_several(x, index)
@@ -212,8 +221,6 @@ def _getitem_dynamic(x: Array, index: tuple, lazy: list[int]) -> Array:
     the basic part with those axes kept whole, then :func:`dynamic_index` on each of them.
     The plan does not depend on the index values (they are read when the plan runs), so a
     loop-carried index works in a :func:`~tilegraph.while_loop` body."""
-    from tilegraph.array.slicing import getitem
-
     basic = tuple(slice(None) if k in lazy else item for k, item in enumerate(index))
     used = sum(1 for item in index if item is not None and item is not Ellipsis)
     axes = {}
@@ -296,8 +303,6 @@ def dynamic_index(x: Array, i: Array, axis: int) -> Array:
 
 
 def _getitem_several(x: Array, index: tuple) -> Array:
-    from tilegraph.array.slicing import getitem
-
     entries = expand_index(index, x.ndim, x.shape)
     values, _ = broadcast_index_arrays(entries, x.shape)
     # the basic part: advanced axes kept whole
@@ -321,8 +326,6 @@ def _getitem_several(x: Array, index: tuple) -> Array:
 
 
 def _getitem_one(x: Array, index: tuple, pos: int) -> Array:
-    from tilegraph.array.slicing import getitem
-
     item = _as_index_array(index[pos])
     # a boolean scalar adds an axis of length one, kept where the scalar is true
     k = item.ndim if item.dtype.kind == "b" else 1

@@ -95,14 +95,10 @@ def _take(block: np.ndarray, index: tuple) -> np.ndarray:
     return block[index]
 
 
-def getitem(x: Array, index: Any) -> Array:
-    """``x[index]``: basic indexes as in the module docstring; an integer array or a boolean
-    mask among them goes to :func:`tilegraph.array.indexing.getitem_advanced`."""
-    items = index if isinstance(index, tuple) else (index,)
-    from tilegraph.array.indexing import getitem_advanced, is_advanced
-
-    if any(is_advanced(i) for i in items):
-        return getitem_advanced(x, items)
+def getitem_basic(x: Array, index: Any) -> Array:
+    """``x[index]`` for basic indexes, as in the module docstring (``x[index]`` itself is
+    :func:`tilegraph.array.indexing.getitem`, which sends integer arrays and boolean masks to
+    the advanced indexing)."""
     idx = normalize_index(index, x.shape)
     if all(isinstance(i, slice) and i == slice(None) for i in idx):
         return x.copy()  # a new object: assigning into x later does not change it
