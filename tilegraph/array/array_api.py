@@ -27,19 +27,21 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import sys as _sys
 from collections import namedtuple
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from tilegraph.array import indexing as _indexing
-from tilegraph.array import manipulation as _manip
-from tilegraph.array import numpy_functions as _npf
-from tilegraph.array import reductions as _red
-from tilegraph.array import scans as _scans
-from tilegraph.array import sorting as _sorting
-from tilegraph.array import stencil as _stencil
+import tilegraph.array.indexing as _indexing
+import tilegraph.array.linalg as _tl
+import tilegraph.array.manipulation as _manip
+import tilegraph.array.numpy_functions as _npf
+import tilegraph.array.reductions as _red
+import tilegraph.array.scans as _scans
+import tilegraph.array.sorting as _sorting
+import tilegraph.array.stencil as _stencil
 from tilegraph.array.contraction import einsum as _einsum
 from tilegraph.array.contraction import matmul as _matmul
 from tilegraph.array.contraction import tensordot as _tensordot
@@ -211,21 +213,14 @@ def meshgrid(*arrays: Array, indexing: str = "xy") -> list[Array]:
     return out
 
 
-def _tri(block_func: Any, x: Array, k: int) -> Array:
-    rows = arange(x.shape[-2], dtype=int64)[:, None]
-    cols = arange(x.shape[-1], dtype=int64)[None, :]
-    mask = block_func(cols - rows, k)
-    return _elemwise(np.where, mask, x, x.dtype.type(0), dtype=x.dtype, name="tri")
-
-
 def tril(x: Array, /, *, k: int = 0) -> Array:
     """The lower triangle (elements with ``col - row <= k``)."""
-    return _tri(lambda d, k: d <= k, x, k)
+    return _tl.triangle(x, k, upper=False)
 
 
 def triu(x: Array, /, *, k: int = 0) -> Array:
     """The upper triangle (elements with ``col - row >= k``)."""
-    return _tri(lambda d, k: d >= k, x, k)
+    return _tl.triangle(x, k, upper=True)
 
 
 # -- data type functions -----------------------------------------------------------------------
@@ -537,28 +532,28 @@ def einsum(subscripts: str, /, *operands: Any, **kwargs: Any) -> Array:
 
 def quantile(a: Array, q: Any, axis: Any = None, **kwargs: Any) -> Array:
     """``numpy.quantile``; see :func:`tilegraph.quantile`."""
-    from tilegraph.array import statistics as _stats
+    import tilegraph.array.statistics as _stats
 
     return _stats.quantile(a, q, axis=axis, **kwargs)
 
 
 def nanquantile(a: Array, q: Any, axis: Any = None, **kwargs: Any) -> Array:
     """``numpy.nanquantile``; see :func:`tilegraph.nanquantile`."""
-    from tilegraph.array import statistics as _stats
+    import tilegraph.array.statistics as _stats
 
     return _stats.nanquantile(a, q, axis=axis, **kwargs)
 
 
 def median(a: Array, axis: Any = None, **kwargs: Any) -> Array:
     """``numpy.median``; see :func:`tilegraph.median`."""
-    from tilegraph.array import statistics as _stats
+    import tilegraph.array.statistics as _stats
 
     return _stats.median(a, axis=axis, **kwargs)
 
 
 def nanmedian(a: Array, axis: Any = None, **kwargs: Any) -> Array:
     """``numpy.nanmedian``; see :func:`tilegraph.nanmedian`."""
-    from tilegraph.array import statistics as _stats
+    import tilegraph.array.statistics as _stats
 
     return _stats.nanmedian(a, axis=axis, **kwargs)
 
@@ -804,8 +799,8 @@ def __array_namespace_info__() -> _Info:
     return _Info()
 
 
-from tilegraph.array import array_api_ext as _ext  # noqa: E402  (it uses this module)
+import tilegraph.array.array_api_ext as _ext  # noqa: E402  (it uses this module)
 
-linalg = _ext.linalg_namespace()
-fft = _ext.fft_namespace()
+linalg = _ext.linalg_namespace(_sys.modules[__name__])
+fft = _ext.fft_namespace(_sys.modules[__name__])
 

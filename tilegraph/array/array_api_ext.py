@@ -22,14 +22,14 @@ from __future__ import annotations
 import builtins
 import operator
 from collections import namedtuple
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+import tilegraph.array.linalg as _tl
+import tilegraph.array.reductions as _red
 from tilegraph.algebra.blocks import apply_blocks
-from tilegraph.array import linalg as _tl
-from tilegraph.array import reductions as _red
 from tilegraph.array.chunks import numblocks
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.array.sorting import whole_axis
@@ -74,9 +74,8 @@ def _real(dtype: np.dtype) -> np.dtype:
     return np.empty(0, dtype).real.dtype
 
 
-def linalg_namespace() -> SimpleNamespace:
-    """The ``linalg`` extension."""
-    from tilegraph.array import array_api as xp
+def linalg_namespace(xp: ModuleType) -> SimpleNamespace:
+    """The ``linalg`` extension (``xp``: the Array API namespace it completes)."""
 
     def cholesky(x: Array, /, *, upper: bool = False) -> Array:
         _square("cholesky", x)
@@ -261,8 +260,8 @@ def _along(label: str, x: Array, axis: int, func: Any, n_out: int, dtype: Any) -
     return Array(blocks, tuple(sum(c) for c in chunks), chunks, dtype)
 
 
-def fft_namespace() -> SimpleNamespace:
-    """The ``fft`` extension."""
+def fft_namespace(xp: ModuleType) -> SimpleNamespace:
+    """The ``fft`` extension (``xp``: the Array API namespace it completes)."""
 
     def _cdtype(x: Array) -> np.dtype:
         return np.dtype(np.complex64) if x.dtype in (np.float32, np.complex64) else \
@@ -343,8 +342,6 @@ def fft_namespace() -> SimpleNamespace:
 
     def _shift(name: str) -> Any:
         def func(x: Array, /, *, axes: Any = None) -> Array:
-            from tilegraph.array import array_api as xp
-
             axs = tuple(range(x.ndim)) if axes is None else (
                 (axes,) if isinstance(axes, int) else tuple(axes))
             shifts = [(x.shape[a] // 2) if name == "fftshift" else -(x.shape[a] // 2)
@@ -357,6 +354,6 @@ def fft_namespace() -> SimpleNamespace:
 
     fftshift, ifftshift = _shift("fftshift"), _shift("ifftshift")
     names = dict(locals())
-    for k in ("_cdtype", "_rdtype", "_one", "_many", "_shift"):
+    for k in ("xp", "_cdtype", "_rdtype", "_one", "_many", "_shift"):
         names.pop(k)
     return SimpleNamespace(**names)

@@ -199,10 +199,21 @@ def qr(a: Any, mode: str = "reduced") -> Any:
         q, r = tsqr(a)
     else:
         q, r = householder_qr(a)
-    from tilegraph.array.array_api import triu
-
-    r = triu(r)  # zeros below the diagonal whatever the input (NaN does not leak there)
+    # zeros below the diagonal whatever the input (NaN does not leak there)
+    r = triangle(r, 0, upper=True)
     return r if mode == "r" else (q, r)
+
+
+def triangle(x: Array, k: int = 0, upper: bool = True) -> Array:
+    """The upper (``col - row >= k``) or lower (``col - row <= k``) triangle of the last two
+    axes, the other elements zero (``triu``/``tril`` of the Array API namespace)."""
+    from tilegraph.array.creation import arange
+    from tilegraph.array.elementwise import elemwise
+
+    rows = arange(x.shape[-2], dtype=np.dtype(np.int64))[:, None]
+    cols = arange(x.shape[-1], dtype=np.dtype(np.int64))[None, :]
+    mask = (cols - rows >= k) if upper else (cols - rows <= k)
+    return elemwise(np.where, mask, x, x.dtype.type(0), dtype=x.dtype, name="tri")
 
 
 # -- SVD ------------------------------------------------------------------------------------

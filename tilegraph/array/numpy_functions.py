@@ -21,18 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.array import (
-    contraction,
-    elementwise,
-    indexing,
-    manipulation,
-    reductions,
-    scans,
-    sorting,
-    statistics,
-    stencil,
-)
-from tilegraph.array import linalg as tlinalg
+import tilegraph.array.contraction as contraction
+import tilegraph.array.elementwise as elementwise
+import tilegraph.array.indexing as indexing
+import tilegraph.array.linalg as tlinalg
+import tilegraph.array.manipulation as manipulation
+import tilegraph.array.reductions as reductions
+import tilegraph.array.scans as scans
+import tilegraph.array.sorting as sorting
+import tilegraph.array.statistics as statistics
+import tilegraph.array.stencil as stencil
 from tilegraph.array.core import Array, asarray
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+import tilegraph.array.reductions as reductions
 from tilegraph.algebra.blocks import apply_blocks, reduce_by_key
-from tilegraph.array import reductions
 from tilegraph.array.core import Array, asarray, compute, from_numpy, tokenize
 from tilegraph.array.elementwise import elemwise
 from tilegraph.array.indexing import digest

@@ -150,7 +150,8 @@ def _constant(x: Array, axis: int, width: int, value: Any) -> Array:
 
 def _stat_pieces(x: Array, axis: int, widths: tuple[int, int], lengths: tuple, mode: str
                  ) -> list[Array | None]:
-    from tilegraph.array import reductions, statistics
+    import tilegraph.array.reductions as reductions
+    import tilegraph.array.statistics as statistics
     from tilegraph.array.scans import broadcast_to
 
     n = x.shape[axis]

@@ -542,7 +542,7 @@ class SparseArray(Array):
         >>> x.sum().compute(), x.sum(axis=1).compute()
         (np.int64(15), array([ 3, 12]))
         """
-        from tilegraph.array import reductions
+        import tilegraph.array.reductions as reductions
 
         if dtype is not None:
             check_dtype("sum", dtype)
