@@ -14,10 +14,12 @@ product where its large operand block lives (the vector rule of
 :mod:`tilegraph.plan.place`), and a transposed operand block is read as a view inside the
 product (fusion inlines the transpose), so the large operand never moves.
 
-A 2-D matmul with a :class:`~tilegraph.array.sparse.SparseArray` operand is the same
-group-by-join under :func:`~tilegraph.array.sparse.sparse_semiring`: sparse @ dense and
-dense @ sparse give dense Arrays, sparse @ sparse a SparseArray. einsum and tensordot take
-dense operands only.
+An operand whose blocks are not NumPy arrays takes the product rule of its type
+(:class:`ProductRule`, registered by the module defining the type): a 2-D matmul with a
+:class:`~tilegraph.array.sparse.SparseArray` operand is the same group-by-join under
+:func:`~tilegraph.array.sparse.sparse_semiring` (:mod:`tilegraph.array.sparse.products`):
+sparse @ dense and dense @ sparse give dense Arrays, sparse @ sparse a SparseArray. einsum
+and tensordot take dense operands only.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from __future__ import annotations
 import math
 import string
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,14 +38,6 @@ from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
 from tilegraph.array.core import Array, asarray, tokenize
-from tilegraph.array.sparse import SparseArray, sparse_semiring
-from tilegraph.array.sparse_blocks import (
-    check_dtype,
-    dense_nbytes,
-    empty_block,
-    expected_nbytes,
-    product_density,
-)
 from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import Dep, GraphBuilder
 
@@ -168,9 +162,41 @@ def _representable(value: Any, dtype: np.dtype) -> bool:
             return False
 
 
+class ProductRule(NamedTuple):
+    """How the products treat operands of an array type whose blocks are not NumPy arrays.
+
+    ``name`` names such operands in messages ("sparse"); ``matmul_2d(a, b, semiring)`` is
+    the 2-D product when either operand is of the type. Such operands are 1-D or 2-D in
+    matmul and dot, and einsum, tensordot and outer reject them. The module that defines
+    the type registers its rule (:func:`register_product_rule`; the sparse arrays':
+    :mod:`tilegraph.array.sparse.products`)."""
+
+    name: str
+    matmul_2d: Callable[[Array, Array, Semiring], Array]
+
+
+_PRODUCT_RULES: dict[type, ProductRule] = {}
+
+
+def register_product_rule(cls: type, rule: ProductRule) -> None:
+    """Make the products use ``rule`` for operands of type ``cls`` (and its subclasses)."""
+    _PRODUCT_RULES[cls] = rule
+
+
+def _product_rule(*operands: Any) -> ProductRule | None:
+    """The rule of the first operand whose type has one (None: dense operands only)."""
+    for o in operands:
+        for cls in type(o).__mro__:
+            rule = _PRODUCT_RULES.get(cls)
+            if rule is not None:
+                return rule
+    return None
+
+
 def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
-    if isinstance(a, SparseArray) or isinstance(b, SparseArray):
-        return _sparse_matmul_2d(a, b, semiring)
+    rule = _product_rule(a, b)
+    if rule is not None:
+        return rule.matmul_2d(a, b, semiring)
     if a.shape[1] != b.shape[0]:
         raise ValueError(
             f"matmul: shapes {a.shape} and {b.shape} are not aligned: {a.shape[1]} (axis 1 of "
@@ -324,91 +350,26 @@ def _panel_matmul(a: Array, b: Array, dtype: np.dtype) -> Array | None:
                  chunks, dtype)
 
 
-def _sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
-    """The 2-D product of two operands of which at least one is sparse: a group-by-join
-    over the inner blocks under the sparse ``(+, x)`` semiring."""
-    if semiring is not PLUS_TIMES:
-        raise ValueError(
-            f"{semiring.name}: sparse operands (shapes {a.shape} and {b.shape}) take the "
-            f"plus_times semiring only: the implicit zeros of a sparse block are not the "
-            f"{semiring.name} zero {semiring.zero!r}; convert with x.todense() first")
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(
-            f"matmul: shapes {a.shape} and {b.shape} are not aligned: {a.shape[1]} (axis 1 of "
-            f"the first) != {b.shape[0]} (axis 0 of the second)")
-    with np.errstate(all="ignore"):
-        dtype = np.matmul(np.ones((1, 1), a.dtype), np.ones((1, 1), b.dtype)).dtype
-    check_dtype("matmul", dtype)
-    a = a.astype(dtype, copy=False)
-    b = b.astype(dtype, copy=False)
-    inner = common_refinement(a.chunks[1], b.chunks[0])
-    if a.chunks[1] != inner:
-        a = a.rechunk((a.chunks[0], inner))
-    if b.chunks[0] != inner:
-        b = b.rechunk((inner, b.chunks[1]))
-    a_sparse, b_sparse = isinstance(a, SparseArray), isinstance(b, SparseArray)
-    fmt = a.format if a_sparse and b_sparse else None
-    chunks = (a.chunks[0], b.chunks[1])
-    grid = numblocks(chunks)
-    nk = len(inner) if a.shape[1] else 0
-    da = a.density if a_sparse else 1.0
-    db = b.density if b_sparse else 1.0
-    # flops: 2 per pair of stored entries that meet (a dense operand has density 1)
-    work = (1.0 if da is None else da) * (1.0 if db is None else db)
-    token = tokenize("sparse-matmul", dtype, fmt, a, b)
-
-    def pairs_of(o: tuple[int, int]) -> list:
-        return [((o[0], k), (k, o[1])) for k in range(nk)]
-
-    def cost(lc: tuple[int, int], rc: tuple[int, int]) -> float:
-        return _FLOPS(a.chunks[0][lc[0]], a.chunks[1][lc[1]], b.chunks[1][rc[1]]) * work
-
-    if fmt is None:
-        zero_task = lambda o: (_zeros_block, (block_shape(chunks, o), dtype))
-        nbytes = dense_nbytes(chunks, dtype)
-        density = None
-        # a sparse operand's block counts at its density (a dense one at 1)
-        itemsize = dtype.itemsize
-        out_bytes = itemsize * max(chunks[0], default=0) * max(chunks[1], default=0)
-        big = max(max(a.chunks[0], default=0) * (1.0 if da is None else da),
-                  max(b.chunks[1], default=0) * (1.0 if db is None else db))
-        block_bytes = int(itemsize * max(inner, default=0) * big)
-        if _small_partials(grid, nk, out_bytes, block_bytes):
-            blocks = _tree_join(f"matmul-{token}", a.collection, b.collection, grid, nk,
-                                sparse_semiring(dtype, None), cost, nbytes)
-            return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
-    else:
-        zero_task = lambda o: (empty_block, (block_shape(chunks, o), dtype, fmt))
-        density = product_density(da, db, a.shape[1])
-        nbytes = expected_nbytes(chunks, density, dtype, fmt)
-    blocks = group_by_join(
-        f"matmul-{token}", a.collection, b.collection, pairs_of, grid, sparse_semiring(dtype, fmt),
-        chains=_chains_for(math.prod(grid), nk), zero_task=zero_task, cost=cost,
-        nbytes=nbytes,
-    )
-    shape = (a.shape[0], b.shape[1])
-    if fmt is None:
-        return Array(blocks, shape, chunks, dtype)
-    return SparseArray(blocks, shape, chunks, dtype, fmt, density)
-
-
-def _no_sparse(op: str, *operands: Any) -> None:
-    if any(isinstance(o, SparseArray) for o in operands):
+def _dense_only(op: str, *operands: Any) -> None:
+    rule = _product_rule(*operands)
+    if rule is not None:
         shapes = ", ".join(str(o.shape if hasattr(o, "shape") else np.shape(o))
                            for o in operands)
-        raise TypeError(f"{op}: sparse operands are not supported (shapes {shapes}); use "
-                        "matmul/@ or dot for sparse products, or convert with x.todense()")
+        raise TypeError(f"{op}: {rule.name} operands are not supported (shapes {shapes}); use "
+                        f"matmul/@ or dot for {rule.name} products, or convert with "
+                        "x.todense()")
 
 
-def _sparse_dot(a: Any, b: Any) -> Array:
-    """``dot`` with a sparse operand: a product with a scalar, or a matmul."""
+def _ruled_dot(a: Any, b: Any, rule: ProductRule) -> Array:
+    """``dot`` with an operand that has a product rule: a product with a scalar, or a
+    matmul."""
     if not isinstance(a, Array) and np.ndim(a) == 0:
         return b * a
     if not isinstance(b, Array) and np.ndim(b) == 0:
         return a * b
     a, b = asarray(a), asarray(b)
     if a.ndim not in (1, 2) or b.ndim not in (1, 2):
-        raise ValueError(f"dot: a sparse operand takes a 1-D or 2-D operand, got shapes "
+        raise ValueError(f"dot: a {rule.name} operand takes a 1-D or 2-D operand, got shapes "
                          f"{a.shape} and {b.shape}")
     return matmul(a, b)
 
@@ -439,10 +400,11 @@ def matmul(a: Any, b: Any) -> Array:
     except ValueError:
         raise ValueError(f"matmul: the batch axes {a.shape[:-2]} and {b.shape[:-2]} of shapes "
                          f"{a.shape} and {b.shape} do not broadcast together") from None
-    if (isinstance(a, SparseArray) or isinstance(b, SparseArray)) and (a.ndim > 2 or
-                                                                        b.ndim > 2):
-        raise ValueError(f"matmul: sparse operands are 2-D and take no batch axes (shapes "
-                         f"{a.shape} and {b.shape}); multiply each 2-D slice separately")
+    rule = _product_rule(a, b)
+    if rule is not None and (a.ndim > 2 or b.ndim > 2):
+        raise ValueError(f"matmul: {rule.name} operands are 2-D and take no batch axes "
+                         f"(shapes {a.shape} and {b.shape}); multiply each 2-D slice "
+                         "separately")
     if a.ndim <= 2 and b.ndim <= 2:
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
@@ -646,7 +608,7 @@ def einsum(subscripts: str, *operands: Any, dtype: Any = None) -> Array:
     """
     if not isinstance(subscripts, str):
         raise TypeError("einsum: the first argument must be a subscripts string")
-    _no_sparse("einsum", *operands)
+    _dense_only("einsum", *operands)
     ops = [asarray(o) for o in operands]
     if not ops:
         raise ValueError("einsum: needs at least one operand")
@@ -679,7 +641,7 @@ def einsum(subscripts: str, *operands: Any, dtype: Any = None) -> Array:
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
     """Sum products over the given axes, like ``numpy.tensordot``."""
-    _no_sparse("tensordot", a, b)
+    _dense_only("tensordot", a, b)
     a, b = asarray(a), asarray(b)
     if isinstance(axes, (int, np.integer)):
         n = int(axes)
@@ -727,8 +689,9 @@ def dot(a: Any, b: Any) -> Array:
     >>> tg.dot(tg.from_numpy(np.arange(3.0)), np.arange(3.0)).compute()
     np.float64(5.0)
     """
-    if isinstance(a, SparseArray) or isinstance(b, SparseArray):
-        return _sparse_dot(a, b)
+    rule = _product_rule(a, b)
+    if rule is not None:
+        return _ruled_dot(a, b, rule)
     a, b = asarray(a), asarray(b)
     if a.ndim == 0 or b.ndim == 0:
         return a * b
@@ -739,7 +702,7 @@ def dot(a: Any, b: Any) -> Array:
 
 def outer(a: Any, b: Any) -> Array:
     """The outer product of the flattened inputs."""
-    _no_sparse("outer", a, b)
+    _dense_only("outer", a, b)
     a, b = asarray(a).ravel(), asarray(b).ravel()
     return einsum("i,j->ij", a, b)
 

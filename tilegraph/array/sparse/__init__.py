@@ -37,14 +37,17 @@ not listed above (``tilegraph.sum``, ``tilegraph.transpose``, ``tilegraph.concat
 ...) treat their argument as dense; use the methods instead.
 
 The package's modules: the class and :func:`from_scipy` in ``array.py``, the block kernels its
-tasks run in ``kernels.py``, the semiring of sparse products in ``semiring.py``, random sparse
-arrays in ``creation.py``; block sizes and formats are in :mod:`tilegraph.array.sparse_blocks`
+tasks run in ``kernels.py``, the semiring of sparse products in ``semiring.py``, the matmul
+with a sparse operand (the sparse arrays' product rule for
+:mod:`tilegraph.array.contraction`) in ``products.py``, random sparse arrays in
+``creation.py``; block sizes and formats are in :mod:`tilegraph.array.sparse_blocks`
 (``sparse_block_nbytes`` is also given here, where :mod:`tilegraph.array.io` takes it).
 """
 
 from tilegraph.array.core import compute
 from tilegraph.array.sparse.array import SparseArray, from_scipy
 from tilegraph.array.sparse.creation import random
+from tilegraph.array.sparse.products import sparse_matmul_2d as sparse_matmul_2d
 from tilegraph.array.sparse.semiring import sparse_semiring
 from tilegraph.array.sparse_blocks import sparse_block_nbytes as sparse_block_nbytes
 
