@@ -105,19 +105,25 @@ def test_no_import_cycle_between_parts():
     assert not cycles, "import cycles between tilegraph's parts:\n" + "\n".join(detail)
 
 
-def _module_graph(package: str) -> dict[str, dict[str, str]]:
+def _module_graph(package: str, with_package: bool = False) -> dict[str, dict[str, str]]:
     """module -> {imported module: 'file:line' of one import that makes the edge}, among the
     modules of ``package`` (e.g. 'tilegraph.runtime'), function-level imports included. An
-    imported name is the module it names, or the module that defines it."""
+    imported name is the module it names, or the module that defines it. ``with_package``:
+    the package's ``__init__`` is one of the modules (``from package import x`` is an edge
+    to it)."""
     modules = {_module_of(path): path for path in ROOT.rglob("*.py")}
+
+    def inside(module: str) -> bool:
+        return module.startswith(package + ".") or (with_package and module == package)
+
     edges: dict[str, dict[str, str]] = {}
     for src, path in modules.items():
-        if not src.startswith(package + "."):
+        if not inside(src):
             continue
         for name, line in _imports(path):
             while name and name not in modules:
                 name = name.rpartition(".")[0]
-            if name.startswith(package + ".") and name != src:
+            if inside(name) and name != src:
                 edges.setdefault(src, {}).setdefault(name, f"{path.relative_to(ROOT)}:{line}")
     return edges
 
@@ -131,6 +137,40 @@ def test_no_import_cycle_among_the_runtime_modules():
             f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
         for c in cycles]
     assert not cycles, "import cycles among tilegraph.runtime's modules:\n" + "\n".join(detail)
+
+
+def test_no_import_cycle_among_the_array_modules():
+    """The op modules import the core and each other, never the package (which imports
+    them all); the package's table binds them onto Array."""
+    edges = _module_graph("tilegraph.array", with_package=True)
+    assert "tilegraph.array.core" in edges.get("tilegraph.array.reductions", {})
+    cycles = _cycles(edges)
+    detail = [
+        " <-> ".join(c) + ": " + "; ".join(
+            f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
+        for c in cycles]
+    assert not cycles, "import cycles among tilegraph.array's modules:\n" + "\n".join(detail)
+
+
+def test_the_array_core_imports_no_operation():
+    """array/core.py (the Array: graph node, shape, chunks, dtype, compute plumbing) imports
+    no op module, not even inside a function: the ops import the core."""
+    edges = _module_graph("tilegraph.array", with_package=True)
+    core_imports = edges.get("tilegraph.array.core", {})
+    allowed = {"tilegraph.array.chunks", "tilegraph.array.lowering"}
+    extra = {m: where for m, where in core_imports.items() if m not in allowed}
+    assert not extra, f"tilegraph.array.core imports operations: {extra}"
+
+
+def test_every_array_method_comes_from_the_one_table():
+    from tilegraph.array import api_table
+    from tilegraph.array.core import Array
+
+    assert {"__getitem__", "__add__", "__matmul__", "__array_ufunc__", "__array_function__",
+            "sum", "T", "reshape", "astype", "rechunk", "map_blocks", "map_overlap",
+            "__dask_graph__"} <= set(api_table.TABLE)
+    for name, value in api_table.TABLE.items():
+        assert Array.__dict__[name] is value, name
 
 
 def test_optional_backends_register_themselves_when_asked_for():

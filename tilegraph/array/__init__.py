@@ -5,6 +5,7 @@ import functools as _functools
 from collections.abc import Callable as _Callable
 from typing import Any as _Any
 
+from tilegraph.array import api_table as _api_table
 from tilegraph.array import lp_arrays as _lp_arrays  # noqa: F401  (LambdaPACK front ends)
 from tilegraph.array import ma
 from tilegraph.array import manipulation as _manipulation
@@ -21,7 +22,6 @@ from tilegraph.array.contraction import (
 from tilegraph.array.core import Array, asarray, compute, from_numpy
 from tilegraph.array.creation import arange, eye, full, linspace, ones, zeros
 from tilegraph.array.dask_interop import from_dask
-from tilegraph.array.dask_interop import install as _install_dask_protocol
 from tilegraph.array.elementwise import (
     astype,
     elemwise,
@@ -44,7 +44,6 @@ from tilegraph.array.indexing import (
 from tilegraph.array.io import from_array, from_npy, from_zarr, store, to_npy, to_zarr
 from tilegraph.array.loops import while_loop
 from tilegraph.array.manipulation import concatenate, stack
-from tilegraph.array.methods import install as _install_methods
 from tilegraph.array.numpy_functions import (
     apply_along_axis,
     clip,
@@ -120,9 +119,7 @@ from tilegraph.array.stencil import (
     trim_internal,
 )
 
-_install_methods()
-
-_install_dask_protocol(Array)  # tilegraph arrays are dask collections (dask_interop)
+_api_table.install()  # Array's methods, operators and NumPy and dask protocols, bound once
 
 
 def _via_method(name: str, impl: _Callable) -> _Callable:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from tilegraph.algebra.blocks import Blocks
 from tilegraph.array.chunks import Chunks, all_block_slices, normalize_chunks, numblocks
@@ -57,7 +56,7 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}-{_session}{next(_counter):x}"
 
 
-class Array(NDArrayOperatorsMixin):
+class Array:
     """A lazy n-dimensional array cut into blocks.
 
     >>> import numpy as np, tilegraph as tg
@@ -203,120 +202,6 @@ class Array(NDArrayOperatorsMixin):
         for i in range(self.shape[0]):
             yield self[i]
 
-    # -- NumPy protocols -----------------------------------------------------------------
-
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from tilegraph.array import elementwise, reductions
-
-        if kwargs.get("out") is not None:
-            raise TypeError(f"{ufunc.__name__}: out= is not supported on tilegraph arrays "
-                            "(arrays are lazy; use the returned array, or x[...] = result)")
-        kwargs.pop("out", None)
-        if method == "__call__":
-            if ufunc is np.matmul:
-                from tilegraph.array.contraction import matmul
-
-                return matmul(*inputs)
-            return elementwise.apply_ufunc(ufunc, *inputs, **kwargs)
-        if method == "reduce":
-            return reductions.ufunc_reduce(ufunc, *inputs, **kwargs)
-        if method == "accumulate":
-            from tilegraph.array.scans import accumulate
-
-            return accumulate(ufunc, *inputs, **kwargs)
-        raise TypeError(f"{ufunc.__name__}.{method} is not supported on tilegraph arrays; "
-                        "call .compute() first")
-
-    def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
-        from tilegraph.array import numpy_functions
-
-        impl = numpy_functions.IMPLEMENTATIONS.get(func)
-        if impl is None:
-            raise numpy_functions.unsupported(func)
-        return impl(*args, **kwargs)
-
-    # -- methods (thin wrappers over the modules that implement them) -------------------
-
-    def __getitem__(self, index: Any) -> Array:
-        """``x[index]``: basic indexing, integer arrays and boolean masks (lazy)."""
-        from tilegraph.array.indexing import getitem
-
-        return getitem(self, index)
-
-    @property
-    def T(self) -> Array:
-        """The transpose (axes reversed)."""
-        return self.transpose()
-
-    @property
-    def mT(self) -> Array:
-        """The transpose of the last two axes (a stack of matrices)."""
-        return self.swapaxes(-1, -2)
-
-    def transpose(self, *axes: Any) -> Array:
-        """The axes permuted (reversed by default), like ``numpy.ndarray.transpose``."""
-        from tilegraph.array.manipulation import transpose
-
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list, np.ndarray))):
-            axes = axes[0]
-        return transpose(self, None if axes is None or len(axes) == 0 else axes)
-
-    def swapaxes(self, a: int, b: int) -> Array:
-        """Axes ``a`` and ``b`` exchanged."""
-        from tilegraph.array.manipulation import swapaxes
-
-        return swapaxes(self, a, b)
-
-    def reshape(self, *shape: Any, **kwargs: Any) -> Array:
-        """The array in a new shape (row-major), like ``numpy.ndarray.reshape``."""
-        from tilegraph.array.manipulation import reshape
-
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
-            shape = tuple(np.asarray(shape[0]).tolist())
-        return reshape(self, shape, **kwargs)
-
-    def ravel(self) -> Array:
-        """The array as one axis, in row-major order."""
-        return self.reshape(-1)
-
-    def rechunk(self, chunks: Any, *, max_mem: Any = None) -> Array:
-        """The same values in new blocks (``chunks`` as in :func:`from_numpy`); a rechunk
-        whose tasks would hold more than ``max_mem`` bytes is planned in stages
-        (:func:`tilegraph.array.manipulation.rechunk`)."""
-        from tilegraph.array.manipulation import rechunk
-
-        return rechunk(self, chunks, max_mem=max_mem)
-
-    def astype(self, dtype: Any, copy: bool = True, casting: str = "unsafe") -> Array:
-        """``x`` converted to ``dtype`` block by block (``casting`` as in NumPy)."""
-        from tilegraph.array.elementwise import astype
-
-        return astype(self, dtype, copy=copy, casting=casting)
-
-    def map_blocks(self, func: Callable, *args: Any, **kwargs: Any) -> Array:
-        """``func`` applied to every block (see :func:`tilegraph.map_blocks`)."""
-        from tilegraph.array.elementwise import map_blocks
-
-        return map_blocks(func, self, *args, **kwargs)
-
-    def dot(self, other: Any) -> Array:
-        """The dot product with ``other`` (see :func:`tilegraph.dot`)."""
-        from tilegraph.array.contraction import dot
-
-        return dot(self, other)
-
-    def to_zarr(self, path: str, **options: Any) -> None:
-        """Compute and write the array to a Zarr store at ``path``."""
-        from tilegraph.array.io import to_zarr
-
-        return to_zarr(self, path, **options)
-
-    def to_npy(self, path: str, **options: Any) -> None:
-        """Compute and write the array to a ``.npy`` file at ``path``."""
-        from tilegraph.array.io import to_npy
-
-        return to_npy(self, path, **options)
-
     def copy(self) -> Array:
         """A copy: a new Array object over the same plan (nothing is copied; a later
         assignment into either one rebinds only that one)."""
@@ -327,37 +212,7 @@ class Array(NDArrayOperatorsMixin):
                     object.__setattr__(out, slot, getattr(self, slot))
         return out
 
-    def conj(self) -> Array:
-        """The complex conjugate, elementwise."""
-        return np.conjugate(self)
-
-    @property
-    def real(self) -> Array:
-        """The real part, elementwise."""
-        return np.real(self)
-
-    @property
-    def imag(self) -> Array:
-        """The imaginary part, elementwise."""
-        return np.imag(self)
-
-
-def _reduction_method(name: str) -> Callable:
-    def method(self: Array, *args: Any, **kwargs: Any) -> Array:
-        from tilegraph.array import reductions
-
-        return getattr(reductions, name)(self, *args, **kwargs)
-
-    method.__name__ = name
-    method.__doc__ = f"Like ``numpy.ndarray.{name}``, computed blockwise with a tree reduction."
-    return method
-
-
-for _name in ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any",
-              "all"):
-    setattr(Array, _name, _reduction_method(_name))
-
-
+    # (the methods, operators and NumPy protocols are bound by tilegraph.array.api_table)
 
 
 # -- creation from NumPy ------------------------------------------------------------------------
@@ -433,16 +288,28 @@ def dense_only(op: str, *arrays: Any) -> None:
                             "make it dense first with x.todense()")
 
 
+# Array-likes that asarray must not read (a dask array, an h5py or zarr array): (test,
+# conversion) pairs, registered by tilegraph.array.api_table (io.from_array).
+_LAZY_SOURCES: list[tuple[Callable[[Any], bool], Callable[..., Array]]] = []
+
+
+def register_lazy_source(is_lazy: Callable[[Any], bool], convert: Callable[..., Array]
+                         ) -> None:
+    """Make :func:`asarray` give ``convert(x, chunks=chunks)`` for every ``x`` (neither an
+    Array nor a NumPy array) where ``is_lazy(x)`` (idempotent)."""
+    if (is_lazy, convert) not in _LAZY_SOURCES:
+        _LAZY_SOURCES.append((is_lazy, convert))
+
+
 def asarray(x: Any, chunks: Any = "auto", dtype: Any = None) -> Array:
     """``x`` as a blocked array (an Array is returned as it is, or rechunked/cast; a dask
     array joins the plan lazily, by :func:`~tilegraph.array.dask_interop.from_dask`; an
     h5py or zarr array is read block by block, by :func:`~tilegraph.array.io.from_array`)."""
     if not isinstance(x, (Array, np.ndarray)):
-        from tilegraph.array.io import from_array, is_lazy_source
-
-        if hasattr(type(x), "__dask_graph__") or is_lazy_source(x):  # not read here
-            x = from_array(x, chunks=chunks)
-            return x if dtype is None else x.astype(dtype)
+        for is_lazy, convert in _LAZY_SOURCES:
+            if is_lazy(x):  # not read here
+                x = convert(x, chunks=chunks)
+                return x if dtype is None else x.astype(dtype)
     if isinstance(x, Array):
         out = x if chunks == "auto" else x.rechunk(chunks)
         return out if dtype is None else out.astype(dtype)

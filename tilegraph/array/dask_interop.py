@@ -216,15 +216,15 @@ def _no_optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
     return dsk
 
 
-def install(cls: type) -> None:
-    """Give ``cls`` (the Array class) the dask collection protocol."""
-    cls.__dask_graph__ = lambda self: dask_graph(self)
-    cls.__dask_keys__ = lambda self: dask_keys(self)
-    cls.__dask_layers__ = lambda self: (self.name,)
-    cls.__dask_postcompute__ = lambda self: postcompute(self)
-    cls.__dask_postpersist__ = lambda self: postpersist(self)
-    cls.__dask_tokenize__ = lambda self: ("tilegraph.Array", self.name)
-    cls.__dask_optimize__ = staticmethod(_no_optimize)
-    cls.__dask_scheduler__ = staticmethod(dask_scheduler)
-    cls.to_dask = to_dask
-
+# The dask collection protocol of :class:`Array` (bound by :mod:`tilegraph.array.api_table`).
+PROTOCOL: dict[str, Any] = {
+    "__dask_graph__": lambda self: dask_graph(self),
+    "__dask_keys__": lambda self: dask_keys(self),
+    "__dask_layers__": lambda self: (self.name,),
+    "__dask_postcompute__": lambda self: postcompute(self),
+    "__dask_postpersist__": lambda self: postpersist(self),
+    "__dask_tokenize__": lambda self: ("tilegraph.Array", self.name),
+    "__dask_optimize__": staticmethod(_no_optimize),
+    "__dask_scheduler__": staticmethod(dask_scheduler),
+    "to_dask": to_dask,
+}

@@ -1,8 +1,8 @@
-"""The NumPy and dask habits of :class:`~tilegraph.array.core.Array` that live outside its
-core: ``persist``, ``visualize``, ``.blocks[...]``, pickling, ``tolist``/``item``/
-``squeeze``/``flatten``, the scans and sorts as methods, and ``__array_namespace__``.
+"""The NumPy and dask habits of :class:`~tilegraph.array.core.Array` with code of their own:
+``persist``, ``visualize``, ``.blocks[...]``, ``.vindex``/``.oindex``, pickling,
+``tolist``/``item``/``flatten``, in-place operators, DLPack and devices.
 
-They are attached to :class:`Array` when :mod:`tilegraph.array` is imported.
+They are bound onto :class:`Array` by the table of :mod:`tilegraph.array.api_table`.
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.arange(6.0).reshape(2, 3), chunks=2)
@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.array.core import Array
+from tilegraph.array.core import Array, tokenize
+from tilegraph.array.loops import _blocks_of, from_blocks
 
 
 class BlockView:
@@ -59,8 +60,6 @@ class BlockView:
 
     def __getitem__(self, index: Any) -> Array:
         from tilegraph.algebra.blocks import remap
-        from tilegraph.array.core import tokenize
-
         x = self.array
         if not isinstance(index, tuple):
             index = (index,)
@@ -105,7 +104,6 @@ def persist(self: Array, **options: Any) -> Array:
     memory): later expressions start from them instead of recomputing ``self``. Options
     as for :meth:`compute`."""
     from tilegraph import config
-    from tilegraph.array.loops import _blocks_of, from_blocks
 
     config.resolve(options, "persist()")
     try:
@@ -203,104 +201,11 @@ def item(self: Array, *args: Any) -> Any:
     return np.asarray(self[tuple(index)].compute()).item()
 
 
-def squeeze(self: Array, axis: Any = None) -> Array:
-    """Remove axes of length one."""
-    from tilegraph.array.numpy_functions import squeeze as impl
-
-    return impl(self, axis)
-
-
 def flatten(self: Array, order: str = "C") -> Array:
     """The array as one axis, in row-major order (a new lazy array: a later assignment into
     ``self`` does not change it)."""
     out = self.reshape(-1, order=order)
     return out.copy() if out is self else out
-
-
-def _scan_method(name: str) -> Callable:
-    def method(self: Array, axis: Any = None, dtype: Any = None) -> Array:
-        from tilegraph.array import scans
-
-        return getattr(scans, name)(self, axis=axis, dtype=dtype)
-
-    method.__name__ = name
-    method.__doc__ = f"Like ``numpy.ndarray.{name}``, a blocked scan (flattened by default)."
-    return method
-
-
-def clip(self: Array, min: Any = None, max: Any = None) -> Array:
-    """Values limited to ``[min, max]``, block by block."""
-    from tilegraph.array.numpy_functions import clip as impl
-
-    return impl(self, min, max)
-
-
-def round(self: Array, decimals: int = 0) -> Array:
-    """Values rounded to ``decimals`` decimals, block by block."""
-    from tilegraph.array.numpy_functions import round_
-
-    return round_(self, decimals)
-
-
-def argsort(self: Array, axis: Any = -1, kind: Any = None, order: Any = None) -> Array:
-    """The indices that sort the array along ``axis`` (see :func:`tilegraph.argsort`)."""
-    from tilegraph.array.sorting import argsort as impl
-
-    return impl(self, axis, kind, order)
-
-
-def nonzero(self: Array) -> tuple[Array, ...]:
-    """The indices of the non-zero elements, one array per axis (two-phase)."""
-    from tilegraph.array.indexing import nonzero as impl
-
-    return impl(self)
-
-
-def searchsorted(self: Array, v: Any, side: str = "left") -> Array:
-    """Where the values ``v`` would go in this sorted 1-d array."""
-    from tilegraph.array.sorting import searchsorted as impl
-
-    return impl(self, v, side)
-
-
-def take(self: Array, indices: Any, axis: Any = None) -> Array:
-    """The elements at ``indices`` along ``axis`` (see :func:`tilegraph.take`)."""
-    from tilegraph.array.indexing import take as impl
-
-    return impl(self, indices, axis)
-
-
-def trace(self: Array, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None
-          ) -> Array:
-    """Sum of the main diagonal."""
-    from tilegraph.array.statistics import trace as impl
-
-    return impl(self, offset, axis1, axis2, dtype)
-
-
-def diagonal(self: Array, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
-    """The main diagonal of a 2-d array."""
-    from tilegraph.array.statistics import diagonal as impl
-
-    return impl(self, offset, axis1, axis2)
-
-
-def ptp(self: Array, axis: Any = None, keepdims: bool = False) -> Array:
-    """Maximum minus minimum along ``axis``."""
-    from tilegraph.array.statistics import ptp as impl
-
-    return impl(self, axis, keepdims=keepdims)
-
-
-def __array_namespace__(self: Array, *, api_version: str | None = None) -> Any:
-    """The Array API namespace of tilegraph arrays (:mod:`tilegraph.array.array_api`,
-    also ``tilegraph.array_api``)."""
-    if api_version not in (None, "2021.12", "2022.12", "2023.12"):
-        raise ValueError(f"__array_namespace__: api_version {api_version!r} is not "
-                         "supported (2023.12 and earlier)")
-    from tilegraph.array import array_api as xp
-
-    return xp
 
 
 def __index__(self: Array) -> int:
@@ -309,17 +214,6 @@ def __index__(self: Array) -> int:
         raise TypeError(f"only 0-d integer arrays can be used as an index (shape "
                         f"{self.shape}, dtype {self.dtype})")
     return int(self.compute())
-
-
-def __setitem__(self: Array, index: Any, value: Any) -> None:
-    """``x[index] = value``: ``x`` is rebound to a new lazy plan with ``value`` written at
-    ``index`` (see :mod:`tilegraph.array.assignment`). Only the blocks the index touches get
-    new tasks; arrays built from ``x`` earlier keep the old values."""
-    from tilegraph.array.assignment import assign
-
-    new = assign(self, index, value)
-    self.collection = new.collection
-    self.chunks = new.chunks
 
 
 def __dlpack__(self: Array, /, *, stream: Any = None, max_version: Any = None,
@@ -347,11 +241,11 @@ def device(self: Array) -> str:
     return "cpu"
 
 
-_INPLACE = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift",
+INPLACE = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift",
             "rshift", "and", "xor", "or")
 
 
-def _inplace(name: str) -> Callable:
+def inplace(name: str) -> Callable:
     def method(self: Array, other: Any) -> Array:
         out = getattr(self, f"__{name}__")(other)
         if out is NotImplemented or self.is_sparse or not isinstance(out, Array):
@@ -373,29 +267,6 @@ def _inplace(name: str) -> Callable:
                       "(cast with ``same_kind``) and ``x`` is rebound to it; arrays built "
                       "from ``x`` earlier keep the old values.")
     return method
-
-
-def map_overlap(self: Array, func: Callable, depth: Any, boundary: Any = None,
-                trim: bool = True, **kwargs: Any) -> Array:
-    """``func`` on every block extended by ``depth`` neighbouring elements, as dask's
-    ``Array.map_overlap`` (see :func:`tilegraph.map_overlap`)."""
-    from tilegraph.array.stencil import map_overlap as _map_overlap
-
-    return _map_overlap(func, self, depth=depth, boundary=boundary, trim=trim, **kwargs)
-
-
-def topk(self: Array, k: int, axis: int = -1, split_every: Any = None) -> Array:
-    """The ``k`` largest elements along ``axis``, descending (see :func:`tilegraph.topk`)."""
-    from tilegraph.array.sorting import topk as _topk
-
-    return _topk(self, k, axis=axis)
-
-
-def argtopk(self: Array, k: int, axis: int = -1, split_every: Any = None) -> Array:
-    """The indices of :meth:`topk`'s elements (see :func:`tilegraph.argtopk`)."""
-    from tilegraph.array.sorting import argtopk as _argtopk
-
-    return _argtopk(self, k, axis=axis)
 
 
 class _VIndex:
@@ -494,21 +365,3 @@ def oindex(self: Array) -> _OIndex:
 def vindex(self: Array) -> _VIndex:
     """Point-wise indexing, as dask's ``x.vindex[rows, cols]``."""
     return _VIndex(self)
-
-
-def install() -> None:
-    """Attach these methods to :class:`Array` (idempotent)."""
-    Array.blocks = property(blocks)
-    Array.vindex = property(vindex)
-    Array.oindex = property(oindex)
-    Array.device = property(device)
-    for func in (persist, to_dot, visualize, __reduce__, tolist, item, squeeze, flatten,
-                 clip, round, argsort, nonzero, searchsorted, take, trace, diagonal, ptp,
-                 __array_namespace__, to_device, __index__, __setitem__, __dlpack__,
-                 __dlpack_device__, map_overlap, topk, argtopk):
-        setattr(Array, func.__name__, func)
-    for name in _INPLACE:
-        setattr(Array, f"__i{name}__", _inplace(name))
-    Array.cumsum = _scan_method("cumsum")
-    Array.cumprod = _scan_method("cumprod")
-
