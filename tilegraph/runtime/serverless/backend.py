@@ -503,7 +503,7 @@ class _PoolRun:
                         # events come a few at a time: gather more per read (a result is
                         # delivered at most this much later; the driver's turns cost CPU
                         # the workers share)
-                        stop.wait(0.005)
+                        stop.wait(0.02)
                     continue
                 fail = False
                 good = []
