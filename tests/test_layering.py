@@ -262,3 +262,48 @@ def test_the_package_loads_its_names_when_first_used():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT.parent, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def _assignments_to(attribute: str) -> list[str]:
+    """'file:Class' of every assignment to ``attribute`` in the package: in a class body
+    (``collective = ...``) or to an object's attribute (``self.collective = ...``)."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for cls in ast.walk(tree):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for node in ast.walk(cls):
+                targets = (node.targets if isinstance(node, ast.Assign) else
+                           [node.target] if isinstance(node, ast.AnnAssign) else [])
+                for t in targets:
+                    if ((isinstance(t, ast.Name) and t.id == attribute and node in cls.body)
+                            or (isinstance(t, ast.Attribute) and t.attr == attribute)):
+                        found.append(f"{path.relative_to(ROOT)}:{cls.name}")
+    return sorted(set(found))
+
+
+def test_only_the_mpi_backend_carries_the_collective_steps():
+    """The steps the processes of a run take together (check_same_plan, decide, gather,
+    all_ready, share_results) are one optional object, ``Backend.collective``: ``None`` on
+    every backend but MPI's, whose ranks each run the pipeline."""
+    import tilegraph.autopar.processes as autopar_processes
+    import tilegraph.runtime.dask_backend as dask_backend
+    import tilegraph.runtime.mpi as mpi
+    import tilegraph.runtime.serverless.backend as serverless
+    from tilegraph.runtime import backends
+
+    collective_steps = {"check_same_plan", "decide", "gather", "all_ready", "share_results"}
+    assert backends.Collective.__abstractmethods__ == collective_steps
+    assert collective_steps.isdisjoint(dir(backends.Backend))
+    assert backends.Backend.collective is None
+    for cls in (backends.SyncBackend, backends.ThreadsBackend, dask_backend.DaskBackend,
+                serverless.ServerlessBackend, autopar_processes.ProcessesBackend):
+        assert cls.collective is None, cls
+        assert collective_steps.isdisjoint(dir(cls)), cls
+    assert backends.ThreadsBackend(2).collective is None
+    assert [c.__name__ for c in backends.Collective.__subclasses__()] == ["RankCollective"]
+    assert mpi.RankCollective.__module__ == "tilegraph.runtime.mpi"
+    assert mpi.MPIBackend.__annotations__["collective"] == "RankCollective"
+    assert _assignments_to("collective") == ["runtime/backends.py:Backend",
+                                             "runtime/mpi.py:MPIBackend"]

@@ -19,7 +19,8 @@ Stages:
 1. **cull**: only the tasks the outputs need.
 2. **place**: with several processes (MPI ranks), every task gets a worker by the op-kind
    rules of :func:`tilegraph.plan.place.place`, computed on one process and shared
-   (``backend.decide``); a graph with a ``worker`` column keeps it.
+   (``backend.collective.decide``, for a backend whose processes each run the pipeline);
+   a graph with a ``worker`` column keeps it.
 3. **fuse**: chains of single-consumer tasks fuse, only on one worker.
 4. **order**: the planner's ``priority`` column if every task has one, else
    :func:`tilegraph.plan.order.order`.
@@ -112,8 +113,9 @@ def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | No
     with gc_paused():
         graph = graph.cull(keys)
         if processes is not None and graph.meta.get("worker") is None:
-            if backend is not None:
-                backend.check_same_plan(graph)
+            collective = None if backend is None else backend.collective
+            if collective is not None:
+                collective.check_same_plan(graph)
             g = graph
 
             def placed() -> list[int]:
@@ -122,7 +124,7 @@ def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | No
                 return own if own is not None else place(
                     g, processes, initial=initial, model=model).tolist()
 
-            workers = backend.decide(placed) if backend is not None else placed()
+            workers = collective.decide(placed) if collective is not None else placed()
             graph = graph.with_meta(worker=workers)
         outputs = graph.indices(keys)
         stats = FuseStats(before=len(graph), after=len(graph))
@@ -197,7 +199,8 @@ def _backend(opts: dict[str, Any]) -> Backend:
     backend = make_backend(opts["backend"], opts["workers"], pool=opts["pool"],
                            redis=opts["redis"], store=opts["store"], lease=opts["lease"],
                            client=opts["client"], mpi_timeout=opts["mpi_timeout"])
-    backend.collective_timeout = opts["mpi_timeout"]
+    if backend.collective is not None:
+        backend.collective.timeout = opts["mpi_timeout"]
     return backend
 
 
@@ -242,7 +245,11 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
             problem: BaseException | None = None
         except BaseException as exc:
             problem = exc
-        backend.all_ready(problem)
+        collective = backend.collective
+        if collective is not None:
+            collective.all_ready(problem)  # every process stops if one cannot run its part
+        elif problem is not None:
+            raise problem
         start = RunStart(execution.ntasks, backend.workers, backend.name, backend.rank,
                          time.perf_counter(), plan)
         for fn in subscribers:  # before any result can arrive from another process
@@ -260,7 +267,9 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
             def values() -> Any:
                 out = execution.output_values()
                 return out if finish is None else finish(out)
-        return backend.share_results(values, opts["mpi_broadcast_limit"])
+        if collective is not None:
+            return collective.share_results(values, opts["mpi_broadcast_limit"])
+        return values() if values is not None else None
     finally:
         execution.clear()  # frees results and removes every spill file, whatever happened
         store.close()
@@ -373,7 +382,9 @@ def _report(path: str, recorder: Any, plan: Plan, backend: Backend) -> None:
     from tilegraph.diagnostics.report import write_report
     from tilegraph.plan.explain import graph_summary, summary_lines
 
-    recordings = backend.gather(recorder.data())
+    collective = backend.collective
+    recordings = ([recorder.data()] if collective is None
+                  else collective.gather(recorder.data()))
     if recordings is None:  # another process writes the report
         return
     lines = summary_lines(graph_summary(plan.graph, plan.outputs, plan.fuse_stats),

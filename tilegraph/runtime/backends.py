@@ -11,14 +11,17 @@ backend two things:
   executor (``execution.deliver``) and sends exported ones (``export(i, value)``, called
   by the executor when such a task finishes); ``None`` when nothing crosses processes.
 
-Besides, a backend with several processes answers the collective questions the pipeline
-asks (trivial for one process): before anything runs, ``check_same_plan(graph)`` (which
-fails within ``collective_timeout`` seconds, naming the processes that did not join),
-``decide(fn)`` (a value computed on one process and shared by all, e.g. the placement),
-``gather(value)`` and ``all_ready(error)`` (every process stops if one cannot run its part);
-after the run, ``share_results(values, limit)`` (the outputs' values on every process when
-they are small, else on the process that returns them only). ``local_processes`` is the number of
-processes on this host, among which the default memory budget is divided.
+A backend whose processes each run the pipeline on the same program (MPI's ranks) also
+carries a :class:`Collective` (``backend.collective``; ``None`` for every other backend):
+the steps its processes take together, which the pipeline takes only when it is there.
+Before anything runs, ``check_same_plan(graph)`` (which fails within ``timeout`` seconds,
+naming the processes that did not join), ``decide(fn)`` (a value computed on one process
+and shared by all, e.g. the placement), ``gather(value)`` and ``all_ready(error)`` (every
+process stops if one cannot run its part); after the run, ``share_results(values, limit)``
+(the outputs' values on every process when they are small, else on the process that
+returns them only). Without a collective the pipeline does the one-process thing itself
+(``fn()``, ``[value]``, ``raise error``, ``values()``). ``local_processes`` is the number
+of processes on this host, among which the default memory budget is divided.
 
 ``run(execution)`` drives ``execution.worker_loop(w)`` for every worker ``w`` until the run
 is finished and returns only when no worker is left running and ``execution.finish_io()``
@@ -96,6 +99,42 @@ class Transport(ABC):
         finishes every exchange and raises a failure of another process."""
 
 
+class Collective(ABC):
+    """The steps the processes of one backend take together (MPI's ranks), each failing
+    within ``timeout`` seconds with an error naming the processes that did not join. Only a
+    backend whose processes each run the pipeline carries one (``Backend.collective``); the
+    pipeline takes these steps only when it is there."""
+
+    timeout = 60.0  # seconds a process waits for the others (the ``mpi_timeout`` option)
+
+    @abstractmethod
+    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None,
+                        literals: bool = False) -> None:
+        """Raise on every process if the processes do not hold the same plan (and, with
+        ``literals``, the same literal inputs)."""
+
+    @abstractmethod
+    def decide(self, fn: Callable[[], T]) -> T:
+        """``fn()`` computed once and known to every process (e.g. the placement)."""
+
+    @abstractmethod
+    def gather(self, value: T) -> list[T] | None:
+        """The ``value`` of every process, in rank order, on the first process; ``None`` on
+        the others."""
+
+    @abstractmethod
+    def all_ready(self, error: BaseException | None) -> None:
+        """Raise ``error`` (or an error naming the process that failed) on every process if
+        any process cannot run its part."""
+
+    @abstractmethod
+    def share_results(self, values: Callable[[], Any] | None, limit: int) -> Any:
+        """After a successful run: the outputs' values, from ``values()`` on the process
+        that returns them (``values`` is ``None`` on the others), on every process when
+        they take at most ``limit`` bytes together (and ``limit > 0``), else on that process
+        only (``None`` on the others)."""
+
+
 class Backend(ABC):
     """Base of all backends; see the module docstring for the contract."""
 
@@ -104,7 +143,7 @@ class Backend(ABC):
     processes = 1  # processes a plan is placed on (MPI ranks); 1: all workers share memory
     rank = 0  # this process among ``processes``
     local_processes = 1  # processes of this backend on this host (share its memory)
-    collective_timeout = 60.0  # seconds a process waits for the others to join a run
+    collective: Collective | None = None  # the steps its processes take together, if any
 
     @abstractmethod
     def run(self, execution: Execution) -> None:
@@ -135,34 +174,6 @@ class Backend(ABC):
         """``(tasks done, tasks in all)`` of the run, for the progress bar: the executor's
         counters, unless tasks run where the executor does not see them."""
         return execution.ndone, execution.ntasks
-
-    def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None,
-                        literals: bool = False) -> None:
-        """Raise on every process if the processes do not hold the same plan (and, with
-        ``literals``, the same literal inputs; one process: nothing to compare)."""
-        return None
-
-    def decide(self, fn: Callable[[], T]) -> T:
-        """``fn()`` computed once and known to every process."""
-        return fn()
-
-    def gather(self, value: T) -> list[T] | None:
-        """The ``value`` of every process, in rank order, on the first process; ``None`` on
-        the others."""
-        return [value]
-
-    def all_ready(self, error: BaseException | None) -> None:
-        """Raise ``error`` (or an error naming the process that failed) on every process if
-        any process cannot run its part."""
-        if error is not None:
-            raise error
-
-    def share_results(self, values: Callable[[], Any] | None, limit: int) -> Any:
-        """After a successful run: the outputs' values, from ``values()`` on the process
-        that returns them (``values`` is ``None`` on the others), on every process when
-        they take at most ``limit`` bytes together (and ``limit > 0``), else on that process
-        only (``None`` on the others)."""
-        return values() if values is not None else None
 
 
 def _guarded(execution: Execution, worker: int) -> None:

@@ -3,9 +3,11 @@
 Every rank runs the same script (``tilegraph run -n 4 script.py``, or ``mpiexec`` directly,
 with ``backend="mpi"``), so every rank lowers the same program to the same TaskGraph and
 plans it with the one pipeline (:mod:`tilegraph.pipeline`). This module answers the
-pipeline's questions through the backend seam: the placement is computed once, on rank 0,
-and sent to the others (``decide``); before running, the ranks check that they hold the same
-graph and placement (``check_same_plan``, a fingerprint of its structure) and the same
+pipeline through the backend seam (``partition``, ``transport``) and through the steps the
+ranks take together, the backend's ``collective`` (:class:`RankCollective`, the only
+:class:`~tilegraph.runtime.backends.Collective`): the placement is computed once, on rank
+0, and sent to the others (``decide``); before running, the ranks check that they hold the
+same graph and placement (``check_same_plan``, a fingerprint of its structure) and the same
 literal inputs (a SHA-1 of every array given to ``from_numpy`` and of every literal operand,
 :class:`_Literals`), so that a script that branches on its rank, or builds its inputs from
 unseeded random numbers, fails with a clear error instead of a hang or a silent mix of the
@@ -14,12 +16,12 @@ ranks' data; ``share_array`` (``from_numpy(..., root=0)``) sends rank 0's array 
 Every step the ranks take together (the set-up of tilegraph's communicator, the plan check,
 the placement, the memory check, the start of the run, the results, the report) is made of
 point-to-point messages without blocking, under a watchdog (:class:`_Steps`): a rank that
-waited ``mpi_timeout`` seconds (``collective_timeout``) fails with "compute() is collective:
-ranks [1, 2] did not call it (... at the plan check)", naming the ranks whose message never
-came (a script that calls ``compute()`` on rank 0 only, or once more on one rank). Only the
-communicator's own duplication (``Idup``) cannot name the missing ranks; ``tilegraph run``
-makes it as every rank starts (:mod:`tilegraph.runtime.mpi_start`). Waiting ranks sleep
-between polls.
+waited ``mpi_timeout`` seconds (the collective's ``timeout``) fails with "compute() is
+collective: ranks [1, 2] did not call it (... at the plan check)", naming the ranks whose
+message never came (a script that calls ``compute()`` on rank 0 only, or once more on one
+rank). Only the communicator's own duplication (``Idup``) cannot name the missing ranks;
+``tilegraph run`` makes it as every rank starts (:mod:`tilegraph.runtime.mpi_start`).
+Waiting ranks sleep between polls.
 
 ``partition`` gives each rank the tasks placed on it, run with the executor core (its own
 worker threads, BLAS threads, memory budget and spill): its local graph holds its own tasks
@@ -72,6 +74,7 @@ import numpy as np
 from tilegraph.graph.taskgraph import MODE_DATA, Call, Lit, TaskGraph
 from tilegraph.runtime.backends import (
     Backend,
+    Collective,
     Partition,
     ThreadsBackend,
     Transport,
@@ -410,38 +413,24 @@ class _Steps:
         return payload
 
 
-class MPIBackend(Backend):
-    """Runs a scheduled TaskGraph on every rank of ``MPI.COMM_WORLD``; see the module
-    docstring. ``workers``: threads per rank (default: cores / ranks on this host)."""
+class RankCollective(Collective):
+    """The steps the ranks of ``comm`` take together during one ``compute()`` (the
+    collective of :class:`MPIBackend`), each under the watchdog of :class:`_Steps`: a rank
+    that waited ``timeout`` seconds fails, naming the ranks that never came."""
 
-    name = "mpi"
+    def __init__(self, comm: Any, timeout: float = 60.0):
+        self.comm = comm
+        self.timeout = timeout
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
 
-    def __init__(self, workers: int | None = None, timeout: float = 60.0):
-        self.collective_timeout = timeout
-        self.comm = world(timeout)
-        self.rank = self.comm.Get_rank()
-        self.processes = self.comm.Get_size()
-        self.local_processes = _comm_cache["local_size"]
-        self.workers = workers or max(1, cores() // self.local_processes)
-        self.bytes_sent = 0
-        self.sent: list[tuple[Any, int]] = []
-
-    def run(self, execution: Execution) -> None:
-        """Drive one rank's local execution with its worker threads (the threads backend,
-        sharing this host's cores with the other ranks on it)."""
-        ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(execution)
-
-    def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
-        return threads_policy(graph, seconds) if self.workers > 1 else None
-
-    # -- the collective questions of the pipeline ----------------------------------------------
-
-    def _steps(self) -> _Steps:
-        return _Steps(self.comm, self.collective_timeout)
+    def steps(self) -> _Steps:
+        """The watchdog of the next steps, under the current ``timeout``."""
+        return _Steps(self.comm, self.timeout)
 
     def decide(self, fn: Callable[[], T]) -> T:
         """``fn()`` computed on rank 0 and sent to every rank (e.g. the placement)."""
-        return self._steps().from_root(fn, "the placement")
+        return self.steps().from_root(fn, "the placement")
 
     def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None,
                         literals: bool = False) -> None:
@@ -458,9 +447,9 @@ class MPIBackend(Backend):
         kinds = graph.meta.get("kind")
         if kinds is not None:
             h.update("|".join(k or "" for k in kinds).encode())
-        digests = _Literals() if literals and self.processes > 1 else None
+        digests = _Literals() if literals and self.size > 1 else None
         data = digests.total(graph) if digests is not None else ""
-        prints = self._steps().exchange((h.hexdigest(), data), "the plan check")
+        prints = self.steps().exchange((h.hexdigest(), data), "the plan check")
         odd = [r for r, p in enumerate(prints) if p[0] != prints[0][0]]
         if odd:
             raise RuntimeError(
@@ -474,7 +463,7 @@ class MPIBackend(Backend):
         """Every rank's digest of every task, compared: an error naming the first task
         whose literal data differ and the ranks that differ from rank 0."""
         mine = b"".join(digests.digest(graph))
-        every = self._steps().exchange(mine, "the data check")
+        every = self.steps().exchange(mine, "the data check")
         width = hashlib.sha1(usedforsecurity=False).digest_size
         tables = [np.frombuffer(t, dtype=np.uint8).reshape(-1, width) for t in every]
         differs = np.zeros(len(graph), dtype=bool)
@@ -491,13 +480,13 @@ class MPIBackend(Backend):
             "rank")
 
     def gather(self, value: T) -> list[T] | None:
-        return self._steps().exchange(value, "the report", root=0)
+        return self.steps().exchange(value, "the report", root=0)
 
     def share_results(self, values: Callable[[], Any] | None, limit: int) -> Any:
         """Rank 0's values, sent to every rank when they take at most ``limit`` bytes
         together (``limit > 0``); else rank 0's alone (``None`` on the others). A failure
         to read them on rank 0 is raised on every rank."""
-        if self.processes == 1:
+        if self.size == 1:
             return values() if values is not None else None
         mine: list[Any] = [None]
 
@@ -507,18 +496,44 @@ class MPIBackend(Backend):
                 return ("values", mine[0])
             return ("large", None)
 
-        kind, payload = self._steps().from_root(message, "the results")
+        kind, payload = self.steps().from_root(message, "the results")
         if self.rank == 0:
             return mine[0]
         return payload if kind == "values" else None
 
     def all_ready(self, error: BaseException | None) -> None:
         """Every rank stops before anything runs if one rank cannot run its part."""
-        fits = self._steps().exchange(error is None, "the memory check")
+        fits = self.steps().exchange(error is None, "the memory check")
         if not all(fits):
             raise error or MemoryLimitError(
                 f"a task placed on MPI rank {fits.index(False)} cannot fit under its "
                 "memory limit")
+
+
+class MPIBackend(Backend):
+    """Runs a scheduled TaskGraph on every rank of ``MPI.COMM_WORLD``; see the module
+    docstring. ``workers``: threads per rank (default: cores / ranks on this host)."""
+
+    name = "mpi"
+    collective: RankCollective
+
+    def __init__(self, workers: int | None = None, timeout: float = 60.0):
+        self.comm = world(timeout)
+        self.collective = RankCollective(self.comm, timeout)
+        self.rank = self.comm.Get_rank()
+        self.processes = self.comm.Get_size()
+        self.local_processes = _comm_cache["local_size"]
+        self.workers = workers or max(1, cores() // self.local_processes)
+        self.bytes_sent = 0
+        self.sent: list[tuple[Any, int]] = []
+
+    def run(self, execution: Execution) -> None:
+        """Drive one rank's local execution with its worker threads (the threads backend,
+        sharing this host's cores with the other ranks on it)."""
+        ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(execution)
+
+    def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
+        return threads_policy(graph, seconds) if self.workers > 1 else None
 
     # -- the seam ----------------------------------------------------------------------------
 
@@ -536,7 +551,7 @@ class MPIBackend(Backend):
         if len(placement) and placement.max() >= self.processes:
             raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
                              f"but only {self.processes} MPI ranks run it")
-        self.check_same_plan(graph, placement, literals=True)
+        self.collective.check_same_plan(graph, placement, literals=True)
         self.placement = placement
         local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
         self._local = local
@@ -625,7 +640,7 @@ class _Exchange(Transport):
         """Meet the other ranks, exchange blocks while the run goes on, and on leaving
         finish every send and raise another rank's failure (or this rank's MPI error)."""
         self.execution = execution
-        self.backend._steps().exchange(None, "the start of the run")
+        self.backend.collective.steps().exchange(None, "the start of the run")
         thread = threading.Thread(target=self.loop, name="tilegraph-mpi", daemon=True)
         thread.start()
         try:
