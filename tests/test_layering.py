@@ -307,3 +307,16 @@ def test_only_the_mpi_backend_carries_the_collective_steps():
     assert mpi.MPIBackend.__annotations__["collective"] == "RankCollective"
     assert _assignments_to("collective") == ["runtime/backends.py:Backend",
                                              "runtime/mpi.py:MPIBackend"]
+
+
+def test_a_backend_is_run_partition_and_transport():
+    """The seam is narrow: a Backend drives the run (``run``, abstract) and answers
+    ``partition`` and ``transport``; everything else is optional (``collective``, and the
+    capabilities the pipeline uses when a backend has them: ``task_policy``,
+    ``place_tasks``, a transport's ``progress``)."""
+    from tilegraph.runtime.backends import Backend
+
+    methods = {name for name, value in vars(Backend).items()
+               if callable(value) and not name.startswith("_")}
+    assert methods == {"run", "partition", "transport"}
+    assert Backend.__abstractmethods__ == {"run"}

@@ -49,7 +49,7 @@ from tilegraph.plan.explain import Projection, projected_peak
 from tilegraph.plan.fuse import FuseStats, fuse_chains
 from tilegraph.plan.order import order, tile_accumulations
 from tilegraph.plan.place import place
-from tilegraph.runtime.backends import Backend, make_backend
+from tilegraph.runtime.backends import Backend, Transport, make_backend
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
 from tilegraph.runtime.memory import (
@@ -118,8 +118,10 @@ def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | No
                 collective.check_same_plan(graph)
             g = graph
 
+            place_tasks = getattr(backend, "place_tasks", None)  # a placement of its own
+
             def placed() -> list[int]:
-                own = None if backend is None else backend.place_tasks(
+                own = None if place_tasks is None else place_tasks(
                     g, processes, initial=initial, model=model)
                 return own if own is not None else place(
                     g, processes, initial=initial, model=model).tolist()
@@ -255,10 +257,10 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
         for fn in subscribers:  # before any result can arrive from another process
             fn(start)
         if transport is None:
-            _drive(execution, backend, opts)
+            _drive(execution, backend, None, opts)
         else:
             with transport.connect(execution):
-                _drive(execution, backend, opts)
+                _drive(execution, backend, transport, opts)
         if execution.error is not None:
             raise execution.error
         _remember(backend, execution, limit, len(part.graph), transport, projection)
@@ -278,17 +280,30 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
 
 
 def _policy(backend: Backend, graph: TaskGraph, estimates: list[int]) -> bytearray | None:
-    """The backend's per-task tiny-task policy, from the planned seconds of the tasks."""
-    if backend.workers == 1:
+    """The backend's per-task tiny-task policy (if it has one: ``task_policy``), from the
+    planned seconds of the tasks; ``None``: every task's time is measured."""
+    policy = getattr(backend, "task_policy", None)
+    if backend.workers == 1 or policy is None:
         return None
-    return backend.task_policy(graph, CostModel().task_seconds(graph, estimates))
+    return policy(graph, CostModel().task_seconds(graph, estimates))
 
 
-def _drive(execution: Execution, backend: Backend, opts: dict[str, Any]) -> None:
+def _progress(backend: Backend, transport: Transport | None, execution: Execution
+              ) -> Callable[[], tuple[int, int]] | None:
+    """The progress bar's ``(done, total)``: the transport's ``progress`` if it has one
+    (tasks that run where the executor does not see them), else the backend's (the
+    serverless backend's, until it moves to its transport); ``None``: the executor's
+    counters."""
+    own = getattr(transport, "progress", None) or getattr(backend, "progress", None)
+    return None if own is None else partial(own, execution)
+
+
+def _drive(execution: Execution, backend: Backend, transport: Transport | None,
+           opts: dict[str, Any]) -> None:
     """Run this process's part on the backend's workers, with the progress bar if wanted."""
     try:
         if progress_wanted(opts["progress"]) and not execution.finished:
-            with ProgressBar(execution, progress=lambda: backend.progress(execution)):
+            with ProgressBar(execution, progress=_progress(backend, transport, execution)):
                 backend.run(execution)
         else:
             backend.run(execution)

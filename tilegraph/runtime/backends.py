@@ -28,7 +28,27 @@ is finished and returns only when no worker is left running and ``execution.fini
 has returned. Ordering, retries, release of results, memory, errors and events all live in
 the executor core, once. A backend that runs task bodies somewhere else passes
 ``call(func, args, kwargs)`` to ``worker_loop`` (the dask.distributed backend,
-:mod:`tilegraph.runtime.dask_backend`, submits each task there and holds its Future).
+:mod:`tilegraph.runtime.dask_backend`, submits each task there and holds its Future;
+autopar's processes backend runs each step in a worker process). ``run``, ``partition``
+and ``transport`` are the whole of :class:`Backend`.
+
+Optional capabilities: the pipeline uses them when a backend (or its transport) has them,
+and does without them otherwise.
+
+- ``backend.task_policy(graph, seconds)``: per task (planned to take ``seconds``), whether
+  it is worth a second worker (the executor's ``parallel`` flags, e.g.
+  :func:`threads_policy`); asked only when the backend has several workers. Without it
+  (or when it returns ``None``) every task is ``UNKNOWN`` and the executor decides from
+  the tasks' measured times. The threads and MPI backends and autopar's have one.
+- ``backend.place_tasks(graph, processes, initial=, model=)``: the process of every task
+  (a ``worker`` column) for a backend of several processes, or ``None``; without it, the
+  planner's placement (:func:`tilegraph.plan.place.place`). The serverless backend has
+  one (the driver's tasks and the pool's).
+- ``transport.progress(execution)``: ``(tasks done, tasks in all)`` for the progress bar
+  when tasks run where the executor does not see them; without it, the executor's
+  counters. (A backend's own ``progress(execution)`` is still read when its transport has
+  none: the serverless backend's, until it moves to its transport.)
+
 Backends are created by :func:`make_backend` from the registry ``BACKENDS``: each backend
 module registers its factory there (:func:`register_backend`) when it is imported. The
 optional ones (MPI, serverless, dask) are listed by module name until then, and imported only
@@ -84,7 +104,10 @@ class Partition:
 
 
 class Transport(ABC):
-    """Moves results between processes during one run (see the module docstring)."""
+    """Moves results between processes during one run (see the module docstring). It may
+    also count what the executor does not see: ``progress(execution)`` (optional, see the
+    module docstring) and ``core_seconds`` (seconds of tasks run elsewhere, for
+    :func:`tilegraph.pipeline.last_run`)."""
 
     bytes_sent = 0
 
@@ -136,7 +159,10 @@ class Collective(ABC):
 
 
 class Backend(ABC):
-    """Base of all backends; see the module docstring for the contract."""
+    """Base of all backends: ``run`` (abstract), ``partition`` and ``transport``, and the
+    attributes below; see the module docstring for the contract and for the optional
+    capabilities (``task_policy``, ``place_tasks``) the pipeline uses when a backend has
+    them."""
 
     name = "base"
     workers = 1
@@ -149,18 +175,6 @@ class Backend(ABC):
     def run(self, execution: Execution) -> None:
         """Drive ``execution.worker_loop`` on every worker until the run is finished."""
 
-    def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
-        """Per task of ``graph`` (planned to take ``seconds``), whether it is worth a second
-        worker (the executor's ``parallel`` flags); ``None``: no flags, the executor decides
-        from the tasks' measured times (every task ``UNKNOWN``)."""
-        return None
-
-    def place_tasks(self, graph: TaskGraph, processes: int, *, initial: str = "cyclic",
-                    model: Any = None) -> list[int] | None:
-        """The process of every task of ``graph`` (a ``worker`` column), for a backend of
-        several processes; ``None``: the planner's placement (:func:`tilegraph.plan.place`)."""
-        return None
-
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
                   ) -> Partition:
         """This process's part of ``graph`` (one process: all of it)."""
@@ -169,11 +183,6 @@ class Backend(ABC):
     def transport(self, part: Partition) -> Transport | None:
         """How results cross processes for ``part`` (one process: nothing crosses)."""
         return None
-
-    def progress(self, execution: Execution) -> tuple[int, int]:
-        """``(tasks done, tasks in all)`` of the run, for the progress bar: the executor's
-        counters, unless tasks run where the executor does not see them."""
-        return execution.ndone, execution.ntasks
 
 
 def _guarded(execution: Execution, worker: int) -> None:
