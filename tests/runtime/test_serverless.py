@@ -179,7 +179,8 @@ def _slow(block, seconds):
 
 def test_sigkill_most_workers_mid_run_still_right(tmp_path):
     a = np.arange(400.0).reshape(20, 20)
-    with Pool(workers=5, lease=1.0) as p:
+    # no backup copies: the killed workers' tasks must come back by their leases expiring
+    with Pool(workers=5, lease=1.0, straggler_factor=0) as p:
         deadline = time.monotonic() + 30
         while len(p.workers()) < 5 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -1029,7 +1030,8 @@ def test_a_block_a_task_writes_over_is_a_copy_of_the_one_held():
 def test_a_killed_worker_s_tasks_and_blocks_are_recovered():
     a = spd(48)
     x = tg.from_numpy(a, chunks=6)  # 8 x 8 blocks: 120 tasks
-    with Pool(workers=2, lease=1.0) as p:
+    # no backup copies: the stopped worker's tasks must come back by its leases expiring
+    with Pool(workers=2, lease=1.0, straggler_factor=0) as p:
         deadline = time.monotonic() + 30
         while len(p.workers()) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
