@@ -291,10 +291,9 @@ def _policy(backend: Backend, graph: TaskGraph, estimates: list[int]) -> bytearr
 def _progress(backend: Backend, transport: Transport | None, execution: Execution
               ) -> Callable[[], tuple[int, int]] | None:
     """The progress bar's ``(done, total)``: the transport's ``progress`` if it has one
-    (tasks that run where the executor does not see them), else the backend's (the
-    serverless backend's, until it moves to its transport); ``None``: the executor's
+    (tasks that run where the executor does not see them); ``None``: the executor's
     counters."""
-    own = getattr(transport, "progress", None) or getattr(backend, "progress", None)
+    own = getattr(transport, "progress", None)
     return None if own is None else partial(own, execution)
 
 

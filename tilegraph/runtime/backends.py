@@ -45,9 +45,8 @@ and does without them otherwise.
   planner's placement (:func:`tilegraph.plan.place.place`). The serverless backend has
   one (the driver's tasks and the pool's).
 - ``transport.progress(execution)``: ``(tasks done, tasks in all)`` for the progress bar
-  when tasks run where the executor does not see them; without it, the executor's
-  counters. (A backend's own ``progress(execution)`` is still read when its transport has
-  none: the serverless backend's, until it moves to its transport.)
+  when tasks run where the executor does not see them (the serverless driver's); without
+  it, the executor's counters.
 
 Backends are created by :func:`make_backend` from the registry ``BACKENDS``: each backend
 module registers its factory there (:func:`register_backend`) when it is imported. The

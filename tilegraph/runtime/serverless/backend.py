@@ -158,22 +158,8 @@ class ServerlessBackend(Backend):
                          exported=exported)
 
     def transport(self, part: Partition) -> Transport:
-        self._driver = _Driver(self, self._run)
-        self._nexternal = len(part.external)
+        self._driver = _Driver(self, self._run, len(part.external))
         return self._driver
-
-    def progress(self, execution: Execution) -> tuple[int, int]:
-        """The driver's own tasks plus the pool's (counted by the run's state in Valkey)."""
-        pool_run = getattr(getattr(self, "_driver", None), "pool_run", None)
-        if pool_run is None:
-            return execution.ndone, execution.ntasks
-        npool = int(np.count_nonzero(self._run.where == POOL))
-        total = execution.ntasks - self._nexternal + npool
-        try:
-            pool_done = pool_run.pool_done()
-        except Exception:   # the state is unreachable: the run reports that itself
-            pool_done = 0
-        return execution.ndone - pool_run.ndelivered + pool_done, total
 
     def run(self, execution: Execution) -> None:
         self._local.run(execution)
@@ -237,14 +223,28 @@ class _GraphRun:
 class _Driver(Transport):
     """The driver side of one serverless run (see the module docstring)."""
 
-    def __init__(self, backend: ServerlessBackend, run: _GraphRun):
+    def __init__(self, backend: ServerlessBackend, run: _GraphRun, nexternal: int):
         self.backend = backend
         self.plan = run
+        self.nexternal = nexternal  # the partition's tasks that run on the pool
         self.rid = uuid.uuid4().hex[:16]
         self._exports: list[tuple[int, Any]] = []
         self._export_cv = threading.Condition()
         self.pool_run: _PoolRun | None = None
         self.failure: BaseException | None = None
+
+    def progress(self, execution: Execution) -> tuple[int, int]:
+        """The driver's own tasks plus the pool's (counted by the run's state in Valkey)."""
+        pool_run = self.pool_run
+        if pool_run is None:
+            return execution.ndone, execution.ntasks
+        npool = int(np.count_nonzero(self.plan.where == POOL))
+        total = execution.ntasks - self.nexternal + npool
+        try:
+            pool_done = pool_run.pool_done()
+        except Exception:   # the state is unreachable: the run reports that itself
+            pool_done = 0
+        return execution.ndone - pool_run.ndelivered + pool_done, total
 
     def export(self, i: int, value: Any) -> None:
         with self._export_cv:
