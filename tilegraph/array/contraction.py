@@ -193,6 +193,19 @@ def _product_rule(*operands: Any) -> ProductRule | None:
     return None
 
 
+def aligned_operands(a: Array, b: Array, dtype: np.dtype) -> tuple[Array, Array]:
+    """The operands of a 2-D product cast to ``dtype``, with the blocks of ``a``'s columns
+    and ``b``'s rows made the same (their common refinement)."""
+    a = a.astype(dtype, copy=False)
+    b = b.astype(dtype, copy=False)
+    inner = common_refinement(a.chunks[1], b.chunks[0])
+    if a.chunks[1] != inner:
+        a = a.rechunk((a.chunks[0], inner))
+    if b.chunks[0] != inner:
+        b = b.rechunk((inner, b.chunks[1]))
+    return a, b
+
+
 def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     rule = _product_rule(a, b)
     if rule is not None:
@@ -216,13 +229,8 @@ def _matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         panels = _panel_matmul(a, b, dtype)
         if panels is not None:
             return panels
-    a = a.astype(operand_dtype, copy=False)
-    b = b.astype(operand_dtype, copy=False)
-    inner = common_refinement(a.chunks[1], b.chunks[0])
-    if a.chunks[1] != inner:
-        a = a.rechunk((a.chunks[0], inner))
-    if b.chunks[0] != inner:
-        b = b.rechunk((inner, b.chunks[1]))
+    a, b = aligned_operands(a, b, operand_dtype)
+    inner = a.chunks[1]
     if semiring is PLUS_TIMES and dtype in _BLAS:
         cblas()  # find the gemm binding once, while planning
     chunks = (a.chunks[0], b.chunks[1])

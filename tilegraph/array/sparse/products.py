@@ -11,7 +11,7 @@ import numpy as np
 
 from tilegraph.algebra.blocks import group_by_join
 from tilegraph.algebra.semiring import PLUS_TIMES, Semiring
-from tilegraph.array.chunks import block_shape, common_refinement, numblocks
+from tilegraph.array.chunks import block_shape, numblocks
 from tilegraph.array.contraction import (
     _FLOPS,
     ProductRule,
@@ -19,6 +19,7 @@ from tilegraph.array.contraction import (
     _small_partials,
     _tree_join,
     _zeros_block,
+    aligned_operands,
     register_product_rule,
 )
 from tilegraph.array.core import Array, tokenize
@@ -48,13 +49,8 @@ def sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
     with np.errstate(all="ignore"):
         dtype = np.matmul(np.ones((1, 1), a.dtype), np.ones((1, 1), b.dtype)).dtype
     check_dtype("matmul", dtype)
-    a = a.astype(dtype, copy=False)
-    b = b.astype(dtype, copy=False)
-    inner = common_refinement(a.chunks[1], b.chunks[0])
-    if a.chunks[1] != inner:
-        a = a.rechunk((a.chunks[0], inner))
-    if b.chunks[0] != inner:
-        b = b.rechunk((inner, b.chunks[1]))
+    a, b = aligned_operands(a, b, dtype)
+    inner = a.chunks[1]
     a_sparse, b_sparse = isinstance(a, SparseArray), isinstance(b, SparseArray)
     fmt = a.format if a_sparse and b_sparse else None
     chunks = (a.chunks[0], b.chunks[1])
