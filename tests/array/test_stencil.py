@@ -3,7 +3,7 @@ than the axis, and bad input."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tilegraph as tg
@@ -496,6 +496,9 @@ def _smooth(block, depth):
                                  "nearest", 1.5, ("periodic", "none"),
                                  ("reflect", "periodic")]),
        steps=st.integers(1, 4))
+# found by this test: np.roll in the function makes results next to an edge without halo
+# from the far side of the block, so steps with boundary "none" must not be chained
+@example(shape=(4, 18), chunk=(2, 16), depth=(0, 1), boundary="none", steps=2)
 def test_chained_map_overlap_matches_dask(shape, chunk, depth, boundary, steps):
     """Steps of map_overlap (chained into one where periodic and the blocks are large
     enough) against dask's, on shapes, blocks, depths and boundaries drawn at random."""
@@ -516,9 +519,10 @@ def test_chained_map_overlap_matches_dask(shape, chunk, depth, boundary, steps):
     np.testing.assert_allclose(x.compute(), d.compute(), rtol=1e-12, atol=1e-12)
 
 
-def test_stencil_chain_with_no_halo_at_the_edges_matches_dask():
-    """boundary "none" (map_overlap's default): the array's edges get no halo, and a chain
-    cuts nothing there."""
+def test_steps_with_no_halo_at_the_edges_are_not_chained_and_match_dask():
+    """boundary "none" (map_overlap's default): the function's results next to the
+    array's edges are kept, so steps are not chained (a function may make those results
+    from the far side of its block)."""
     da = pytest.importorskip("dask.array")
     a = np.random.default_rng(25).random((70, 50)).astype(np.float32)
     chunks = ((30, 30, 10), (24, 26))
@@ -527,9 +531,8 @@ def test_stencil_chain_with_no_halo_at_the_edges_matches_dask():
         x = x.map_overlap(_laplacian, depth=1)
         d = d.map_overlap(_laplacian, depth=1)
     np.testing.assert_array_equal(x.compute(), d.compute())
-    names = _map_names([x])
-    assert len(names) == 6 and all("*3" in n for n in names), names
-    # periodic then none along the same axis: two chains, same values
+    assert not any("*" in n for n in _map_names([x]))
+    # periodic then none along the same axis: not chained either, same values
     y = tg.from_numpy(a, chunks=chunks).map_overlap(_laplacian, depth=1, boundary="periodic")
     y = y.map_overlap(_laplacian, depth=1)
     e = da.from_array(a, chunks=chunks).map_overlap(_laplacian, depth=1, boundary="periodic")

@@ -943,14 +943,16 @@ class _StencilStep:
 
 
 def _chain_bounds(depths: list[tuple[int, int]], bounds: list[Any]) -> tuple | None:
-    """Per axis the boundary of a stencil step that can be chained ("periodic" or "none";
-    None on an axis without halo), or None when it cannot (no halo at all, or another
-    boundary on an axis with one)."""
+    """Per axis the boundary of a stencil step that can be chained ("periodic"; None on an
+    axis without halo), or None when it cannot (no halo at all, or another boundary on an
+    axis with one). With "none" the function's results next to the array's edges are kept,
+    and a function may make them from the far side of what it is given (``np.roll``), so
+    a chain, which gives it more, could change them: such steps are not chained."""
     out = []
     for d, b in zip(depths, bounds, strict=True):
         if not any(d):
             out.append(None)
-        elif isinstance(b, str) and b in ("periodic", "none"):
+        elif isinstance(b, str) and b == "periodic":
             out.append(b)
         else:
             return None
@@ -1009,9 +1011,9 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
     read from the neighbours' edge slabs only, and is made inside the task that applies
     ``func`` where fusion allows it.
 
-    Stencils are chained: when the input of a ``map_overlap`` (one array, ``trim=True``,
-    boundaries "periodic" or "none") is itself the result of one that nothing else in the
-    plan reads, with the same boundaries, both functions run in one task on the first
+    Periodic stencils are chained: when the input of a ``map_overlap`` (one array,
+    ``trim=True``, boundaries "periodic") is itself the result of one that nothing else in
+    the plan reads, both functions run in one task on the first
     input extended by the depth of both (``x.map_overlap(f, depth=1, boundary=
     "periodic")`` ten times reads each block and a halo of 10 once, and makes no
     intermediate array). This relies on what ``trim`` already assumes: ``func``'s result
