@@ -50,7 +50,7 @@ def _run_keys(pool) -> set[bytes]:
 
 
 def _store_entries(pool) -> list[str]:
-    return [e for e in os.listdir(pool.store.root) if e != "_probe"]
+    return [e for e in os.listdir(pool.store.root) if not e.startswith("_probe")]
 
 
 def spd(n: int, seed: int = 0) -> np.ndarray:

@@ -101,11 +101,6 @@ class ObjectStore(ABC):
         """Remove the object ``prefix`` and every object whose key starts with
         ``prefix + "/"``."""
 
-    def _drop_empty(self, prefix: str) -> None:
-        """Remove the folder ``prefix`` if the store has folders and it is empty (object
-        stores have none: nothing to do)."""
-        return None
-
     def put_value(self, key: str, value: Any) -> int:
         """Store ``value`` (see :func:`dumps`); returns the bytes written."""
         data = dumps(value)
@@ -123,13 +118,14 @@ class ObjectStore(ABC):
     def check_writable(self) -> None:
         """Raise ``OSError`` naming the store if an object cannot be written and read back
         (called before any task runs)."""
-        key = f"_probe/{owner_tag()}-{uuid.uuid4().hex}"
+        # a name of its own at the top (no folder shared with another run's probe, which
+        # could remove that folder while this one is being made in it)
+        key = f"_probe-{owner_tag()}-{uuid.uuid4().hex}"
         try:
             self.put(key, b"probe")
             if self.get(key) != b"probe":
                 raise OSError(f"object store {self.url}: a probe object read back differently")
             self.delete_prefix(key)
-            self._drop_empty("_probe")
         except OSError as exc:
             raise OSError(exc.errno, f"object store {self.url} is not writable: "
                           f"{exc.strerror or exc}") from exc
@@ -238,12 +234,6 @@ class LocalStore(ObjectStore):
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.lexists(path):
             os.unlink(path)
-
-    def _drop_empty(self, prefix: str) -> None:
-        try:
-            os.rmdir(self._path(prefix))
-        except OSError:  # not empty (another pool's probe), or gone already
-            pass
 
     def clean(self) -> None:
         """Remove the temporary files of dead writers under the root."""
