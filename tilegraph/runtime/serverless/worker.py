@@ -239,13 +239,13 @@ class Worker:
             if ahead is not None:
                 try:
                     held.append(ahead.result())
-                except Exception:
+                except Exception:  # its read failed: its lease expires and it is redone
                     pass
             for item in held:  # give the tasks taken ahead back at once
                 if item is not None:
                     try:
                         self._give_back(item)
-                    except Exception:
+                    except Exception:  # the server is gone: the leases expire instead
                         pass
             reader.shutdown(wait=True)
             if self.writer is not None:
