@@ -105,7 +105,8 @@ def test_rows_keep_the_rules_of_the_old_tables():
     assert {k for k, r in KINDS.items() if r.absorbs_views} == {"product", "accumulate"}
     assert {k: r.placement for k, r in KINDS.items() if r.placement != "producers"} == {
         "product": "grid", "accumulate": "grid", "potrf": "grid", "trsm": "grid",
-        "syrk": "grid", "gemm": "grid", "store": "gather", "partial_product": "vector"}
+        "syrk": "grid", "gemm": "grid", "store": "gather", "partial_product": "vector",
+        "statement": "at-start"}
     assert {k for k, r in KINDS.items() if r.chain_temporaries} == {"elementwise", "partial",
                                                                       "map"}
     assert {k for k, r in KINDS.items() if r.temp_factor == 1.0} == {

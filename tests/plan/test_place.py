@@ -11,8 +11,9 @@ import tilegraph as tg
 from tilegraph.algebra.blocks import lower
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
+from tilegraph.graph.kinds import kind_info
 from tilegraph.plan.cost import CostModel
-from tilegraph.plan.place import grid_shape, grid_workers, place
+from tilegraph.plan.place import choose_on_start, grid_shape, grid_workers, place, start_rule
 from tilegraph.plan.simulate import communication_volume, simulate, transfers
 
 
@@ -256,3 +257,34 @@ def test_vector_rule_follows_the_largest_input():
     b.add("p", lambda u, v: u, deps=["small", "big"], kind="partial_product", nbytes=8)
     b.add("q", lambda u, v: u, deps=["big", "small"], kind="partial_product", nbytes=8)
     assert place(b.build(), 3).tolist() == [0, 1, 1, 1]
+
+
+# -- placement when a task starts (the "at-start" rule of a script's statements) -----------
+
+
+def test_a_statement_is_placed_when_it_starts():
+    assert kind_info("statement").placement == "at-start"
+    assert start_rule("statement") is choose_on_start
+    with pytest.raises(ValueError, match="'product' is placed by the 'grid' rule"):
+        start_rule("product")
+
+
+def test_a_step_goes_where_its_inputs_are_unless_much_more_waits_elsewhere():
+    mb = 1 << 20
+    assert choose_on_start([0, 1], [0, 5 * mb], [0, 0]) == 1
+    assert choose_on_start([0, 1], [0, 0], [0, 0], own=1) == 1   # ties: the asking thread's
+    assert choose_on_start([0, 1], [0, 0], [0, 0]) == 0
+    # the busy process 2 holds 40 MB more than any idle one: wait for it
+    assert choose_on_start([0, 1], [0, mb, 41 * mb], [0, 0, 0]) is None
+    assert choose_on_start([0, 1], [0, mb, 41 * mb], [0, 0, 0], move_wait=64 * mb) == 1
+    assert choose_on_start([], [0, 0], [0, 0]) is None
+
+
+def test_a_chain_starts_on_the_process_bound_to_the_least_work():
+    # process 0 is bound to 3 steps of a chain placed already: the new chain avoids it
+    assert choose_on_start([0, 1], [9, 0], [3, 0], first_of_group=True) == 1
+    # the only idle process is bound to more work than a busy one: wait for the busy one
+    assert choose_on_start([0], [0, 0], [3, 0], first_of_group=True) is None
+    # equal work: the inputs decide, then the asking thread
+    assert choose_on_start([0, 1], [0, 7], [1, 1], first_of_group=True) == 1
+    assert choose_on_start([0, 1], [0, 0], [1, 1], first_of_group=True, own=1) == 1

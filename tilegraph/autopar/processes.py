@@ -44,12 +44,12 @@ field                     meaning
 The graph's dependencies must make this bookkeeping true: a step runs after the last step
 before it that writes a name it reads, and before the next step that writes a name it reads
 or writes (def-use, write-after-read and write-after-write edges). Placement happens when a
-step starts, because only then are its inputs' sizes known: it runs on the idle process
-holding the most bytes of its inputs (its group's process if it has one), unless a busy
-process holds more than ``MOVE_WAIT_BYTES`` more, in which case it waits for that one. The
-first step of a group goes to the process with the fewest steps still to run of the groups
-already placed on it (waiting for it if it is busy), so that independent chains run on
-different processes.
+step starts, because only then are its inputs' sizes known, by the rule of its op kind
+(``"at-start"``: :func:`tilegraph.plan.place.choose_on_start`): a step runs on its group's
+process if it has one; the first step of a group goes to the process bound to the fewest
+steps still to run of the groups already placed on it (waiting for it if it is busy), so
+that independent chains run on different processes; any other step goes to the idle
+process holding the most bytes of its inputs, unless a busy process holds much more.
 Missing inputs are exported by their owners (pickle protocol 5, NumPy buffers out of band)
 and loaded into it; of a variable a step needs only a part of (:class:`Part`: a chunk of a
 split loop's items), the owner makes that part and sends it alone. Steps marked
@@ -80,11 +80,10 @@ from tilegraph.autopar.channel import Channel
 from tilegraph.autopar.steps import STATE_PARTS, CodeStep, Part, ScriptError, ScriptExit
 from tilegraph.autopar.worker import worker_main, write_logs
 from tilegraph.graph.taskgraph import TaskGraph
+from tilegraph.plan.place import start_rule
 from tilegraph.runtime.backends import PARALLEL, Backend, Execution
 from tilegraph.runtime.blas import blas_controller
 from tilegraph.util import cores
-
-MOVE_WAIT_BYTES = 32 << 20   # wait for a busy process rather than move this much more data
 
 
 class _Cancelled(Exception):
@@ -146,6 +145,7 @@ class ProcessesBackend(Backend):
         self.execution: Execution | None = None
         self.used = False
         self._slot = threading.local()
+        self._place = start_rule("statement")   # the process of a step, when it starts
 
     def _take_steps(self, graph: TaskGraph) -> None:
         """The graph's steps, in program order, and who touches which name."""
@@ -456,19 +456,11 @@ class ProcessesBackend(Backend):
             else:
                 idle = [w for w in range(self.workers) if self.busy[w] is None]
                 if idle:
-                    score = [self._local_bytes(t, names, w) for w in range(self.workers)]
-                    me = getattr(self._slot, "w", -1)   # ties: the driving thread's own
-                    if t.group is not None:   # a group's first step: the work to come
-                        load = self._committed()
-                        w = min(idle, key=lambda w: (load[w], -score[w], w != me, w))
-                        # a busy process bound to less work is waited for: the group
-                        # would otherwise join another group's process for good
-                        if load[w] <= min(load):
-                            return w
-                        self.cond.wait(0.5)
-                        continue
-                    w = max(idle, key=lambda w: (score[w], w == me, -w))
-                    if max(score) - score[w] <= MOVE_WAIT_BYTES:
+                    w = self._place(idle, [self._local_bytes(t, names, w)
+                                           for w in range(self.workers)],
+                                    self._committed(), first_of_group=t.group is not None,
+                                    own=getattr(self._slot, "w", -1))
+                    if w is not None:
                         return w
             self.cond.wait(0.5)
 

@@ -16,7 +16,10 @@ field               meaning
 ``placement``       the placement rule (:mod:`tilegraph.plan.place`): ``"grid"`` (2-D block
                     cyclic grid of output coordinates), ``"vector"`` (where the largest
                     input lives), ``"gather"`` (the worker gathering results) or
-                    ``"producers"`` (the cheapest of the producers' workers)
+                    ``"producers"`` (the cheapest of the producers' workers); ``"at-start"``:
+                    the process is chosen when the task starts, once its inputs' sizes are
+                    known (:func:`tilegraph.plan.place.choose_on_start`; planned as
+                    ``"producers"``)
 ``temp_factor``     temporary memory besides inputs and output, as a multiple of the output's
                     bytes (:func:`tilegraph.graph.memory.task_estimates`)
 ``view``            the step makes no new block in memory (a view of its input, or a write of
@@ -88,7 +91,7 @@ class OpKind:
             raise ValueError(f"OpKind {self.name!r}: flops must be callable or None")
 
 
-PLACEMENTS = ("grid", "vector", "gather", "producers")
+PLACEMENTS = ("grid", "vector", "gather", "producers", "at-start")
 OTHER = "other"
 
 
@@ -185,7 +188,7 @@ _ROWS = (
     # a step of a program run in a worker process's namespace (a script's statement, see
     # tilegraph.autopar.processes): the thread driving it only waits, its result here is a
     # few bytes
-    OpKind("statement", temp_factor=0.0, releases_gil=True),
+    OpKind("statement", placement="at-start", temp_factor=0.0, releases_gil=True),
 )
 
 KINDS: dict[str, OpKind] = {row.name: row for row in _ROWS}

@@ -33,6 +33,9 @@ Given ``p`` workers, every task gets one worker, chosen by the placement rule of
   goes to the less loaded of its two producers' workers). Loads are the compute seconds of
   the tasks placed on a worker so far; the coordinate-placed tasks are counted first, then
   the others in dependency order, so every choice sees its inputs' places.
+- ``"at-start"`` (a script's statements): planned as ``"producers"``, but the backend
+  chooses the process when the task starts, because only then are its inputs' sizes known
+  (:func:`choose_on_start`, the rule the processes backend of autopar applies).
 
 Times come from the :class:`~tilegraph.plan.cost.CostModel`, so placement and the simulator
 agree. The ``"grid"`` and ``"gather"`` rules and the initial placements are computed with
@@ -253,3 +256,50 @@ def _place_by_producers(graph: Any, placement: np.ndarray, load: np.ndarray,
         work[best] += sec[i]
     placement[:] = where
     load[:] = work
+
+
+# -- placement when a task starts ---------------------------------------------------------------
+
+MOVE_WAIT_BYTES = 32 << 20  # wait for a busy process rather than move this many more bytes
+
+
+def choose_on_start(idle: list[int], local_bytes: list[int], committed: list[int], *,
+                    first_of_group: bool = False, own: int = -1,
+                    move_wait: int = MOVE_WAIT_BYTES) -> int | None:
+    """The ``"at-start"`` rule: the process a task starting now runs on, or ``None`` to wait
+    for a busy one.
+
+    ``idle``: the processes free now; ``local_bytes[w]``: the bytes of the task's inputs
+    process ``w`` holds already; ``committed[w]``: the work process ``w`` is bound to (the
+    steps still to run of the groups placed on it); ``own``: the process of the thread
+    asking, preferred in ties. A group's first task (``first_of_group``: the steps of a
+    group all run where the first one ran) goes to the idle process bound to the least
+    work, unless a busy one is bound to less (then it waits for that one, so that
+    independent chains run on different processes). Any other task goes to the idle process
+    holding the most bytes of its inputs, unless a busy one holds more than ``move_wait``
+    bytes more (then it waits rather than move them).
+
+    >>> choose_on_start([0, 1], [0, 10], [0, 0])
+    1
+    >>> choose_on_start([1], [0, 0], [5, 2], first_of_group=True)
+    1
+    >>> choose_on_start([1], [0, 0], [0, 2], first_of_group=True) is None
+    True
+    """
+    if not idle:
+        return None
+    if first_of_group:
+        w = min(idle, key=lambda w: (committed[w], -local_bytes[w], w != own, w))
+        return w if committed[w] <= min(committed) else None
+    w = max(idle, key=lambda w: (local_bytes[w], w == own, -w))
+    return w if max(local_bytes) - local_bytes[w] <= move_wait else None
+
+
+def start_rule(kind: str | None) -> Any:
+    """The rule choosing, when it starts, the process of a task of op kind ``kind``
+    (:func:`choose_on_start` for kinds placed ``"at-start"``)."""
+    rule = kind_info(kind).placement
+    if rule != "at-start":
+        raise ValueError(f"op kind {kind!r} is placed by the {rule!r} rule when the plan is "
+                         "made, not when its tasks start")
+    return choose_on_start
