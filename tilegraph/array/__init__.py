@@ -57,6 +57,7 @@ from tilegraph.array.numpy_functions import (
     vstack,
 )
 from tilegraph.array.numpy_functions import round_ as round
+from tilegraph.array.padding import pad, roll
 from tilegraph.array.scans import (
     accumulate,
     broadcast_to,
@@ -109,15 +110,8 @@ from tilegraph.array.statistics import (
     quantile,
     trace,
 )
-from tilegraph.array.stencil import (
-    gradient,
-    map_overlap,
-    overlap,
-    pad,
-    roll,
-    sliding_window_view,
-    trim_internal,
-)
+from tilegraph.array.stencil import map_overlap, overlap, trim_internal
+from tilegraph.array.windows import gradient, sliding_window_view
 
 _api_table.install()  # Array's methods, operators and NumPy and dask protocols, bound once
 

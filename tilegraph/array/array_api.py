@@ -38,10 +38,11 @@ import tilegraph.array.indexing as _indexing
 import tilegraph.array.linalg as _tl
 import tilegraph.array.manipulation as _manip
 import tilegraph.array.numpy_functions as _npf
+import tilegraph.array.padding as _padding
 import tilegraph.array.reductions as _red
 import tilegraph.array.scans as _scans
 import tilegraph.array.sorting as _sorting
-import tilegraph.array.stencil as _stencil
+import tilegraph.array.windows as _windows
 from tilegraph.array.contraction import einsum as _einsum
 from tilegraph.array.contraction import matmul as _matmul
 from tilegraph.array.contraction import tensordot as _tensordot
@@ -513,12 +514,12 @@ def roll(x: Array, /, shift: Any, *, axis: Any = None) -> Array:
     if axis is not None and not isinstance(shift, int) and (
             isinstance(axis, int) or len(tuple(shift)) != len(tuple(axis))):
         raise ValueError("roll: shift and axis must have the same length")
-    return _stencil.roll(x, shift, axis=axis)
+    return _padding.roll(x, shift, axis=axis)
 
 
 def pad(x: Array, /, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Array:
     """``numpy.pad`` (every mode) as blocked edge pieces; see :func:`tilegraph.pad`."""
-    return _stencil.pad(x, pad_width, mode, **kwargs)
+    return _padding.pad(x, pad_width, mode, **kwargs)
 
 
 def einsum(subscripts: str, /, *operands: Any, **kwargs: Any) -> Array:
@@ -570,7 +571,7 @@ def cumprod(x: Array, axis: int | None = None, dtype: Any = None) -> Array:
 
 def gradient(f: Array, *varargs: Any, **kwargs: Any) -> Any:
     """``numpy.gradient``; see :func:`tilegraph.gradient`."""
-    return _stencil.gradient(f, *varargs, **kwargs)
+    return _windows.gradient(f, *varargs, **kwargs)
 
 
 def isin(element: Any, test_elements: Any, assume_unique: bool = False,
@@ -581,7 +582,7 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False,
 
 # ``xp.lib.stride_tricks.sliding_window_view``, as xarray's rolling windows call it
 lib = SimpleNamespace(stride_tricks=SimpleNamespace(
-    sliding_window_view=_stencil.sliding_window_view))
+    sliding_window_view=_windows.sliding_window_view))
 
 
 def repeat(x: Array, repeats: Any, /, *, axis: int | None = None) -> Array:

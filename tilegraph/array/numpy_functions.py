@@ -26,11 +26,12 @@ import tilegraph.array.elementwise as elementwise
 import tilegraph.array.indexing as indexing
 import tilegraph.array.linalg as tlinalg
 import tilegraph.array.manipulation as manipulation
+import tilegraph.array.padding as padding
 import tilegraph.array.reductions as reductions
 import tilegraph.array.scans as scans
 import tilegraph.array.sorting as sorting
 import tilegraph.array.statistics as statistics
-import tilegraph.array.stencil as stencil
+import tilegraph.array.windows as windows
 from tilegraph.array.core import Array, asarray
 
 
@@ -295,9 +296,9 @@ IMPLEMENTATIONS: dict[Callable, Callable] = {
     np.atleast_2d: atleast_nd(2), np.atleast_3d: atleast_nd(3), np.squeeze: squeeze,
     np.expand_dims: expand_dims, np.moveaxis: moveaxis, np.flip: flip,
     np.fliplr: lambda m: flip(m, 1), np.flipud: lambda m: flip(m, 0),
-    np.full_like: full_like, np.pad: stencil.pad, np.roll: stencil.roll,
-    np.lib.stride_tricks.sliding_window_view: stencil.sliding_window_view,
-    np.gradient: stencil.gradient, np.apply_along_axis: apply_along_axis,
+    np.full_like: full_like, np.pad: padding.pad, np.roll: padding.roll,
+    np.lib.stride_tricks.sliding_window_view: windows.sliding_window_view,
+    np.gradient: windows.gradient, np.apply_along_axis: apply_along_axis,
     np.zeros_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
         a, 0, dtype, shape=shape),
     np.ones_like: lambda a, dtype=None, order="K", subok=True, shape=None: full_like(
