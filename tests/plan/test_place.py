@@ -13,7 +13,16 @@ from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
 from tilegraph.graph.kinds import kind_info
 from tilegraph.plan.cost import CostModel
-from tilegraph.plan.place import choose_on_start, grid_shape, grid_workers, place, start_rule
+from tilegraph.plan.place import (
+    DRIVER,
+    POOL,
+    choose_on_start,
+    grid_shape,
+    grid_workers,
+    place,
+    place_driver_or_pool,
+    start_rule,
+)
 from tilegraph.plan.simulate import communication_volume, simulate, transfers
 
 
@@ -69,6 +78,31 @@ def test_stores_gather_on_worker_0_and_fusion_keeps_workers_apart():
         if kinds[i] == "store" and g.opname(i) == "store":
             producer = int(idx[ptr[i]])
             assert where[producer] != 0
+
+
+def test_driver_or_pool_by_op_kind():
+    """The serverless backend's rule: data, gathers, views of data only and loads of
+    in-memory arrays on the driver; everything else in the pool."""
+    b = GraphBuilder()
+    b.add_data("x", np.ones(4))
+    b.add("view", lambda v: v[:2], deps=["x"], kind="getitem")
+    b.add("from_numpy", lambda v: v, args=(np.ones(3),), kind="load")
+    b.add("from_file", lambda f: f, args=("a.npy",), kind="load")
+    b.add("e", np.negative, deps=["view"], kind="elementwise")
+    b.add("view of e", np.transpose, deps=["e"], kind="transpose")
+    b.add("view of both", np.add, deps=["x", "e"], kind="getitem")
+    b.add("opaque", abs, deps=["x"])
+    b.add("store", lambda v: v, deps=["view of e"], kind="store")
+    g = b.build()
+    assert place_driver_or_pool(g) == [DRIVER, DRIVER, DRIVER, POOL, POOL, POOL, POOL, POOL,
+                                       DRIVER]
+    assert place_driver_or_pool(GraphBuilder().build()) == []
+    # an array expression: its from_numpy blocks and its stores on the driver
+    x = tg.from_numpy(np.arange(16.0).reshape(4, 4), chunks=2)
+    g = plan_arrays([(x + 1).sum(axis=0)], fuse=False).graph
+    where, kinds = place_driver_or_pool(g), g.meta["kind"]
+    assert {kinds[i] for i in range(len(g)) if where[i] == DRIVER} == {"load", "store"}
+    assert "load" not in {kinds[i] for i in range(len(g)) if where[i] == POOL}
 
 
 def test_producers_rule_picks_the_less_loaded_or_cheaper_worker():

@@ -37,6 +37,9 @@ Given ``p`` workers, every task gets one worker, chosen by the placement rule of
   chooses the process when the task starts, because only then are its inputs' sizes known
   (:func:`choose_on_start`, the rule the processes backend of autopar applies).
 
+A backend of a *driver* process and a pool of stateless workers (serverless) places by
+:func:`place_driver_or_pool` instead: each task on the driver or in the pool, by its op kind.
+
 Times come from the :class:`~tilegraph.plan.cost.CostModel`, so placement and the simulator
 agree. The ``"grid"`` and ``"gather"`` rules and the initial placements are computed with
 whole-array NumPy operations; the ``"vector"`` and ``"producers"`` rules visit their tasks
@@ -55,9 +58,11 @@ from typing import Any
 import numpy as np
 
 from tilegraph.graph.kinds import kind_info
+from tilegraph.graph.taskgraph import MODE_DATA
 from tilegraph.plan.cost import CostModel, column
 
 INITIAL_PLACEMENTS = ("cyclic", "locality")
+DRIVER, POOL = 0, 1  # the places of :func:`place_driver_or_pool`
 
 
 def grid_shape(workers: int) -> tuple[int, int]:
@@ -256,6 +261,43 @@ def _place_by_producers(graph: Any, placement: np.ndarray, load: np.ndarray,
         work[best] += sec[i]
     placement[:] = where
     load[:] = work
+
+
+def place_driver_or_pool(graph: Any) -> list[int]:
+    """The place of every task of ``graph`` on a backend of one driver process and a pool of
+    workers that share no memory with it: :data:`DRIVER` or :data:`POOL`.
+
+    On the driver: the literal inputs (data tasks), the tasks whose op kind gathers
+    (placement rule ``"gather"``: the stores of the result's blocks), a view (an op kind
+    with ``view``) of in-memory inputs only, and a ``"load"`` of an in-memory NumPy array
+    (the blocks of ``from_numpy``): these are made where their data is. Every other task
+    goes to the pool.
+
+    >>> from tilegraph.graph import GraphBuilder
+    >>> b = GraphBuilder()
+    >>> b.add_data("x", 1)
+    >>> b.add("y", abs, deps=["x"], kind="elementwise")
+    >>> b.add("z", abs, deps=["y"], kind="store")
+    >>> place_driver_or_pool(b.build())
+    [0, 1, 0]
+    """
+    n = len(graph)
+    kinds = graph.meta.get("kind") or [None] * n
+    modes = graph.modes
+    ptr, idx = graph.dep_ptr, graph.dep_idx
+    info = {k: kind_info(k) for k in set(kinds)}
+    out = [POOL] * n
+    for i in range(n):
+        k = info[kinds[i]]
+        if modes[i] == MODE_DATA or k.placement == "gather":
+            out[i] = DRIVER
+        elif k.view and ptr[i + 1] > ptr[i] and all(
+                modes[d] == MODE_DATA for d in idx[ptr[i]:ptr[i + 1]].tolist()):
+            out[i] = DRIVER  # a block of an in-memory input: made where the input is
+        elif k.name == "load" and ptr[i + 1] == ptr[i] and any(
+                type(a) is np.ndarray for a in graph.args[i]):
+            out[i] = DRIVER  # likewise (from_numpy's blocks)
+    return out
 
 
 # -- placement when a task starts ---------------------------------------------------------------

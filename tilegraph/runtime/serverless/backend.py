@@ -4,8 +4,9 @@ The backend plugs into the one pipeline through the seam (:mod:`tilegraph.runtim
 
 - ``place_tasks`` puts each task either in this process (the *driver*: literal inputs,
   views of them such as the blocks of ``from_numpy``, and the tasks whose op kind gathers
-  on the driver, e.g. the stores of the result's blocks) or in the pool; fusion then fuses
-  chains within the pool only.
+  on the driver, e.g. the stores of the result's blocks) or in the pool, by the op-kind
+  rule of :func:`tilegraph.plan.place.place_driver_or_pool`; fusion then fuses chains
+  within the pool only.
 - ``partition`` gives the driver's executor its own tasks plus one external task per pool
   result it needs (the outputs, and the inputs of its stores).
 - the transport (:class:`_Driver`) makes the run: it stores the pool's part of the plan once
@@ -44,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
+from tilegraph.plan.place import DRIVER, POOL, place_driver_or_pool
 from tilegraph.runtime.backends import (
     Backend,
     Partition,
@@ -77,7 +78,6 @@ from tilegraph.runtime.serverless.store import ObjectStore, dumps_code, open_sto
 from tilegraph.runtime.serverless.tasks import GraphTasks, ProgramTasks, node_id, tile_id
 from tilegraph.util import cores
 
-DRIVER, POOL = 0, 1
 DRIVER_ID = "driver"
 
 
@@ -111,23 +111,7 @@ class ServerlessBackend(Backend):
 
     def place_tasks(self, graph: TaskGraph, processes: int, *, initial: str = "cyclic",
                     model: Any = None) -> list[int]:
-        n = len(graph)
-        kinds = graph.meta.get("kind") or [None] * n
-        modes = graph.modes
-        ptr, idx = graph.dep_ptr, graph.dep_idx
-        info = {k: kind_info(k) for k in set(kinds)}
-        out = [POOL] * n
-        for i in range(n):
-            k = info[kinds[i]]
-            if modes[i] == MODE_DATA or k.placement == "gather":
-                out[i] = DRIVER
-            elif k.view and ptr[i + 1] > ptr[i] and all(
-                    modes[d] == MODE_DATA for d in idx[ptr[i]:ptr[i + 1]].tolist()):
-                out[i] = DRIVER  # a block of an in-memory input: made where the input is
-            elif k.name == "load" and ptr[i + 1] == ptr[i] and any(
-                    type(a) is np.ndarray for a in graph.args[i]):
-                out[i] = DRIVER  # likewise (from_numpy's blocks)
-        return out
+        return place_driver_or_pool(graph)
 
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
                   ) -> Partition:
