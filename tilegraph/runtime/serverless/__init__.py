@@ -5,14 +5,16 @@ and a state store (a Redis-protocol server) and an object store.
   worker processes (:mod:`tilegraph.runtime.serverless.pool`);
 - ``backend="serverless"`` (:class:`ServerlessBackend`): any computation through the one
   pipeline, with ``pool=`` or ``redis=``/``store=`` options;
-- :func:`run_program`: a LambdaPACK DAG run without expanding it;
+- ``ServerlessBackend.run_implicit``: an implicit graph (:mod:`tilegraph.graph.implicit`)
+  run without expanding it, through :func:`tilegraph.pipeline.run_implicit` (LambdaPACK's
+  ``run_program``, public in :mod:`tilegraph.serverless`);
 - ``tilegraph worker --redis URL``: a worker process on any machine
   (:mod:`tilegraph.runtime.serverless.worker`).
 
 The Redis keys and the Lua transitions are documented in :mod:`tilegraph.runtime.serverless.state`.
 """
 
-from tilegraph.runtime.serverless.backend import PoolFailure, ServerlessBackend, run_program
+from tilegraph.runtime.serverless.backend import PoolFailure, ServerlessBackend
 from tilegraph.runtime.serverless.pool import (
     LithopsProvisioner,
     LocalProvisioner,
@@ -31,6 +33,5 @@ __all__ = [
     "PoolFailure",
     "ServerlessBackend",
     "open_store",
-    "run_program",
     "workers_info",
 ]

@@ -22,9 +22,10 @@ The backend plugs into the one pipeline through the seam (:mod:`tilegraph.runtim
   message naming the server. On leaving, the
   run's keys and objects are removed whatever happened.
 
-A LambdaPACK DAG runs without being expanded: :func:`run_program` stores the bound program
-(its size does not depend on its parameters) and the input tiles, and the workers find each
-finished node's children by solving the program's index equations.
+An implicit graph (:mod:`tilegraph.graph.implicit`, e.g. a LambdaPACK DAG) runs without
+being expanded (``run_implicit``, called by :func:`tilegraph.pipeline.run_implicit`): the
+graph (whose size does not depend on its number of nodes) and the external inputs are
+stored, and the workers ask the graph for each finished node's children.
 
 Without ``redis=`` or ``pool=``, a run starts its own :class:`~tilegraph.runtime.serverless.Pool`
 (an embedded Valkey server and ``workers`` local worker processes) and stops it after.
@@ -45,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.implicit import ImplicitGraph
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
 from tilegraph.plan.place import DRIVER, POOL, place_driver_or_pool
 from tilegraph.runtime.backends import (
@@ -75,7 +77,7 @@ from tilegraph.runtime.serverless.state import (
     delete_run,
 )
 from tilegraph.runtime.serverless.store import ObjectStore, dumps_code, open_store
-from tilegraph.runtime.serverless.tasks import GraphTasks, ProgramTasks, node_id, tile_id
+from tilegraph.runtime.serverless.tasks import GraphTasks, ImplicitTasks
 from tilegraph.util import cores
 
 DRIVER_ID = "driver"
@@ -147,6 +149,47 @@ class ServerlessBackend(Backend):
 
     def run(self, execution: Execution) -> None:
         self._local.run(execution)
+
+    # -- implicit graphs -----------------------------------------------------------------
+
+    def run_implicit(self, graph: ImplicitGraph, outputs: Sequence[str],
+                     inputs: Mapping[str, Any], *, retries: int = 0,
+                     wait: float | None = None) -> list[Any]:
+        """The results of the nodes ``outputs`` of the implicit graph ``graph``, in order,
+        the graph never expanded (called by :func:`tilegraph.pipeline.run_implicit`).
+
+        The graph (pickled once), the external ``inputs`` (name -> value) and the pool's
+        queue entries are stored; the workers ask the graph for each finished node's
+        children. This thread sleeps until the last output arrives or the run fails (a
+        task's exception, a lost task, no live worker for ``wait`` seconds, default the
+        backend's): no polling. An interruption (Ctrl-C) cancels the run; its keys and
+        objects are removed whatever happened."""
+        wanted = list(dict.fromkeys(outputs))
+        if not wanted:
+            return []
+        rid = uuid.uuid4().hex[:16]
+        source = ImplicitTasks(graph, wanted, rid)
+        results: dict[str, Any] = {}
+        lock = threading.Lock()
+        run: _PoolRun | None = None
+
+        def got(task: str, value: Any) -> None:
+            with lock:
+                results[task] = value
+                if len(results) == len(wanted):
+                    run.done.set()
+
+        with self._connection() as (url, store, ns, pool):
+            run = _PoolRun(url, store, ns, pool, rid, source, self, None, None,
+                           retries=retries, on_value=got, wait=wait)
+            with run.running([], {f"in/{name}": v for name, v in inputs.items()}):
+                try:
+                    run.done.wait()  # set by the last result, or by a failure
+                except BaseException:
+                    run.failure = None
+                    run.r.hset(f"{ns}:run:{rid}", "state", "cancelled")
+                    raise
+        return [results[o] for o in outputs]
 
     @contextmanager
     def _connection(self) -> Iterator[tuple[str, ObjectStore, str, Any]]:
@@ -279,12 +322,14 @@ class _Driver(Transport):
 
 
 class _PoolRun:
-    """One run on a pool: set-up, listening, clean-up (shared by plans and programs)."""
+    """One run on a pool: set-up, listening, clean-up (shared by planned graphs and implicit
+    ones)."""
 
     def __init__(self, url: str, store: ObjectStore, ns: str, pool: Any, rid: str,
                  source: Any, backend: ServerlessBackend, execution: Execution | None,
                  local_of: Callable[[str], int] | None, retries: int | None = None,
-                 on_value: Callable[[str, Any], None] | None = None):
+                 on_value: Callable[[str, Any], None] | None = None,
+                 wait: float | None = None):
         self.url = url
         self.r = connect(url)
         self.scripts = Scripts(self.r)
@@ -299,7 +344,9 @@ class _PoolRun:
         self.on_value = on_value
         self.retries = retries if retries is not None else (
             execution.retries if execution is not None else 0)
+        self.wait = backend.wait if wait is None else wait  # seconds without live workers
         self.failure: BaseException | None = None
+        # set when the run fails, or (by ``on_value``) when every wanted result arrived
         self.done = threading.Event()
         self.worker_index: dict[str, int] = {}
         self.offset = time.perf_counter() - time.time()
@@ -465,10 +512,10 @@ class _PoolRun:
                             no_worker_since = None
                         elif no_worker_since is None:
                             no_worker_since = now
-                        elif now - no_worker_since > self.backend.wait:
+                        elif now - no_worker_since > self.wait:
                             raise PoolFailure(
                                 f"no serverless worker served {self.url} for "
-                                f"{self.backend.wait:.0f} s: start workers with `tilegraph "
+                                f"{self.wait:.0f} s: start workers with `tilegraph "
                                 f"worker --redis {self.url}`, or run with a Pool")
                 except PoolFailure as exc:
                     self._fail(exc)
@@ -616,92 +663,6 @@ class _PoolRun:
 
 STRAGGLER_FACTOR = 3.0  # a task this many times slower than its kind's median is backed up
 MIN_BACKUP_SECONDS = 0.5  # ... when it has run at least this long
-
-
-def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]],
-                outputs: Sequence[tuple[str, tuple[int, ...]]], *, pool: Any = None,
-                redis: str | None = None, store: str | None = None,
-                workers: int | None = None, retries: int = 0, wait: float = 60.0
-                ) -> dict[tuple[str, tuple[int, ...]], Any]:
-    """Run a bound LambdaPACK DAG on a serverless pool without expanding it.
-
-    ``inputs`` maps each input array (tiles the program reads and never writes) to a
-    mapping ``tile -> block``, or to a function giving the block of a tile; ``outputs``
-    lists the tiles ``(array, tile)`` wanted. Returns their values. Only the program
-    (constant size), the input tiles and the pool's queue entries are stored: the workers
-    find each node's children from the program. With a function, the driver enumerates
-    the program's nodes once to find the tiles they read (pass mappings for DAGs too
-    large to enumerate); a tile missing from a mapping fails the task that reads it.
-    """
-    from tilegraph.lambdapack.program import DAG
-
-    if not isinstance(dag, DAG):
-        raise TypeError(f"run_program needs a bound LambdaPACK DAG (program.bind(...)), got "
-                        f"{type(dag).__name__}")
-    if not isinstance(inputs, Mapping):
-        raise TypeError("inputs must map input array names to functions of a tile")
-    wanted: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for out in outputs:
-        try:
-            array, tile = out
-            tile = tuple(int(v) for v in tile)
-        except (TypeError, ValueError):
-            raise ValueError(f"outputs must be (array, tile) pairs, got {out!r}") from None
-        try:
-            writer = dag.writer(array, tile)
-        except (ValueError, TypeError, IndexError, KeyError) as exc:
-            raise ValueError(f"{dag!r}: {array}{list(tile)} is not a tile the program "
-                             f"writes ({exc})") from None
-        if writer is None:
-            raise ValueError(f"{dag!r}: output tile {array}{list(tile)} is never written")
-        wanted[node_id(writer)] = (array, tile)
-    tiles: dict[str, Any] = {}
-    given = {name: fn for name, fn in inputs.items() if isinstance(fn, Mapping)}
-    for name, tile_values in given.items():  # tiles given by value: nothing to expand
-        for tile, value in tile_values.items():
-            tiles[tile_id(name, tuple(int(v) for v in tile))] = value
-    written = {st.target.array for st in dag.statements}
-    for st in dag.statements:
-        for read in st.reads:
-            if read.array not in written and read.array not in inputs:
-                raise ValueError(f"{dag!r} reads {read.array}, which no statement writes and "
-                                 "no input provides")
-    if not inputs or len(given) < len(inputs):  # tiles made by functions: find those read
-        for node in dag.nodes():
-            for what, value in dag.inputs(node):
-                if what == "tile" and value[2] is None:
-                    array, tile, _ = value
-                    if array not in inputs:
-                        raise ValueError(f"{dag!r} reads tile {array}{list(tile)}, which no "
-                                         "statement writes and no input provides")
-                    tid = tile_id(array, tile)
-                    if tid not in tiles and array not in given:
-                        if not callable(inputs[array]):
-                            raise TypeError(f"inputs[{array!r}] must be a function of a tile "
-                                            "or a mapping of tiles to blocks")
-                        tiles[tid] = inputs[array](tile)
-    backend = ServerlessBackend(workers, pool=pool, redis=redis, store=store, wait=wait)
-    rid = uuid.uuid4().hex[:16]
-    source = ProgramTasks(dag, list(wanted), rid)
-    results: dict[tuple[str, tuple[int, ...]], Any] = {}
-    lock = threading.Lock()
-
-    def got(task: str, value: Any) -> None:
-        with lock:
-            results[wanted[task]] = value
-
-    with backend._connection() as (url, obj_store, ns, pool_):
-        run = _PoolRun(url, obj_store, ns, pool_, rid, source, backend, None, None,
-                       retries=retries, on_value=got)
-        with run.running([], {f"in/{tid}": v for tid, v in tiles.items()}):
-            try:
-                while len(results) < len(wanted) and run.failure is None:
-                    run.done.wait(0.02)
-            except BaseException as exc:
-                run.failure = None
-                run.r.hset(f"{ns}:run:{rid}", "state", "cancelled")
-                raise exc
-    return {out: results[out] for out in wanted.values()}
 
 
 def _make_backend(workers: int | None = None, **options: Any) -> ServerlessBackend:

@@ -6,10 +6,10 @@ by a worker the first time it takes one of the run's tasks:
 
 - :class:`GraphTasks`, for any planned TaskGraph: the part of the plan the pool runs, with
   its children, parent counts and priorities as arrays. Task ids are indices.
-- :class:`ProgramTasks`, for a LambdaPACK DAG: the bound program alone, of a size that does
-  not depend on its parameters. Task ids are nodes written ``"sid:i,j,k"``; children and
-  parent counts are solved from the program's index equations when a task finishes, so the
-  DAG is never expanded.
+- :class:`ImplicitTasks`, for an implicit graph (:mod:`tilegraph.graph.implicit`, e.g. a
+  LambdaPACK DAG): the graph alone, of a size that does not depend on its number of nodes.
+  Task ids are the graph's node ids; children and parent counts are asked of the graph
+  when a task finishes, so it is never expanded.
 
 Both answer the same questions: ``inputs(task)`` (object keys, or literal values),
 ``overwritten(task)`` (the positions among them of the blocks the task may write over),
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.implicit import INPUT, NODE, VALUE, ImplicitGraph
 from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import MODE_DATA, Lit, TaskGraph, call_of, prepare_call
 
@@ -201,73 +202,48 @@ class GraphTasks:
         return self.output(name)
 
 
-def node_id(node: tuple[int, tuple[int, ...]]) -> str:
-    """``"sid:i,j,k"`` of a LambdaPACK node."""
-    sid, idx = node
-    return f"{sid}:{','.join(map(str, idx))}"
+class ImplicitTasks:
+    """The nodes of an implicit graph (:class:`~tilegraph.graph.implicit.ImplicitGraph`; see
+    the module docstring). External inputs (an input tile of a LambdaPACK program) are
+    stored by the driver under ``in/<name>``; a node's result under ``n/<node>``.
+    ``wanted``: the nodes whose results the driver reads."""
 
+    kind = "implicit"
 
-def parse_node(task: str) -> tuple[int, tuple[int, ...]]:
-    sid, _, rest = task.partition(":")
-    return int(sid), tuple(int(v) for v in rest.split(",")) if rest else ()
-
-
-def tile_id(array: str, tile: tuple[int, ...]) -> str:
-    return f"{array}/{','.join(map(str, tile))}"
-
-
-class ProgramTasks:
-    """The nodes of a bound LambdaPACK DAG (see the module docstring). Input tiles (read,
-    never written by the program) are stored by the driver under ``in/<array>/<tile>``; a
-    node's result under ``n/<node>``. ``wanted``: the nodes whose tiles the driver reads.
-    A node's priority is its outermost loop index, then its statement: every step of a
-    factorisation is offered before the next step's."""
-
-    kind = "program"
-
-    def __init__(self, dag: Any, wanted: Sequence[str], prefix: str):
-        self.dag = dag
+    def __init__(self, graph: ImplicitGraph, wanted: Sequence[str], prefix: str):
+        self.graph = graph
         self.prefix = prefix
         self.wanted = frozenset(wanted)
-        self.nstatements = len(dag.statements)
-        self._kernels = dag.program.kernels
 
     def starters(self) -> list[str]:
-        return [node_id(n) for n in self.dag.starters()]
-
-    def __len__(self) -> int:
-        return self.dag.count()
+        return list(self.graph.starters())
 
     def score(self, task: str) -> int:
-        sid, idx = parse_node(task)
-        return (idx[0] if idx else 0) * self.nstatements + sid
+        return int(self.graph.priority(task))
 
     def name(self, task: str) -> str:
-        sid = parse_node(task)[0]
-        s = self.dag.statements[sid]
-        return f"node {task} of {self.dag!r} (line {s.line}: {s.text})"
+        return self.graph.describe(task)
 
     def key(self, task: str) -> Hashable:
-        sid, idx = parse_node(task)
-        return (f"lp-{self.dag.program.name}", sid, *idx)
+        return self.graph.key(task)
 
     def opname(self, task: str) -> str:
-        return self.dag.statements[parse_node(task)[0]].kernel
+        return self.graph.opname(task)
 
     def output(self, task: str) -> str:
         return f"{self.prefix}/n/{task}"
 
     def inputs(self, task: str) -> list[Any]:
         out: list[Any] = []
-        for what, value in self.dag.inputs(parse_node(task)):
-            if what == "int":
+        for what, value in self.graph.inputs(task):
+            if what == VALUE:
                 out.append(Literal(value))
-            elif what == "node":
-                out.append(self.output(node_id(value)))
+            elif what == NODE:
+                out.append(self.output(value))
+            elif what == INPUT:
+                out.append(f"{self.prefix}/in/{value}")
             else:
-                array, tile, writer = value
-                out.append(f"{self.prefix}/in/{tile_id(array, tile)}" if writer is None
-                           else self.output(node_id(writer)))
+                raise _bad_input(self.graph, task, what)
         return out
 
     def refs(self, task: str) -> list[str]:
@@ -275,63 +251,49 @@ class ProgramTasks:
 
     def call(self, task: str, values: list[Any], literals: dict[str, Any] | None = None
              ) -> Any:
-        from tilegraph.lambdapack.lowering import _eval_kw
-
-        node = parse_node(task)
-        s = self.dag.statements[node[0]]
-        kernel = self._kernels[s.kernel]
-        kwargs = dict(kernel.kwargs)
-        if s.kwargs:
-            env = self.dag._env(s, node[1])
-            kwargs.update((k, _eval_kw(v, env)) for k, v in s.kwargs)
-        if kernel.overwrites is not None:
-            kwargs["copy"] = False  # the inputs are this worker's own copies
-        return kernel.func(*values, **kwargs)
+        return self.graph.call(task, values)
 
     def overwritten(self, task: str) -> tuple[int, ...]:
-        """Positions in :meth:`inputs` of the tiles the task's kernel writes over in place
-        (it is called with ``copy=False``)."""
-        pos = self._kernels[self.dag.statements[parse_node(task)[0]].kernel].overwrites
-        return () if pos is None else (pos,)
+        """Positions in :meth:`inputs` of the blocks the node's call writes over in place
+        (it is given its own copies of them)."""
+        return tuple(self.graph.overwritten(task))
 
     def children(self, task: str) -> list[tuple[str, int, int]]:
-        dag = self.dag
-        out = []
-        for c in dag.children(parse_node(task)):
-            cid = node_id(c)
-            out.append((cid, len(dag.parents(c)), self.score(cid)))
-        return out
+        graph = self.graph
+        return [(c, len(graph.parents(c)), self.score(c)) for c in graph.children(task)]
 
     def is_wanted(self, task: str) -> bool:
         return task in self.wanted
 
     def frees(self, task: str) -> list[tuple[str, int]]:
         """As :meth:`GraphTasks.frees`: a parent node (``n/<node>``) with its number of
-        children, an input tile (``in/<array>/<tile>``) with its number of readers."""
-        dag = self.dag
+        children, an external input (``in/<name>``) with its number of readers."""
+        graph = self.graph
         out: list[tuple[str, int]] = []
         seen = set()
-        for what, value in dag.inputs(parse_node(task)):
-            if what == "int":
+        for what, value in graph.inputs(task):
+            if what == VALUE:
                 continue
-            if what == "node":
-                name = f"n/{node_id(value)}"
-                uses = len(dag.children(value))
+            if what == NODE:
+                if value in self.wanted:
+                    continue
+                name = f"n/{value}"
+                if name not in seen:
+                    out.append((name, len(graph.children(value))))
+            elif what == INPUT:
+                name = f"in/{value}"
+                if name not in seen:
+                    out.append((name, len(graph.readers(value))))
             else:
-                array, tile, writer = value
-                if writer is None:
-                    name = f"in/{tile_id(array, tile)}"
-                    uses = len(dag._readers(array, tile))
-                else:
-                    nid = node_id(writer)
-                    if nid in self.wanted:
-                        continue
-                    name = f"n/{nid}"
-                    uses = len(dag.children(writer))
-            if name not in seen:
-                seen.add(name)
-                out.append((name, uses))
+                raise _bad_input(graph, task, what)
+            seen.add(name)
         return out
 
     def object_of(self, name: str) -> str:
         return f"{self.prefix}/{name}"
+
+
+def _bad_input(graph: ImplicitGraph, task: str, what: Any) -> TypeError:
+    return TypeError(f"{type(graph).__name__}.inputs({task!r}) gave an input of kind {what!r}: "
+                     f"an implicit graph's inputs are ({VALUE!r}, value), ({NODE!r}, node) or "
+                     f"({INPUT!r}, name)")
