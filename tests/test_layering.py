@@ -128,6 +128,21 @@ def _module_graph(package: str, with_package: bool = False) -> dict[str, dict[st
     return edges
 
 
+FRONT_ENDS = ("array", "lambdapack", "autopar", "service", "interop", "workloads")
+
+
+def test_the_runtime_imports_no_front_end():
+    """No module of tilegraph/runtime imports a front end, not even inside a function: a
+    backend runs TaskGraphs and implicit graphs (tilegraph.graph.implicit) without knowing
+    which front end made them."""
+    offenders = []
+    for path in sorted((ROOT / "runtime").rglob("*.py")):
+        for name, line in _imports(path):
+            if _part(name) in FRONT_ENDS:
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not offenders, "the runtime imports front ends:\n" + "\n".join(offenders)
+
+
 def test_no_import_cycle_among_the_runtime_modules():
     edges = _module_graph("tilegraph.runtime")
     assert "tilegraph.runtime.core" in edges.get("tilegraph.runtime.backends", {})
@@ -313,7 +328,7 @@ def test_a_backend_is_run_partition_and_transport():
     """The seam is narrow: a Backend drives the run (``run``, abstract) and answers
     ``partition`` and ``transport``; everything else is optional (``collective``, and the
     capabilities the pipeline uses when a backend has them: ``task_policy``,
-    ``place_tasks``, a transport's ``progress``)."""
+    ``place_tasks``, ``run_implicit``, a transport's ``progress``)."""
     from tilegraph.runtime.backends import Backend
 
     methods = {name for name, value in vars(Backend).items()
