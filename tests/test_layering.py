@@ -33,9 +33,16 @@ def _module_of(path: pathlib.Path) -> str:
 
 
 def _imports(path: pathlib.Path) -> list[tuple[str, int]]:
-    """Every module a file imports (function-level imports included), with its line."""
+    """Every module a file imports (function-level imports included, those under
+    ``if TYPE_CHECKING:`` left out: they never run), with its line."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for b in node.body for n in ast.walk(b)}
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -143,15 +150,39 @@ def test_the_runtime_imports_no_front_end():
     assert not offenders, "the runtime imports front ends:\n" + "\n".join(offenders)
 
 
+def _cycle_detail(edges: dict[str, dict[str, str]], cycles: list[list[str]]) -> list[str]:
+    return [" <-> ".join(c) + ": " + "; ".join(
+        f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
+        for c in cycles]
+
+
+def test_no_import_cycle_among_any_modules():
+    """No two modules of the package import each other, directly or through others, even
+    inside a function (the subpackages' ``__init__`` are modules too; the top package,
+    which loads its names when first used, is not)."""
+    edges = _module_graph("tilegraph")
+    assert "tilegraph.graph.taskgraph" in edges.get("tilegraph.graph.dask_spec", {})
+    cycles = _cycles(edges)
+    assert not cycles, ("import cycles among tilegraph's modules:\n"
+                        + "\n".join(_cycle_detail(edges, cycles)))
+
+
+def test_the_planner_imports_nothing_from_the_runtime():
+    """plan/ (cull, place, fuse, order, projections) reads the graph and its memory model
+    (graph/), never the runtime, at any level."""
+    offenders = [f"{path.relative_to(ROOT)}:{line} imports {name}"
+                 for path in (ROOT / "plan").rglob("*.py")
+                 for name, line in _imports(path)
+                 if name == "tilegraph.runtime" or name.startswith("tilegraph.runtime.")]
+    assert not offenders, "\n".join(offenders)
+
+
 def test_no_import_cycle_among_the_runtime_modules():
     edges = _module_graph("tilegraph.runtime")
     assert "tilegraph.runtime.core" in edges.get("tilegraph.runtime.backends", {})
     cycles = _cycles(edges)
-    detail = [
-        " <-> ".join(c) + ": " + "; ".join(
-            f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
-        for c in cycles]
-    assert not cycles, "import cycles among tilegraph.runtime's modules:\n" + "\n".join(detail)
+    assert not cycles, ("import cycles among tilegraph.runtime's modules:\n"
+                        + "\n".join(_cycle_detail(edges, cycles)))
 
 
 def test_no_import_cycle_among_the_array_modules():
@@ -160,11 +191,8 @@ def test_no_import_cycle_among_the_array_modules():
     edges = _module_graph("tilegraph.array", with_package=True)
     assert "tilegraph.array.core" in edges.get("tilegraph.array.reductions", {})
     cycles = _cycles(edges)
-    detail = [
-        " <-> ".join(c) + ": " + "; ".join(
-            f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
-        for c in cycles]
-    assert not cycles, "import cycles among tilegraph.array's modules:\n" + "\n".join(detail)
+    assert not cycles, ("import cycles among tilegraph.array's modules:\n"
+                        + "\n".join(_cycle_detail(edges, cycles)))
 
 
 def test_the_array_core_imports_no_operation():

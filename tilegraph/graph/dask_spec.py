@@ -380,3 +380,9 @@ def to_dask(graph: TaskGraph) -> dict:
         else:
             out[key] = (func, *args)
     return out
+
+
+# TaskGraph.from_dask(dsk) and graph.to_dask() are these two functions, bound onto the class
+# here: the graph module imports nothing from this one (which imports it).
+TaskGraph.from_dask = staticmethod(from_dask)  # type: ignore[attr-defined]
+TaskGraph.to_dask = to_dask  # type: ignore[attr-defined]

@@ -474,7 +474,10 @@ _SMALL_GRAPH = 256  # tasks: graphs up to this size are culled by a walk in Pyth
 
 class TaskGraph:
     """An immutable graph of tasks over blocks. Build one with :class:`GraphBuilder` or
-    :meth:`TaskGraph.from_dask`; see the module docstring for the layout."""
+    ``TaskGraph.from_dask(dsk)`` (and back: ``graph.to_dask()``), which are
+    :func:`tilegraph.graph.dask_spec.from_dask` and ``to_dask``, bound onto this class by
+    that module (this one imports nothing from it); see the module docstring for the
+    layout."""
 
     __slots__ = (
         "_dependents", "_remakeable", "args", "dep_idx", "dep_ptr", "funcs", "index", "keys",
@@ -530,21 +533,6 @@ class TaskGraph:
         g = self.replace(meta=meta)
         g._dependents = self._dependents
         return g
-
-    # -- construction from and to dask-style dicts ---------------------------------------------
-
-    @classmethod
-    def from_dask(cls, dsk: Any) -> TaskGraph:
-        """Build a graph from a dask-style dict (legacy tuples or dask's task objects)."""
-        from tilegraph.graph.dask_spec import from_dask
-
-        return from_dask(dsk)
-
-    def to_dask(self) -> dict:
-        """The graph as a dask-style dict of ``(callable, *args)`` tuples."""
-        from tilegraph.graph.dask_spec import to_dask
-
-        return to_dask(self)
 
     # -- queries --------------------------------------------------------------------------------
 
