@@ -67,7 +67,7 @@ def test_overlapping_set_blocks_in_two_threads_stay_in_their_threads():
         with tilegraph.config.set(retries=3):
             b_in.set()
             a_out.wait(5)
-            seen["b"] = (tilegraph.config.resolve({}, "test")["retries"],
+            seen["b"] = (tilegraph.config.resolve({}, "test").retries,
                          tilegraph.config.get("workers"))
 
     threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
@@ -84,3 +84,148 @@ def test_max_tasks_is_validated():
     for bad in (0, -1, 2.5, True, "many"):
         with pytest.raises(ValueError, match="max_tasks must be a positive integer"):
             tilegraph.config.set(max_tasks=bad).__enter__()
+
+
+# -- the options record: made once per call, passed down ----------------------------------------
+
+
+@pytest.fixture
+def resolves(monkeypatch):
+    """The ``where`` of every call of ``config.resolve`` while the test runs."""
+    seen = []
+    original = tilegraph.config.resolve
+
+    def counted(options, where):
+        seen.append(where)
+        return original(options, where)
+
+    monkeypatch.setattr(tilegraph.config, "resolve", counted)
+    return seen
+
+
+def test_a_run_resolves_its_options_once(resolves, tmp_path):
+    import numpy as np
+
+    x = tilegraph.from_numpy(np.arange(12.0).reshape(3, 4), chunks=2)
+    for call, where in [
+        (lambda: x.compute(workers=2), "compute()"),
+        (lambda: tilegraph.compute(x.sum(), x.max(), retries=1), "compute()"),
+        (lambda: tilegraph.get({"a": 1, "b": (abs, "a")}, "b", workers=1), "get()"),
+        (lambda: x.persist(progress=False), "persist()"),
+        (lambda: tilegraph.to_zarr(x, tmp_path / "x.zarr"), "to_zarr()"),
+        (lambda: tilegraph.to_npy(x, tmp_path / "x.npy"), "to_npy()"),
+        (lambda: tilegraph.while_loop(lambda v: v.max() > 1, lambda v: (v / 2,),
+                                      [tilegraph.from_numpy(np.array([8.0]), chunks=1)]),
+         "while_loop()"),
+    ]:
+        resolves.clear()
+        call()
+        assert resolves == [where]
+
+
+def test_a_run_checks_its_plan_size_once(monkeypatch, tmp_path):
+    import numpy as np
+
+    from tilegraph import pipeline
+
+    sizes = []
+    original = pipeline.check_plan_size
+
+    def counted(ntasks, limit=None):
+        sizes.append(limit)
+        return original(ntasks, limit)
+
+    monkeypatch.setattr(pipeline, "check_plan_size", counted)
+    x = tilegraph.from_numpy(np.arange(12.0).reshape(3, 4), chunks=2)
+    graph = tilegraph.GraphBuilder()
+    graph.add("a", abs, args=(-1,))
+    for call in (lambda: (x + 1).compute(max_tasks=1000),
+                 lambda: tilegraph.compute(x.sum(), x.max(), max_tasks=1000),
+                 lambda: tilegraph.to_npy(x, tmp_path / "x.npy", max_tasks=1000),
+                 lambda: tilegraph.get({"a": 1, "b": (abs, "a")}, "b", max_tasks=1000),
+                 lambda: tilegraph.run(graph.build(), ["a"], max_tasks=1000)):
+        sizes.clear()
+        call()
+        assert sizes == [1000]  # once, with the call's limit
+
+
+def test_the_record_is_frozen_and_typed():
+    import dataclasses
+
+    opts = tilegraph.config.resolve({"memory_limit": "1KiB", "callbacks": print}, "test")
+    assert isinstance(opts, tilegraph.config.Options)
+    assert opts.memory_limit == 1024 and opts.callbacks == (print,)
+    assert opts.backend == "threads" and opts.backend_options == {}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.retries = 3
+    with pytest.raises(TypeError):
+        opts.backend_options["lease"] = 1.0
+
+
+def test_bad_values_are_refused_naming_the_option():
+    import numpy as np
+
+    x = tilegraph.from_numpy(np.ones(4), chunks=2)
+    with pytest.raises(ValueError, match="retries must be a non-negative integer, got -1"):
+        x.compute(retries=-1)
+    with pytest.raises(ValueError, match="lease must be a positive number of seconds, got 0"):
+        x.compute(backend="serverless", lease=0)
+    with pytest.raises(ValueError, match="redis must be a URL"):
+        tilegraph.config.set(redis="http://host").__enter__()
+    with pytest.raises(ValueError, match="mpi_timeout must be a positive number"):
+        tilegraph.config.set(mpi_timeout=-1).__enter__()
+    with pytest.raises(TypeError, match=r"unknown option.*'colour'.*known options:.*lease"):
+        x.compute(colour=1)
+
+
+def test_an_option_of_another_backend_is_refused_in_the_call():
+    import numpy as np
+
+    x = tilegraph.from_numpy(np.ones(4), chunks=2)
+    with pytest.raises(ValueError, match="lease= is an option of backend='serverless', "
+                                         "not 'threads'"):
+        x.compute(backend="threads", lease=5)
+    with pytest.raises(ValueError, match="mpi_timeout= is an option of backend='mpi', "
+                                         "not 'sync'"):
+        tilegraph.get({"a": 1}, "a", backend="sync", mpi_timeout=3)
+    with tilegraph.config.set(lease=5, mpi_timeout=3):  # set: left for their backends
+        assert x.sum().compute(backend="sync") == 4
+        assert tilegraph.config.get("lease") == 5.0
+    assert tilegraph.config.get("lease") == 30.0
+
+
+def test_a_backend_declares_its_options_once_and_its_factory_gets_them():
+    from tilegraph.runtime.backends import (
+        BACKEND_OPTIONS,
+        BACKENDS,
+        BackendOption,
+        SyncBackend,
+        register_backend,
+    )
+
+    made = []
+
+    def check_depth(value):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"depth must be a positive integer, got {value!r}")
+        return value
+
+    def factory(workers=None, depth=3):
+        made.append(depth)
+        return SyncBackend()
+
+    register_backend("probe", factory, options={"depth": BackendOption(3, check_depth)})
+    try:
+        assert tilegraph.get({"a": 1}, "a", backend="probe") == 1
+        assert tilegraph.get({"a": 1}, "a", backend="probe", depth=5) == 1
+        with tilegraph.config.set(depth=7):
+            assert tilegraph.config.get("depth") == 7
+            assert tilegraph.get({"a": 2}, "a", backend="probe") == 2
+        assert made == [3, 5, 7]
+        with pytest.raises(ValueError, match="depth must be a positive integer, got 0"):
+            tilegraph.get({"a": 1}, "a", backend="probe", depth=0)
+        with pytest.raises(ValueError, match="depth= is an option of backend='probe', "
+                                             "not 'threads'"):
+            tilegraph.get({"a": 1}, "a", depth=2)
+    finally:
+        del BACKENDS["probe"], BACKEND_OPTIONS["probe"]

@@ -46,26 +46,24 @@ option         default                   meaning
 ``max_tasks``  ``50_000_000``            the largest plan (tasks before fusion) that is built;
                                          a larger one is refused with an error naming its
                                          task count, before it is built
-``mpi_timeout`` ``60`` (seconds)         how long an MPI rank waits for the others to join
-                                         a ``compute()`` before failing with an error that
-                                         names the ranks that did not call it
-``client``     ``None``                  with ``backend="dask"``: the ``distributed.Client``
-                                         or scheduler address of the cluster to run on
-                                         (``None``: the current client)
 ``mpi_broadcast_limit`` ``"1MiB"``       with MPI, results of at most this many bytes (all
                                          outputs of a call together) are returned on every
                                          rank; larger ones on rank 0 only (``None`` on the
                                          others). ``0``: rank 0 only, always
-``pool``       ``None``                  serverless: the :class:`tilegraph.runtime.serverless.Pool`
-                                         to run on (``None``: ``redis``, else a pool of
-                                         ``workers`` processes started for the run)
-``redis``      ``None``                  serverless: URL of a Redis/Valkey server whose
-                                         workers run the tasks (``TILEGRAPH_REDIS``)
-``store``      ``None``                  serverless: object store of the blocks, a directory
-                                         or an fsspec URL (``TILEGRAPH_STORE``; default a
-                                         temporary directory)
-``lease``      ``30`` (seconds)          serverless: lease of the workers a run starts
 =============  ========================  ====================================================
+
+Each backend declares its own options, set the same way, beside its factory (with their
+defaults, checks and meanings: see :func:`tilegraph.runtime.backends.register_backend` and
+the module of each backend, e.g. ``lease`` in :mod:`tilegraph.runtime.serverless.backend`,
+``mpi_timeout`` in :mod:`tilegraph.runtime.mpi`, ``client`` in
+:mod:`tilegraph.runtime.dask_backend`); :func:`names` lists every option. A run gets the
+options of its own backend; one given in the call for another backend is an error naming
+the backend that takes it (set with ``config.set``, it is left for the runs on that
+backend).
+
+A public entry point (``compute``, ``get``, ``run``, ``to_zarr``, ...) turns its keyword
+options into one :class:`Options` record (:func:`resolve`, once per call) and passes it
+down; nothing below it reads an option again.
 """
 
 from __future__ import annotations
@@ -73,6 +71,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -88,13 +87,7 @@ _defaults: dict[str, Any] = {
     "placement": "cyclic",
     "report": None,
     "max_tasks": 50_000_000,
-    "mpi_timeout": 60.0,
     "mpi_broadcast_limit": 1 << 20,
-    "client": None,
-    "pool": None,
-    "redis": None,  # None: $TILEGRAPH_REDIS
-    "store": None,  # None: $TILEGRAPH_STORE
-    "lease": 30.0,
 }
 # the options set by the ``config.set`` blocks this context is inside (innermost wins)
 _overrides: ContextVar[Mapping[str, Any]] = ContextVar("tilegraph_config",
@@ -204,15 +197,6 @@ def _check_max_tasks(value: Any) -> int:
     return value
 
 
-def _check_mpi_timeout(value: Any) -> float:
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            value > 0 and math.isfinite(value)):
-        raise ValueError(f"mpi_timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
 def _check_mpi_broadcast_limit(value: Any) -> int:
     from tilegraph.util import parse_bytes
 
@@ -225,62 +209,10 @@ def _check_mpi_broadcast_limit(value: Any) -> int:
                          f"int or a string such as '1MiB'), got {value!r}") from exc
 
 
-def _check_pool(value: Any) -> Any:
-    if value is None:
-        return None
-    from tilegraph.runtime.serverless.pool import Pool
-
-    if not isinstance(value, Pool):
-        raise TypeError(f"pool must be a tilegraph.runtime.serverless.Pool or None, got "
-                        f"{type(value).__name__}")
-    return value
-
-
-def _check_redis(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.startswith(("redis://", "rediss://", "unix://",
-                                                             "valkey://")):
-        raise ValueError(f"redis must be a URL such as 'redis://host:6379/0', got {value!r}")
-    return value
-
-
-def _check_store(value: Any) -> str | None:
-    import os
-
-    if value is None:
-        return None
-    try:
-        path = os.fspath(value)
-    except TypeError:
-        raise TypeError(f"store must be a directory path or an fsspec URL, got "
-                        f"{type(value).__name__}") from None
-    if not path:
-        raise ValueError("store must be a directory path or an fsspec URL, got ''")
-    return path
-
-
-def _check_lease(value: Any) -> float:
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            value > 0 and math.isfinite(value)):
-        raise ValueError(f"lease must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
 def _default_backend() -> str:
     import os
 
     return _check_backend(os.environ.get("TILEGRAPH_BACKEND") or "threads")
-
-
-def _check_client(value: Any) -> Any:
-    if value is None or isinstance(value, str) or (
-            hasattr(value, "submit") and hasattr(value, "scheduler_info")):
-        return value
-    raise TypeError(f"client must be a distributed.Client or a scheduler address such as "
-                    f"'tcp://127.0.0.1:8786', got {type(value).__name__}")
 
 
 _checks: dict[str, Callable[[Any], Any]] = {
@@ -295,21 +227,56 @@ _checks: dict[str, Callable[[Any], Any]] = {
     "progress": _check_progress,
     "callbacks": _check_callbacks,
     "max_tasks": _check_max_tasks,
-    "mpi_timeout": _check_mpi_timeout,
     "mpi_broadcast_limit": _check_mpi_broadcast_limit,
-    "client": _check_client,
-    "pool": _check_pool,
-    "redis": _check_redis,
-    "store": _check_store,
-    "lease": _check_lease,
 }
 
 
-OPTIONS = frozenset(_checks)  # the names of every option
+GENERAL = frozenset(_checks)  # the options of every run (the backends declare their own)
 
 
-def _check_names(options: dict[str, Any], where: str) -> None:
-    unknown = sorted(options.keys() - _checks.keys())
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The options of one run, checked, made once from the call's keyword options over the
+    current settings (:func:`resolve`) and passed down to the pipeline, which reads them
+    from here only. ``backend_options``: the values of the options the run's backend
+    declares (e.g. ``lease`` for ``"serverless"``), which its factory gets."""
+
+    backend: Any  # a backend's name, or a Backend object
+    workers: int | None
+    retries: int
+    progress: bool | str
+    callbacks: tuple[Callable, ...]
+    memory_limit: int | None
+    spill_dir: str | None
+    spill: bool
+    placement: str
+    report: str | None
+    max_tasks: int
+    mpi_broadcast_limit: int
+    backend_options: Mapping[str, Any]
+
+
+def is_option(name: str) -> bool:
+    """Whether ``name`` is an option: of every run, or of a backend (whose module is
+    imported to know)."""
+    if name in _checks:
+        return True
+    from tilegraph.runtime.backends import option_backend
+
+    return option_backend(name) is not None
+
+
+def names() -> list[str]:
+    """The names of every option, sorted (every backend's module imported to know its
+    own)."""
+    from tilegraph.runtime.backends import all_backend_options
+
+    return sorted(GENERAL | all_backend_options().keys())
+
+
+def check_names(options: Mapping[str, Any], where: str) -> None:
+    """Reject the names in ``options`` that are no option, naming them and the options."""
+    unknown = sorted(name for name in options if not is_option(name))
     if unknown:
         hint = ""
         if "scheduler" in unknown:  # dask's name for it
@@ -318,15 +285,32 @@ def _check_names(options: dict[str, Any], where: str) -> None:
                     "backend='dask', client=...)")
         raise TypeError(
             f"{where} got unknown option(s) {', '.join(map(repr, unknown))}; "
-            f"known options: {', '.join(sorted(_checks))}{hint}"
+            f"known options: {', '.join(names())}{hint}"
         )
+
+
+def _check(name: str, value: Any) -> Any:
+    """``value`` of option ``name`` checked (by the backend that declares it, if it is a
+    backend's)."""
+    if name in _checks:
+        return _checks[name](value)
+    from tilegraph.runtime.backends import backend_options, option_backend
+
+    return backend_options(option_backend(name))[name].check(value)
 
 
 def get(name: str) -> Any:
     """The current value of option ``name``."""
-    _check_names({name: None}, "config.get()")
+    check_names({name: None}, "config.get()")
     overrides = _overrides.get()
-    value = overrides[name] if name in overrides else _defaults[name]
+    if name in overrides:
+        value = overrides[name]
+    elif name in _defaults:
+        value = _defaults[name]
+    else:
+        from tilegraph.runtime.backends import backend_options, option_backend
+
+        value = backend_options(option_backend(name))[name].default
     if name == "backend" and value is None:
         return _default_backend()
     return value
@@ -336,8 +320,8 @@ def get(name: str) -> Any:
 def set(**options: Any) -> Iterator[None]:
     """Set options for the ``with`` block in this thread (restored afterwards; other
     threads never see them)."""
-    _check_names(options, "config.set()")
-    checked = {name: _checks[name](value) for name, value in options.items()}
+    check_names(options, "config.set()")
+    checked = {name: _check(name, value) for name, value in options.items()}
     token = _overrides.set(MappingProxyType({**_overrides.get(), **checked}))
     try:
         yield
@@ -345,21 +329,22 @@ def set(**options: Any) -> Iterator[None]:
         _overrides.reset(token)
 
 
-def resolve(options: dict[str, Any], where: str) -> dict[str, Any]:
-    """Per-call options merged over the current defaults, validated; unknown names rejected."""
-    _check_names(options, where)
-    merged = {**_defaults, **_overrides.get()}
+def resolve(options: Mapping[str, Any], where: str) -> Options:
+    """The :class:`Options` of one run: the call's ``options`` (checked; unknown names,
+    and options of another backend than the run's, rejected) over the current settings
+    (``config.set``) over the defaults. ``where`` names the call in errors."""
+    check_names(options, where)
+    overrides = _overrides.get()
+    merged = {**_defaults, **{k: v for k, v in overrides.items() if k in _checks}}
+    own: dict[str, Any] = {}
     for name, value in options.items():
-        merged[name] = _checks[name](value)
+        if name in _checks:
+            merged[name] = _checks[name](value)
+        else:
+            own[name] = value
     if merged["backend"] is None:
         merged["backend"] = _default_backend()
-    _env_defaults(merged)
-    return merged
+    from tilegraph.runtime.backends import backend_values
 
-
-def _env_defaults(merged: dict[str, Any]) -> None:
-    import os
-
-    for name, var in (("redis", "TILEGRAPH_REDIS"), ("store", "TILEGRAPH_STORE")):
-        if merged[name] is None and os.environ.get(var):
-            merged[name] = _checks[name](os.environ[var])
+    values = backend_values(merged["backend"], own, overrides)
+    return Options(**merged, backend_options=MappingProxyType(values))

@@ -51,7 +51,7 @@ from tilegraph.plan.explain import Projection, projected_peak
 from tilegraph.plan.fuse import FuseStats, fuse_chains
 from tilegraph.plan.order import order, tile_accumulations
 from tilegraph.plan.place import place
-from tilegraph.runtime.backends import Backend, Transport, make_backend
+from tilegraph.runtime.backends import Backend, Transport, create_backend
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
 from tilegraph.runtime.memory import (
@@ -73,7 +73,9 @@ class PlanTooLargeError(ValueError):
 def check_plan_size(ntasks: int, limit: int | None = None) -> None:
     """Refuse a plan of more than ``limit`` tasks (default: the ``max_tasks`` option) with
     an error naming its task count, before it is built (a plan of 10^12 tasks would
-    exhaust the memory long before it ran)."""
+    exhaust the memory long before it ran). A run checks it once: :func:`run` on the graph
+    it is given, or the front end that counts the tasks before building the graph
+    (``run(..., sized=True)``)."""
     limit = config.get("max_tasks") if limit is None else limit
     if ntasks > limit:
         raise PlanTooLargeError(
@@ -97,20 +99,17 @@ class Plan:
 
 def make_plan(graph: TaskGraph, keys: Sequence[Hashable], *, processes: int | None = None,
               initial: str = "cyclic", model: CostModel | None = None, fuse: bool = True,
-              backend: Backend | None = None, max_tasks: int | None = None,
-              memory: int | None = None) -> Plan:
+              backend: Backend | None = None, memory: int | None = None) -> Plan:
     """Stages 1-4 of the pipeline (cull, place, fuse, order) without running anything.
 
     ``processes=p`` places the tasks on ``p`` processes (inputs by ``initial``, costs by
     ``model``) in a ``worker`` column, unless the graph has one; ``backend`` (of several
     processes) makes the placement once and shares it with its other processes, after
-    checking that they all hold the same graph. A graph of more than ``max_tasks`` tasks
-    (default: the option) is refused (:class:`PlanTooLargeError`). ``memory``: the bytes a
-    process may hold, for orders that depend on it (:func:`tilegraph.plan.order.
-    tile_accumulations`)."""
+    checking that they all hold the same graph. ``memory``: the bytes a process may hold,
+    for orders that depend on it (:func:`tilegraph.plan.order.tile_accumulations`). The
+    plan's size is checked by the run (:func:`check_plan_size`), not here."""
     if not isinstance(graph, TaskGraph):
         raise TypeError(f"expected a TaskGraph, got {type(graph).__name__}")
-    check_plan_size(len(graph), max_tasks)
     keys = list(dict.fromkeys(keys))
     with gc_paused():
         graph = graph.cull(keys)
@@ -152,15 +151,21 @@ def _priority(graph: TaskGraph, outputs: np.ndarray, memory: int | None = None
 
 
 def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
-        finish: Callable[[list[Any]], Any] | None = None, **options: Any) -> Any:
+        finish: Callable[[list[Any]], Any] | None = None,
+        options: config.Options | None = None, sized: bool = False, **given: Any) -> Any:
     """Plan and compute the tasks ``outputs`` (keys) of ``graph``; their values in order.
 
     Options are those of :mod:`tilegraph.config` (``backend``, ``workers``, ``retries``,
     ``progress``, ``callbacks``, ``memory_limit``, ``spill_dir``, ``placement``,
-    ``report``, ``max_tasks``). A task that could never fit under the memory limit is an
-    error before anything runs. Only the tasks the outputs need are run; every other result
-    is released as soon as its last consumer has run. If a task fails, its exception is raised here,
-    with a note naming the task key and op, after the rest of the run was cancelled.
+    ``report``, ``max_tasks``, and the backend's own), given as keywords, or as the
+    :class:`~tilegraph.config.Options` record a front end made of them (``options=``,
+    used as it is). A graph of more than ``max_tasks`` tasks is refused
+    (:class:`PlanTooLargeError`) unless ``sized``: the front end refused it already,
+    counting its tasks before building it. A task that could never fit under the memory
+    limit is an error before anything runs. Only the tasks the outputs need are run; every
+    other result is released as soon as its last consumer has run. If a task fails, its
+    exception is raised here, with a note naming the task key and op, after the rest of the
+    run was cancelled.
     ``fuse=False`` runs the tasks as they are (no chain fusion). ``finish``: a function of
     the values whose result is returned instead (e.g. arrays assembled from their blocks);
     under MPI it runs on rank 0 and its result is what is shared with the other ranks.
@@ -176,26 +181,27 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
     >>> run(g, ["b"])
     [3]
     """
-    opts = config.resolve(options, "run()")
+    opts = _options(options, given, "run()")
     if not isinstance(graph, TaskGraph):
         raise TypeError(f"run() needs a TaskGraph, got {type(graph).__name__}")
+    if not sized:
+        check_plan_size(len(graph), opts.max_tasks)
     backend = _backend(opts)
     plan = make_plan(graph, outputs, processes=_processes(backend),
-                     initial=opts["placement"], fuse=fuse, backend=backend,
-                     max_tasks=opts["max_tasks"],
-                     memory=opts["memory_limit"] or default_limit(backend.local_processes))
+                     initial=opts.placement, fuse=fuse, backend=backend,
+                     memory=opts.memory_limit or default_limit(backend.local_processes))
     return _execute(plan, backend, opts, finish)
 
 
 def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
-            **options: Any) -> Any:
+            options: config.Options | None = None, **given: Any) -> Any:
     """Stage 5 alone: run a plan made by :func:`make_plan` (which may be run many times,
     e.g. once per iteration of a loop). Options, ``finish`` and result as for :func:`run`."""
-    opts = config.resolve(options, "execute()")
+    opts = _options(options, given, "execute()")
     backend = _backend(opts)
     if _processes(backend) is not None and plan.graph.meta.get("worker") is None:
         plan = make_plan(plan.graph, plan.keys, processes=backend.processes,
-                         initial=opts["placement"], fuse=False, backend=backend)
+                         initial=opts.placement, fuse=False, backend=backend)
     return _execute(plan, backend, opts, finish)
 
 
@@ -229,16 +235,26 @@ def run_implicit(graph: ImplicitGraph, outputs: Sequence[str], *,
         raise TypeError(f"backend {backend.name!r} cannot run an implicit graph without "
                         "expanding it: use backend='serverless', or lower the graph to a "
                         "TaskGraph and call run()")
-    return runner(graph, outputs, dict(inputs or {}), retries=opts["retries"], wait=wait)
+    return runner(graph, outputs, dict(inputs or {}), retries=opts.retries, wait=wait)
 
 
-def _backend(opts: dict[str, Any]) -> Backend:
-    backend = make_backend(opts["backend"], opts["workers"], pool=opts["pool"],
-                           redis=opts["redis"], store=opts["store"], lease=opts["lease"],
-                           client=opts["client"], mpi_timeout=opts["mpi_timeout"])
-    if backend.collective is not None:
-        backend.collective.timeout = opts["mpi_timeout"]
-    return backend
+def _options(options: config.Options | None, given: dict[str, Any], where: str
+             ) -> config.Options:
+    """The run's options: the record a front end made, else made here of ``given``."""
+    if options is None:
+        return config.resolve(given, where)
+    if given:
+        raise TypeError(f"{where} takes options= (a config.Options record) or options as "
+                        f"keywords, not both; got options= and {', '.join(sorted(given))}")
+    if not isinstance(options, config.Options):
+        raise TypeError(f"{where}: options= must be a tilegraph.config.Options (made by "
+                        f"tilegraph.config.resolve), got {type(options).__name__}")
+    return options
+
+
+def _backend(opts: config.Options) -> Backend:
+    """The run's backend, from the record (its factory gets the backend's own options)."""
+    return create_backend(opts.backend, opts.workers, opts.backend_options)
 
 
 def _processes(backend: Backend) -> int | None:
@@ -246,38 +262,38 @@ def _processes(backend: Backend) -> int | None:
     return backend.processes if backend.processes > 1 else None
 
 
-def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
+def _execute(plan: Plan, backend: Backend, opts: config.Options,
              finish: Callable[[list[Any]], Any] | None = None) -> Any:
     """Partition ``plan`` on ``backend`` and run this process's part."""
-    subscribers = (*opts["callbacks"], *global_subscribers())
+    subscribers = (*opts.callbacks, *global_subscribers())
     recorder = None
-    if opts["report"] is not None:
+    if opts.report is not None:
         from tilegraph.diagnostics.report import Recorder
 
         recorder = Recorder()
         subscribers = (*subscribers, recorder)
-    limit = opts["memory_limit"] or default_limit(backend.local_processes)
-    if opts["memory_limit"]:
+    limit = opts.memory_limit or default_limit(backend.local_processes)
+    if opts.memory_limit:
         return_freed_blocks_to_os()
     part = backend.partition(plan.graph, plan.outputs, plan.priority)
     transport = backend.transport(part)
-    store = SpillStore(opts["spill_dir"])
+    store = SpillStore(opts.spill_dir)
     estimates = task_estimates(part.graph)  # one memory model for admission and policy
-    execution = Execution(part.graph, part.outputs, part.priority, retries=opts["retries"],
+    execution = Execution(part.graph, part.outputs, part.priority, retries=opts.retries,
                           subscribers=subscribers, memory_limit=limit, spill=store,
                           external=part.external, exported=part.exported,
                           on_export=transport.export if transport is not None else None,
                           estimates=estimates, parallel=_policy(backend, part.graph, estimates),
-                          may_spill=opts["spill"])
+                          may_spill=opts.spill)
     projection = None
     try:
         try:
             check_fits(part.graph, execution.estimates, limit)
-            if (opts["memory_limit"] or not opts["spill"]
+            if (opts.memory_limit or not opts.spill
                     or len(part.graph) <= PROJECT_ALWAYS):
                 projection = projected_peak(part.graph, part.outputs, part.priority,
                                             estimates, backend.workers)
-            if projection is not None and not opts["spill"]:
+            if projection is not None and not opts.spill:
                 check_projection(part.graph, projection, limit)
             problem: BaseException | None = None
         except BaseException as exc:
@@ -305,13 +321,13 @@ def _execute(plan: Plan, backend: Backend, opts: dict[str, Any],
                 out = execution.output_values()
                 return out if finish is None else finish(out)
         if collective is not None:
-            return collective.share_results(values, opts["mpi_broadcast_limit"])
+            return collective.share_results(values, opts.mpi_broadcast_limit)
         return values() if values is not None else None
     finally:
         execution.clear()  # frees results and removes every spill file, whatever happened
         store.close()
         if recorder is not None:
-            _report(opts["report"], recorder, plan, backend)
+            _report(opts.report, recorder, plan, backend)
 
 
 def _policy(backend: Backend, graph: TaskGraph, estimates: list[int]) -> bytearray | None:
@@ -333,10 +349,10 @@ def _progress(backend: Backend, transport: Transport | None, execution: Executio
 
 
 def _drive(execution: Execution, backend: Backend, transport: Transport | None,
-           opts: dict[str, Any]) -> None:
+           opts: config.Options) -> None:
     """Run this process's part on the backend's workers, with the progress bar if wanted."""
     try:
-        if progress_wanted(opts["progress"]) and not execution.finished:
+        if progress_wanted(opts.progress) and not execution.finished:
             with ProgressBar(execution, progress=_progress(backend, transport, execution)):
                 backend.run(execution)
         else:
@@ -495,9 +511,9 @@ def get(dsk: Any, keys: Any, cache: Any = None, num_workers: int | None = None,
     >>> get(dsk, [["x", "y"], "z"])
     ((1, 2), 3)
     """
-    own = {k: v for k, v in options.items() if k in config.OPTIONS}
+    own = {k: v for k, v in options.items() if config.is_option(k)}
     if len(own) < len(options) and (isinstance(dsk, Mapping) or _typos(options)):
-        config.resolve(options, "get()")  # a direct call: an unknown option is an error
+        config.check_names(options, "get()")  # a direct call: an unknown option is an error
     hooks = None
     if "callbacks" in own:
         from tilegraph.runtime.dask_callbacks import split_callbacks
@@ -515,10 +531,10 @@ def get(dsk: Any, keys: Any, cache: Any = None, num_workers: int | None = None,
             num_workers = getattr(pool, "_max_workers", None)
         if num_workers is not None:
             own["workers"] = num_workers
-    config.resolve(own, "get()")
+    opts = config.resolve(own, "get()")
     flat = list(_flatten(keys))
     if hooks is None and "dask.callbacks" not in sys.modules and not cache:
-        values = _get(dsk, flat, own, None)
+        values = _get(dsk, flat, opts, None)
     else:
         from tilegraph.runtime.dask_callbacks import active_callbacks
 
@@ -532,7 +548,7 @@ def get(dsk: Any, keys: Any, cache: Any = None, num_workers: int | None = None,
             if cache:
                 dsk = {**dsk, **{k: (partial(_known, v),) for k, v in cache.items()
                                  if k in dsk}}
-            values = _get(dsk, flat, own, active)
+            values = _get(dsk, flat, opts, active)
         if cache is not None and values is not None:
             cache.update(values)
     if values is None:  # an MPI rank other than 0: the values were gathered on rank 0
@@ -544,15 +560,18 @@ def _typos(options: dict[str, Any]) -> list[str]:
     """Names among ``options`` that are close to an option's name but are not one."""
     import difflib
 
-    return [k for k in options if k not in config.OPTIONS
-            and difflib.get_close_matches(k, config.OPTIONS, n=1, cutoff=0.8)]
+    unknown = [k for k in options if not config.is_option(k)]
+    if not unknown:
+        return []
+    known = config.names()
+    return [k for k in unknown if difflib.get_close_matches(k, known, n=1, cutoff=0.8)]
 
 
 def _known(value: Any) -> Any:
     return value
 
 
-def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
+def _get(dsk: Any, flat: list, opts: config.Options, hooks: Any) -> dict | None:
     """The values of the keys ``flat`` of ``dsk`` by key (``None`` on an MPI rank that does
     not return them), with dask's ``hooks`` (:mod:`tilegraph.runtime.dask_callbacks`)."""
     run_hooks = None
@@ -576,9 +595,9 @@ def _get(dsk: Any, flat: list, own: dict[str, Any], hooks: Any) -> dict | None:
                 raise KeyError(f"key {k!r} is not in the task graph")
         if run_hooks is not None:
             graph = run_hooks.announced(graph.cull(unique))
-            values = run(graph, unique, fuse=False, **own)
+            values = run(graph, unique, fuse=False, options=opts)
         else:
-            values = run(graph, unique, **own)
+            values = run(graph, unique, options=opts)
         errored = False
     finally:
         if run_hooks is not None:

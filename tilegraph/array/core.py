@@ -338,9 +338,9 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     from tilegraph import config
     from tilegraph.array.lowering import compute_arrays
 
-    config.resolve(options, "compute()")
+    opts = config.resolve(options, "compute()")
     targets = [a._compute_target() for a in arrays if isinstance(a, Array)]
-    results = compute_arrays(targets, **options)
+    results = compute_arrays(targets, opts)
     if results is None:  # an MPI rank other than 0: large results stay on rank 0
         return tuple(None if isinstance(a, Array) else a for a in arrays)
     it = iter(results)

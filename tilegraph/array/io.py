@@ -23,6 +23,7 @@ from tilegraph.array.chunks import all_block_slices, block_shape, normalize_chun
 from tilegraph.array.core import Array, tokenize, unique_name
 from tilegraph.array.manipulation import SplitBlocks
 from tilegraph.array.sparse import SparseArray, sparse_block_nbytes
+from tilegraph.config import Options
 from tilegraph.graph.taskgraph import Dep, Lit
 from tilegraph.io import (
     NpyWriter,
@@ -270,16 +271,16 @@ def _write_blocks(x: Array, writer: Any) -> Blocks:
     return Blocks(name, x.numblocks, (x.collection,), emit)
 
 
-def _store(x: Array, writer: Any, options: dict[str, Any]) -> None:
+def _store(x: Array, writer: Any, options: Options) -> None:
     _store_many([x], [writer], options)
 
 
-def _store_many(arrays: list[Array], writers: list[Any], options: dict[str, Any]) -> None:
+def _store_many(arrays: list[Array], writers: list[Any], options: Options) -> None:
     from tilegraph.array.lowering import run_blocks
 
     blocks = [_write_blocks(x, w) for x, w in zip(arrays, writers, strict=True)]
     try:  # (the write tasks' results are never broadcast: only rank 0 commits)
-        here = run_blocks(blocks, **{**options, "mpi_broadcast_limit": 0})
+        here = run_blocks(blocks, replace(options, mpi_broadcast_limit=0))
     except BaseException:
         for w in writers:
             w.abort()
@@ -296,12 +297,12 @@ def to_npy(x: Array, path: str | os.PathLike, overwrite: bool = False, **options
     Options are those of ``compute()``."""
     from tilegraph import config
 
-    config.resolve(options, "to_npy()")
+    opts = config.resolve(options, "to_npy()")
     if isinstance(x, SparseArray):
         raise TypeError(f"to_npy: a sparse array (shape {x.shape}) is written with to_zarr, "
                         "or made dense first: x.todense().to_npy(path)")
     writer = NpyWriter(os.fspath(path), x.shape, x.dtype, overwrite=overwrite)
-    _store(x, writer, options)
+    _store(x, writer, opts)
 
 
 def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **options: Any
@@ -321,11 +322,11 @@ def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **option
     """
     from tilegraph import config
 
-    config.resolve(options, "to_zarr()")
+    opts = config.resolve(options, "to_zarr()")
     if isinstance(x, SparseArray):
         writer = SparseZarrWriter(os.fspath(path), x.shape, x.dtype, x.chunks, x.format,
                                   overwrite=overwrite)
-        _store(x, writer, options)
+        _store(x, writer, opts)
         return
     zchunks = tuple(max(1, c) for c in x.chunksize)
     regular = normalize_chunks(zchunks, x.shape, x.dtype)
@@ -336,7 +337,7 @@ def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **option
         # blocks, each a region of whole chunks, in one zarr call apiece
         x = x.collection.coarser
     writer = ZarrWriter(os.fspath(path), x.shape, x.dtype, zchunks, overwrite=overwrite)
-    _store(x, writer, options)
+    _store(x, writer, opts)
 
 
 class _TargetWriter:
@@ -409,7 +410,7 @@ def store(sources: Any, targets: Any, regions: Any = None, lock: Any = False,
     from tilegraph import config
     from tilegraph.array.core import asarray
 
-    config.resolve(options, "store()")
+    opts = config.resolve(options, "store()")
     if compute is not True:
         raise TypeError("store: compute=False is not supported (tilegraph has no delayed "
                         "values); call store when the values are to be written")
@@ -442,7 +443,7 @@ def store(sources: Any, targets: Any, regions: Any = None, lock: Any = False,
             x = x.todense()
         arrays.append(x)
         writers.append(_TargetWriter(tgt, _region("store", reg, x, tgt), lock))
-    _store_many(arrays, writers, options)
+    _store_many(arrays, writers, opts)
 
 
 __all__ = ["from_array", "from_npy", "from_zarr", "store", "to_npy", "to_zarr"]

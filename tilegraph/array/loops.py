@@ -25,6 +25,7 @@ from tilegraph import pipeline
 from tilegraph.algebra.blocks import Blocks, lower
 from tilegraph.array.chunks import all_block_slices, numblocks
 from tilegraph.array.core import Array, asarray, unique_name
+from tilegraph.config import Options
 from tilegraph.graph.dask_spec import gc_paused
 from tilegraph.graph.taskgraph import MODE_DATA, GraphBuilder, TaskGraph
 from tilegraph.util import unique
@@ -102,7 +103,7 @@ class _Plan:
                     stack.append(c)
         return mark
 
-    def run_first(self, state: Sequence[dict], options: dict) -> tuple[list, dict]:
+    def run_first(self, state: Sequence[dict], options: Options) -> tuple[list, dict]:
         """The first iteration; also keeps the invariant blocks the loop needs again."""
         g = self.graph
         variant = self._variant()
@@ -111,7 +112,7 @@ class _Plan:
         self.frontier = [int(i) for i in frontier if g.modes[int(i)] != MODE_DATA]
         front_keys = [g.keys[i] for i in self.frontier]
         values = pipeline.run(self._filled(g, state), self.keys + front_keys, fuse=False,
-                              **options)
+                              options=options)
         if values is None:
             raise ValueError("while_loop: the MPI backend is not supported (the loop "
                              "condition is known on rank 0 only); use the threads backend")
@@ -134,9 +135,9 @@ class _Plan:
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
         return self._unpack(values[:n])
 
-    def run_next(self, state: Sequence[dict], options: dict) -> tuple[list, dict]:
+    def run_next(self, state: Sequence[dict], options: Options) -> tuple[list, dict]:
         plan = replace(self.invariant, graph=self._filled(self.invariant_graph, state))
-        return self._unpack(pipeline.execute(plan, **options))
+        return self._unpack(pipeline.execute(plan, options=options))
 
     def _filled(self, g: TaskGraph, state: Sequence[dict]) -> TaskGraph:
         """The graph with the placeholders' blocks set to ``state``."""
@@ -154,12 +155,12 @@ class _Plan:
         return state, got[self.cond_key]
 
 
-def _blocks_of(a: Array, options: dict) -> dict:
-    """The computed blocks of ``a`` (coordinate -> array)."""
+def _blocks_of(a: Array, options: Options) -> dict:
+    """The computed blocks of ``a`` (coordinate -> array), with the run's ``options``."""
     with gc_paused():
         keys = [a.collection.key(co) for co in np.ndindex(*a.numblocks)]
         graph = lower([a.collection]).build()
-    values = pipeline.run(graph, keys, **options)
+    values = pipeline.run(graph, keys, options=options)
     if values is None:
         raise ValueError("while_loop: the MPI backend is not supported (the loop condition "
                          "is known on rank 0 only); use the threads backend")
@@ -188,7 +189,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
     from tilegraph import config
 
     opts = config.resolve(options, "while_loop()")
-    if opts["backend"] == "mpi":
+    if opts.backend == "mpi":
         raise ValueError("while_loop: the MPI backend is not supported (the loop condition "
                          "is known on rank 0 only); use the threads backend")
     if not callable(cond) or not callable(body):
@@ -203,9 +204,9 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
     if first.ndim != 0:
         raise ValueError(f"while_loop: cond must return a 0-d array (a scalar), got shape "
                          f"{first.shape}")
-    if not bool(np.asarray(first.compute(**options))):
+    if not bool(np.asarray(_blocks_of(first, opts)[()])):
         return tuple(current)
-    state = [_blocks_of(a, options) for a in current]
+    state = [_blocks_of(a, opts) for a in current]
     plans: dict[tuple, _Plan] = {}
     done = 0
     while max_iter is None or done < max_iter:
@@ -213,9 +214,9 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
         plan = plans.get(sig)
         if plan is None:
             plan = plans[sig] = _Plan(cond, body, current)
-            state, flag = plan.run_first(state, options)
+            state, flag = plan.run_first(state, opts)
         else:
-            state, flag = plan.run_next(state, options)
+            state, flag = plan.run_next(state, opts)
         current = plan.results
         done += 1
         if not bool(np.asarray(flag)):

@@ -102,7 +102,8 @@ def lower_arrays(arrays: Sequence[Any], max_tasks: int | None = None
                  ) -> tuple[TaskGraph, ArrayOutputs]:
     """Lower ``arrays`` (sharing their common subexpressions) to one TaskGraph, with a store
     task per block of every multi-block result. A plan of more than ``max_tasks`` tasks
-    (default: the option) is refused before anything is built."""
+    (default: the option) is refused before anything is built (the run's one check of
+    its size)."""
     stores = sum(a.npartitions for a in {a.name: a for a in arrays}.values()
                  if a.npartitions > 1)
     pipeline.check_plan_size(count_tasks([a.collection for a in arrays]) + stores, max_tasks)
@@ -167,22 +168,24 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | No
     return ArrayPlan(plan, results)
 
 
-def _run_limit(options: dict[str, Any]) -> Any:
+def _run_limit(options: config.Options) -> Any:
     """The run's ``memory_limit`` in force while its graph is built, so that plans chosen
     then (a rechunk's intermediate store) are chosen for it."""
-    limit = options.get("memory_limit")
+    limit = options.memory_limit
     return config.set(memory_limit=limit) if limit is not None else contextlib.nullcontext()
 
 
-def compute_arrays(arrays: Sequence[Any], **options: Any) -> list[Any] | None:
-    """The values of ``arrays`` computed with one shared plan by the pipeline (``None`` on
-    the MPI ranks other than 0 when the results are larger than ``mpi_broadcast_limit``)."""
+def compute_arrays(arrays: Sequence[Any], options: config.Options) -> list[Any] | None:
+    """The values of ``arrays`` computed with one shared plan by the pipeline, with the
+    run's ``options`` (``None`` on the MPI ranks other than 0 when the results are larger
+    than ``mpi_broadcast_limit``)."""
     with _run_limit(options):
-        graph, results = lower_arrays(arrays, options.get("max_tasks"))
+        graph, results = lower_arrays(arrays, options.max_tasks)
     if not results.keys:
         return []
     warn_tiny_blocks(graph)
-    return pipeline.run(graph, results.keys, finish=results.assemble, **options)
+    return pipeline.run(graph, results.keys, finish=results.assemble, options=options,
+                        sized=True)
 
 
 TINY_TASKS = 100_000  # plans at least this large are checked for tiny blocks
@@ -216,16 +219,17 @@ def warn_tiny_blocks(graph: TaskGraph) -> None:
             PerformanceWarning, stacklevel=4)
 
 
-def run_blocks(colls: Sequence[Any], **options: Any) -> bool:
-    """Run every task of the collections ``colls`` for their side effects (writes).
-    Returns whether the results were gathered in this process (False on MPI ranks but 0)."""
+def run_blocks(colls: Sequence[Any], options: config.Options) -> bool:
+    """Run every task of the collections ``colls`` for their side effects (writes), with
+    the run's ``options``. Returns whether the results were gathered in this process
+    (False on MPI ranks but 0)."""
     with _run_limit(options):
-        pipeline.check_plan_size(count_tasks(colls), options.get("max_tasks"))
+        pipeline.check_plan_size(count_tasks(colls), options.max_tasks)
         with gc_paused():
             builder = lower(colls)
         outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
         graph = builder.build()
-    return pipeline.run(graph, outputs, **options) is not None
+    return pipeline.run(graph, outputs, options=options, sized=True) is not None
 
 
 def plan_summary(arrays: Sequence[Any]) -> dict[str, Any]:

@@ -105,9 +105,9 @@ def persist(self: Array, **options: Any) -> Array:
     as for :meth:`compute`."""
     from tilegraph import config
 
-    config.resolve(options, "persist()")
+    opts = config.resolve(options, "persist()")
     try:
-        values = _blocks_of(self, options)
+        values = _blocks_of(self, opts)
     except ValueError as exc:
         raise ValueError(str(exc).replace("while_loop", "persist")) from None
     return from_blocks(values, self.shape, self.chunks, self.dtype)

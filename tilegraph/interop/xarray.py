@@ -32,6 +32,7 @@ from xarray.namedarray.parallelcompat import ChunkManagerEntrypoint
 
 from tilegraph.array.chunks import normalize_chunks
 from tilegraph.array.core import Array, compute
+from tilegraph.config import Options
 
 
 def _dask_manager_leaves_tilegraph_arrays() -> None:
@@ -371,7 +372,7 @@ class StoreWrites:
         for n, (x, t, r) in enumerate(zip(sources, targets, regions, strict=True)):
             _check_target(n, x, t, r)
         self.options = dict(options or {})
-        config.resolve(dict(self.options), "store()")
+        config.resolve(self.options, "store()")  # bad options fail here, not when written
         self.sources, self.targets, self.regions, self.lock = sources, targets, regions, lock
         self.name = unique_name(f"tilegraph-store-{tokenize('store', *sources)}")
 
@@ -380,8 +381,10 @@ class StoreWrites:
 
     def compute(self, **options: Any) -> None:
         """Do the writes (one tilegraph run); ``options`` are run options."""
+        from tilegraph import config
+
         store_arrays(self.sources, self.targets, self.regions, lock=self.lock,
-                     **{**self.options, **options})
+                     options=config.resolve({**self.options, **options}, "store()"))
 
     def _write(self) -> None:
         self.compute()
@@ -513,10 +516,10 @@ def _write_block(target: Any, region: tuple, block: np.ndarray, lock: Any) -> No
         target[region] = block
 
 
-def store_arrays(sources: list, targets: list, regions: list, lock: Any = None,
-                 **options: Any) -> None:
+def store_arrays(sources: list, targets: list, regions: list, lock: Any = None, *,
+                 options: Options) -> None:
     """Write every block of each source into its target at ``region`` (offsets), in one
-    tilegraph run (``options`` are its run options)."""
+    tilegraph run (``options``: its options record)."""
     from tilegraph.algebra.blocks import Blocks
     from tilegraph.array.chunks import all_block_slices
     from tilegraph.array.core import tokenize
@@ -543,4 +546,4 @@ def store_arrays(sources: list, targets: list, regions: list, lock: Any = None,
 
         colls.append(Blocks(name, x.numblocks, (x.collection,), emit))
     if colls:
-        run_blocks(colls, **options)
+        run_blocks(colls, options)

@@ -54,7 +54,11 @@ and does without them otherwise.
   it, the executor's counters.
 
 Backends are created by :func:`make_backend` from the registry ``BACKENDS``: each backend
-module registers its factory there (:func:`register_backend`) when it is imported. The
+module registers its factory there (:func:`register_backend`) when it is imported, with the
+options the backend takes besides ``workers`` (``BACKEND_OPTIONS``: each a
+:class:`BackendOption`, its default, check and meaning, declared there only). The run's
+options record (:class:`tilegraph.config.Options`) holds the values of its backend's options,
+which its factory gets. The
 optional ones (MPI, serverless, dask) are listed by module name until then, and imported only
 when they are asked for, so this module imports none of the modules of its backends (they
 import it, for :class:`Backend`).
@@ -71,10 +75,11 @@ import os
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -414,23 +419,52 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=POOL._after_fork)
 
 
+@dataclass(frozen=True)
+class BackendOption:
+    """One option of one backend, declared once, beside the backend's factory
+    (:func:`register_backend`): its ``default``; ``check``, which takes a value and returns
+    the value to use, raising an error that names the option when it is bad; ``doc``, what
+    it means; and ``env``, an environment variable whose value, when set, replaces the
+    default. The option is set like every other (``compute(redis=...)``,
+    ``config.set(...)``); a run gets it only on its own backend."""
+
+    default: Any
+    check: Callable[[Any], Any]
+    doc: str = ""
+    env: str | None = None
+
+    def initial(self) -> Any:
+        """The value when none is given or set: the environment variable's, else the
+        default."""
+        if self.env is not None and os.environ.get(self.env):
+            return self.check(os.environ[self.env])
+        return self.default
+
+
 BACKENDS: dict[str, Callable[..., Backend] | str] = {
-    "sync": lambda workers=None, **options: SyncBackend(),
-    "threads": lambda workers=None, **options: ThreadsBackend(workers),
+    "sync": lambda workers=None: SyncBackend(),
+    "threads": lambda workers=None: ThreadsBackend(workers),
     # the optional backends, by the module that registers each when imported (mpi4py,
     # redis-py and distributed are imported only when such a backend is asked for)
     "mpi": "tilegraph.runtime.mpi",
     "serverless": "tilegraph.runtime.serverless.backend",
     "dask": "tilegraph.runtime.dask_backend",
 }
-"""The backends by name: a factory ``(workers=None, **options) -> Backend``, or the name of
-the module that registers the factory when it is imported."""
+"""The backends by name: a factory ``(workers=None, **values) -> Backend`` (``values``: one
+for each option it declares), or the name of the module that registers the factory when it
+is imported."""
+
+BACKEND_OPTIONS: dict[str, Mapping[str, BackendOption]] = {"sync": {}, "threads": {}}
+"""The options each registered backend declares (besides ``workers``), by backend name."""
 
 
-def register_backend(name: str, factory: Callable[..., Backend]) -> None:
+def register_backend(name: str, factory: Callable[..., Backend],
+                     options: Mapping[str, BackendOption] | None = None) -> None:
     """Make ``factory`` the backend called ``name`` (a backend module calls this when it is
-    imported)."""
+    imported). ``options``: the options it takes besides ``workers``, declared here only;
+    the factory is called with a checked value of every one of them."""
     BACKENDS[name] = factory
+    BACKEND_OPTIONS[name] = MappingProxyType(dict(options or {}))
 
 
 def _factory(name: str) -> Callable[..., Backend]:
@@ -444,22 +478,70 @@ def _factory(name: str) -> Callable[..., Backend]:
     return factory
 
 
-def make_backend(name: str, workers: int | None = None, **options: Any) -> Backend:
-    """The backend called ``name`` (see ``BACKENDS``); ``options``: the run's options
-    (a backend takes those it uses; ``client``, a ``distributed.Client`` or a scheduler
-    address, is for ``"dask"`` only). A :class:`Backend` object is returned as it is."""
-    if isinstance(name, Backend):
-        return name
-    if name not in BACKENDS:
+def backend_options(backend: str | Backend) -> Mapping[str, BackendOption]:
+    """The options backend ``backend`` declares (importing its module if needed); a
+    :class:`Backend` object, or a factory put in ``BACKENDS`` without
+    :func:`register_backend`, takes none."""
+    if isinstance(backend, Backend):
+        return _NO_OPTIONS
+    _factory(backend)
+    return BACKEND_OPTIONS.get(backend, _NO_OPTIONS)
+
+
+_NO_OPTIONS: Mapping[str, BackendOption] = MappingProxyType({})
+
+
+def option_backend(option: str) -> str | None:
+    """The backend that declares ``option``, or ``None``: the backends registered so far are
+    looked at first, and the others imported only if none of those declares it."""
+    for name in sorted(BACKENDS, key=lambda n: isinstance(BACKENDS[n], str)):
+        if option in backend_options(name):
+            return name
+    return None
+
+
+def all_backend_options() -> dict[str, str]:
+    """Every backend option (every backend's module imported), with the backend that
+    declares it."""
+    return {option: name for name in sorted(BACKENDS) for option in backend_options(name)}
+
+
+def backend_values(backend: str | Backend, given: Mapping[str, Any],
+                   current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A value for every option ``backend`` declares: the one ``given`` (checked), else the
+    one in ``current`` (checked already: those set with ``config.set``), else its initial
+    value. An option in ``given`` that ``backend`` does not take is an error naming the
+    backend that does (options of other backends in ``current`` are left alone)."""
+    declared = backend_options(backend)
+    for option in given:
+        if option not in declared:
+            owner = option_backend(option)
+            label = backend.name if isinstance(backend, Backend) else backend
+            if owner is None:
+                raise TypeError(f"{option!r} is not an option of any backend "
+                                f"(backend={label!r})")
+            raise ValueError(f"{option}= is an option of backend={owner!r}, not {label!r}")
+    current = current or {}
+    return {option: (spec.check(given[option]) if option in given
+                     else current[option] if option in current else spec.initial())
+            for option, spec in declared.items()}
+
+
+def create_backend(backend: str | Backend, workers: int | None,
+                   values: Mapping[str, Any]) -> Backend:
+    """The backend called ``backend`` made by its factory from ``values``, checked already
+    (:func:`backend_values`); a :class:`Backend` object is returned as it is."""
+    if isinstance(backend, Backend):
+        return backend
+    return _factory(backend)(workers=workers, **values)
+
+
+def make_backend(name: str | Backend, workers: int | None = None, **options: Any) -> Backend:
+    """The backend called ``name`` (see ``BACKENDS``) with ``workers`` and its own
+    ``options`` (those it declares; the others take their defaults, and an option of
+    another backend is an error). A :class:`Backend` object is returned as it is."""
+    if not isinstance(name, Backend) and name not in BACKENDS:
         raise ValueError(
             f"unknown backend {name!r}; choose one of: {', '.join(sorted(BACKENDS))}"
         )
-    if options.get("client") is not None and name != "dask":
-        raise ValueError(f"client= is an option of backend='dask', not {name!r}")
-    factory = _factory(name)
-    import inspect
-
-    params = inspect.signature(factory).parameters.values()
-    if not any(p.kind is p.VAR_KEYWORD for p in params):
-        return factory(workers=workers)  # a factory that takes no options
-    return factory(workers=workers, **options)
+    return create_backend(name, workers, backend_values(name, options))

@@ -44,7 +44,7 @@ from tilegraph.graph.taskgraph import (
     TaskGraph,
     fill,
 )
-from tilegraph.runtime.backends import Backend, Partition, register_backend
+from tilegraph.runtime.backends import Backend, BackendOption, Partition, register_backend
 from tilegraph.runtime.blas import blas_threads
 from tilegraph.runtime.core import Execution
 from tilegraph.util import cores
@@ -362,9 +362,22 @@ def _current_task(execution: Execution) -> int:
     return i
 
 
-def _make_backend(workers: int | None = None, **options: Any) -> DaskBackend:
+def _check_client(value: Any) -> Any:
+    if value is None or isinstance(value, str) or (
+            hasattr(value, "submit") and hasattr(value, "scheduler_info")):
+        return value
+    raise TypeError(f"client must be a distributed.Client or a scheduler address such as "
+                    f"'tcp://127.0.0.1:8786', got {type(value).__name__}")
+
+
+def _make_backend(workers: int | None = None, client: Any = None) -> DaskBackend:
     """``backend="dask"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
-    return DaskBackend(options.get("client"), workers)
+    return DaskBackend(client, workers)
 
 
-register_backend("dask", _make_backend)
+register_backend("dask", _make_backend, options={
+    "client": BackendOption(
+        None, _check_client,
+        "the distributed.Client or scheduler address of the cluster to run on (None: the "
+        "current client)"),
+})

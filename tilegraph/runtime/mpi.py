@@ -74,6 +74,7 @@ import numpy as np
 from tilegraph.graph.taskgraph import MODE_DATA, Call, Lit, TaskGraph
 from tilegraph.runtime.backends import (
     Backend,
+    BackendOption,
     Collective,
     Partition,
     ThreadsBackend,
@@ -792,9 +793,23 @@ class _Exchange(Transport):
         return exc
 
 
-def _make_backend(workers: int | None = None, **options: Any) -> MPIBackend:
+def _check_mpi_timeout(value: Any) -> float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value > 0 and math.isfinite(value)):
+        raise ValueError(f"mpi_timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _make_backend(workers: int | None = None, mpi_timeout: float = 60.0) -> MPIBackend:
     """``backend="mpi"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
-    return MPIBackend(workers, options.get("mpi_timeout", 60.0))
+    return MPIBackend(workers, mpi_timeout)
 
 
-register_backend("mpi", _make_backend)
+register_backend("mpi", _make_backend, options={
+    "mpi_timeout": BackendOption(
+        60.0, _check_mpi_timeout,
+        "seconds an MPI rank waits for the others to join a compute() (or from_numpy(..., "
+        "root=)) before failing with an error that names the ranks that did not call it"),
+})

@@ -51,6 +51,7 @@ from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
 from tilegraph.plan.place import DRIVER, POOL, place_driver_or_pool
 from tilegraph.runtime.backends import (
     Backend,
+    BackendOption,
     Partition,
     ThreadsBackend,
     Transport,
@@ -665,10 +666,63 @@ STRAGGLER_FACTOR = 3.0  # a task this many times slower than its kind's median i
 MIN_BACKUP_SECONDS = 0.5  # ... when it has run at least this long
 
 
-def _make_backend(workers: int | None = None, **options: Any) -> ServerlessBackend:
+def _check_pool(value: Any) -> Any:
+    if value is not None and not isinstance(value, Pool):
+        raise TypeError(f"pool must be a tilegraph.runtime.serverless.Pool or None, got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def _check_redis(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith(("redis://", "rediss://", "unix://",
+                                                             "valkey://")):
+        raise ValueError(f"redis must be a URL such as 'redis://host:6379/0', got {value!r}")
+    return value
+
+
+def _check_store(value: Any) -> str | None:
+    import os
+
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise TypeError(f"store must be a directory path or an fsspec URL, got "
+                        f"{type(value).__name__}") from None
+    if not path:
+        raise ValueError("store must be a directory path or an fsspec URL, got ''")
+    return path
+
+
+def _check_lease(value: Any) -> float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value > 0 and math.isfinite(value)):
+        raise ValueError(f"lease must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _make_backend(workers: int | None = None, pool: Any = None, redis: str | None = None,
+                  store: str | None = None, lease: float = 30.0) -> ServerlessBackend:
     """``backend="serverless"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
-    return ServerlessBackend(workers, pool=options.get("pool"), redis=options.get("redis"),
-                             store=options.get("store"), lease=options.get("lease", 30.0))
+    return ServerlessBackend(workers, pool=pool, redis=redis, store=store, lease=lease)
 
 
-register_backend("serverless", _make_backend)
+register_backend("serverless", _make_backend, options={
+    "pool": BackendOption(
+        None, _check_pool,
+        "the Pool to run on (None: redis, else a pool of workers processes started for "
+        "the run)"),
+    "redis": BackendOption(
+        None, _check_redis, "URL of a Redis/Valkey server whose workers run the tasks",
+        env="TILEGRAPH_REDIS"),
+    "store": BackendOption(
+        None, _check_store,
+        "object store of the blocks, a directory or an fsspec URL (default: a temporary "
+        "directory)", env="TILEGRAPH_STORE"),
+    "lease": BackendOption(30.0, _check_lease, "lease seconds of the workers a run starts"),
+})
