@@ -656,3 +656,34 @@ def test_a_backend_object_is_accepted_and_a_wrong_object_refused():
     with pytest.raises(ValueError, match="unknown backend <object"):
         tilegraph.pipeline.run(g, ["b"], backend=object())
     assert make_backend(backend) is backend
+
+
+def test_an_idle_worker_thread_keeps_nothing_of_a_failed_run():
+    """The pool's threads hold nothing of the run they served once it is over: a failed
+    run's results (here the input of the task that failed, kept by its error's traceback)
+    go as soon as the error does."""
+    import gc
+    import weakref
+
+    from tilegraph.graph import Dep
+
+    class Payload:
+        pass
+
+    refs = []
+
+    def make():
+        obj = Payload()
+        refs.append(weakref.ref(obj))
+        return obj
+
+    def fail(obj):
+        raise RuntimeError("fails on purpose")
+
+    b = GraphBuilder()
+    b.add("a", make)
+    b.add("b", fail, deps=["a"], args=(Dep(0),))
+    with pytest.raises(RuntimeError, match="fails on purpose"):
+        tilegraph.pipeline.run(b.build(), ["b"], backend="threads", workers=2, fuse=False)
+    gc.collect()
+    assert refs and refs[0]() is None

@@ -401,6 +401,9 @@ class WorkerPool:
                     self._idle.append(inbox)
             if then is not None:
                 then()
+            # an idle thread holds nothing of the run it served (its execution, whose error
+            # keeps the failed task's frame and inputs alive, e.g. a rechunk's staged files)
+            fn = args = then = None
             if not stay:
                 return
 
