@@ -3,6 +3,7 @@ blocks, 0-size and 0-d arrays; bad input fails at build time."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import re
@@ -333,6 +334,26 @@ def test_compute_memory_limit_chooses_where_a_staged_rechunk_waits(tmp_path):
     assert _staging_dirs(tmp_path) == []
 
 
+def test_compute_spill_dir_is_where_a_staged_rechunk_stores(tmp_path, monkeypatch):
+    """``compute(spill_dir=...)`` puts the rechunk's intermediate store there, as the
+    ``spill_dir`` option does."""
+    from tilegraph.io import staging
+
+    parents = []
+    original = staging.stage_pieces
+
+    def spied(block, cuts, parent):
+        parents.append(parent)
+        return original(block, cuts, parent)
+
+    monkeypatch.setattr(staging, "stage_pieces", spied)
+    x = make((48, 10, 12), "float64")
+    out = (tg.from_numpy(x, chunks=(3, 10, 12)) + 0).rechunk((48, 2, 3), max_mem="16KB")
+    np.testing.assert_array_equal(out.compute(memory_limit="60KB", spill_dir=tmp_path), x)
+    assert parents and set(parents) == {str(tmp_path)}
+    assert _staging_dirs(tmp_path) == []
+
+
 def test_rechunk_store_is_cleaned_when_the_run_fails(tmp_path):
     """A task failing after the pieces were stored: the error is the task's, and no file or
     directory of the store is left."""
@@ -349,6 +370,9 @@ def test_rechunk_store_is_cleaned_when_the_run_fails(tmp_path):
         out.compute(memory_limit="30KB", spill_dir=str(tmp_path))
     with tg.config.set(memory_limit="30KB"):
         assert "rechunk-store" in _names(out)
+    # the error's traceback holds the failed task's frame (its inputs are staged handles)
+    # in a reference cycle: the files go with it
+    gc.collect()
     assert _staging_dirs(tmp_path) == []
 
 

@@ -169,10 +169,13 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | No
 
 
 def _run_limit(options: config.Options) -> Any:
-    """The run's ``memory_limit`` in force while its graph is built, so that plans chosen
-    then (a rechunk's intermediate store) are chosen for it."""
-    limit = options.memory_limit
-    return config.set(memory_limit=limit) if limit is not None else contextlib.nullcontext()
+    """The run's ``memory_limit`` and ``spill_dir`` in force while its graph is built, so
+    that plans chosen then (a rechunk's stages, and the directory of its intermediate
+    store) are chosen for it."""
+    given = {name: value for name, value in (("memory_limit", options.memory_limit),
+                                             ("spill_dir", options.spill_dir))
+             if value is not None}
+    return config.set(**given) if given else contextlib.nullcontext()
 
 
 def compute_arrays(arrays: Sequence[Any], options: config.Options) -> list[Any] | None:

@@ -7,7 +7,8 @@ writes each old block's pieces to a file, one after another (:func:`stage_pieces
 assembles each new block by reading its pieces from those files (:func:`load_pieces`), as
 rechunker does with an intermediate zarr store. A task's result is a :class:`StagedPieces`,
 a handle of a few bytes; its file is deleted when the handle is (when the last task that
-reads it has run, or when the run fails or is cancelled).
+reads it has run, or when the run fails or is cancelled, once its error is dropped: the
+error's traceback holds the failed task's inputs).
 
 The files live in a directory named ``tilegraph-spill-<host>-<pid>-<random>`` under the
 ``spill_dir`` option (the temp directory by default), removed with the last handle, and by
