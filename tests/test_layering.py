@@ -247,6 +247,7 @@ def test_only_the_pipeline_and_the_runtime_use_the_executor_and_backends():
         for name, line in _imports(path):
             if name in ("tilegraph.runtime.core", "tilegraph.runtime.core.Execution",
                         "tilegraph.runtime.backends.make_backend",
+                        "tilegraph.runtime.backends.create_backend",
                         "tilegraph.runtime.Execution", "tilegraph.runtime.make_backend"):
                 offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert not offenders, "\n".join(offenders)

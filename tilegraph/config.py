@@ -289,14 +289,17 @@ def check_names(options: Mapping[str, Any], where: str) -> None:
         )
 
 
+def _declared(name: str) -> Any:
+    """The declaration (a ``BackendOption``) of backend option ``name``."""
+    from tilegraph.runtime.backends import backend_options, option_backend
+
+    return backend_options(option_backend(name))[name]
+
+
 def _check(name: str, value: Any) -> Any:
     """``value`` of option ``name`` checked (by the backend that declares it, if it is a
     backend's)."""
-    if name in _checks:
-        return _checks[name](value)
-    from tilegraph.runtime.backends import backend_options, option_backend
-
-    return backend_options(option_backend(name))[name].check(value)
+    return _checks[name](value) if name in _checks else _declared(name).check(value)
 
 
 def get(name: str) -> Any:
@@ -308,9 +311,7 @@ def get(name: str) -> Any:
     elif name in _defaults:
         value = _defaults[name]
     else:
-        from tilegraph.runtime.backends import backend_options, option_backend
-
-        value = backend_options(option_backend(name))[name].default
+        value = _declared(name).default
     if name == "backend" and value is None:
         return _default_backend()
     return value

@@ -53,15 +53,16 @@ and does without them otherwise.
   when tasks run where the executor does not see them (the serverless driver's); without
   it, the executor's counters.
 
-Backends are created by :func:`make_backend` from the registry ``BACKENDS``: each backend
-module registers its factory there (:func:`register_backend`) when it is imported, with the
-options the backend takes besides ``workers`` (``BACKEND_OPTIONS``: each a
-:class:`BackendOption`, its default, check and meaning, declared there only). The run's
-options record (:class:`tilegraph.config.Options`) holds the values of its backend's options,
-which its factory gets. The
-optional ones (MPI, serverless, dask) are listed by module name until then, and imported only
-when they are asked for, so this module imports none of the modules of its backends (they
-import it, for :class:`Backend`).
+Backends are made from the registry ``BACKENDS``: each backend module registers its factory
+there (:func:`register_backend`) when it is imported, with the options the backend takes
+besides ``workers`` (``BACKEND_OPTIONS``: each a :class:`BackendOption`, its default, check
+and meaning, declared there only). A run's options record
+(:class:`tilegraph.config.Options`, made by :func:`tilegraph.config.resolve` with
+:func:`backend_values`) holds the checked values of its backend's options, and the pipeline
+makes the backend from them (:func:`create_backend`); :func:`make_backend` does both steps
+for a direct caller. The optional backends (MPI, serverless, dask) are listed by module name
+until then, and imported only when they (or their options) are asked for, so this module
+imports none of the modules of its backends (they import it, for :class:`Backend`).
 
 A backend made outside the runtime (autopar's processes backend, handed to the pipeline as
 ``backend=``) takes what it needs from this module only: :class:`Backend`, the
