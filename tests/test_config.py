@@ -150,13 +150,11 @@ def test_a_run_checks_its_plan_size_once(monkeypatch, tmp_path):
 
 
 def test_the_record_is_frozen_and_typed():
-    import dataclasses
-
     opts = tilegraph.config.resolve({"memory_limit": "1KiB", "callbacks": print}, "test")
     assert isinstance(opts, tilegraph.config.Options)
     assert opts.memory_limit == 1024 and opts.callbacks == (print,)
     assert opts.backend == "threads" and opts.backend_options == {}
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         opts.retries = 3
     with pytest.raises(TypeError):
         opts.backend_options["lease"] = 1.0

@@ -71,9 +71,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 _defaults: dict[str, Any] = {
     "backend": None,  # None: $TILEGRAPH_BACKEND, else "threads"
@@ -234,12 +233,12 @@ _checks: dict[str, Callable[[Any], Any]] = {
 GENERAL = frozenset(_checks)  # the options of every run (the backends declare their own)
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
+class Options(NamedTuple):
     """The options of one run, checked, made once from the call's keyword options over the
     current settings (:func:`resolve`) and passed down to the pipeline, which reads them
-    from here only. ``backend_options``: the values of the options the run's backend
-    declares (e.g. ``lease`` for ``"serverless"``), which its factory gets."""
+    from here only; immutable (a named tuple: ``import tilegraph`` does not pay for the
+    dataclasses module). ``backend_options``: the values of the options the run's backend
+    declares (e.g. ``lease`` for ``"serverless"``), a read-only mapping its factory gets."""
 
     backend: Any  # a backend's name, or a Backend object
     workers: int | None

@@ -280,7 +280,7 @@ def _store_many(arrays: list[Array], writers: list[Any], options: Options) -> No
 
     blocks = [_write_blocks(x, w) for x, w in zip(arrays, writers, strict=True)]
     try:  # (the write tasks' results are never broadcast: only rank 0 commits)
-        here = run_blocks(blocks, replace(options, mpi_broadcast_limit=0))
+        here = run_blocks(blocks, options._replace(mpi_broadcast_limit=0))
     except BaseException:
         for w in writers:
             w.abort()

@@ -58,20 +58,51 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tilegraph.lambdapack.program import DAG, Program, program
 
 
-class LibraryProgram:
-    """A library program, callable on tilegraph Arrays once its front end is registered."""
+class _Source(NamedTuple):
+    """A library program's function and the arguments of :func:`program` for it."""
 
-    def __init__(self, prog: Program, doc: str):
-        self.program = prog
-        self.name = prog.name
+    fn: Callable
+    options: dict[str, Any]
+
+
+def _deferred(fn: Callable | None = None, **options: Any) -> Any:
+    """As :func:`~tilegraph.lambdapack.program.program`, but the program is parsed and
+    checked when first used (:attr:`LibraryProgram.program`): ``import tilegraph`` does not
+    pay for every program of the library (checking one expands it several times)."""
+    if fn is not None:
+        return _Source(fn, options)
+    return lambda f: _Source(f, options)
+
+
+_COMPILE = threading.Lock()
+
+
+class LibraryProgram:
+    """A library program, callable on tilegraph Arrays once its front end is registered;
+    ``program`` is its :class:`~tilegraph.lambdapack.program.Program`, made when first
+    asked for."""
+
+    def __init__(self, source: _Source, doc: str):
+        self._source = source
+        self._program: Program | None = None
+        self.name = source.fn.__name__
         self.__doc__ = doc
         self._front_end: Callable[..., Any] | None = None
+
+    @property
+    def program(self) -> Program:
+        if self._program is None:
+            with _COMPILE:
+                if self._program is None:
+                    self._program = program(self._source.fn, **self._source.options)
+        return self._program
 
     def bind(self, **params: int) -> DAG:
         return self.program.bind(**params)
@@ -91,7 +122,7 @@ class LibraryProgram:
         return f"lambdapack.library.{self.name}"
 
 
-@program(tile_coords={"S": (1, 2)})
+@_deferred(tile_coords={"S": (1, 2)})
 def _cholesky(S, L, N: int):
     for k in range(N):
         L[k, k] = potrf(S[k, k, k], where=(k, k))  # noqa: F821
@@ -103,7 +134,7 @@ def _cholesky(S, L, N: int):
                 S[k + 1, i, j] = gemm_update(S[k, i, j], L[i, k], L[j, k])  # noqa: F821
 
 
-@program
+@_deferred
 def _gemm(A, B, C, M: int, N: int, K: int):
     for i in range(M):
         for j in range(N):
@@ -112,7 +143,7 @@ def _gemm(A, B, C, M: int, N: int, K: int):
                 C[i, j, k + 1] = matmul_acc(C[i, j, k], A[i, k], B[k, j])  # noqa: F821
 
 
-@program
+@_deferred
 def _syrk(A, C, N: int, K: int):
     for i in range(N):
         for j in range(i + 1):
@@ -126,7 +157,7 @@ def _syrk(A, C, N: int, K: int):
                     C[i, j, k + 1] = gram_acc(C[i, j, k], A[i, k], A[j, k])  # noqa: F821
 
 
-@program(tile_coords={"B": (0, 1)})
+@_deferred(tile_coords={"B": (0, 1)})
 def _trsm(A, B, X, N: int, M: int, F: int, LOW: int, TR: int, UNIT: int):
     # op(A) stored as is (TR = 0: its block (p, q) is A[p, q]); F = 1: forward
     # substitution (row blocks in order), F = 0: backward
@@ -139,7 +170,7 @@ def _trsm(A, B, X, N: int, M: int, F: int, LOW: int, TR: int, UNIT: int):
                 B[q, j, i + 1] = gemm_sub(B[q, j, i], A[q, p], X[p, j], trans=TR)  # noqa: F821
 
 
-@program(tile_coords={"B": (0, 1)})
+@_deferred(tile_coords={"B": (0, 1)})
 def _trsm_t(A, B, X, N: int, M: int, F: int, LOW: int, TR: int, UNIT: int):
     # op(A) transposed (TR = 1 or 2: its block (p, q) is op(A[q, p])); F as in _trsm
     for j in range(M):
@@ -151,12 +182,12 @@ def _trsm_t(A, B, X, N: int, M: int, F: int, LOW: int, TR: int, UNIT: int):
                 B[q, j, i + 1] = gemm_sub(B[q, j, i], A[p, q], X[p, j], trans=TR)  # noqa: F821
 
 
-@program
+@_deferred
 def _tsqr(A, R, N: int, B: int):
     R[0, 0] = reduce(qr_r, (A[i, 0] for i in range(N)), branch=B)  # noqa: F821
 
 
-@program
+@_deferred
 def _tsqr_q(A, T, U, Q, R, N: int, B: int, L: int):
     # up the tree: the row blocks, then B nodes at a time, L levels
     for i in range(N):
@@ -177,7 +208,7 @@ def _tsqr_q(A, T, U, Q, R, N: int, B: int, L: int):
         Q[i, 0] = q_leaf(T[0, i], U[0, i])  # noqa: F821
 
 
-@program
+@_deferred
 def _qr(A, I, T, E, C, F, H, R, W, G, Q, RS, QS, M: int, N: int, K: int):  # noqa: E741
     # tiled Householder QR of M x N tiles, K = min(M, N) steps (PLASMA's tile QR)
     for i in range(M):
@@ -266,7 +297,7 @@ def _qr(A, I, T, E, C, F, H, R, W, G, Q, RS, QS, M: int, N: int, K: int):  # noq
             QS[i, j] = cols_signed(Q[i, j], R[j, j])  # noqa: F821
 
 
-@program
+@_deferred
 def _svd(A, T, E, C, F, H, P, EL, CL, FL, HL, BR, Z, S, X, Y, G, U, XV, YV, GV, VH,
          M: int, N: int, UV: int, RL: int):
     # numpywren's BDFAC: M x N tiles (M >= N) reduced to upper band form (bandwidth one
@@ -404,7 +435,7 @@ def _svd(A, T, E, C, F, H, P, EL, CL, FL, HL, BR, Z, S, X, Y, G, U, XV, YV, GV, 
                     VH[i, j] = adjoint_tile(YV[N - 2, i, N - 1 - j], part=1)  # noqa: F821
 
 
-@program
+@_deferred
 def _tslu(A, W, T, F, L, U, PR, N: int, B: int, RB: int):
     # tournament pivoting: each row tile's pivot rows by partial pivoting, then rounds of B
     # candidate sets at a time up a tree; RB rows per tile (the last may have fewer)
@@ -418,7 +449,7 @@ def _tslu(A, W, T, F, L, U, PR, N: int, B: int, RB: int):
         L[i, 0] = lu_l(A[i, 0], F[0])  # noqa: F821
 
 
-@program
+@_deferred
 def _caqr(A, I, T, E, C, F, H, RG, LT, X, Y, R, RS, CU, MY, LM, GY, GL, W, QS,  # noqa: E741
           M: int, N: int, K: int, G: int):
     # step k's panel (tile rows k..M-1) by TSQR in a two-level tree: groups of G tile rows
