@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 _defaults: dict[str, Any] = {
     "backend": None,  # None: $TILEGRAPH_BACKEND, else "threads"
@@ -233,12 +233,13 @@ _checks: dict[str, Callable[[Any], Any]] = {
 GENERAL = frozenset(_checks)  # the options of every run (the backends declare their own)
 
 
-class Options(NamedTuple):
+class Options:
     """The options of one run, checked, made once from the call's keyword options over the
     current settings (:func:`resolve`) and passed down to the pipeline, which reads them
-    from here only; immutable (a named tuple: ``import tilegraph`` does not pay for the
-    dataclasses module). ``backend_options``: the values of the options the run's backend
-    declares (e.g. ``lease`` for ``"serverless"``), a read-only mapping its factory gets."""
+    from here only; read-only (``_replace`` makes a changed copy). A plain class with
+    slots: ``import tilegraph`` pays neither for the dataclasses module nor for making a
+    named tuple. ``backend_options``: the values of the options the run's backend declares
+    (e.g. ``lease`` for ``"serverless"``), a read-only mapping its factory gets."""
 
     backend: Any  # a backend's name, or a Backend object
     workers: int | None
@@ -253,6 +254,51 @@ class Options(NamedTuple):
     max_tasks: int
     mpi_broadcast_limit: int
     backend_options: Mapping[str, Any]
+
+    __slots__ = (
+        "backend",
+        "backend_options",
+        "callbacks",
+        "max_tasks",
+        "memory_limit",
+        "mpi_broadcast_limit",
+        "placement",
+        "progress",
+        "report",
+        "retries",
+        "spill",
+        "spill_dir",
+        "workers",
+    )
+
+    def __init__(self, **fields: Any):
+        missing = [name for name in self.__slots__ if name not in fields]
+        unknown = sorted(frozenset(fields) - frozenset(self.__slots__))
+        if missing or unknown:
+            raise TypeError(f"Options: missing {missing}, unknown {unknown}")
+        for name in self.__slots__:
+            object.__setattr__(self, name, fields[name])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a run's Options are read-only (cannot set {name!r}): make a "
+                             "changed copy with _replace(...)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a run's Options are read-only (cannot delete {name!r})")
+
+    def _asdict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def _replace(self, **changes: Any) -> Options:
+        return Options(**{**self._asdict(), **changes})
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Options and self._asdict() == other._asdict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "Options(" + ", ".join(f"{k}={v!r}" for k, v in self._asdict().items()) + ")"
 
 
 def is_option(name: str) -> bool:
