@@ -62,6 +62,19 @@ def parse_bytes(value: Any) -> int:
     return n
 
 
+def positive_seconds(name: str, value: Any) -> float:
+    """``value`` as a float number of seconds, or a ValueError naming ``name`` when it is not
+    a finite number above 0 (a bool is not a number here).
+
+    >>> positive_seconds("lease", 2)
+    2.0
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def human(n: float) -> str:
     """Bytes in a short readable form."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -85,7 +85,7 @@ from tilegraph.runtime.backends import (
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import Transfer, nbytes_of
 from tilegraph.runtime.memory import MemoryLimitError
-from tilegraph.util import cores, unique
+from tilegraph.util import cores, positive_seconds, unique
 
 TAG_HEADER = 101
 TAG_DATA = 102
@@ -794,12 +794,7 @@ class _Exchange(Transport):
 
 
 def _check_mpi_timeout(value: Any) -> float:
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            value > 0 and math.isfinite(value)):
-        raise ValueError(f"mpi_timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
+    return positive_seconds("mpi_timeout", value)
 
 
 def _make_backend(workers: int | None = None, mpi_timeout: float = 60.0) -> MPIBackend:

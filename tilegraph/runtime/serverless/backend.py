@@ -79,7 +79,7 @@ from tilegraph.runtime.serverless.state import (
 )
 from tilegraph.runtime.serverless.store import ObjectStore, dumps_code, open_store
 from tilegraph.runtime.serverless.tasks import GraphTasks, ImplicitTasks
-from tilegraph.util import cores
+from tilegraph.util import cores, positive_seconds
 
 DRIVER_ID = "driver"
 
@@ -698,12 +698,7 @@ def _check_store(value: Any) -> str | None:
 
 
 def _check_lease(value: Any) -> float:
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            value > 0 and math.isfinite(value)):
-        raise ValueError(f"lease must be a positive number of seconds, got {value!r}")
-    return float(value)
+    return positive_seconds("lease", value)
 
 
 def _make_backend(workers: int | None = None, pool: Any = None, redis: str | None = None,

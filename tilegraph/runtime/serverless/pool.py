@@ -54,7 +54,7 @@ from typing import Any
 from tilegraph.debris import STORE_PREFIX, VALKEY_PREFIX, owner_tag, remove_debris
 from tilegraph.runtime.serverless.state import connect, default_namespace, namespace_keys
 from tilegraph.runtime.serverless.store import ObjectStore, open_store
-from tilegraph.util import cores, die_with_parent
+from tilegraph.util import cores, die_with_parent, positive_seconds
 
 OWNER_TTL = 15  # seconds a pool's claim on its namespace outlives its last refresh
 
@@ -311,8 +311,7 @@ class Pool:
         if max_workers is not None and (isinstance(max_workers, bool)
                                         or not isinstance(max_workers, int) or max_workers < 1):
             raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
-        if not (isinstance(lease, (int, float)) and lease > 0):
-            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        positive_seconds("lease", lease)
         if isinstance(straggler_factor, bool) or not isinstance(
                 straggler_factor, (int, float)) or not (straggler_factor == 0
                                                         or straggler_factor > 1):
