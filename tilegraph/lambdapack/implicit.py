@@ -15,7 +15,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from tilegraph.graph.implicit import INPUT, NODE, VALUE, ImplicitGraph
-from tilegraph.lambdapack.lowering import _eval_kw
 from tilegraph.lambdapack.program import DAG
 
 
@@ -83,13 +82,9 @@ class ProgramGraph(ImplicitGraph):
     def call(self, node: str, values: list[Any]) -> Any:
         """The node's kernel on ``values``; a kernel that writes over a tile it reads is
         called with ``copy=False`` (the values at :meth:`overwritten` are its own)."""
-        sid, idx = parse_node(node)
-        s = self.dag.statements[sid]
-        kernel = self._kernels[s.kernel]
-        kwargs = dict(kernel.kwargs)
-        if s.kwargs:
-            env = self.dag._env(s, idx)
-            kwargs.update((k, _eval_kw(v, env)) for k, v in s.kwargs)
+        n = parse_node(node)
+        kernel = self._kernels[self.dag.statements[n[0]].kernel]
+        kwargs = self.dag.call_kwargs(n)
         if kernel.overwrites is not None:
             kwargs["copy"] = False  # the inputs are the caller's own copies
         return kernel.func(*values, **kwargs)

@@ -119,13 +119,22 @@ class _Lowering:
                     meta["nbytes"] = itemsize * math.prod(out_shape)
             if kernel.flops is not None and shapes and None not in shapes:
                 meta["cost"] = float(kernel.flops(*shapes))
-            s = self.statements[node[0]]
-            kwargs = dict(static_kw)
-            if s.kwargs:
-                env = self._env(s, node[1])
-                kwargs.update((k, _eval_kw(v, env)) for k, v in s.kwargs)
+            kwargs = self.call_kwargs(node, static_kw)
             add((name, node[0], *node[1]), kernel.func, deps=deps, args=tuple(call),
                 kwargs=kwargs or None, kind=kernel.kind, name=kernel.name, **meta)
+
+    def call_kwargs(self, node: Node, static_kw: Mapping[str, Any] | None = None
+                    ) -> dict[str, Any]:
+        """The keyword arguments of ``node``'s kernel call: ``static_kw`` (default: the
+        kernel's own), then the statement's keyword arguments evaluated at the node's loop
+        indices."""
+        s = self.statements[node[0]]
+        kwargs = dict(self.program.kernels[s.kernel].kwargs if static_kw is None
+                      else static_kw)
+        if s.kwargs:
+            env = self._env(s, node[1])
+            kwargs.update((k, _eval_kw(v, env)) for k, v in s.kwargs)
+        return kwargs
 
     def _private(self, node: Node, slot: int) -> bool:
         """Whether the tile ``node`` reads at argument ``slot`` may be written over: made
