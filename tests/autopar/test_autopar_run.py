@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from tilegraph.autopar import analyze, explain
+from tilegraph.autopar.loops import guided_sizes
 from tilegraph.autopar.runner import ScriptError, ScriptExit, has_parallelism, run_script
 from tilegraph.cli import main as cli_main
 
@@ -530,9 +531,10 @@ def test_maps_over_items_split_across_processes_give_the_serial_result(workers, 
     out = io.StringIO()
     stats = run_script(script, workers, stdout=out, graph=graph)
     assert out.getvalue() == serial.stdout
-    if workers > 1:   # each split loop ran as one chunk per process, plus its join
+    if workers > 1:   # each split loop ran as guided chunks, plus its join
         plain = sum(not t.replicated for t in graph.tasks)
-        assert sum(stats.tasks_per_worker) == plain + len(split) * workers, stats
+        chunks = len(guided_sizes(workers))
+        assert sum(stats.tasks_per_worker) == plain + len(split) * chunks, stats
         assert min(stats.tasks_per_worker) >= 1, stats
     _no_children()
 
@@ -592,7 +594,7 @@ def test_for_loops_that_collect_split_and_leave_the_serial_state(workers, tmp_pa
     assert out.getvalue() == serial.stdout
     if workers > 1:
         plain = sum(not t.replicated for t in graph.tasks)
-        assert sum(stats.tasks_per_worker) == plain + 2 * workers, stats
+        assert sum(stats.tasks_per_worker) == plain + 2 * len(guided_sizes(workers)), stats
     _no_children()
 
 

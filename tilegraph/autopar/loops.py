@@ -7,6 +7,8 @@ loop's names bound to their values after the last iteration.
 
 >>> chunk_of([1, 2, 3, 4, 5], 1, 2), chunk_of(range(5), 0, 2)
 ([3, 4, 5], range(0, 2))
+>>> guided_sizes(2), chunk_of(list(range(8)), 1, (2, 1, 1))
+((8, 6, 4, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), [4, 5])
 >>> join_parts("list", [[1, 2], [3]]), join_parts("dict", [{"a": 1}, {"b": 2}])
 ([1, 2, 3], {'a': 1, 'b': 2})
 """
@@ -19,17 +21,41 @@ from typing import Any
 _SLICEABLE = (list, tuple, range, str, bytes)
 
 
-def chunk_of(items: Any, k: int, n: int) -> Any:
-    """Part ``k`` of ``n`` of ``items``, in order: a slice of a list, tuple, range, string
-    or NumPy array, the keys ``k`` of a dict; anything else (an iterator, a set, whose
+def guided_sizes(workers: int) -> tuple[int, ...]:
+    """The relative sizes of the chunks a loop split over ``workers`` processes runs in,
+    in order: each takes ``1 / (2 * workers)`` of what the chunks before it left, and at
+    least ``1 / (16 * workers)`` of the whole (guided self-scheduling). The processes take
+    the chunks in order as they become free, so the large chunks go first and the small
+    ones at the end even out the finishing times: a process slowed by the machine's other
+    work, or given the costlier items, takes fewer chunks. (Equal parts, one per process,
+    make the whole loop wait for the slowest process.)"""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    left, sizes = 16 * workers, []
+    while left > 0:
+        size = max(left // (2 * workers), 1)
+        sizes.append(size)
+        left -= size
+    return tuple(sizes)
+
+
+def chunk_of(items: Any, k: int, n: int | tuple[int, ...]) -> Any:
+    """Part ``k`` of ``items``, in order: ``n`` is the number of equal parts, or the parts'
+    relative sizes (:func:`guided_sizes`). A part is a slice of a list, tuple, range,
+    string or NumPy array, the keys of a dict; anything else (an iterator, a set, whose
     order another process may not repeat) is not split: part 0 is all of it, the other
     parts are empty."""
+    if isinstance(n, int):
+        lo, hi, total = k, k + 1, n
+    else:
+        lo = sum(n[:k])
+        hi, total = lo + n[k], sum(n)
     if isinstance(items, _SLICEABLE) or _is_array(items):
         size = len(items)
-        return items[size * k // n: size * (k + 1) // n]
+        return items[size * lo // total: size * hi // total]
     if isinstance(items, dict):
         size = len(items)
-        return list(itertools.islice(items, size * k // n, size * (k + 1) // n))
+        return list(itertools.islice(items, size * lo // total, size * hi // total))
     return items if k == 0 else ()
 
 

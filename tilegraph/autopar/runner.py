@@ -31,7 +31,7 @@ from tilegraph.autopar.analysis import (
     loop_parts,
     parse_script,
 )
-from tilegraph.autopar.loops import chunk_of
+from tilegraph.autopar.loops import chunk_of, guided_sizes
 from tilegraph.autopar.processes import ProcessesBackend
 from tilegraph.autopar.steps import (
     CodeStep,
@@ -87,9 +87,11 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
     (written when their output is).
 
     With ``split > 1``, a map over items that may split (``Task.loop == "split"``) becomes
-    ``split`` chunk steps ``("statement", i, k)``, each mapping one part of the items, and
-    the step ``("statement", i)`` that joins their results in order (program positions are
-    renumbered so that each step has its own). When the items are a variable the loop
+    chunk steps ``("statement", i, k)``, each mapping one part of the items (large parts
+    first, then smaller ones: :func:`~tilegraph.autopar.loops.guided_sizes`, taken in
+    order by the processes as they become free), and the step ``("statement", i)`` that
+    joins their results in order (program positions are renumbered so that each step has
+    its own). When the items are a variable the loop
     reads nowhere else (``Task.sliced``), a chunk step needs only its part of it: the
     process holding the items slices them and sends that part alone
     (:class:`~tilegraph.autopar.steps.Part`)."""
@@ -122,22 +124,24 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
             else:
                 chunk_reads, join_reads, join_writes = (frozenset(t.uses), frozenset(),
                                                         frozenset(t.defines))
-            for k in range(split):
+            sizes = guided_sizes(split)
+            for k in range(len(sizes)):
                 part = None
                 if t.sliced is not None and t.sliced in chunk_reads:
                     part = Part(t.sliced, _items_name(i, k),
-                                functools.partial(chunk_of, k=k, n=split), 1 / split)
-                step = CodeStep(pos, _chunk_code(st, i, k, split, path, part is not None),
+                                functools.partial(chunk_of, k=k, n=sizes),
+                                sizes[k] / sum(sizes))
+                step = CodeStep(pos, _chunk_code(st, i, k, sizes, path, part is not None),
                                 chunk_reads, frozenset({_part_name(i, k)}),
-                                label=f"{t.label} (part {k + 1} of {split})",
+                                label=f"{t.label} (part {k + 1} of {len(sizes)})",
                                 lineno=t.lineno, part=part)
                 builder.add(("statement", i, k), step, deps=keys, name=step.label,
                             priority=pos, serial=pos, **meta)
                 parts.append(("statement", i, k))
                 pos += 1
-            code = _join_code(st, i, split, path)
+            code = _join_code(st, i, len(sizes), path)
             step = CodeStep(pos, code,
-                            frozenset(_part_name(i, k) for k in range(split)) | join_reads,
+                            frozenset(_part_name(i, k) for k in range(len(sizes))) | join_reads,
                             join_writes, label=t.label, lineno=t.lineno, group=t.group)
             builder.add(("statement", i), step, deps=parts, name=t.label, priority=pos,
                         serial=pos, **meta)
@@ -174,8 +178,9 @@ def _globals_call() -> ast.expr:
     return ast.Call(ast.Name("globals", ast.Load()), [], [])
 
 
-def _chunk_items(items: ast.expr, i: int, k: int, n: int, sent: bool) -> ast.expr:
-    """The items of chunk ``k``: ``chunk_of(items, k, n)``; when its part may have been
+def _chunk_items(items: ast.expr, i: int, k: int, n: tuple[int, ...], sent: bool) -> ast.expr:
+    """The items of chunk ``k`` (``n``: the chunks' relative sizes): ``chunk_of(items, k,
+    n)``; when its part may have been
     sent (``sent``), ``_tilegraph_items_i_k if "_tilegraph_items_i_k" in globals() else
     chunk_of(items, k, n)`` (the process holding the items slices them itself, and a
     missing variable raises the serial ``NameError``)."""
@@ -225,7 +230,7 @@ class _Collect(ast.NodeTransformer):
         return ast.copy_location(ast.Subscript(state, ast.Constant(node.id), node.ctx), node)
 
 
-def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: int, path: str,
+def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: tuple[int, ...], path: str,
                     sent: bool) -> Any:
     """``part = for_part(...)``, the loop over chunk ``k`` with the collections redirected
     and ``part[1] = True`` first in its body, then ``snapshot(part, globals(), names)``."""
@@ -247,7 +252,8 @@ def _for_chunk_code(st: ast.For, shape: ForLoop, i: int, k: int, n: int, path: s
     return _compile_at(_dropping_items(body, i, k) if sent else body, st, path)
 
 
-def _chunk_code(st: ast.stmt, i: int, k: int, n: int, path: str, sent: bool = False) -> Any:
+def _chunk_code(st: ast.stmt, i: int, k: int, n: tuple[int, ...], path: str,
+                sent: bool = False) -> Any:
     """``_tilegraph_part_i_k = <the map over chunk_of(items, k, n)>`` (for a ``for`` loop:
     its body over the chunk, into fresh collections); ``sent``: the chunk's part of the
     items may have been sent to it (:func:`_chunk_items`)."""
