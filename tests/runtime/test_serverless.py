@@ -1208,3 +1208,69 @@ def test_idle_workers_block_instead_of_polling(pool):
     periods = 2.0 / (pool.lease / 3) + 1
     assert diff.get("cmdstat_blpop", 0) <= 2 * periods, diff
     assert diff.get("cmdstat_evalsha", 0) <= 2 * periods, diff
+
+
+@pytest.mark.parametrize("cut", [
+    lambda a: a[1:-1:2, 3:],                 # a strided view of a larger array
+    lambda a: np.asfortranarray(a)[:, 2:9],  # Fortran order
+    lambda a: a.T[::-1],                     # reversed rows of a transpose
+    lambda a: a[:, :0],                      # empty
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.complex64])
+def test_blocks_cut_from_larger_arrays_round_trip_through_the_stores(cut, dtype, tmp_path):
+    a = (np.arange(21 * 13) * (1 + 1j if np.dtype(dtype).kind == "c" else 1)).reshape(
+        21, 13).astype(dtype)
+    block = cut(a)
+    for store in (LocalStore(str(tmp_path / "s")), FsspecStore("memory://tg-views")):
+        store.put_value("run/v", block)
+        got = store.get_value("run/v")
+        assert got.dtype == block.dtype and got.shape == block.shape
+        np.testing.assert_array_equal(got, block)
+        store.delete_prefix("run")
+    np.testing.assert_array_equal(loads(dumps(block)), block)
+
+
+def test_the_driver_s_blocks_go_up_in_batches_while_the_pool_works(pool, monkeypatch):
+    """The blocks a run's tasks read from the driver are stored a few at a time, the ones
+    read first first, and the pool starts on the first ones before the last are stored;
+    a failure while storing them fails the run and leaves nothing behind."""
+    from tilegraph.runtime.serverless import backend as sl
+
+    batches: list[tuple[float, list[str]]] = []
+    provide = sl._PoolRun.provide
+
+    def slow_provide(self, items):
+        if items:
+            batches.append((time.perf_counter(), [t for t, _ in items]))
+            time.sleep(0.1)
+        return provide(self, items)
+
+    monkeypatch.setattr(sl._PoolRun, "provide", slow_provide)
+    a = spd(120, seed=3)
+    x = tg.from_numpy(a, chunks=20)   # 6 x 6 blocks of the driver's array
+    events: list = []
+    with tg.subscribe(events.append):
+        got = tg.linalg.cholesky(x).compute(backend="serverless", pool=pool, progress=False)
+    np.testing.assert_allclose(got, np.linalg.cholesky(a), rtol=1e-10, atol=1e-12)
+    sent = [t for _, ts in batches for t in ts]
+    assert len(sent) == len(set(sent)) == 21   # the lower triangle's blocks
+    assert max(len(ts) for _, ts in batches) <= sl.UPLOAD_BATCH
+    # a task reading the first batch runs while the last is being stored
+    assert any(batches[0][0] < e.start < batches[-1][0] for e in events
+               if isinstance(e, TaskEnd) and e.kind == "pool"), \
+        "the pool waited for every block to be stored"
+    assert _run_keys(pool) == set() and _store_entries(pool) == []
+
+    def failing_provide(self, items):
+        if len(batches) >= 2:
+            raise OSError(28, "No space left on device (test)")
+        return slow_provide(self, items)
+
+    batches.clear()
+    monkeypatch.setattr(sl._PoolRun, "provide", failing_provide)
+    with pytest.raises(OSError, match="No space left"):
+        tg.linalg.cholesky(x).compute(backend="serverless", pool=pool, progress=False)
+    deadline = time.monotonic() + 10   # a task the failure caught running ends first
+    while (_run_keys(pool) or _store_entries(pool)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _run_keys(pool) == set() and _store_entries(pool) == []

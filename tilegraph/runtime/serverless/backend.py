@@ -82,6 +82,7 @@ from tilegraph.runtime.serverless.tasks import GraphTasks, ImplicitTasks
 from tilegraph.util import cores, positive_seconds
 
 DRIVER_ID = "driver"
+UPLOAD_BATCH = 8  # values the driver stores before it marks them done (see _Driver._upload)
 
 
 class PoolFailure(RuntimeError):
@@ -243,6 +244,17 @@ class _GraphRun:
         self.new_of_old = new_of_old
         self.old_of_new = {int(new_of_old[i]): i for i in np.flatnonzero(new_of_old >= 0).tolist()}
 
+    def upload_order(self) -> list[int]:
+        """The plan's data the pool reads (``data_sent``), in the order the pool first
+        needs them: by the least priority of the tasks that read each."""
+        sent = np.flatnonzero(self.data_sent)
+        if sent.size == 0:
+            return []
+        ptr, idx = self.graph.dependents_csr()
+        first = [int(self.priority[idx[ptr[i]:ptr[i + 1]]].min()) if ptr[i + 1] > ptr[i]
+                 else int(self.priority[i]) for i in sent.tolist()]
+        return [int(i) for _, i in sorted(zip(first, sent.tolist(), strict=True))]
+
     def source(self, prefix: str) -> GraphTasks:
         return GraphTasks(self.graph, np.flatnonzero(self.where == POOL), self.priority,
                           np.flatnonzero(self.needed), prefix)
@@ -276,7 +288,7 @@ class _Driver(Transport):
 
     def export(self, i: int, value: Any) -> None:
         with self._export_cv:
-            self._exports.append((i, value))
+            self._exports.append((str(self.plan.old_of_new[i]), value))
             self._export_cv.notify()
 
     @property
@@ -288,12 +300,14 @@ class _Driver(Transport):
     def connect(self, execution: Execution) -> Iterator[None]:
         with self.backend._connection() as (url, store, ns, pool):
             source = self.plan.source(self.rid)
-            inputs = [(str(i), self.plan.graph.args[i][0])
-                      for i in np.flatnonzero(self.plan.data_sent).tolist()]
             run = _PoolRun(url, store, ns, pool, self.rid, source, self.backend,
                            execution, lambda task: int(self.plan.new_of_old[int(task)]))
             self.pool_run = run
-            with run.running(inputs):
+            # the plan's data go up while the pool works, those read first first: the
+            # tasks that read the first blocks start as soon as these are stored
+            self._exports = [(str(i), self.plan.graph.args[i][0])
+                             for i in self.plan.upload_order()]
+            with run.running([]):
                 stop = threading.Event()
                 up = threading.Thread(target=self._upload, args=(run, stop), daemon=True,
                                       name="tilegraph-serverless-upload")
@@ -307,16 +321,20 @@ class _Driver(Transport):
                     up.join()
 
     def _upload(self, run: _PoolRun, stop: threading.Event) -> None:
-        """Store the results of driver tasks that pool tasks read, and mark them done."""
+        """Store the plan's data and the results of driver tasks that pool tasks read, and
+        mark them done, in their order, :data:`UPLOAD_BATCH` at a time (the tasks that
+        read one batch may start while the next is written). Stops when the run does
+        (what it has not stored by then, no task needs)."""
         while True:
             with self._export_cv:
                 while not self._exports and not stop.is_set():
                     self._export_cv.wait(0.2)
-                if not self._exports and stop.is_set():
+                if stop.is_set():
                     return
-                batch, self._exports = self._exports, []
+                batch = self._exports[:UPLOAD_BATCH]
+                del self._exports[:UPLOAD_BATCH]
             try:
-                run.provide([(str(self.plan.old_of_new[i]), v) for i, v in batch])
+                run.provide(batch)
             except BaseException as exc:
                 run.execution.cancel(exc)
                 return

@@ -32,11 +32,22 @@ _NPY = b"\x93NUMPY"
 _PICKLE = b"TGPK"
 
 
+def _whole(value: np.ndarray) -> np.ndarray:
+    """``value`` in one piece of memory: a block cut from a larger array (a view with
+    strides) is copied first. NumPy's writer walks such a view in small buffered pieces,
+    4-5x slower than copying it and writing the copy (2 MB blocks of an 8000-wide array:
+    about 10 ms against 2-4 ms)."""
+    flags = value.flags
+    if flags.c_contiguous or flags.f_contiguous:
+        return value
+    return np.ascontiguousarray(value)
+
+
 def dumps(value: Any) -> bytes:
     """The bytes of ``value`` in the store: ``.npy`` for a plain NumPy array, else a pickle."""
     if type(value) is np.ndarray and value.dtype != object:
         buf = io.BytesIO()
-        np.lib.format.write_array(buf, value, allow_pickle=False)
+        np.lib.format.write_array(buf, _whole(value), allow_pickle=False)
         return buf.getvalue()
     return _PICKLE + pickle_dumps(value)
 
@@ -189,8 +200,9 @@ class LocalStore(ObjectStore):
     def put_value(self, key: str, value: Any) -> int:
         if type(value) is np.ndarray and value.dtype != object:
             # straight from the array to the file: no intermediate bytes
+            whole = _whole(value)
             return self._write(key, lambda f: np.lib.format.write_array(
-                f, value, allow_pickle=False))
+                f, whole, allow_pickle=False))
         return super().put_value(key, value)
 
     def get_value(self, key: str) -> Any:

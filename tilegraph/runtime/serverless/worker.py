@@ -455,8 +455,9 @@ class Worker:
             fields.extend((obj, uses))
 
         def finish(res: Any) -> None:
-            if res == -1:  # the run ended meanwhile: leave nothing behind
-                run.store.delete_prefix(source.output(task))
+            if res == -1:  # the run ended meanwhile: leave nothing behind (the driver
+                # removed the run's objects; this write came after, with its folder)
+                run.store.delete_prefix(rid)
                 self.cache.drop_prefix(f"{rid}/")
             elif isinstance(res, list):
                 for obj in res[1:]:  # inputs no unfinished task reads any more
