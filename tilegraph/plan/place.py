@@ -270,16 +270,20 @@ def place_driver_or_pool(graph: Any) -> list[int]:
     On the driver: the literal inputs (data tasks), the tasks whose op kind gathers
     (placement rule ``"gather"``: the stores of the result's blocks), a view (an op kind
     with ``view``) of in-memory inputs only, and a ``"load"`` of an in-memory NumPy array
-    (the blocks of ``from_numpy``): these are made where their data is. Every other task
-    goes to the pool.
+    (the blocks of ``from_numpy``): these are made where their data is. So is a task with
+    no inputs of an op kind cheaper to make than to store (``remake``: the blocks of zeros
+    of a result's other triangle) when only the driver reads it: made in the pool it would
+    be written to the store and read back. Every other task goes to the pool.
 
     >>> from tilegraph.graph import GraphBuilder
     >>> b = GraphBuilder()
     >>> b.add_data("x", 1)
     >>> b.add("y", abs, deps=["x"], kind="elementwise")
     >>> b.add("z", abs, deps=["y"], kind="store")
+    >>> b.add("w", lambda: 0.0, kind="creation")
+    >>> b.add("v", abs, deps=["w"], kind="store")
     >>> place_driver_or_pool(b.build())
-    [0, 1, 0]
+    [0, 1, 0, 0, 0]
     """
     n = len(graph)
     kinds = graph.meta.get("kind") or [None] * n
@@ -297,6 +301,12 @@ def place_driver_or_pool(graph: Any) -> list[int]:
         elif k.name == "load" and ptr[i + 1] == ptr[i] and any(
                 type(a) is np.ndarray for a in graph.args[i]):
             out[i] = DRIVER  # likewise (from_numpy's blocks)
+    uptr, uidx = graph.dependents_csr()
+    for i in range(n):
+        if out[i] == POOL and ptr[i + 1] == ptr[i] and info[kinds[i]].remake and \
+                uptr[i + 1] > uptr[i] and all(out[j] == DRIVER
+                                              for j in uidx[uptr[i]:uptr[i + 1]].tolist()):
+            out[i] = DRIVER
     return out
 
 
