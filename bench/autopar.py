@@ -27,6 +27,9 @@ Three more workloads:
   compared).
 - *comprehension*: the heavy work is one list comprehension over 200 items of about 20 ms
   each. Goal: >= 1.7x on 2 workers.
+- *skewed comprehension*: 120 items whose cost grows linearly with the item, so that one
+  equal half of the items is 3x the work of the other (no goal; split in two equal parts,
+  the loop could not pass 1.33x).
 - *state*: the scripts of ``tests/autopar/corpus/state`` (one per kind of process state),
   at 1, 2 and 4 workers. Goal: standard output, standard error and exit status identical to
   ``python script.py`` in every run.
@@ -126,6 +129,20 @@ def fit(i):
 
 results = [fit(i) for i in ITEMS]
 print(len(results), sum(results), results[:3])
+'''
+
+
+SKEWED = '''\
+def cost(i):
+    s = 0
+    for k in range({k} * i):
+        s = (s * 31 + k) % 1000003
+    return s
+
+
+ITEMS = list(range(120))
+out = [cost(i) for i in ITEMS]
+print(sum(out))
 '''
 
 
@@ -378,6 +395,22 @@ def _more_workloads(tmp: str, args: argparse.Namespace, env: dict) -> list[str]:
               f"{best:.2f}x best/best, {median:.2f}x median of {args.repeat} paired rounds "
               "(goal >= 1.7x)",
               f"  run_script(script, 2) in-process      {inproc:8.3f} s"]
+    skew = os.path.join(tmp, "skewed.py")
+    with open(skew, "w") as f:
+        f.write(SKEWED.format(k=max(1, args.n // 7500)))
+    s_times, p_times, want, got = paired_times([sys.executable, skew],
+                                               [*cli, skew, "--workers", "2"], tmp,
+                                               args.repeat, env)
+    if got != want:
+        raise SystemExit("autopar output of the skewed comprehension differs from the serial "
+                         "one")
+    best, median = speedups(s_times, p_times)
+    lines += ["one comprehension over 120 items whose cost grows with the item (the last "
+              "half costs 3x the first):",
+              f"  python script.py                      {min(s_times):8.3f} s",
+              f"  tilegraph autopar script.py -w 2      {min(p_times):8.3f} s   "
+              f"{best:.2f}x best/best, {median:.2f}x median of {args.repeat} paired rounds "
+              "(equal halves could not pass 1.33x)"]
     corpus = os.path.join(ROOT, "tests", "autopar", "corpus", "state")
     same = runs = 0
     differ = []
