@@ -353,16 +353,26 @@ def _more_workloads(tmp: str, args: argparse.Namespace, env: dict) -> list[str]:
 
     lines = []
     cli = [sys.executable, "-m", "tilegraph.cli", "autopar"]
-    chains = os.path.join(tmp, "chains.py")
-    with open(chains, "w") as f:
-        f.write(CHAINS.format(n=max(1, args.n // 10)))
-    s_times, p_times, want, got = paired_times([sys.executable, chains],
-                                               [*cli, chains, "--workers", "2"], tmp,
-                                               args.repeat, env)
-    if got != want:
-        raise SystemExit("autopar output of the chains script differs from the serial one")
-    serial, parallel = min(s_times), min(p_times)
-    best, median = speedups(s_times, p_times)
+
+    def paired(name: str, source: str, what: str) -> tuple[str, str, list[float], list[float],
+                                                            str]:
+        """Write the script, time it in paired rounds; its path, its times and output."""
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(source)
+        s_times, p_times, want, got = paired_times([sys.executable, path],
+                                                   [*cli, path, "--workers", "2"], tmp,
+                                                   args.repeat, env)
+        if got != want:
+            raise SystemExit(f"autopar output of the {what} differs from the serial one")
+        best, median = speedups(s_times, p_times)
+        return path, (f"  python script.py                      {min(s_times):8.3f} s\n"
+                      f"  tilegraph autopar script.py -w 2      {min(p_times):8.3f} s   "
+                      f"{best:.2f}x best/best, {median:.2f}x median of {args.repeat} paired "
+                      "rounds"), s_times, p_times, want
+
+    chains, timed, _, _, want = paired("chains.py", CHAINS.format(n=max(1, args.n // 10)),
+                                       "chains script")
     inproc = _in_process(chains, args.repeat, want)
     graph = analyze(chains)
     prof = profile_script(graph)
@@ -370,47 +380,20 @@ def _more_workloads(tmp: str, args: argparse.Namespace, env: dict) -> list[str]:
     simulated = rows[1] / rows[2]
     measured = prof.total / inproc
     lines += [f"two chains over seeded random.Random objects, a shared constant, "
-              f"N={args.n // 10}:",
-              f"  python script.py                      {serial:8.3f} s",
-              f"  tilegraph autopar script.py -w 2      {parallel:8.3f} s   "
-              f"{best:.2f}x best/best, {median:.2f}x median of {args.repeat} paired rounds "
-              "(goal >= 1.6x)",
+              f"N={args.n // 10}:", timed + " (goal >= 1.6x)",
               f"  run_script(script, 2) in-process      {inproc:8.3f} s   {measured:.2f}x of "
               f"the statements' {prof.total:.3f} s; simulated {simulated:.2f}x "
               f"(goal: within 15%, {abs(measured / simulated - 1) * 100:.0f}% off)"]
-    comp = os.path.join(tmp, "comprehension.py")
-    with open(comp, "w") as f:
-        f.write(COMPREHENSION.format(k=max(1, args.n // 500)))
-    s_times, p_times, want, got = paired_times([sys.executable, comp],
-                                               [*cli, comp, "--workers", "2"], tmp,
-                                               args.repeat, env)
-    if got != want:
-        raise SystemExit("autopar output of the comprehension differs from the serial one")
-    serial, parallel = min(s_times), min(p_times)
-    best, median = speedups(s_times, p_times)
+    comp, timed, s_times, _, want = paired(
+        "comprehension.py", COMPREHENSION.format(k=max(1, args.n // 500)), "comprehension")
     inproc = _in_process(comp, args.repeat, want)
-    lines += [f"one comprehension over 200 items ({serial / 200 * 1e3:.0f} ms each):",
-              f"  python script.py                      {serial:8.3f} s",
-              f"  tilegraph autopar script.py -w 2      {parallel:8.3f} s   "
-              f"{best:.2f}x best/best, {median:.2f}x median of {args.repeat} paired rounds "
-              "(goal >= 1.7x)",
+    lines += [f"one comprehension over 200 items ({min(s_times) / 200 * 1e3:.0f} ms each):",
+              timed + " (goal >= 1.7x)",
               f"  run_script(script, 2) in-process      {inproc:8.3f} s"]
-    skew = os.path.join(tmp, "skewed.py")
-    with open(skew, "w") as f:
-        f.write(SKEWED.format(k=max(1, args.n // 7500)))
-    s_times, p_times, want, got = paired_times([sys.executable, skew],
-                                               [*cli, skew, "--workers", "2"], tmp,
-                                               args.repeat, env)
-    if got != want:
-        raise SystemExit("autopar output of the skewed comprehension differs from the serial "
-                         "one")
-    best, median = speedups(s_times, p_times)
+    _, timed, _, _, _ = paired("skewed.py", SKEWED.format(k=max(1, args.n // 7500)),
+                               "skewed comprehension")
     lines += ["one comprehension over 120 items whose cost grows with the item (the last "
-              "half costs 3x the first):",
-              f"  python script.py                      {min(s_times):8.3f} s",
-              f"  tilegraph autopar script.py -w 2      {min(p_times):8.3f} s   "
-              f"{best:.2f}x best/best, {median:.2f}x median of {args.repeat} paired rounds "
-              "(equal halves could not pass 1.33x)"]
+              "half costs 3x the first):", timed + " (equal halves could not pass 1.33x)"]
     corpus = os.path.join(ROOT, "tests", "autopar", "corpus", "state")
     same = runs = 0
     differ = []
