@@ -313,6 +313,35 @@ def test_profile_times_statements_and_the_simulation_answers_how_many_workers(
     assert cli_main(["autopar", str(script), "--profile"]) == 2
 
 
+def test_the_simulation_runs_a_split_loop_as_its_chunks(tmp_path):
+    """A loop that splits is simulated as the runner runs it: guided chunks on all the
+    workers, then its join; a loop that does not split stays one task."""
+    from tilegraph.autopar.explain import simulate_workers
+
+    script = tmp_path / "loops.py"
+    script.write_text("ITEMS = list(range(100))\n"
+                      "def f(i):\n"
+                      "    return i * i\n"
+                      "out = [f(i) for i in ITEMS]\n"
+                      "acc = []\n"
+                      "for j in range(50):\n"
+                      "    acc.append(2 * j)\n"
+                      "    acc.append(len(acc))\n"
+                      "print(len(out), len(acc))\n")
+    graph = analyze(script)
+    assert graph.tasks[2].loop == "split"
+    assert graph.tasks[4].loop == "it reads acc, which it collects into, inside the loop"
+    heavy = [0.0] * len(graph.tasks)
+    heavy[2] = 8.0            # the split loop
+    rows = {p: secs for p, secs, _ in simulate_workers(graph, heavy, [0] * len(heavy))}
+    assert rows[1] == pytest.approx(8.0, rel=1e-3)
+    for p in (2, 4, 8):   # the chunks spread evenly: within one smallest chunk of 8 / p
+        assert 8.0 / p <= rows[p] <= 8.0 / p + 8.0 / (16 * p) + 1e-3, rows
+    heavy[2], heavy[4] = 0.0, 8.0   # the loop that stays one task
+    rows = {p: secs for p, secs, _ in simulate_workers(graph, heavy, [0] * len(heavy))}
+    assert all(secs == pytest.approx(8.0, rel=1e-3) for secs in rows.values()), rows
+
+
 def test_a_relative_script_path_gives_the_absolute_file_in_the_traceback(
         tmp_path, capsys, monkeypatch):
     (tmp_path / "rel.py").write_text("a = 1\nb = 2\nc = a / 0\n")

@@ -114,9 +114,13 @@ def simulate_workers(graph: ScriptGraph, seconds: list[float] | tuple[float, ...
     with the measured seconds and sizes, placed as the runner places it (each task on the
     worker where it would finish first, counting the time to move its inputs; tasks that
     share state on one worker) and run by :func:`tilegraph.plan.simulate.simulate` with
-    the default cost model for moving values."""
+    the default cost model for moving values. A loop that splits (``Task.loop ==
+    "split"``) is its chunks, as the runner makes them (:func:`~tilegraph.autopar.loops.
+    guided_sizes`), each timed as its share of the loop's items, and a join; each chunk
+    goes to the worker free first, as the runner hands them out."""
     import numpy as np
 
+    from tilegraph.autopar.loops import guided_sizes
     from tilegraph.graph import GraphBuilder
     from tilegraph.plan.cost import CostModel
     from tilegraph.plan.simulate import simulate
@@ -126,36 +130,52 @@ def simulate_workers(graph: ScriptGraph, seconds: list[float] | tuple[float, ...
                          f"{len(seconds)} and {len(nbytes)}")
     model = CostModel()
     preds = graph.predecessors(skip=("output-stream",))
-    builder = GraphBuilder()
-    for t in graph.tasks:
-        size = 0 if t.replicated else int(nbytes[t.index])
-        builder.add(("task", t.index), _noop, deps=[("task", p) for p in sorted(preds[t.index])],
-                    cost=max(float(seconds[t.index]), 1e-9) * model.flop_rate, nbytes=size,
-                    name=t.label)
-    tg = builder.build()
     rows = []
-    order = [tg.index[("task", t.index)] for t in graph.tasks]
     for p in workers:
-        placement = np.zeros(len(tg), dtype=np.int64)
-        free = [0.0] * p
-        finish = [0.0] * len(graph.tasks)
+        builder = GraphBuilder()
+        steps = []   # (key, task index, seconds, nbytes, the keys it waits for)
         for t in graph.tasks:
             i = t.index
+            size = 0 if t.replicated else int(nbytes[i])
+            deps = [("task", q) for q in sorted(preds[i])]
+            secs = max(float(seconds[i]), 1e-9)
+            if p > 1 and t.loop == "split":
+                sizes = guided_sizes(p)
+                parts = [("chunk", i, k) for k in range(len(sizes))]
+                for key, share in zip(parts, sizes, strict=True):
+                    steps.append((key, i, secs * share / sum(sizes), size * share // sum(sizes),
+                                  deps))
+                steps.append((("task", i), i, 1e-9, size, parts))
+            else:
+                steps.append((("task", i), i, secs, size, deps))
+        for key, _, secs, size, deps in steps:
+            builder.add(key, _noop, deps=deps, cost=secs * model.flop_rate, nbytes=size,
+                        name=str(key))
+        tg = builder.build()
+        placement = np.zeros(len(tg), dtype=np.int64)
+        free = [0.0] * p
+        finish: dict = {}
+        where_of: dict = {}
+        size_of = {key: size for key, _, _, size, _ in steps}
+        for key, i, secs, _, deps in steps:
+            t = graph.tasks[i]
             choices = range(p)
-            if t.group is not None and t.group != i:
-                choices = [int(placement[order[t.group]])]
+            if t.group is not None and t.group != i and key[0] == "task":
+                choices = [where_of[("task", t.group)]]
             best, where = float("inf"), 0
             for w in choices:
                 start = free[w]
-                for q in preds[i]:
-                    arrive = finish[q]
-                    if int(placement[order[q]]) != w and not graph.tasks[q].replicated:
-                        arrive += model.transfer_seconds(nbytes[q])
+                for d in deps:
+                    arrive = finish[d]
+                    src = graph.tasks[d[1]]
+                    if where_of[d] != w and not src.replicated:
+                        arrive += model.transfer_seconds(size_of[d])
                     start = max(start, arrive)
-                if start + seconds[i] < best - 1e-12:
-                    best, where = start + seconds[i], w
-            placement[order[i]] = where
-            finish[i] = best
+                if start + secs < best - 1e-12:
+                    best, where = start + secs, w
+            placement[tg.index[key]] = where
+            where_of[key] = where
+            finish[key] = best
             free[where] = best
         sim = simulate(tg, placement, p, model=model, gather_to=None)
         rows.append((p, sim.makespan, int(sim.peak_memory.max()) if p else 0))
