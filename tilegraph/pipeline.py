@@ -214,8 +214,11 @@ def run_implicit(graph: ImplicitGraph, outputs: Sequence[str], *,
     ``inputs``: the external inputs the graph's nodes read, by name. Options are those of
     :func:`run`; the backend must be able to run an implicit graph (a ``run_implicit``
     capability: ``backend="serverless"``), and uses ``workers``, ``pool``, ``redis``,
-    ``store``, ``lease`` and ``retries`` (the others, such as ``progress``, ``callbacks``
-    or ``memory_limit``, are checked but have no effect here). ``wait``: seconds without
+    ``store``, ``lease``, ``retries``, ``callbacks`` (and subscribers of
+    :func:`tilegraph.subscribe`: the run's events), ``progress`` (a bar of the pool's
+    tasks) and ``report`` (the run's HTML report: the task stream, workers alive and the
+    queue's length). ``memory_limit`` and ``spill_dir`` are checked but have no effect:
+    the driver holds only the outputs, the workers bound their own caches. ``wait``: seconds without
     any live worker after which the run fails (default: the backend's). The backend sleeps
     until the outputs arrive or the run fails; a task's exception is raised here, and
     Ctrl-C cancels the run. A graph that can be expanded runs on any backend through
@@ -235,7 +238,30 @@ def run_implicit(graph: ImplicitGraph, outputs: Sequence[str], *,
         raise TypeError(f"backend {backend.name!r} cannot run an implicit graph without "
                         "expanding it: use backend='serverless', or lower the graph to a "
                         "TaskGraph and call run()")
-    return runner(graph, outputs, dict(inputs or {}), retries=opts.retries, wait=wait)
+    subscribers = (*opts.callbacks, *global_subscribers())
+    recorder = None
+    if opts.report is not None:
+        from tilegraph.diagnostics.report import Recorder
+
+        recorder = Recorder()
+        subscribers = (*subscribers, recorder)
+    watch = None
+    if progress_wanted(opts.progress):
+        def watch(progress: Callable[[], tuple[int, int]]) -> ProgressBar:
+            return ProgressBar(None, progress=progress)
+    try:
+        return runner(graph, outputs, dict(inputs or {}), retries=opts.retries, wait=wait,
+                      subscribers=subscribers, watch=watch)
+    finally:
+        if recorder is not None:
+            from tilegraph.diagnostics.report import write_report
+
+            size = graph.size()
+            write_report(opts.report, [recorder.data()],
+                         title=f"tilegraph run ({backend.name}, implicit graph)",
+                         summary=f"{type(graph).__name__}: "
+                                 f"{size if size is not None else 'an unknown number of'} "
+                                 "tasks, run without being expanded")
 
 
 def _options(options: config.Options | None, given: dict[str, Any], where: str

@@ -1281,3 +1281,65 @@ def test_the_driver_s_blocks_go_up_in_batches_while_the_pool_works(pool, monkeyp
     while (_run_keys(pool) or _store_entries(pool)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _run_keys(pool) == set() and _store_entries(pool) == []
+
+
+def test_an_unexpanded_run_sends_its_events_shows_progress_and_writes_its_report(
+        pool, tmp_path, monkeypatch):
+    """run_program's run has the events, progress bar and report of any run: its start
+    and end, every task's start and end on the pool's workers; a failed run ends
+    "failed" and still writes its report."""
+    import io
+
+    from tilegraph.runtime.events import RunEnd, RunStart, TaskStart
+
+    n, b = 4, 10
+    a = spd(n * b - 3, seed=5)
+    edges = [min(i * b, a.shape[0]) for i in range(n + 1)]
+    dag = library.cholesky.bind(N=n)
+
+    def tile(t):
+        return a[edges[t[1]]:edges[t[1] + 1], edges[t[2]]:edges[t[2] + 1]]
+
+    outs = [("L", (i, j)) for i in range(n) for j in range(i + 1)]
+    bars = []
+
+    class Bar(pipeline.ProgressBar):
+        def __init__(self, execution, progress=None):
+            super().__init__(execution, delay=0.0, interval=0.01, stream=io.StringIO(),
+                             progress=progress)
+            bars.append(self)
+
+    monkeypatch.setattr(pipeline, "ProgressBar", Bar)
+    events: list = []
+    report = tmp_path / "run.html"
+    got = run_program(dag, {"S": tile}, outs, pool=pool, callbacks=[events.append],
+                      report=str(report), progress=True)
+    low = np.zeros_like(a)
+    for (_, (i, j)), v in got.items():
+        low[edges[i]:edges[i + 1], edges[j]:edges[j + 1]] = v
+    np.testing.assert_allclose(low, np.linalg.cholesky(a), atol=1e-10)
+    assert isinstance(events[0], RunStart) and events[0].ntasks == dag.count()
+    assert events[0].backend == "serverless"
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "done"
+    ends = [e for e in events if isinstance(e, TaskEnd)]
+    assert len(ends) == events[-1].ndone == dag.count()
+    assert {e.kind for e in ends} == {"pool"} and {e.worker for e in ends} <= {1, 2}
+    assert sum(isinstance(e, TaskStart) for e in events) >= dag.count()
+    assert all(e.start <= e.stop for e in ends)
+    text = report.read_text()
+    assert "implicit graph" in text and f"{dag.count()} tasks" in text
+    assert bars and bars[0].shown and f"{dag.count()}/{dag.count()}" in bars[0].stream.getvalue()
+    assert _run_keys(pool) == set()
+
+    bad = a.copy()
+    bad[0, 0] = -1.0   # not positive definite: the first potrf fails
+    events.clear()
+    report.unlink()
+    with pytest.raises(Exception, match=r"positive definite|not positive|leading minor"):
+        run_program(dag, {"S": lambda t: bad[edges[t[1]]:edges[t[1] + 1],
+                                              edges[t[2]]:edges[t[2] + 1]]},
+                    outs, pool=pool, callbacks=[events.append], report=str(report))
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "failed"
+    assert report.exists()
+    time.sleep(0.2)
+    assert _run_keys(pool) == set() and _store_entries(pool) == []

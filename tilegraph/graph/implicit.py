@@ -86,3 +86,8 @@ class ImplicitGraph(ABC):
     def priority(self, node: str) -> int:
         """Lower runs first among the ready nodes."""
         return 0
+
+    def size(self) -> int | None:
+        """The number of nodes, when the graph knows it without expanding (the progress
+        bar's total and the run's events); ``None`` otherwise."""
+        return None

@@ -57,6 +57,9 @@ class ProgramGraph(ImplicitGraph):
     def starters(self) -> list[str]:
         return [node_id(n) for n in self.dag.starters()]
 
+    def size(self) -> int | None:
+        return self.dag.count()
+
     def parents(self, node: str) -> list[str]:
         return [node_id(p) for p in self.dag.parents(parse_node(node))]
 
@@ -113,8 +116,9 @@ class ProgramGraph(ImplicitGraph):
 def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]],
                 outputs: Sequence[tuple[str, tuple[int, ...]]], *, pool: Any = None,
                 redis: str | None = None, store: str | None = None,
-                workers: int | None = None, retries: int = 0, wait: float = 60.0
-                ) -> dict[tuple[str, tuple[int, ...]], Any]:
+                workers: int | None = None, retries: int = 0, wait: float = 60.0,
+                progress: bool | None = None, callbacks: Sequence[Any] = (),
+                report: str | None = None) -> dict[tuple[str, tuple[int, ...]], Any]:
     """Run a bound LambdaPACK DAG on a serverless pool without expanding it.
 
     ``inputs`` maps each input array (tiles the program reads and never writes) to a
@@ -126,8 +130,10 @@ def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]]
     large to enumerate); a tile missing from a mapping fails the task that reads it.
     ``pool``, ``redis``, ``store``, ``workers``: where it runs, as for
     ``backend="serverless"``; ``retries``: attempts of a failing task after its first;
-    ``wait``: seconds without any live worker after which the run fails. The run goes
-    through :func:`tilegraph.pipeline.run_implicit` (the graph: :class:`ProgramGraph`).
+    ``wait``: seconds without any live worker after which the run fails; ``progress``,
+    ``callbacks``, ``report``: the progress bar, event subscribers and HTML report, as for
+    any run. The run goes through :func:`tilegraph.pipeline.run_implicit` (the graph:
+    :class:`ProgramGraph`).
     """
     if not isinstance(dag, DAG):
         raise TypeError(f"run_program needs a bound LambdaPACK DAG (program.bind(...)), got "
@@ -176,7 +182,12 @@ def run_program(dag: Any, inputs: Mapping[str, Callable[[tuple[int, ...]], Any]]
                         tiles[tid] = inputs[array](tile)
     from tilegraph.pipeline import run_implicit
 
+    extra: dict[str, Any] = {"callbacks": tuple(callbacks)}
+    if progress is not None:
+        extra["progress"] = progress
+    if report is not None:
+        extra["report"] = report
     values = run_implicit(ProgramGraph(dag), list(wanted), inputs=tiles,
                           backend="serverless", pool=pool, redis=redis, store=store,
-                          workers=workers, retries=retries, wait=wait)
+                          workers=workers, retries=retries, wait=wait, **extra)
     return dict(zip(wanted.values(), values, strict=True))

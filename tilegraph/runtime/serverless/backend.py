@@ -41,7 +41,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,8 @@ from tilegraph.runtime.events import (
     BackupStarted,
     LeaseExpired,
     PoolQueue,
+    RunEnd,
+    RunStart,
     TaskEnd,
     TaskFailed,
     TaskStart,
@@ -156,7 +158,9 @@ class ServerlessBackend(Backend):
 
     def run_implicit(self, graph: ImplicitGraph, outputs: Sequence[str],
                      inputs: Mapping[str, Any], *, retries: int = 0,
-                     wait: float | None = None) -> list[Any]:
+                     wait: float | None = None, subscribers: Sequence[Any] = (),
+                     watch: Callable[[Callable[[], tuple[int, int]]], Any] | None = None
+                     ) -> list[Any]:
         """The results of the nodes ``outputs`` of the implicit graph ``graph``, in order,
         the graph never expanded (called by :func:`tilegraph.pipeline.run_implicit`).
 
@@ -165,7 +169,14 @@ class ServerlessBackend(Backend):
         children. This thread sleeps until the last output arrives or the run fails (a
         task's exception, a lost task, no live worker for ``wait`` seconds, default the
         backend's): no polling. An interruption (Ctrl-C) cancels the run; its keys and
-        objects are removed whatever happened."""
+        objects are removed whatever happened.
+
+        ``subscribers`` get the run's events, as from any run: its start and end, each
+        task's start and end on the pool's workers, failures, expired leases, backup
+        copies, the workers alive and the queue's length. ``watch(progress)``: a context
+        manager kept open while the run goes (the progress bar), ``progress()`` giving
+        ``(tasks done, tasks in all)`` (in all: the graph's ``size()``, or the tasks done
+        while it does not know)."""
         wanted = list(dict.fromkeys(outputs))
         if not wanted:
             return []
@@ -174,6 +185,8 @@ class ServerlessBackend(Backend):
         results: dict[str, Any] = {}
         lock = threading.Lock()
         run: _PoolRun | None = None
+        sink = _Events(subscribers)
+        total = graph.size()
 
         def got(task: str, value: Any) -> None:
             with lock:
@@ -181,16 +194,33 @@ class ServerlessBackend(Backend):
                 if len(results) == len(wanted):
                     run.done.set()
 
+        def progress() -> tuple[int, int]:
+            try:
+                done = run.pool_done()
+            except Exception:   # the state is unreachable: the run reports that itself
+                done = sink.ndone
+            return done, total if total is not None else done
+
+        status = "failed"
+        started = time.perf_counter()
         with self._connection() as (url, store, ns, pool):
             run = _PoolRun(url, store, ns, pool, rid, source, self, None, None,
-                           retries=retries, on_value=got, wait=wait)
-            with run.running([], {f"in/{name}": v for name, v in inputs.items()}):
-                try:
-                    run.done.wait()  # set by the last result, or by a failure
-                except BaseException:
-                    run.failure = None
-                    run.r.hset(f"{ns}:run:{rid}", "state", "cancelled")
-                    raise
+                           retries=retries, on_value=got, wait=wait, events=sink)
+            sink.send(RunStart(total if total is not None else 0,
+                               len(workers_info(run.r, ns)), self.name, 0, started))
+            try:
+                with run.running([], {f"in/{name}": v for name, v in inputs.items()}), \
+                        (watch(progress) if watch is not None else nullcontext()):
+                    try:
+                        run.done.wait()  # set by the last result, or by a failure
+                    except BaseException:
+                        run.failure = None
+                        status = "cancelled"
+                        run.r.hset(f"{ns}:run:{rid}", "state", "cancelled")
+                        raise
+                status = "done"
+            finally:
+                sink.send(RunEnd(status, sink.ndone, time.perf_counter() - started))
         return [results[o] for o in outputs]
 
     @contextmanager
@@ -340,6 +370,26 @@ class _Driver(Transport):
                 return
 
 
+class _Events:
+    """Where the events of an implicit run go (it has no executor to send them): its
+    subscribers, called one event at a time, and the count of tasks done."""
+
+    def __init__(self, subscribers: Sequence[Any]):
+        self.subscribers = tuple(subscribers)
+        self.lock = threading.Lock()
+        self.ndone = 0
+
+    @property
+    def emitting(self) -> bool:
+        return bool(self.subscribers)
+
+    def send(self, event: Any) -> None:
+        if isinstance(event, TaskEnd):
+            self.ndone += 1
+        for fn in self.subscribers:
+            fn(event)
+
+
 class _PoolRun:
     """One run on a pool: set-up, listening, clean-up (shared by planned graphs and implicit
     ones)."""
@@ -348,7 +398,7 @@ class _PoolRun:
                  source: Any, backend: ServerlessBackend, execution: Execution | None,
                  local_of: Callable[[str], int] | None, retries: int | None = None,
                  on_value: Callable[[str, Any], None] | None = None,
-                 wait: float | None = None):
+                 wait: float | None = None, events: _Events | None = None):
         self.url = url
         self.r = connect(url)
         self.scripts = Scripts(self.r)
@@ -359,6 +409,8 @@ class _PoolRun:
         self.source = source
         self.backend = backend
         self.execution = execution
+        # where the run's events go: the executor's subscribers, or an implicit run's own
+        self.sink: Any = execution if execution is not None else events
         self.local_of = local_of
         self.on_value = on_value
         self.retries = retries if retries is not None else (
@@ -521,7 +573,7 @@ class _PoolRun:
                             self._send(WorkersScaled(time.perf_counter(), alive, "alive"))
                         if alive > 1:
                             self._back_up_stragglers()
-                        if self.execution is not None and self.execution.emitting:
+                        if self.sink is not None and self.sink.emitting:
                             pipe = r.pipeline()
                             pipe.zcard(f"{ns}:ready")
                             pipe.zcard(f"{ns}:leases")
@@ -649,13 +701,13 @@ class _PoolRun:
         return n
 
     def _send(self, event: Any) -> None:
-        ex = self.execution
+        ex = self.sink
         if ex is not None and ex.emitting:
             with ex.lock:
                 ex.send(event)
 
     def _event(self, f: dict) -> None:
-        ex = self.execution
+        ex = self.sink
         if ex is None or not ex.emitting:
             return
         kind = f[b"e"]
