@@ -316,10 +316,13 @@ class JobManager:
         finally:
             job.proc = None
             job.current.clear()
+            # the job is listed as finished from here: the oldest finished ones beyond the
+            # limit go now, before this coroutine waits again (a client told the job is
+            # done never lists more than the limit)
+            self._prune()
             # whatever the job started ends with it (its group, a new session, a fork)
             await asyncio.to_thread(end_marked, self._mark(job))
             self.store.save(job)
-            self._prune()
             self._dispatch()
 
     def _mark(self, job: Job) -> str:
