@@ -177,13 +177,11 @@ def _check_placement(value: Any) -> str:
 def _check_report(value: Any) -> str | None:
     import os
 
+    from tilegraph.util import path_value
+
     if value is None:
         return None
-    try:
-        path = os.fspath(value)
-    except TypeError:
-        raise TypeError(f"report must be a file path or None, got {type(value).__name__}"
-                        ) from None
+    path = path_value("report", value, "a file path or None")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ValueError(f"report {path!r}: directory {parent!r} does not exist")

@@ -75,6 +75,19 @@ def positive_seconds(name: str, value: Any) -> float:
     return float(value)
 
 
+def path_value(name: str, value: Any, what: str) -> str:
+    """``value`` as a path string (``os.fspath``), or a TypeError saying that option
+    ``name`` must be ``what``, with the type it got.
+
+    >>> path_value("report", "run.html", "a file path or None")
+    'run.html'
+    """
+    try:
+        return os.fspath(value)
+    except TypeError:
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}") from None
+
+
 def human(n: float) -> str:
     """Bytes in a short readable form."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

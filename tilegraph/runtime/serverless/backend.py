@@ -81,7 +81,7 @@ from tilegraph.runtime.serverless.state import (
 )
 from tilegraph.runtime.serverless.store import ObjectStore, dumps_code, open_store
 from tilegraph.runtime.serverless.tasks import GraphTasks, ImplicitTasks
-from tilegraph.util import cores, positive_seconds
+from tilegraph.util import cores, path_value, positive_seconds
 
 DRIVER_ID = "driver"
 UPLOAD_BATCH = 8  # values the driver stores before it marks them done (see _Driver._upload)
@@ -753,15 +753,9 @@ def _check_redis(value: Any) -> str | None:
 
 
 def _check_store(value: Any) -> str | None:
-    import os
-
     if value is None:
         return None
-    try:
-        path = os.fspath(value)
-    except TypeError:
-        raise TypeError(f"store must be a directory path or an fsspec URL, got "
-                        f"{type(value).__name__}") from None
+    path = path_value("store", value, "a directory path or an fsspec URL")
     if not path:
         raise ValueError("store must be a directory path or an fsspec URL, got ''")
     return path
