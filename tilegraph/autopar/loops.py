@@ -21,6 +21,13 @@ from typing import Any
 _SLICEABLE = (list, tuple, range, str, bytes)
 
 
+def check_workers(workers: Any) -> int:
+    """``workers`` when it is an integer >= 1 (not a bool), else a ValueError naming it."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    return workers
+
+
 def guided_sizes(workers: int) -> tuple[int, ...]:
     """The relative sizes of the chunks a loop split over ``workers`` processes runs in,
     in order: each takes ``1 / (2 * workers)`` of what the chunks before it left, and at
@@ -29,9 +36,7 @@ def guided_sizes(workers: int) -> tuple[int, ...]:
     ones at the end even out the finishing times: a process slowed by the machine's other
     work, or given the costlier items, takes fewer chunks. (Equal parts, one per process,
     make the whole loop wait for the slowest process.)"""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
-    left, sizes = 16 * workers, []
+    left, sizes = 16 * check_workers(workers), []
     while left > 0:
         size = max(left // (2 * workers), 1)
         sizes.append(size)

@@ -31,7 +31,7 @@ from tilegraph.autopar.analysis import (
     loop_parts,
     parse_script,
 )
-from tilegraph.autopar.loops import chunk_of, guided_sizes
+from tilegraph.autopar.loops import check_workers, chunk_of, guided_sizes
 from tilegraph.autopar.processes import ProcessesBackend
 from tilegraph.autopar.steps import (
     CodeStep,
@@ -304,12 +304,6 @@ class RunStats:
     bytes_received: tuple[int, ...] = ()
 
 
-def _check_workers(workers: Any) -> int:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
-    return workers
-
-
 def run_serial(path: str, source: str, argv: list[str] | None = None) -> None:
     """Run the script in this process, as ``python script.py`` would (a fresh ``__main__``
     namespace, ``sys.argv`` and ``sys.path[0]`` set for it)."""
@@ -363,7 +357,7 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
     ``sys.exit(n)`` with ``n != 0`` raises :class:`ScriptExit`. No worker process is left
     behind, whatever happens.
     """
-    workers = _check_workers(workers)
+    workers = check_workers(workers)
     path, source = load_script(path_or_source)
     g = graph if graph is not None else analyze(path_or_source)
     argv = list(argv) if argv is not None else [path]
