@@ -29,7 +29,7 @@ _NO_TRANS, _TRANS, _CONJ_TRANS = 111, 112, 113
 _UPPER, _LOWER = 121, 122
 _NON_UNIT, _UNIT = 131, 132
 _LEFT, _RIGHT = 141, 142
-_CODES = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+CODES = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 
 
@@ -62,6 +62,12 @@ def _library() -> _Lib:
     if _lib is None:
         _lib = _Lib()
     return _lib
+
+
+def lapacke(base: str) -> tuple[Callable, type] | None:
+    """``(function, integer type)`` of the CBLAS or LAPACKE routine ``base`` (e.g.
+    ``"LAPACKE_dgeqrt_work"``) in NumPy's BLAS library, or None when it is not there."""
+    return _library().get(base)
 
 
 def _scalar(dtype: np.dtype, value: complex) -> Any:
@@ -107,7 +113,7 @@ def potrf(a: np.ndarray, where: Any = None) -> np.ndarray:
 
     out = np.array(a, order="C", copy=True)
     n = out.shape[0]
-    entry = _library().get(f"LAPACKE_{_CODES.get(out.dtype, '?')}potrf")
+    entry = _library().get(f"LAPACKE_{CODES.get(out.dtype, '?')}potrf")
     if entry is not None and n:
         func, int_t = entry
         # row-major lower = column-major upper of the transpose: ask for 'L' row-major
@@ -136,7 +142,7 @@ def trsm(t: np.ndarray, b: np.ndarray, *, side: str, lower: bool, trans: str = "
     (``side="R"``) for x, with ``t`` triangular and ``op`` one of N, T, C. Returns x,
     written over ``b`` unless ``copy``."""
     dtype = np.result_type(t.dtype, b.dtype)
-    if dtype not in _CODES:
+    if dtype not in CODES:
         dtype = np.dtype(np.float64)
     x = _private(b.astype(dtype, copy=False), copy or b.dtype != dtype)
     if not x.size:
@@ -144,7 +150,7 @@ def trsm(t: np.ndarray, b: np.ndarray, *, side: str, lower: bool, trans: str = "
     t = t.astype(dtype, copy=False)
     if not _row_major(t):
         t = np.ascontiguousarray(t)
-    entry = _library().get(f"cblas_{_CODES[dtype]}trsm")
+    entry = _library().get(f"cblas_{CODES[dtype]}trsm")
     if entry is None:
         return _trsm_scipy(t, x, side, lower, trans, unit, alpha)
     func, int_t = entry
@@ -206,7 +212,7 @@ def herk_update(c: np.ndarray, a: np.ndarray, *, alpha: float = -1.0,
     out = _private(c.astype(dtype, copy=False), copy or c.dtype != dtype)
     if not out.size or a.shape[1] == 0:
         return out
-    base = f"cblas_{_CODES.get(dtype, '?')}{'herk' if dtype.kind == 'c' else 'syrk'}"
+    base = f"cblas_{CODES.get(dtype, '?')}{'herk' if dtype.kind == 'c' else 'syrk'}"
     entry = _library().get(base)
     if entry is None or a.dtype != dtype or not _row_major(a):
         return gemm_update(out, a, a, trans_b="C", alpha=alpha)

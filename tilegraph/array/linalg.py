@@ -21,8 +21,9 @@ lowers them like every other block collection.
   their right, Q by the reflectors applied to the identity's tiles).
 - :func:`svd`: for tall-skinny matrices, TSQR and the SVD of the small R; for matrices of
   several blocks in both dimensions, numpywren's BDFAC (the LambdaPACK program
-  ``library.svd``: tiled QR/LQ of the panels down to upper band form, gesdd on the band
-  gathered into one block, the panels' reflectors applied to its vectors);
+  ``library.svd``: tiled QR/LQ of the panels down to upper band form; the band's values by
+  successive band reduction, gbbrd and bdsqr, or with vectors gesdd on the band gathered
+  into one block, the panels' reflectors applied to its vectors);
   :func:`svd_compressed`: randomized SVD of any shape (Halko, Martinsson and Tropp).
 - :func:`lstsq` by QR, :func:`norm` by reductions (and the SVD for the 2-norm).
 
@@ -270,13 +271,15 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
       20000): TSQR, then the SVD of the small R.
     - Matrices of several blocks in both dimensions: numpywren's BDFAC, the LambdaPACK
       program ``library.svd``: tiled QR of each column panel and LQ of each row panel
-      reduce the matrix to upper band form (one tile wide) in parallel, the band's SVD is
-      LAPACK's gesdd, and the panels' reflectors turn its vectors into ``u`` and ``vt``
-      tile by tile. Known gap: the band stage is one task on the band gathered into a
-      dense k x k matrix, k = min(m, n) (about 6 k^2 numbers with vectors, 2 k^2 without,
-      refused before planning when that exceeds this machine's memory budget), and gesdd
-      does not exploit the band, so that task costs about what a dense SVD of a k x k
-      matrix does.
+      reduce the matrix to upper band form (one tile wide) in parallel. The band stage is
+      one task on the band gathered into a dense k x k matrix, k = min(m, n) (about 6 k^2
+      numbers with vectors, 2 k^2 without, refused before planning when that exceeds this
+      machine's memory budget). Values alone: the band is narrowed by successive band
+      reduction (BLAS-3 bulge chasing) and made bidiagonal by LAPACK's gbbrd
+      (:mod:`tilegraph.algebra.band`), about 8 k^2 b flops for tiles of b. With vectors:
+      LAPACK's gesdd on the band, and the panels' reflectors turn its vectors into ``u``
+      and ``vt`` tile by tile. Known gap: gesdd does not exploit the band, so with vectors
+      that task costs about what a dense SVD of a k x k matrix does.
 
     For the leading singular triplets of a large matrix use :func:`svd_compressed`.
 

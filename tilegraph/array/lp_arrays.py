@@ -355,9 +355,11 @@ def band_svd(a: Any, compute_uv: bool = True, block: int | None = None) -> Any:
     k x n, k = min(m, n), as ``numpy.linalg.svd(a, full_matrices=False)``) by the program
     ``library.svd`` (numpywren's BDFAC): tiled QR and LQ of the panels reduce the matrix to
     upper band form of one tile's bandwidth, in parallel; the band is gathered into one
-    dense k x k block and its SVD is LAPACK's gesdd in one task (the known limit: that
-    task holds three k x k matrices); the panels' reflectors then turn the band's vectors
-    into ``u`` and ``vh``, again tile by tile. A wide matrix is factored as its conjugate
+    dense k x k block in one task, which finds its values by narrowing the band and LAPACK's
+    gbbrd (:mod:`tilegraph.algebra.band`) or, with vectors, its SVD by LAPACK's gesdd (the
+    known limit: that task holds three k x k matrices and costs what a dense SVD does); the
+    panels' reflectors then turn the band's vectors into ``u`` and ``vh``, again tile by
+    tile. A wide matrix is factored as its conjugate
     transpose. Square tiles of ``block`` (default: the first row block's height). Returns
     ``s`` alone with ``compute_uv=False``."""
     a = asarray(a)

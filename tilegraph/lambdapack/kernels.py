@@ -369,16 +369,19 @@ def _band_row(q: tuple, lq: tuple | None = None) -> tuple[np.ndarray, ...]:
 
 
 def _band_svd(*rows: tuple, uv: int = 1) -> tuple[Any, np.ndarray, Any, list[int]]:
-    """The SVD of the band gathered into one dense n x n matrix (LAPACK's gesdd):
-    ``(u, s, vh, offsets)`` (``u``, ``vh`` None without vectors); ``offsets`` the tile
-    boundaries."""
+    """The SVD of the band gathered into one dense n x n matrix: ``(u, s, vh, offsets)``
+    (``u``, ``vh`` None without vectors); ``offsets`` the tile boundaries. The values alone
+    come from the band's own stages (:func:`tilegraph.algebra.band.singular_values`: the
+    band narrowed, then made bidiagonal); with vectors, LAPACK's gesdd on the dense band."""
     import scipy.linalg
+
+    from tilegraph.algebra import band
 
     offsets = [0]
     for row in rows:
         offsets.append(offsets[-1] + row[0].shape[1])
     n = offsets[-1]
-    dense = np.zeros((n, n), dtype=rows[0][0].dtype)
+    dense = np.zeros((n, n), dtype=rows[0][0].dtype, order="F")
     for k, row in enumerate(rows):
         o, p = offsets[k], offsets[k + 1]
         r = row[0]
@@ -387,8 +390,8 @@ def _band_svd(*rows: tuple, uv: int = 1) -> tuple[Any, np.ndarray, Any, list[int
             low = row[1]
             dense[o:o + low.shape[0], p:p + low.shape[1]] = low
     if not uv:
-        s = scipy.linalg.svd(dense, compute_uv=False, overwrite_a=True, check_finite=False,
-                             lapack_driver="gesdd")
+        width = int(np.diff(offsets).max())  # the band's upper width: the widest tile
+        s = band.singular_values(dense, width, overwrite=True)
         return None, s, None, offsets
     u, s, vh = scipy.linalg.svd(dense, full_matrices=False, overwrite_a=True,
                                 check_finite=False, lapack_driver="gesdd")

@@ -33,7 +33,8 @@ Each entry is a :class:`LibraryProgram`: ``entry.program`` is the :class:`Progra
   of its conjugate transpose (``EL``, ``FL``), its ``Q'`` applied to the trailing rows from
   the right (``CL``, ``HL``; ``T[k + 1, i, j]`` the next version). ``BR[k]`` is tile row
   ``k`` of the upper band (R on the diagonal, L right of it), ``Z[0]`` the band's SVD in
-  one task, ``S[0]`` the singular values; with ``UV = 1`` the column panels' reflectors
+  one task (values alone: the band narrowed and made bidiagonal, ``tilegraph.algebra.band``;
+  with vectors: gesdd), ``S[0]`` the singular values; with ``UV = 1`` the column panels' reflectors
   turn the band's ``U`` (``X``, stacked on zeros; ``RL`` rows in tile row ``N - 1``) into
   ``U`` (``Y``, ``G``) and the row panels' its ``V`` (``XV``) into ``V`` (``YV``,
   ``GV``), last step first; ``VH`` is ``V^H``.
@@ -604,8 +605,9 @@ qr = LibraryProgram(_qr, "Q and R of an M x N tiled matrix by tiled Householder 
 svd = LibraryProgram(_svd, "The SVD of an M x N tiled matrix (M >= N) by numpywren's BDFAC: "
                            "tiled QR of each column panel and LQ of each row panel reduce it "
                            "to upper band form of one tile's bandwidth (LAPACK's geqrt, "
-                           "tpqrt, gemqrt and tpmqrt); the band's SVD in one task (gesdd on "
-                           "the band gathered into a dense n x n block); with UV = 1, U and "
+                           "tpqrt, gemqrt and tpmqrt); the band's SVD in one task on the band "
+                           "gathered into a dense n x n block (values alone: band reduction, "
+                           "gbbrd and bdsqr; with UV = 1 gesdd, and U and "
                            "V^H by the panels' reflectors applied to the band's vectors.")
 
 tslu = LibraryProgram(_tslu, "LU of a tall-skinny Array (one column of blocks) with "
