@@ -80,6 +80,9 @@ def _values() -> dict:
           np.linalg.solve(spd_np, np.ones(40)))
     q, r_ = tg.compute(*tg.linalg.qr(x), **opts)
     check("qr", None if q is None else q @ r_, x_np)
+    # the tiled SVD's values: the band reduced across ranks, the band's stages on one
+    check("svd-values", tg.linalg.svd(spd, compute_uv=False).compute(**opts),
+          np.linalg.svd(spd_np, compute_uv=False))
     import scipy.sparse as sps
 
     s_np = sps.random_array((45, 30), density=0.2, rng=4, format="csr")
