@@ -652,8 +652,8 @@ SLICED = textwrap.dedent("""
 
 def test_a_split_loop_sends_each_process_only_its_part_of_the_items(tmp_path):
     """The process that holds a split loop's items slices them: every other process
-    receives one chunk's part, so what a process receives shrinks with the workers (the
-    whole of BLOBS, 4.8 MB, went to every process that ran a chunk before)."""
+    receives only its chunks' parts (the whole of BLOBS, 4.8 MB, went to every process
+    that ran a chunk before)."""
     script = tmp_path / "sliced.py"
     script.write_text(SLICED)
     serial = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
@@ -662,16 +662,15 @@ def test_a_split_loop_sends_each_process_only_its_part_of_the_items(tmp_path):
     assert [(t.lineno, t.sliced) for t in graph.tasks if t.loop == "split"] == \
         [(10, None), (12, "BLOBS"), (14, "GRID"), (16, "ROWS"), (18, "SEEN")]
     blobs, grid = 96 * 50_000, 96 * 625 * 8
-    most = {}
     for workers in (2, 4):
         out = io.StringIO()
         stats = run_script(script, workers, stdout=out, graph=graph)
         assert out.getvalue() == serial.stdout
-        # each of the slow chunks over BLOBS runs on a process of its own: at most a
-        # part of BLOBS, one of GRID and small values reach a process
-        most[workers] = max(stats.bytes_received)
-        assert most[workers] <= 1.3 * (blobs + grid) / workers + 100_000, stats
-    assert most[4] < 0.75 * most[2], most
+        # the guided chunks go to whichever process is free, so how many a process runs
+        # depends on timing; but every item reaches at most one process, once: sent whole,
+        # BLOBS and GRID would reach every process that runs a chunk of them
+        assert sum(stats.bytes_received) <= 1.2 * (blobs + grid) + 300_000, stats
+        assert max(stats.bytes_received) <= 0.95 * (blobs + grid), stats
     _no_children()
 
 
