@@ -111,6 +111,10 @@ def test_input_is_checked_and_not_changed():
         band.singular_values(np.ones((3, 4)), 1)
     with pytest.raises(ValueError, match="bandwidth must be >= 0"):
         band.singular_values(np.ones((3, 3)), -1)
+    with pytest.raises(ValueError, match="Fortran-ordered square matrix"):
+        band.reduce_band(np.zeros((4, 4)), 3, 1)  # C order: its windows would be wrong
+    with pytest.raises(ValueError, match="Fortran-ordered square matrix"):
+        band.reduce_band(np.zeros((4, 4), dtype=int, order="F"), 3, 1)
     with pytest.raises(ValueError, match="final >= 1"):
         band.singular_values(np.ones((3, 3)), 1, final=0)
     bad = a.copy()

@@ -156,6 +156,12 @@ def reduce_band(a: np.ndarray, bandwidth: int, target: int) -> np.ndarray:
     upper bandwidth ``bandwidth`` to ``target`` by orthogonal transformations from both
     sides, in one step (see the module docstring); its singular values are kept.
     Returns ``a``."""
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or not a.flags.f_contiguous \
+            or not a.flags.writeable or a.dtype not in CODES or not available(a.dtype):
+        raise ValueError("reduce_band takes a writable, Fortran-ordered square matrix of "
+                         "float32, float64, complex64 or complex128 (and NumPy's LAPACKE); "
+                         f"got shape {a.shape}, dtype {a.dtype}, "
+                         f"{'Fortran' if a.flags.f_contiguous else 'not Fortran'} order")
     lp = _lapack(a.dtype)
     n = a.shape[0]
     big, b = bandwidth, target
