@@ -161,3 +161,33 @@ def test_repr_is_instant_and_large_plans_are_refused_naming_their_size(forbid_co
     with pytest.raises(tg.PlanTooLargeError, match="more than max_tasks=20"):
         tg.get({"a": 1, **{f"b{i}": (abs, "a") for i in range(20)}}, "b0", max_tasks=20)
     assert "plan: " in small.explain()
+
+
+def test_blocks_of_zeros_are_not_copied_into_the_result_and_signed_zeros_survive():
+    from tilegraph.array import lowering
+
+    rng = np.random.default_rng(4)
+    for dtype in (np.float64, np.float32, np.complex128, np.int32, np.bool_):
+        a = np.tril(rng.standard_normal((47, 47)) * 3).astype(dtype)
+        if np.dtype(dtype).kind in "fc":
+            a[20:30, 30:40] = -0.0  # inside blocks of zeros: the sign must come back
+        if np.dtype(dtype).kind == "c":
+            a[0:10, 40:47] = complex(0.0, -0.0)
+        got = tg.from_numpy(a, chunks=(10, 10)).compute()
+        assert got.dtype == a.dtype
+        np.testing.assert_array_equal(got, a)
+        if np.dtype(dtype).kind in "fc":
+            np.testing.assert_array_equal(np.signbit(got.real), np.signbit(a.real))
+            np.testing.assert_array_equal(np.signbit(got.imag), np.signbit(a.imag))
+    z = np.zeros((6, 6))
+    assert lowering._all_zero(z) and lowering._all_zero(z[::2, ::3])
+    assert not lowering._all_zero(-z) and not lowering._all_zero(np.zeros(0))
+    assert not lowering._all_zero(np.array([0.0, np.nan]))
+    assert not lowering._all_zero(np.array([0.0, 1e-300]))
+    assert not lowering._all_zero(np.array([0j, complex(0.0, -0.0)]))
+    assert lowering._all_zero(np.zeros(3, dtype=int)) and not lowering._all_zero([0, 0])
+    # every block zeros: the result is still allocated, zeros of the right type
+    out = tg.zeros((25, 25), chunks=10, dtype=np.float32).compute()
+    assert out.dtype == np.float32 and out.shape == (25, 25) and not out.any()
+    strs = tg.from_numpy(np.array([["a", "b"], ["c", ""]]), chunks=1).compute()
+    assert strs.tolist() == [["a", "b"], ["c", ""]]  # not a number: written as before

@@ -24,7 +24,13 @@ from tilegraph.plan.fuse import FuseStats
 
 class OutputBuffer:
     """The NumPy array a multi-block result is written into, allocated by the first block
-    that arrives (so planning alone allocates nothing)."""
+    that arrives (so planning alone allocates nothing).
+
+    A numeric result starts as zeros: a large ``np.zeros`` is memory the system maps on
+    first touch, zero until then, so a block of zeros (the upper tiles of a Cholesky
+    factor, a band's outside) need not be copied at all (:func:`store_block`): its pages
+    are never touched unless the caller writes them. On a virtual machine, touching fresh
+    memory is what assembling a large result costs most."""
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
         self.shape = shape
@@ -44,8 +50,14 @@ class OutputBuffer:
         if self._array is None:
             with self._lock:
                 if self._array is None:
-                    self._array = np.empty(self.shape, dtype=self.dtype)
+                    make = np.zeros if self.zeroed else np.empty
+                    self._array = make(self.shape, dtype=self.dtype)
         return self._array
+
+    @property
+    def zeroed(self) -> bool:
+        """Whether the array starts as zeros (numbers and booleans)."""
+        return np.dtype(self.dtype).kind in "biufc"
 
     def __repr__(self) -> str:
         return f"OutputBuffer(shape={self.shape}, dtype={self.dtype})"
@@ -58,7 +70,24 @@ def store_block(buffer: OutputBuffer, slices: tuple, block: np.ndarray) -> None:
     got = np.shape(block)
     if got != shape:
         raise ValueError(block_shape_error(got, shape, slices))
+    if buffer.zeroed and _all_zero(block):
+        buffer.array  # noqa: B018 - allocated even when every block is zeros
+        return
     buffer.array[slices] = block
+
+
+def _all_zero(block: Any) -> bool:
+    """Whether ``block`` holds only zeros that read back the same from a zeroed array
+    (a negative zero does not). A block whose first element is not zero is not scanned."""
+    if not isinstance(block, np.ndarray) or block.size == 0:
+        return False
+    if block.flat[0] != 0 or block.any():
+        return False
+    if block.dtype.kind == "f":
+        return not np.signbit(block).any()
+    if block.dtype.kind == "c":
+        return not (np.signbit(block.real).any() or np.signbit(block.imag).any())
+    return True
 
 
 def block_shape_error(got: tuple, shape: tuple, slices: tuple) -> str:
