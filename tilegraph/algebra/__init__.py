@@ -1,5 +1,7 @@
 """The tensor algebra: block-keyed collections and their operators (see ``blocks``), and
-task grids, tiled algorithms as loop programs over block coordinates (see ``grid``)."""
+task grids, tiled algorithms as loop programs over block coordinates (see ``grid``); the
+block kernels of linear algebra (``linalg_kernels``) and the singular values of a band
+matrix by band reduction (``band``)."""
 
 from tilegraph.algebra.blocks import (
     Blocks,
