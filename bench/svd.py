@@ -90,7 +90,6 @@ def main() -> int:
     print(f"SVD of a {n} x {n} float64 matrix, tiles of {b}, tilegraph on {args.threads} "
           f"threads (best of {args.repeat}, seconds)")
     ok, goals = True, []
-    want0 = None
     if not args.values_only:
         t_np, (_, want, _) = timed(lambda: np.linalg.svd(a, full_matrices=False), args.repeat)
         t_tg, (u, s, vt) = timed(lambda: tg.compute(*tg.linalg.svd(x), workers=args.threads),
