@@ -444,8 +444,10 @@ def _where_full_rank(resid: Array, full_rank: Array) -> Array:
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Array:
     """Matrix or vector norm, as ``numpy.linalg.norm``. Vector norms of any order; matrix
-    norms ``'fro'``, ``'nuc'``, 1, -1, inf, -inf, 2 and -2 (the last three from the
-    singular values, so one dimension must fit in one block, as for :func:`svd`).
+    norms ``'fro'``, ``'nuc'``, 1, -1, inf, -inf, 2 and -2. The last three come from the
+    singular values: of the matrix by :func:`svd` for a 2-D array; of each matrix by
+    NumPy for a stack of matrices (``axis`` a pair of axes of a larger array), whose
+    matrices are then gathered whole into blocks (one matrix must fit in a task).
 
     >>> import numpy as np, tilegraph as tg
     >>> m = np.arange(12.0).reshape(3, 4) - 5
@@ -512,9 +514,9 @@ def _matrix_norm(x: Array, ord: Any, axes: tuple[int, int], keepdims: bool) -> A
         row = ax.sum(axis=c)
         out = row.max(axis=r if r < c else r - 1) if ord == np.inf else \
             row.min(axis=r if r < c else r - 1)
+    elif ord in (2, -2, "nuc") and x.ndim > 2:
+        return _stacked_matrix_norm(x, ord, axes, ax.dtype, keepdims)
     elif ord in (2, -2, "nuc"):
-        if x.ndim != 2:
-            raise ValueError("norm: ord 2, -2 and 'nuc' are supported for 2-D arrays only")
         m = x if axes == (0, 1) else x.T
         s = svd(m, compute_uv=False)
         out = s.max() if ord == 2 else (s.min() if ord == -2 else s.sum())
@@ -526,6 +528,23 @@ def _matrix_norm(x: Array, ord: Any, axes: tuple[int, int], keepdims: bool) -> A
             shape[a] = 1
         out = out.reshape(tuple(shape))
     return out
+
+
+def _stacked_matrix_norm(x: Array, ord: Any, axes: tuple[int, int], dtype: np.dtype,
+                         keepdims: bool) -> Array:
+    """Norms 2, -2 or 'nuc' of a stack of matrices: each block is made to hold whole
+    matrices (the two matrix axes in one block each), and NumPy's norm runs on every
+    block. So one matrix must fit in a task's memory; the stack may be any size."""
+    r, c = axes
+    whole = x.rechunk({r: -1, c: -1})
+    chunks = tuple((1,) if a in axes else bd for a, bd in enumerate(whole.chunks))
+    out = whole.map_blocks(_block_matrix_norm, ord, axes, chunks=chunks, dtype=dtype,
+                           name=f"norm-{ord}")
+    return out if keepdims else out.squeeze(axis=axes)
+
+
+def _block_matrix_norm(block: np.ndarray, ord: Any, axes: tuple[int, int]) -> np.ndarray:
+    return np.linalg.norm(block, ord, axis=axes, keepdims=True)
 
 
 # -- LU with partial pivoting -----------------------------------------------------------------
