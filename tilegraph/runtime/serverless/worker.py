@@ -13,7 +13,8 @@ computes, a worker holds the next task and reads that task's inputs (when at lea
 tasks are ready, so that it never holds a task another idle worker could run;
 ``pipeline_width=2``, the default), and with ``pipeline_width=3`` it also writes the last
 task's output meanwhile (numpywren's pipelining; ``1``: one step at a time). With nothing to
-do it blocks on the server's wake list until a task is made ready. A background thread
+do it blocks on the server's wake list until a task is made ready. The objects a completion
+names as read by no unfinished task are removed by a background thread. A background thread
 renews the leases it has held for a third of a lease and publishes its heartbeat (pid, host,
 current task, resident memory), in one round trip.
 
@@ -71,6 +72,13 @@ class _Run:
         self.store = store
         self.retries = retries
         self.literals: dict[str, Any] = {}  # large literal arguments, read once
+
+
+def _quiet_delete(store: ObjectStore, key: str) -> None:
+    try:
+        store.delete_prefix(key)
+    except Exception:  # gone already, or the store is unreachable: the run's end removes it
+        pass
 
 
 class BlockCache:
@@ -156,6 +164,9 @@ class Worker:
         self.cache = BlockCache(cache_bytes)
         self.writer: ThreadPoolExecutor | None = None
         self.pending_write: Any = None
+        # removes the objects no task reads any more, off the task loop's path (a removal
+        # is a file unlink or an object-store request; it waited in every step before)
+        self.deleter: ThreadPoolExecutor | None = None
         self.started = time.time()
         self.stopping = threading.Event()
         # leased members -> when this worker took or renewed them (its own clock); the
@@ -187,6 +198,7 @@ class Worker:
         reader = ThreadPoolExecutor(1, thread_name_prefix="tilegraph-prefetch")
         if self.pipeline_width >= 3:
             self.writer = ThreadPoolExecutor(1, thread_name_prefix="tilegraph-write")
+        self.deleter = ThreadPoolExecutor(1, thread_name_prefix="tilegraph-delete")
         limit = ExitStack()
         if self.blas_threads:
             limit.enter_context(blas_threads(self.blas_threads))
@@ -250,6 +262,8 @@ class Worker:
             reader.shutdown(wait=True)
             if self.writer is not None:
                 self.writer.shutdown(wait=True)
+            self.deleter.shutdown(wait=True)  # the removals asked for are done
+            self.deleter = None
             self.stopping.set()
             beat.join(timeout=5)
             limit.close()
@@ -463,12 +477,22 @@ class Worker:
                 for obj in res[1:]:  # inputs no unfinished task reads any more
                     key = source.object_of(obj.decode())
                     self.cache.drop(key)
-                    run.store.delete_prefix(key)
+                    self._delete(run.store, key)
             self.ntasks += 1
             self.last_end = time.time()
             self._drop(member.encode())
 
         return fields, finish
+
+    def _delete(self, store: ObjectStore, key: str) -> None:
+        """Remove ``key`` from ``store``: in the background while the loop runs. A removal
+        that fails leaves the object to the removal of the run's whole folder when the run
+        ends."""
+        deleter = self.deleter
+        if deleter is None:
+            _quiet_delete(store, key)
+        else:
+            deleter.submit(_quiet_delete, store, key)
 
     def _failed(self, rid: str, task: str, score: int, run: _Run | None,
                 exc: Exception) -> None:
