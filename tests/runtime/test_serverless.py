@@ -1343,3 +1343,40 @@ def test_an_unexpanded_run_sends_its_events_shows_progress_and_writes_its_report
     assert report.exists()
     time.sleep(0.2)
     assert _run_keys(pool) == set() and _store_entries(pool) == []
+
+
+def test_a_worker_does_not_wait_for_the_removal_of_blocks_no_task_reads(monkeypatch):
+    from tilegraph.runtime.serverless.worker import Worker
+
+    release = threading.Event()
+    removed: list[str] = []
+    delete_prefix = LocalStore.delete_prefix
+
+    def held_back(self, prefix):
+        if threading.current_thread().name.startswith("tilegraph-delete"):
+            release.wait(30)   # the worker's removals wait until the run is over
+            removed.append(prefix)
+        return delete_prefix(self, prefix)
+
+    monkeypatch.setattr(LocalStore, "delete_prefix", held_back)
+    a = spd(40)
+    with Pool(workers=0, provisioner=False, lease=5.0) as p:
+        w = Worker(p.redis_url, namespace=p.namespace, lease=5.0, worker_id="inproc-del")
+        th = threading.Thread(target=w.run, daemon=True)
+        th.start()
+        try:
+            t0 = time.monotonic()
+            got = tg.linalg.cholesky(tg.from_numpy(a, chunks=8)).compute(
+                backend="serverless", pool=p)
+            # the run finished while every removal was held back (a loop that waited for
+            # its first removal would have stalled for 30 s)
+            assert time.monotonic() - t0 < 20
+            np.testing.assert_allclose(got, np.linalg.cholesky(a), rtol=1e-10)
+            assert not removed
+        finally:
+            release.set()
+            w.stopping.set()
+            th.join(30)
+        assert not th.is_alive()
+        # the worker finished the removals it was asked for before it exited
+        assert len(removed) > 10
