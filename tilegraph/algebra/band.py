@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.linalg_kernels import CODES, LinAlgError, lapacke
+from tilegraph.algebra.linalg_kernels import CODES, LinAlgError, address, lapacke
 
 _COL_MAJOR = 102
 
@@ -92,11 +92,6 @@ def _at(a: np.ndarray, i: int, j: int) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data + (i + j * a.shape[0]) * a.itemsize)
 
 
-def _ptr(x: np.ndarray) -> ctypes.c_void_p:
-    """The address of ``x``'s data; the caller keeps ``x`` alive through the call."""
-    return ctypes.c_void_p(x.ctypes.data)
-
-
 def _check(info: int, what: str) -> None:
     if info != 0:  # arguments are computed here: a refusal is a bug, not bad input
         raise RuntimeError(f"LAPACKE {what} returned {info}")
@@ -114,13 +109,13 @@ def _clear_left(lp: _Routines, a: np.ndarray, r0: int, r1: int, c0: int, c1: int
     nb = min(_INNER, k)
     t = np.empty((nb, k), dtype=a.dtype, order="F")
     work = np.empty(max(1, nb * max(w, cend - c1)), dtype=a.dtype)
-    _check(lp.funcs["geqrt"](_COL_MAJOR, it(m), it(w), it(nb), _at(a, r0, c0), it(n), _ptr(t),
-                             it(nb), _ptr(work)), "geqrt")
+    _check(lp.funcs["geqrt"](_COL_MAJOR, it(m), it(w), it(nb), _at(a, r0, c0), it(n), address(t),
+                             it(nb), address(work)), "geqrt")
     if cend > c1:
         _check(lp.funcs["gemqrt"](_COL_MAJOR, ctypes.c_char(b"L"),
                                   ctypes.c_char(b"C" if lp.complex else b"T"), it(m),
-                                  it(cend - c1), it(k), it(nb), _at(a, r0, c0), it(n), _ptr(t),
-                                  it(nb), _at(a, r0, c1), it(n), _ptr(work)), "gemqrt")
+                                  it(cend - c1), it(k), it(nb), _at(a, r0, c0), it(n), address(t),
+                                  it(nb), _at(a, r0, c1), it(n), address(work)), "gemqrt")
     block = a[r0:r1, c0:c1]
     block[np.tri(m, w, -1, dtype=bool)] = 0
 
@@ -139,13 +134,13 @@ def _clear_right(lp: _Routines, a: np.ndarray, r0: int, r1: int, c0: int, c1: in
     nb = min(_INNER, k)
     t = np.empty((nb, k), dtype=a.dtype, order="F")
     work = np.empty(max(1, nb * max(m, rend - r1)), dtype=a.dtype)
-    _check(lp.funcs["geqrt"](_COL_MAJOR, it(w), it(m), it(nb), _ptr(x), it(w), _ptr(t),
-                             it(nb), _ptr(work)), "geqrt")
+    _check(lp.funcs["geqrt"](_COL_MAJOR, it(w), it(m), it(nb), address(x), it(w), address(t),
+                             it(nb), address(work)), "geqrt")
     if rend > r1:
         _check(lp.funcs["gemqrt"](_COL_MAJOR, ctypes.c_char(b"R"), ctypes.c_char(b"N"),
-                                  it(rend - r1), it(w), it(k), it(nb), _ptr(x), it(w),
-                                  _ptr(t), it(nb), _at(a, r1, c0), it(a.shape[0]),
-                                  _ptr(work)), "gemqrt")
+                                  it(rend - r1), it(w), it(k), it(nb), address(x), it(w),
+                                  address(t), it(nb), _at(a, r1, c0), it(a.shape[0]),
+                                  address(work)), "gemqrt")
     block = a[r0:r1, c0:c1]
     block[...] = 0
     block[:, :k] = np.triu(x[:k, :]).conj().T
@@ -209,15 +204,16 @@ def _to_bidiagonal(lp: _Routines, a: np.ndarray, ku: int) -> tuple[np.ndarray, n
     e = np.zeros(n + 1, dtype=lp.real)  # bdsqr's dqds uses e[n - 1] as scratch
     one = np.zeros(1, dtype=a.dtype)
     it = lp.int_t
-    args = [_COL_MAJOR, ctypes.c_char(b"N"), it(n), it(n), it(0), it(0), it(ku), _ptr(ab),
-            it(ku + 1), _ptr(d), _ptr(e), _ptr(one), it(1), _ptr(one), it(1), _ptr(one), it(1)]
+    args = [_COL_MAJOR, ctypes.c_char(b"N"), it(n), it(n), it(0), it(0), it(ku), address(ab),
+            it(ku + 1), address(d), address(e), address(one), it(1), address(one), it(1),
+            address(one), it(1)]
     # the scratch arrays are named so that they live through the call
     if lp.complex:
         work, rwork = np.empty(n, dtype=a.dtype), np.empty(n, dtype=lp.real)
-        args += [_ptr(work), _ptr(rwork)]
+        args += [address(work), address(rwork)]
     else:
         work = np.empty(2 * n, dtype=a.dtype)
-        args.append(_ptr(work))
+        args.append(address(work))
     _check(lp.funcs["gbbrd"](*args), "gbbrd")
     return d, e
 
@@ -228,8 +224,8 @@ def _bidiagonal_values(lp: _Routines, d: np.ndarray, e: np.ndarray) -> np.ndarra
     it = lp.int_t
     one, work = np.zeros(1, dtype=lp.real), np.empty(4 * n, dtype=lp.real)
     info = lp.funcs["bdsqr"](_COL_MAJOR, ctypes.c_char(b"U"), it(n), it(0), it(0), it(0),
-                             _ptr(d), _ptr(e), _ptr(one), it(1), _ptr(one), it(1), _ptr(one),
-                             it(1), _ptr(work))
+                             address(d), address(e), address(one), it(1), address(one),
+                             it(1), address(one), it(1), address(work))
     if info > 0:
         raise LinAlgError(f"svd: the singular values did not converge ({info} of the "
                           f"bidiagonal's off-diagonal entries stayed non-zero)")

@@ -83,7 +83,9 @@ def _real(dtype: np.dtype, value: float) -> Any:
         ctypes.c_float(value)
 
 
-def _ptr(x: np.ndarray) -> ctypes.c_void_p:
+def address(x: np.ndarray) -> ctypes.c_void_p:
+    """The address of ``x``'s data, for a BLAS or LAPACKE call (the caller keeps ``x``
+    alive through the call)."""
     return ctypes.c_void_p(x.ctypes.data)
 
 
@@ -117,7 +119,7 @@ def potrf(a: np.ndarray, where: Any = None) -> np.ndarray:
     if entry is not None and n:
         func, int_t = entry
         # row-major lower = column-major upper of the transpose: ask for 'L' row-major
-        info = func(ctypes.c_int(_ROW_MAJOR), ctypes.c_char(b"L"), int_t(n), _ptr(out),
+        info = func(ctypes.c_int(_ROW_MAJOR), ctypes.c_char(b"L"), int_t(n), address(out),
                     int_t(n))
     else:
         try:
@@ -159,7 +161,7 @@ def trsm(t: np.ndarray, b: np.ndarray, *, side: str, lower: bool, trans: str = "
     func(ctypes.c_int(_ROW_MAJOR), ctypes.c_int(_LEFT if side == "L" else _RIGHT),
          ctypes.c_int(_LOWER if lower else _UPPER), ctypes.c_int(opc),
          ctypes.c_int(_UNIT if unit else _NON_UNIT), int_t(m), int_t(n),
-         _scalar(dtype, alpha), _ptr(t), int_t(_ld(t)), _ptr(x), int_t(_ld(x)))
+         _scalar(dtype, alpha), address(t), int_t(_ld(t)), address(x), int_t(_ld(x)))
     return x
 
 
@@ -198,8 +200,8 @@ def gemm_update(c: np.ndarray, a: np.ndarray, b: np.ndarray, *, trans_b: str = "
     m, k = a.shape
     n = bb.shape[1]
     func(ctypes.c_int(_ROW_MAJOR), ctypes.c_int(la[0]), ctypes.c_int(lb[0]), int_t(m),
-         int_t(n), int_t(k), _scalar(dtype, alpha), _ptr(a), int_t(la[1]), _ptr(bb),
-         int_t(lb[1]), _scalar(dtype, 1.0), _ptr(out), int_t(_ld(out)))
+         int_t(n), int_t(k), _scalar(dtype, alpha), address(a), int_t(la[1]), address(bb),
+         int_t(lb[1]), _scalar(dtype, 1.0), address(out), int_t(_ld(out)))
     return out
 
 
@@ -223,7 +225,7 @@ def herk_update(c: np.ndarray, a: np.ndarray, *, alpha: float = -1.0,
     else:
         alpha_arg, beta_arg = _scalar(dtype, alpha), _scalar(dtype, 1.0)
     func(ctypes.c_int(_ROW_MAJOR), ctypes.c_int(_LOWER), ctypes.c_int(_NO_TRANS), int_t(n),
-         int_t(k), alpha_arg, _ptr(a), int_t(_ld(a)), beta_arg, _ptr(out), int_t(_ld(out)))
+         int_t(k), alpha_arg, address(a), int_t(_ld(a)), beta_arg, address(out), int_t(_ld(out)))
     return out
 
 
