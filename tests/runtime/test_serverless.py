@@ -3,6 +3,7 @@ pool, worker processes, a local-directory object store."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -58,6 +59,23 @@ def _store_entries(pool) -> list[str]:
 def spd(n: int, seed: int = 0) -> np.ndarray:
     a = np.random.default_rng(seed).random((n, n))
     return a @ a.T + n * np.eye(n)
+
+
+@contextlib.contextmanager
+def worker_thread(pool: Pool, worker_id: str, join: float = 10.0):
+    """A worker of ``pool`` looping on a thread of this process (its state can be read),
+    told to stop on leaving, and checked to have stopped."""
+    from tilegraph.runtime.serverless.worker import Worker
+
+    w = Worker(pool.redis_url, namespace=pool.namespace, lease=5.0, worker_id=worker_id)
+    th = threading.Thread(target=w.run, daemon=True)
+    th.start()
+    try:
+        yield w
+    finally:
+        w.stopping.set()
+        th.join(join)
+    assert not th.is_alive()
 
 
 # -- results ------------------------------------------------------------------------------------
@@ -1081,8 +1099,6 @@ def test_the_step_reclaims_expired_leases_when_asked(pool):
 
 
 def test_a_worker_reads_the_blocks_it_made_from_memory_and_still_stores_them(monkeypatch):
-    from tilegraph.runtime.serverless.worker import Worker
-
     reads: list[str] = []   # the worker's reads of blocks (not the driver's)
     get_value = LocalStore.get_value
 
@@ -1093,43 +1109,35 @@ def test_a_worker_reads_the_blocks_it_made_from_memory_and_still_stores_them(mon
 
     monkeypatch.setattr(LocalStore, "get_value", counted)
     a = spd(40)
-    with Pool(workers=0, provisioner=False, lease=5.0) as p:
-        w = Worker(p.redis_url, namespace=p.namespace, lease=5.0, worker_id="inproc")
-        th = threading.Thread(target=w.run, daemon=True)
-        th.start()
-        try:
-            x = tg.from_numpy(a, chunks=8)  # 5 x 5 blocks
-            ends = []
-            got = tg.linalg.cholesky(x).compute(backend="serverless", pool=p,
-                                                callbacks=[ends.append])
-            np.testing.assert_allclose(got, np.linalg.cholesky(a), rtol=1e-10)
-            ntasks = sum(isinstance(e, TaskEnd) and e.kind == "pool" for e in ends)
-            # every output is written to the store (its bytes are counted) ...
-            assert all(e.nbytes > 0 for e in ends if isinstance(e, TaskEnd)
-                       and e.kind == "pool")
-            # ... and read back from it by the worker only for the inputs it does not hold
-            # (the input blocks the driver stored, mostly)
-            worker_reads = [k for k in reads if "/b/" in k]
-            assert len(worker_reads) == w.cache.misses
-            assert w.cache.hits > w.cache.misses > 0
-            # one round trip per task (and a few while idle between the runs)
-            assert w.ntasks == ntasks
-            assert w.round_trips <= ntasks + 10, (w.round_trips, ntasks)
-            # a LambdaPACK program, whose kernels write over a tile they read: a block
-            # held in memory is handed over as a copy, so later readers see it unchanged
-            dag = library.cholesky.bind(N=5)
-            outs = [("L", (i, j)) for i in range(5) for j in range(i + 1)]
-            res = run_program(dag, {"S": lambda t: a[8 * t[1]:8 * t[1] + 8,
-                                                     8 * t[2]:8 * t[2] + 8]},
-                              outs, pool=p)
-            want = np.linalg.cholesky(a)
-            for (_, (i, j)), block in res.items():
-                np.testing.assert_allclose(block, want[8 * i:8 * i + 8, 8 * j:8 * j + 8],
-                                           rtol=1e-10, atol=1e-12)
-        finally:
-            w.stopping.set()
-            th.join(10)
-        assert not th.is_alive()
+    with Pool(workers=0, provisioner=False, lease=5.0) as p, worker_thread(p, "inproc") as w:
+        x = tg.from_numpy(a, chunks=8)  # 5 x 5 blocks
+        ends = []
+        got = tg.linalg.cholesky(x).compute(backend="serverless", pool=p,
+                                            callbacks=[ends.append])
+        np.testing.assert_allclose(got, np.linalg.cholesky(a), rtol=1e-10)
+        ntasks = sum(isinstance(e, TaskEnd) and e.kind == "pool" for e in ends)
+        # every output is written to the store (its bytes are counted) ...
+        assert all(e.nbytes > 0 for e in ends if isinstance(e, TaskEnd)
+                   and e.kind == "pool")
+        # ... and read back from it by the worker only for the inputs it does not hold
+        # (the input blocks the driver stored, mostly)
+        worker_reads = [k for k in reads if "/b/" in k]
+        assert len(worker_reads) == w.cache.misses
+        assert w.cache.hits > w.cache.misses > 0
+        # one round trip per task (and a few while idle between the runs)
+        assert w.ntasks == ntasks
+        assert w.round_trips <= ntasks + 10, (w.round_trips, ntasks)
+        # a LambdaPACK program, whose kernels write over a tile they read: a block
+        # held in memory is handed over as a copy, so later readers see it unchanged
+        dag = library.cholesky.bind(N=5)
+        outs = [("L", (i, j)) for i in range(5) for j in range(i + 1)]
+        res = run_program(dag, {"S": lambda t: a[8 * t[1]:8 * t[1] + 8,
+                                                 8 * t[2]:8 * t[2] + 8]},
+                          outs, pool=p)
+        want = np.linalg.cholesky(a)
+        for (_, (i, j)), block in res.items():
+            np.testing.assert_allclose(block, want[8 * i:8 * i + 8, 8 * j:8 * j + 8],
+                                       rtol=1e-10, atol=1e-12)
 
 
 def test_a_block_a_task_writes_over_is_a_copy_of_the_one_held():
@@ -1346,8 +1354,6 @@ def test_an_unexpanded_run_sends_its_events_shows_progress_and_writes_its_report
 
 
 def test_a_worker_does_not_wait_for_the_removal_of_blocks_no_task_reads(monkeypatch):
-    from tilegraph.runtime.serverless.worker import Worker
-
     release = threading.Event()
     removed: list[str] = []
     delete_prefix = LocalStore.delete_prefix
@@ -1361,22 +1367,18 @@ def test_a_worker_does_not_wait_for_the_removal_of_blocks_no_task_reads(monkeypa
     monkeypatch.setattr(LocalStore, "delete_prefix", held_back)
     a = spd(40)
     with Pool(workers=0, provisioner=False, lease=5.0) as p:
-        w = Worker(p.redis_url, namespace=p.namespace, lease=5.0, worker_id="inproc-del")
-        th = threading.Thread(target=w.run, daemon=True)
-        th.start()
         try:
-            t0 = time.monotonic()
-            got = tg.linalg.cholesky(tg.from_numpy(a, chunks=8)).compute(
-                backend="serverless", pool=p)
-            # the run finished while every removal was held back (a loop that waited for
-            # its first removal would have stalled for 30 s)
-            assert time.monotonic() - t0 < 20
-            np.testing.assert_allclose(got, np.linalg.cholesky(a), rtol=1e-10)
-            assert not removed
+            with worker_thread(p, "inproc-del", join=30):
+                t0 = time.monotonic()
+                got = tg.linalg.cholesky(tg.from_numpy(a, chunks=8)).compute(
+                    backend="serverless", pool=p)
+                # the run finished while every removal was held back (a loop that waited
+                # for its first removal would have stalled for 30 s)
+                assert time.monotonic() - t0 < 20
+                np.testing.assert_allclose(got, np.linalg.cholesky(a), rtol=1e-10)
+                assert not removed
+                release.set()  # the worker may now finish its removals, and exit
         finally:
             release.set()
-            w.stopping.set()
-            th.join(30)
-        assert not th.is_alive()
         # the worker finished the removals it was asked for before it exited
         assert len(removed) > 10
