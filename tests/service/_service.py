@@ -28,9 +28,11 @@ class Server:
     """``tilegraph serve`` in a subprocess."""
 
     def __init__(self, data_dir: Path, *extra: str, local: bool = True, scheme: str = "http",
-                 cafile: str | None = None, token: str | None = TOKEN):
+                 cafile: str | None = None, token: str | None = TOKEN,
+                 env: dict[str, str] | None = None):
         """``token``: given as TILEGRAPH_TOKEN, or ``None``: the one the service makes,
-        read from the dashboard URL it prints."""
+        read from the dashboard URL it prints; ``env``: more environment variables of the
+        service."""
         self.data_dir = data_dir
         self.token = token
         self.port = free_port()
@@ -40,11 +42,13 @@ class Server:
             import ssl
 
             self.context = ssl.create_default_context(cafile=cafile)
+        extra_env = env or {}
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
         env.pop("TILEGRAPH_TOKEN", None)
         if token is not None:
             env["TILEGRAPH_TOKEN"] = token
+        env.update(extra_env)
         cmd = [sys.executable, "-m", "tilegraph.cli", "serve", "--port", str(self.port),
                "--data-dir", str(data_dir), "--max-body", str(MAX_BODY), *extra]
         if local:

@@ -11,8 +11,19 @@ Every request, the dashboard included, needs the token: ``Authorization: Bearer 
 or ``?token=TOKEN`` in the URL (how the dashboard's address carries it, as Jupyter's does,
 and how the browser's ``EventSource`` sends it). A request without it, or with another,
 gets 401 and nothing else, before its body is read; a plan sent by the client is
-deserialised only by the job's process, after authentication. Request bodies larger than
+deserialised only by the job's process, after authentication, and only with the MAC the
+service sealed it with (:mod:`tilegraph.service.protect`). Request bodies larger than
 ``max_body`` bytes are refused (413).
+
+Every bad request gets 400 with a JSON body ``{"error": ..., "field": ...}`` naming the
+field and the problem, and leaves nothing behind (no record, no directory): a body that is
+not UTF-8 JSON or nests deeper than ``MAX_JSON_DEPTH``, names with NUL, control characters,
+lone surrogates or path separators, names over ``MAX_NAME_BYTES`` bytes, wrong types, too
+many or too long arguments. Every JSON answer is written in ASCII (escapes for the rest), so
+no stored text can make an answer fail to encode. What a job's process wrote is read with
+bounds: standard output and error up to ``MAX_TEXT_BYTES`` each (the last ones), events
+checked one by one before they are streamed (``MAX_EVENT_BYTES`` each, JSON objects with a
+``type``, no carriage return that could split a Server-Sent Event).
 """
 
 from __future__ import annotations
@@ -39,18 +50,35 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from tilegraph.service.jobs import DEFAULT_KEEP, FINISHED, JobManager
+from tilegraph.service import protect
+from tilegraph.service.jobs import DEFAULT_KEEP, FINISHED, JobManager, tail_text
+from tilegraph.service.protect import MAX_JSON_DEPTH, MAX_NAME_BYTES, BadInput
 
 DEFAULT_MAX_BODY = 256 << 20  # bytes of a request body (a script, a plan with its inputs)
 STREAM_POLL = 0.25  # seconds between reads of a running job's event file by a stream
 STREAM_CHUNK = 1 << 20  # most bytes of events in one message of a stream
+MAX_EVENT_BYTES = 1 << 20  # one event (a line of events.jsonl); longer ones are skipped
 HEARTBEAT = 15.0  # seconds between comments on an idle stream (keeps proxies from closing it)
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.py$")
 BULKY = ("plan", "traceback", "args", "outputs")  # left out of brief job lists
+MAX_ARGS = 4096  # arguments of a script
+MAX_ARGS_BYTES = 256 << 10  # their bytes (UTF-8) together
+MAX_OUTPUTS = 1024  # declared outputs of a script
+MAX_TEXT_BYTES = 16 << 20  # of a job's standard output or error in its result (the last)
+_NUMBER = re.compile(r"[0-9]{1,18}")
+__all__ = ["MAX_JSON_DEPTH", "MAX_NAME_BYTES", "create_app"]
 
 
 class BodyTooLarge(Exception):
     pass
+
+
+class JSONAnswer(JSONResponse):
+    """A JSON answer in ASCII: text that is not valid UTF-8 (a lone surrogate) is escaped,
+    never an error."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
 
 
 class TokenAuth:
@@ -87,7 +115,7 @@ class TokenAuth:
 
 async def _read_body(request: Request, limit: int) -> bytes:
     length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
+    if length is not None and length.isascii() and length.isdigit() and int(length) > limit:
         raise BodyTooLarge
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -98,8 +126,14 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
+    body = {"error": message} if field is None else {"error": message, "field": field}
+    return JSONAnswer(body, status_code=status)
+
+
+def _number(text: str | None) -> int | None:
+    """The non-negative integer ``text`` writes in ASCII digits (at most 18), or None."""
+    return int(text) if text is not None and _NUMBER.fullmatch(text) else None
 
 
 def _inside(work: str, name: str) -> str | None:
@@ -114,32 +148,48 @@ def _inside(work: str, name: str) -> str | None:
 
 def _check_script(body: Any) -> tuple[str, bytes, list[str], list[str]]:
     """The name, source, arguments and declared outputs of a script submission, or
-    ValueError naming what is wrong."""
+    :class:`BadInput` naming the field that is wrong and how."""
     if not isinstance(body, dict):
-        raise ValueError("the body must be a JSON object with 'script' (the source)")
+        raise BadInput("body", "the body must be a JSON object with 'script' (the source)")
     unknown = sorted(set(body) - {"script", "name", "args", "outputs"})
     if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(unknown)}; known: script, name, args, "
-                         "outputs")
+        shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+        raise BadInput(unknown[0], f"unknown field(s) {shown}; known: script, name, args, "
+                                   "outputs")
     source = body.get("script")
     if not isinstance(source, str) or not source.strip():
-        raise ValueError("'script' must be the script's source text (a non-empty string)")
-    name = body.get("name", "script.py")
-    if not isinstance(name, str) or not _NAME.match(name) or name.startswith("."):
-        raise ValueError(f"'name' must be a file name ending in .py (letters, digits, "
-                         f"'_', '-', '.'), got {name!r}")
+        raise BadInput("script", "'script' must be the script's source text (a non-empty "
+                                 "string)")
+    protect.check_text(source, "script")
+    name = protect.check_script_name(body.get("name", "script.py"), "name")
     args = body.get("args", [])
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise ValueError("'args' must be a list of strings")
+    if not isinstance(args, list):
+        raise BadInput("args", "'args' must be a list of strings")
+    if len(args) > MAX_ARGS:
+        raise BadInput("args", f"'args' has {len(args)} items; at most {MAX_ARGS}")
+    for i, a in enumerate(args):
+        if not isinstance(a, str):
+            raise BadInput(f"args[{i}]", f"'args' must be a list of strings; args[{i}] is "
+                                         f"{type(a).__name__}")
+        protect.check_text(a, f"args[{i}]", nul=False)
+    size = sum(len(a.encode()) + 1 for a in args)
+    if size > MAX_ARGS_BYTES:
+        raise BadInput("args", f"'args' take {size} bytes; at most {MAX_ARGS_BYTES}")
     outputs = body.get("outputs", [])
-    if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
-        raise ValueError("'outputs' must be a list of file paths relative to the script's "
-                         "directory")
-    for o in outputs:
-        norm = os.path.normpath(o)
-        if not o or os.path.isabs(o) or norm.startswith("..") or norm == ".":
-            raise ValueError(f"output {o!r} must be a path inside the script's directory")
-    return name, source.encode(), args, [os.path.normpath(o) for o in outputs]
+    if not isinstance(outputs, list):
+        raise BadInput("outputs", "'outputs' must be a list of file paths relative to the "
+                                  "script's directory")
+    if len(outputs) > MAX_OUTPUTS:
+        raise BadInput("outputs", f"'outputs' has {len(outputs)} items; at most "
+                                  f"{MAX_OUTPUTS}")
+    checked = []
+    for i, o in enumerate(outputs):
+        if not isinstance(o, str):
+            raise BadInput(f"outputs[{i}]", "'outputs' must be a list of file paths relative "
+                                            f"to the script's directory; outputs[{i}] is "
+                                            f"{type(o).__name__}")
+        checked.append(protect.check_relative_path(o, f"outputs[{i}]"))
+    return name, source.encode(), args, checked
 
 
 def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
@@ -163,30 +213,31 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
                                            "referrer-policy": "no-referrer"})
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(OPENAPI)
+        return JSONAnswer(OPENAPI)
 
     async def info(request: Request) -> Response:
         from tilegraph import __version__
 
-        return JSONResponse({"version": __version__, "pool": pool.kind,
-                             "description": pool.describe(), "max_jobs": manager.max_jobs,
-                             "max_body": max_body})
+        return JSONAnswer({"version": __version__, "pool": pool.kind,
+                           "description": pool.describe(), "max_jobs": manager.max_jobs,
+                           "max_body": max_body, "job_processes": manager.processes,
+                           "max_name_bytes": MAX_NAME_BYTES})
 
     async def list_jobs(request: Request) -> Response:
         q = request.query_params
         limit = q.get("limit")
-        if limit is not None and not (limit.isdigit() and int(limit) > 0):
-            return _error(400, f"limit must be a positive integer, got {limit!r}")
+        if limit is not None and not _number(limit):
+            return _error(400, f"limit must be a positive integer, got {limit!r}", "limit")
         brief = q.get("brief", "0")
         if brief not in ("0", "1"):
-            return _error(400, f"brief must be 0 or 1, got {brief!r}")
+            return _error(400, f"brief must be 0 or 1, got {brief!r}", "brief")
         jobs = sorted(manager.jobs.values(), key=lambda j: j.created, reverse=True)
         if limit is not None:
             jobs = jobs[:int(limit)]
         if brief == "1":
-            return JSONResponse([{k: v for k, v in j.public().items() if k not in BULKY}
-                                 for j in jobs])
-        return JSONResponse([j.public() for j in jobs])
+            return JSONAnswer([{k: v for k, v in j.public().items() if k not in BULKY}
+                               for j in jobs])
+        return JSONAnswer([j.public() for j in jobs])
 
     async def submit(request: Request) -> Response:
         try:
@@ -195,31 +246,31 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(413, f"the request body is larger than the limit of {max_body} "
                                "bytes")
         ctype = request.headers.get("content-type", "").split(";")[0].strip()
-        if ctype == "application/octet-stream":
-            if not body:
-                return _error(400, "the body must be a pickled plan made by "
-                                   "tilegraph.Client.compute")
-            job = manager.submit_plan(body, request.query_params.get("name", "compute"))
-        elif ctype == "application/json":
-            try:
-                try:
-                    decoded = json.loads(body)
-                except ValueError as exc:
-                    raise ValueError(f"the body is not valid JSON: {exc}") from None
-                name, source, args, outputs = _check_script(decoded)
-            except ValueError as exc:
-                return _error(400, str(exc))
-            job = manager.submit_script(name, source, args, outputs)
-        else:
-            return _error(415, "submit a script as application/json or a plan as "
-                               "application/octet-stream")
-        return JSONResponse({"id": job.id, "state": job.state}, status_code=201)
+        try:
+            if ctype == "application/octet-stream":
+                if not body:
+                    raise BadInput("body", "the body must be a pickled plan made by "
+                                           "tilegraph.Client.compute")
+                name = protect.check_name(request.query_params.get("name", "compute"),
+                                          "name")
+                job = manager.submit_plan(body, name)
+            elif ctype == "application/json":
+                name, source, args, outputs = _check_script(protect.loads_json(body))
+                job = manager.submit_script(name, source, args, outputs)
+            else:
+                return _error(415, "submit a script as application/json or a plan as "
+                                   "application/octet-stream", "content-type")
+        except BadInput as exc:
+            return _error(400, str(exc), exc.field)
+        except OSError as exc:
+            return _error(500, f"the service could not store the job: {exc.strerror}")
+        return JSONAnswer({"id": job.id, "state": job.state}, status_code=201)
 
     async def get_job(request: Request) -> Response:
         job = job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
-        return JSONResponse(job.public())
+        return JSONAnswer(job.public())
 
     async def cancel(request: Request) -> Response:
         job = job_or_404(request)
@@ -227,7 +278,7 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(404, f"no job {request.path_params['job_id']!r}")
         purge = request.query_params.get("purge", "0")
         if purge not in ("0", "1"):
-            return _error(400, f"purge must be 0 or 1, got {purge!r}")
+            return _error(400, f"purge must be 0 or 1, got {purge!r}", "purge")
         if purge == "1":
             try:
                 manager.purge(job)
@@ -235,7 +286,7 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
                 return _error(409, str(exc))
             return Response(status_code=204)
         await manager.cancel(job)
-        return JSONResponse(job.public())
+        return JSONAnswer(job.public())
 
     async def result(request: Request) -> Response:
         job = job_or_404(request)
@@ -257,17 +308,20 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             if path is not None:
                 files[name] = {"size": os.path.getsize(path),
                                "url": f"/api/jobs/{job.id}/files/{name}"}
-        return JSONResponse({"id": job.id, "state": job.state,
-                             "stdout": _text(os.path.join(d, "stdout.txt")),
-                             "stderr": _text(os.path.join(d, "stderr.txt")),
-                             "files": files,
-                             "missing": [n for n in job.outputs if n not in files]})
+        return JSONAnswer({"id": job.id, "state": job.state,
+                           "stdout": _text(os.path.join(d, "stdout.txt")),
+                           "stderr": _text(os.path.join(d, "stderr.txt")),
+                           "files": files,
+                           "missing": [n for n in job.outputs if n not in files]})
 
     async def get_file(request: Request) -> Response:
         job = job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
-        name = os.path.normpath(request.path_params["name"])
+        try:
+            name = protect.check_relative_path(request.path_params["name"], "name")
+        except BadInput as exc:
+            return _error(400, str(exc), exc.field)
         if name not in job.outputs:
             return _error(404, f"{name!r} is not a declared output of job {job.id}")
         if job.state not in FINISHED:
@@ -287,10 +341,11 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(404, f"no job {request.path_params['job_id']!r}")
         path = os.path.join(manager.job_dir(job.id), "events.jsonl")
         start = request.headers.get("last-event-id") or request.query_params.get("from", "0")
-        if not start.isdigit():
+        offset = _number(start)
+        if offset is None:
             return _error(400, f"the stream resumes from a byte offset (Last-Event-ID or "
-                               f"from=), got {start!r}")
-        return StreamingResponse(_event_stream(job, path, int(start)),
+                               f"from=), got {start!r}", "from")
+        return StreamingResponse(_event_stream(job, path, offset),
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-store",
                                           "x-accel-buffering": "no"})
@@ -300,7 +355,10 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             found = pool.workers(manager.running())
         except Exception as exc:
             return _error(503, f"the pool did not answer: {type(exc).__name__}: {exc}")
-        return JSONResponse(found)
+        try:
+            return JSONAnswer(found)
+        except (TypeError, ValueError) as exc:  # a value JSON cannot hold (NaN, bytes)
+            return _error(503, f"the pool's answer is not JSON: {exc}")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -349,11 +407,32 @@ def _line_start(path: str, start: int) -> int:
 
 
 def _text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+    """A job's standard output or error: the last ``MAX_TEXT_BYTES`` of it, after a line
+    saying how many bytes before them are left out."""
+    text, before = tail_text(path, MAX_TEXT_BYTES)
+    if before:
+        cut = text.find("\n") + 1  # from a whole line on
+        before += len(text[:cut].encode("utf-8"))
+        text = f"[{before} bytes before are left out]\n" + text[cut:]
+    return text
+
+
+def _checked_events(lines: list[bytes]) -> list[str]:
+    """The lines of an event file that are events: at most ``MAX_EVENT_BYTES``, without a
+    carriage return, a JSON object with a string ``type`` (what a job's process, or someone
+    else, wrote there is not trusted); as text."""
+    out = []
+    for raw in lines:
+        if len(raw) > MAX_EVENT_BYTES or b"\r" in raw:
+            continue
+        text = raw.decode("utf-8", "replace")
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and isinstance(value.get("type"), str):
+            out.append(text)
+    return out
 
 
 async def _event_stream(job: Any, path: str, start: int = 0) -> AsyncIterator[str]:
@@ -363,14 +442,15 @@ async def _event_stream(job: Any, path: str, start: int = 0) -> AsyncIterator[st
     just after its events, so a client that reconnects (an ``EventSource`` sends it back as
     ``Last-Event-ID``) gets only what it has not seen. An offset that is not the start of an
     event, or beyond the file, starts at the next event."""
-    offset, partial = _line_start(path, start), b""
+    offset, partial, skipping = _line_start(path, start), b"", False
     idle = 0.0
     yield f"event: state\ndata: {json.dumps(job.state)}\n\n"
     while True:
         ended = job.state in FINISHED
         data = b""
-        with contextlib.suppress(FileNotFoundError):
-            with open(path, "rb") as f:
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as f:
                 f.seek(offset)
                 data = f.read(STREAM_CHUNK)
         if data:
@@ -378,9 +458,14 @@ async def _event_stream(job: Any, path: str, start: int = 0) -> AsyncIterator[st
             data = partial + data
             cut = data.rfind(b"\n") + 1
             partial = data[cut:]
-            lines = data[:cut].decode("utf-8", "replace").splitlines()
-            if lines:
-                yield f"id: {offset - len(partial)}\ndata: [" + ",".join(lines) + "]\n\n"
+            lines = data[:cut].split(b"\n")[:-1]
+            if skipping and cut:  # the rest of an over-long event
+                lines, skipping = lines[1:], False
+            if len(partial) > MAX_EVENT_BYTES:  # no end in sight: skipped to its end
+                partial, skipping = b"", True
+            events = _checked_events(lines)
+            if events:
+                yield f"id: {offset - len(partial)}\ndata: [" + ",".join(events) + "]\n\n"
             idle = 0.0
             continue
         if ended:

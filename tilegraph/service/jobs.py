@@ -18,7 +18,16 @@ when a job ends beyond that, the oldest finished jobs are removed, record and fi
 
 Cancelling a running job sends Ctrl-C (SIGINT) to its process group: the run in it is
 cancelled by the executor (no task is taken any more, its blocks are freed, a serverless run
-removes its keys); SIGTERM follows after ``CANCEL_GRACE`` seconds, then SIGKILL.
+removes its keys); SIGTERM follows after ``CANCEL_GRACE`` seconds, then SIGKILL. Once the
+runner has ended (by itself or so), every process the job started is killed, in whatever
+session or group it is (a cgroup per job, or the runner as subreaper: see
+:mod:`tilegraph.service.reaper`), before the job is listed as ended.
+
+What the service reads back is not trusted (:mod:`tilegraph.service.protect`): the data
+directory must be private; a plan is sealed with a MAC under a secret drawn when the service
+starts; the progress, error and records are read with size bounds and checked field by
+field (a record that fails is left out of the list, and the service says so on standard
+error when it starts).
 """
 
 from __future__ import annotations
@@ -26,26 +35,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
+import re
 import secrets
 import shutil
 import signal
 import sqlite3
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from tilegraph.service import protect, reaper
+from tilegraph.service.reaper import JOB_MARK, end_marked
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
 CANCEL_GRACE = 3.0  # seconds between SIGINT, SIGTERM and SIGKILL of a cancelled job
 POLL_SECONDS = 0.25  # how often a running job's event file is read
 SAVE_SECONDS = 2.0  # how often a running job's progress is written to the database
-PROGRESS_FIELDS = ("runs", "tasks_total", "tasks_done", "held_bytes", "peak_bytes",
-                   "spilled_bytes", "current", "plan")
 DEFAULT_KEEP = 1000  # finished jobs kept (records and files); older ones are removed
 TAIL_BYTES = 64 * 1024  # of standard error, kept as the error of a job that left no traceback
 JOB_NICE = 5  # jobs' processes run at a lower priority than the service that answers the API
+MAX_PROGRESS_BYTES = 4 << 20  # a job's progress file larger than this is not read
+MAX_ERROR_BYTES = 4 << 20  # nor its error file
+MAX_CURRENT = 4096  # workers in a progress's "current" (more: the field is not taken)
+MAX_SUMMARY_LINES = 50  # lines of one plan summary kept
+MAX_LINE_CHARS = 4000  # characters of a line of a plan summary, of a current task's name
+MAX_SUMMARIES = 20  # plan summaries kept (as the runner keeps them)
+JOB_ID = re.compile(r"[0-9a-f]{12}")
 
 _COLUMNS = {
     "id": "TEXT PRIMARY KEY", "kind": "TEXT", "name": "TEXT", "state": "TEXT",
@@ -86,6 +106,7 @@ class Job:
     current: dict[str, str] = field(default_factory=dict)
     proc: Any = None
     cancelling: bool = False
+    plan_bytes: int = 0  # of a compute job's plan, which its runner checks
 
     def row(self) -> dict[str, Any]:
         """The record as a row of the ``jobs`` table."""
@@ -94,11 +115,10 @@ class Job:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Job:
-        """The job of a row of the ``jobs`` table."""
+        """The job of a row of the ``jobs`` table, each field checked (ValueError naming
+        the field and the problem): a record someone else wrote is never trusted."""
         values = {k: row[k] for k in _COLUMNS}
-        for k in ("plan", "args", "outputs"):
-            values[k] = json.loads(values[k] or "[]")
-        return cls(**values)
+        return cls(**_checked_record(values))
 
     def public(self) -> dict[str, Any]:
         """The record as the API gives it."""
@@ -118,16 +138,146 @@ class Job:
         }
 
 
+def _finite(value: Any, name: str, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _count(value: Any, name: str, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if type(value) is not int or not -2**63 <= value < 2**63:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def _text(value: Any, name: str, optional: bool = True) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be text, got {type(value).__name__}")
+    return protect.mend(value)
+
+
+def _json_list(value: Any, name: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be JSON text, got {type(value).__name__}")
+    try:
+        out = protect.loads_json(value.encode("utf-8", "surrogatepass"))
+    except protect.BadInput as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if not isinstance(out, list):
+        raise ValueError(f"{name} must be a JSON list")
+    return out
+
+
+def _checked_record(v: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a stored record, checked and mended (ValueError naming the first one
+    that is wrong)."""
+    if not isinstance(v["id"], str) or not JOB_ID.fullmatch(v["id"]):
+        raise ValueError(f"id must be 12 hexadecimal digits, got {v['id']!r}")
+    if v["kind"] not in ("script", "compute"):
+        raise ValueError(f"kind must be script or compute, got {v['kind']!r}")
+    if v["state"] not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, got {v['state']!r}")
+    try:
+        if v["kind"] == "script":
+            protect.check_script_name(v["name"], "name")
+        else:
+            protect.check_name(v["name"], "name")
+    except protect.BadInput as exc:
+        raise ValueError(str(exc)) from None
+    out = {"id": v["id"], "kind": v["kind"], "state": v["state"], "name": v["name"],
+           "created": _finite(v["created"], "created")}
+    for k in ("started", "finished"):
+        out[k] = _finite(v[k], k, optional=True)
+    for k in ("tasks_done", "tasks_total", "runs", "held_bytes", "peak_bytes",
+              "spilled_bytes"):
+        out[k] = _count(v[k] if v[k] is not None else 0, k)
+    out["returncode"] = _count(v["returncode"], "returncode", optional=True)
+    out["pid"] = _count(v["pid"], "pid", optional=True)
+    if out["pid"] is not None and out["pid"] <= 0:
+        raise ValueError(f"pid must be positive, got {out['pid']}")
+    out["error"] = _text(v["error"], "error")
+    out["traceback"] = _text(v["traceback"], "traceback")
+    plan = _checked_plan(_json_list(v["plan"], "plan"))
+    if plan is None:
+        raise ValueError("plan must be a list of lists of text")
+    out["plan"] = plan
+    args = _json_list(v["args"], "args")
+    if not all(isinstance(a, str) for a in args):
+        raise ValueError("args must be a list of text")
+    out["args"] = [protect.mend(a) for a in args]
+    outputs = _json_list(v["outputs"], "outputs")
+    try:
+        out["outputs"] = [protect.check_relative_path(o, f"outputs[{i}]")
+                          for i, o in enumerate(outputs)]
+    except protect.BadInput as exc:
+        raise ValueError(str(exc)) from None
+    return out
+
+
+def _line(text: str) -> str:
+    return protect.mend(text[:MAX_LINE_CHARS])
+
+
+def _checked_plan(plan: Any) -> list[list[str]] | None:
+    """Plan summaries (lists of lines), the last ``MAX_SUMMARIES`` with at most
+    ``MAX_SUMMARY_LINES`` lines each; ``None`` if ``plan`` is not a list of lists of text."""
+    if not isinstance(plan, list) or not all(
+            isinstance(s, list) and all(isinstance(ln, str) for ln in s) for s in plan):
+        return None
+    return [[_line(ln) for ln in s[:MAX_SUMMARY_LINES]] for s in plan[-MAX_SUMMARIES:]]
+
+
+def checked_progress(p: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a job's progress file that are right (counts: integers in
+    0..2**63-1; ``current``: at most ``MAX_CURRENT`` workers, names and tasks as text;
+    ``plan``: lists of lines), text mended and cut to ``MAX_LINE_CHARS``; the others are
+    left out."""
+    out: dict[str, Any] = {}
+    for k in ("runs", "tasks_total", "tasks_done", "held_bytes", "peak_bytes",
+              "spilled_bytes"):
+        v = p.get(k)
+        if type(v) is int and 0 <= v < 2**63:
+            out[k] = v
+    current = p.get("current")
+    if isinstance(current, dict) and len(current) <= MAX_CURRENT and all(
+            isinstance(t, str) for t in current.values()):
+        out["current"] = {_line(w): _line(t) for w, t in current.items()}
+    plan = _checked_plan(p.get("plan"))
+    if plan is not None:
+        out["plan"] = plan
+    return out
+
+
 class JobStore:
     """The ``jobs`` table of ``DATA/jobs.sqlite``."""
 
     def __init__(self, path: str):
-        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        cols = ", ".join(f"{k} {t}" for k, t in _COLUMNS.items())
-        self.db.execute(f"CREATE TABLE IF NOT EXISTS jobs ({cols})")
+        self.path = path
+        try:
+            self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            self.db.text_factory = lambda b: b.decode("utf-8", "replace")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            cols = ", ".join(f"{k} {t}" for k, t in _COLUMNS.items())
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS jobs ({cols})")
+            have = {r[1] for r in self.db.execute("PRAGMA table_info(jobs)")}
+        except sqlite3.Error as exc:
+            raise ValueError(f"the job records {path} cannot be read as a database: {exc}"
+                             ) from None
+        missing = sorted(set(_COLUMNS) - have)
+        if missing:
+            raise ValueError(f"the jobs table of {path} lacks the column(s) "
+                             f"{', '.join(missing)}: it was not written by this service")
 
     def save(self, job: Job) -> None:
         """Write ``job``'s record (insert or replace)."""
@@ -137,10 +287,20 @@ class JobStore:
         self.db.execute(f"INSERT OR REPLACE INTO jobs ({names}) VALUES ({marks})",
                         list(row.values()))
 
-    def load(self) -> list[Job]:
-        """Every job's record, oldest first."""
-        return [Job.from_row(r) for r in
-                self.db.execute("SELECT * FROM jobs ORDER BY created")]
+    def load(self) -> tuple[list[Job], list[str]]:
+        """Every valid job record, oldest first, and a line for each one left out (its id
+        and what is wrong)."""
+        jobs, bad = [], []
+        try:
+            rows = self.db.execute("SELECT * FROM jobs ORDER BY created").fetchall()
+        except sqlite3.Error as exc:
+            raise ValueError(f"the job records {self.path} cannot be read: {exc}") from None
+        for r in rows:
+            try:
+                jobs.append(Job.from_row(r))
+            except ValueError as exc:
+                bad.append(f"{r['id']!r}: {exc}")
+        return jobs, bad
 
     def delete(self, job_ids: list[str]) -> None:
         """Remove the records of ``job_ids``."""
@@ -163,26 +323,57 @@ class JobManager:
             raise ValueError(f"keep must be a number of finished jobs >= 1 (or None: all), "
                              f"got {keep!r}")
         self.keep = keep
-        self.data_dir = os.path.abspath(data_dir)
-        os.makedirs(os.path.join(self.data_dir, "jobs"), exist_ok=True)
+        self.data_dir = protect.private_data_dir(data_dir)
+        jobs_dir = os.path.join(self.data_dir, "jobs")
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(jobs_dir, 0o700)
+        if not os.path.isdir(jobs_dir) or os.path.islink(jobs_dir):
+            raise ValueError(f"{jobs_dir} is not a directory (a link or a file)")
         self._lock = _lock_dir(self.data_dir)
         self.pool = pool
         self.max_jobs = max_jobs
-        self.store = JobStore(os.path.join(self.data_dir, "jobs.sqlite"))
+        self.secret = protect.new_secret()  # seals plans; drawn anew at every start
+        self.cgroups = reaper.cgroup_parent()
+        self.cgroup_prefix = reaper.cgroup_prefix(self.data_dir)
+        try:
+            self.store = JobStore(os.path.join(self.data_dir, "jobs.sqlite"))
+        except ValueError:
+            self._lock.close()
+            raise
         self.jobs: dict[str, Job] = {}
         self.pending: list[str] = []
         self.tasks: set[asyncio.Task] = set()
+        self.left_out: list[str] = []
         self._recover()
         self._prune()
+
+    @property
+    def processes(self) -> str:
+        """How the processes of a job are held and ended, in words."""
+        if self.cgroups is not None:
+            return f"cgroup v2 per job, below {self.cgroups}"
+        return "runner as child subreaper, descendants tracked"
 
     # -- records -------------------------------------------------------------------------------
 
     def _recover(self) -> None:
-        """Load every job; those left queued or running by a stopped service are failed."""
-        for job in self.store.load():
+        """Load every valid job record (the others are left out, said on standard error);
+        those left queued or running by a stopped service are failed, and what is left of
+        their processes is killed."""
+        jobs, self.left_out = self.store.load()
+        for line in self.left_out:
+            print(f"tilegraph service: a job record in {self.store.path} is not valid and "
+                  f"is left out: {line}", file=sys.stderr)
+        if self.cgroups is not None:
+            reaper.end_leftover_cgroups(self.cgroups, self.cgroup_prefix)
+        jobs_dir = os.path.join(self.data_dir, "jobs")
+        for name in os.listdir(jobs_dir):  # a submission a crash cut short
+            if name.startswith(".new-"):
+                shutil.rmtree(os.path.join(jobs_dir, name), ignore_errors=True)
+        for job in jobs:
             if job.state in ("queued", "running"):
                 if job.state == "running":
-                    _kill_leftover(job, self.job_dir(job.id))
+                    reaper.end_leftover(job.pid, self.job_dir(job.id))
                     end_marked(self._mark(job))
                     job.error = ("the service stopped while the job was running; it was "
                                  "marked failed when the service started again")
@@ -228,26 +419,50 @@ class JobManager:
         """The jobs running now."""
         return [j for j in self.jobs.values() if j.state == "running"]
 
-    def _new(self, kind: str, name: str, args: list[str], outputs: list[str]) -> Job:
+    def _new_id(self) -> str:
         job_id = secrets.token_hex(6)
+        while job_id in self.jobs or os.path.lexists(self.job_dir(job_id)):
+            job_id = secrets.token_hex(6)
+        return job_id
+
+    def _new(self, job_id: str, kind: str, name: str, args: list[str], outputs: list[str],
+             files: dict[str, bytes]) -> Job:
+        """A new job with its directory holding ``files`` (relative paths), made whole
+        under a hidden name and then renamed, so a failure leaves no directory behind."""
         job = Job(job_id, kind, name, created=time.time(), args=args, outputs=outputs)
-        os.makedirs(os.path.join(self.job_dir(job_id), "work"))
+        _checked_record(job.row())  # what is stored must load again
+        staging = os.path.join(self.data_dir, "jobs", f".new-{job_id}")
+        try:
+            os.mkdir(staging, 0o700)
+            os.mkdir(os.path.join(staging, "work"), 0o700)
+            for rel, data in files.items():
+                fd = os.open(os.path.join(staging, rel),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            os.rename(staging, self.job_dir(job_id))
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         return job
 
     def submit_script(self, name: str, source: bytes, args: list[str],
                       outputs: list[str]) -> Job:
-        """Queue a script job: ``source`` saved as ``work/NAME``."""
-        job = self._new("script", name, args, outputs)
-        with open(os.path.join(self.job_dir(job.id), "work", name), "wb") as f:
-            f.write(source)
+        """Queue a script job: ``source`` saved as ``work/NAME`` (a name checked by
+        :func:`tilegraph.service.protect.check_script_name`)."""
+        protect.check_script_name(name, "name")
+        job = self._new(self._new_id(), "script", name, args, outputs,
+                        {os.path.join("work", name): source})
         return self._queue(job)
 
     def submit_plan(self, payload: bytes, name: str = "compute") -> Job:
-        """Queue a planned computation (pickled bytes, unpickled only by the job's
-        process)."""
-        job = self._new("compute", name, [], [])
-        with open(os.path.join(self.job_dir(job.id), "plan.pkl"), "wb") as f:
-            f.write(payload)
+        """Queue a planned computation (pickled bytes, unpickled only by the job's process,
+        and only with the MAC the service seals it with)."""
+        protect.check_name(name, "name")
+        job_id = self._new_id()
+        job = self._new(job_id, "compute", name, [], [],
+                        {"plan.pkl": protect.seal_plan(self.secret, job_id, payload)})
+        job.plan_bytes = len(payload)
         return self._queue(job)
 
     def _queue(self, job: Job) -> Job:
@@ -268,14 +483,16 @@ class JobManager:
 
     # -- running -------------------------------------------------------------------------------
 
-    def _command(self, job: Job) -> list[str]:
-        cmd = [sys.executable, "-m", "tilegraph.service.runner"]
+    def _command(self, job: Job, held: reaper.JobProcesses, key_fd: int | None
+                 ) -> list[str]:
+        cmd = [sys.executable, "-m", "tilegraph.service.runner", *held.runner_args()]
         workers = self.pool.job_workers()
         if workers is not None:
             cmd += ["--workers", str(workers)]
         if job.kind == "script":
             return [*cmd, "script", job.name, *job.args]
-        return [*cmd, "compute", "plan.pkl", "result.npz"]
+        return [*cmd, "--job", job.id, "--key-fd", str(key_fd), "--plan-bytes",
+                str(job.plan_bytes), "compute", "plan.pkl", "result.npz"]
 
     async def _run(self, job: Job) -> None:
         d = self.job_dir(job.id)
@@ -284,46 +501,84 @@ class JobManager:
                os.path.join(d, "progress.json"), "TILEGRAPH_ERROR_FILE":
                os.path.join(d, "error.json"), "PYTHONUNBUFFERED": "1"}
         env.pop("TILEGRAPH_TOKEN", None)  # a job never sees the service's token
+        env.pop(reaper.CGROUP_ENV, None)
         env[JOB_MARK] = self._mark(job)  # inherited by whatever the job starts
+        held = reaper.JobProcesses(self._mark(job), None if self.cgroups is None else
+                                   os.path.join(self.cgroups, self.cgroup_prefix + job.id))
+        code = None
         try:
-            with open(os.path.join(d, "stdout.txt"), "wb") as out, \
-                    open(os.path.join(d, "stderr.txt"), "wb") as err:
-                proc = await asyncio.create_subprocess_exec(
-                    *self._command(job), cwd=d if job.kind == "compute" else
-                    os.path.join(d, "work"), stdin=asyncio.subprocess.DEVNULL, stdout=out,
-                    stderr=err, env=env, start_new_session=True)
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, proc.pid, JOB_NICE)
-            job.proc = proc
-            job.pid = proc.pid
-            self.store.save(job)
-            saved = time.monotonic()
-            while True:
-                try:
-                    await asyncio.wait_for(proc.wait(), POLL_SECONDS)
-                    break
-                except TimeoutError:
-                    self._read_progress(job)
-                    if time.monotonic() - saved > SAVE_SECONDS:
-                        self.store.save(job)
-                        saved = time.monotonic()
-            self._read_progress(job)
-            self._finish(job, proc.returncode)
+            await asyncio.to_thread(held.prepare)
+            code = await self._watch(job, d, env, held)
         except Exception as exc:  # the job could not be started or watched
-            job.state = "failed"
             job.error = f"the service could not run the job: {type(exc).__name__}: {exc}"
-            job.finished = time.time()
         finally:
             job.proc = None
             job.current.clear()
+            # whatever the job started ends with it (its group, a new session, a fork),
+            # before it is listed as ended
+            await asyncio.to_thread(held.end)
+            if code is not None:
+                self._read_progress(job)
+                self._finish(job, code)
+            elif job.cancelling:  # cancelled before its runner was started
+                job.state = "cancelled"
+                job.error = "cancelled before it started"
+                job.finished = time.time()
+            else:
+                job.state = "failed"
+                job.error = job.error or "the service stopped watching the job"
+                job.finished = time.time()
             # the job is listed as finished from here: the oldest finished ones beyond the
             # limit go now, before this coroutine waits again (a client told the job is
             # done never lists more than the limit)
             self._prune()
-            # whatever the job started ends with it (its group, a new session, a fork)
-            await asyncio.to_thread(end_marked, self._mark(job))
             self.store.save(job)
             self._dispatch()
+
+    async def _watch(self, job: Job, d: str, env: dict[str, str],
+                     held: reaper.JobProcesses) -> int | None:
+        """Start the job's runner and follow it until it exits; its exit status (``None``:
+        the job was cancelled before its runner started)."""
+        if job.cancelling:
+            return None
+        key_fd = None
+        if job.kind == "compute":  # the secret that checks the plan's MAC, through a pipe
+            key_fd, write_fd = os.pipe()
+            os.write(write_fd, self.secret)
+            os.close(write_fd)
+        try:
+            with open(os.path.join(d, "stdout.txt"), "wb") as out, \
+                    open(os.path.join(d, "stderr.txt"), "wb") as err:
+                proc = await asyncio.create_subprocess_exec(
+                    *self._command(job, held, key_fd), cwd=d if job.kind == "compute" else
+                    os.path.join(d, "work"), stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                    stderr=err, env=env, start_new_session=True,
+                    pass_fds=() if key_fd is None else (key_fd,))
+        finally:
+            if key_fd is not None:
+                os.close(key_fd)
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, proc.pid, JOB_NICE)
+        job.proc = proc
+        job.pid = proc.pid
+        held.started(proc.pid)
+        self.store.save(job)
+        if job.cancelling:  # cancelled while the runner was being started
+            stopper = asyncio.get_running_loop().create_task(_stop_group(proc, signal.SIGINT))
+            self.tasks.add(stopper)
+            stopper.add_done_callback(self.tasks.discard)
+        saved = time.monotonic()
+        while True:
+            try:
+                await asyncio.wait_for(proc.wait(), POLL_SECONDS)
+                break
+            except TimeoutError:
+                held.watch()
+                self._read_progress(job)
+                if time.monotonic() - saved > SAVE_SECONDS:
+                    self.store.save(job)
+                    saved = time.monotonic()
+        return proc.returncode
 
     def _mark(self, job: Job) -> str:
         """The value of ``TILEGRAPH_JOB`` in the processes of ``job``: this service's data
@@ -342,13 +597,12 @@ class JobManager:
             job.state = "done"
             return
         job.state = "failed"
-        try:
-            with open(os.path.join(d, "error.json"), encoding="utf-8") as f:
-                record = json.load(f)
-            job.error, job.traceback = record["error"], record["traceback"]
+        record = protect.read_json_object(os.path.join(d, "error.json"), MAX_ERROR_BYTES)
+        if record is not None and isinstance(record.get("error"), str) and \
+                isinstance(record.get("traceback"), str):
+            job.error = protect.mend(record["error"][:TAIL_BYTES])
+            job.traceback = protect.mend(record["traceback"][-MAX_ERROR_BYTES:])
             return
-        except (OSError, ValueError, KeyError):
-            pass
         tail = _tail(os.path.join(d, "stderr.txt"))
         if code < 0:
             job.error = f"the job's process was killed by signal {-code}"
@@ -358,16 +612,14 @@ class JobManager:
 
     def _read_progress(self, job: Job) -> None:
         """Take the progress the job's process last wrote (runs, tasks, bytes, the task of
-        each worker, the plan summaries)."""
-        path = os.path.join(self.job_dir(job.id), "progress.json")
-        try:  # a few hundred bytes, replaced whole by the job's process
-            with open(path, encoding="utf-8") as f:
-                p = json.load(f)
-        except (OSError, ValueError):
+        each worker, the plan summaries): at most ``MAX_PROGRESS_BYTES``, each field
+        checked (:func:`checked_progress`); a file that is not a JSON object is ignored."""
+        p = protect.read_json_object(os.path.join(self.job_dir(job.id), "progress.json"),
+                                     MAX_PROGRESS_BYTES)
+        if p is None:
             return
-        for name in PROGRESS_FIELDS:
-            if name in p:
-                setattr(job, name, p[name])
+        for name, value in checked_progress(p).items():
+            setattr(job, name, value)
 
     # -- cancel and stop -----------------------------------------------------------------------
 
@@ -383,10 +635,11 @@ class JobManager:
             self.store.save(job)
             self._prune()
             return
-        if job.state != "running" or job.proc is None:
+        if job.state != "running" or job.cancelling:
             return
         job.cancelling = True
-        await _stop_group(job.proc, signal.SIGINT)
+        if job.proc is not None:  # else its runner is being started: _watch stops it
+            await _stop_group(job.proc, signal.SIGINT)
 
     async def shutdown(self) -> None:
         """Stop every job (the service is stopping): running ones are failed with that
@@ -398,12 +651,14 @@ class JobManager:
             job.finished = time.time()
             self.store.save(job)
         self.pending.clear()
-        stopping = [j for j in self.running() if j.proc is not None]
+        stopping = self.running()
         for job in stopping:
             job.error = "the service stopped while the job was running"
-        await asyncio.gather(*(_stop_group(j.proc, signal.SIGINT) for j in stopping))
+            job.cancelling = True  # a runner being started is stopped as it starts
+        await asyncio.gather(*(_stop_group(j.proc, signal.SIGINT) for j in stopping
+                               if j.proc is not None))
         if self.tasks:
-            await asyncio.wait(list(self.tasks), timeout=2 * CANCEL_GRACE)
+            await asyncio.wait(list(self.tasks), timeout=3 * CANCEL_GRACE + reaper.KILL_WAIT)
         for job in stopping:
             job.state = "failed"
             job.error = "the service stopped while the job was running"
@@ -435,7 +690,9 @@ def _lock_dir(data_dir: str) -> Any:
     directory would fail the first one's running jobs as left behind."""
     import fcntl
 
-    f = open(os.path.join(data_dir, "service.lock"), "a+")
+    fd = os.open(os.path.join(data_dir, "service.lock"),
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    f = os.fdopen(fd, "r+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -445,48 +702,20 @@ def _lock_dir(data_dir: str) -> Any:
     return f
 
 
-def _kill_leftover(job: Job, job_dir: str) -> None:
-    """Kill the process group of a job a stopped service left running (if that process is
-    still the job's runner: pids are reused)."""
-    import psutil
-
-    if not job.pid:
-        return
+def tail_text(path: str, limit: int = TAIL_BYTES) -> tuple[str, int]:
+    """The last ``limit`` bytes of the regular file at ``path`` as text (invalid UTF-8
+    replaced; a link is not followed) and how many bytes came before them."""
     try:
-        p = psutil.Process(job.pid)
-        cmd, cwd = " ".join(p.cmdline()), p.cwd()
-    except psutil.Error:
-        return
-    if "tilegraph.service.runner" in cmd and cwd.startswith(job_dir):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(job.pid, signal.SIGKILL)
-
-
-JOB_MARK = "TILEGRAPH_JOB"
-
-
-def end_marked(mark: str) -> int:
-    """Kill every process whose environment has ``TILEGRAPH_JOB=mark`` (the processes a
-    job started, in its group or not: children inherit the variable); the number killed."""
-    import psutil
-
-    killed = 0
-    for p in psutil.process_iter():
-        try:
-            if p.pid == os.getpid() or p.environ().get(JOB_MARK) != mark:
-                continue
-            p.kill()
-            killed += 1
-        except (psutil.Error, OSError):
-            continue
-    return killed
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return "", 0
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "", 0
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - limit))
+        return f.read(limit).decode("utf-8", "replace"), max(0, size - limit)
 
 
 def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - TAIL_BYTES))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+    return tail_text(path)[0]

@@ -7,6 +7,15 @@
 through the pipeline and writes its arrays to ``OUT`` (``.npz``). The backend is the
 environment's (``TILEGRAPH_BACKEND`` and the pool's settings, given by the service).
 
+Options before the command, given by the service: ``--workers N``; ``--cgroup DIR`` (the
+runner moves itself into the job's cgroup before anything of the job runs) or
+``--subreaper`` (it adopts its orphaned descendants and kills them all when it ends; see
+:mod:`tilegraph.service.reaper`); for ``compute``, ``--job ID --key-fd FD --plan-bytes N``:
+the plan file is unpickled only if it carries the service's MAC for job ``ID`` under the
+secret read from the pipe ``FD`` and holds ``N`` bytes of plan
+(:func:`tilegraph.service.protect.open_plan`); otherwise the job fails with an error naming
+the file, and nothing of it runs.
+
 When ``TILEGRAPH_EVENTS`` names a file, every run of the process sends its typed events
 (:mod:`tilegraph.runtime.events`) there as JSON lines: the subscriber only appends to a queue
 (it runs under the executor's lock), and a thread writes what has arrived four times a
@@ -242,34 +251,87 @@ def run_script(path: str, args: list[str], workers: int | None) -> None:
         runpy.run_path(path, run_name="__main__")
 
 
-def run_plan(plan_path: str, out_path: str, workers: int | None) -> None:
-    """Run a pickled array plan through the pipeline; its arrays go to ``out_path`` (.npz)."""
+def run_plan(plan_path: str, out_path: str, workers: int | None, *, key: bytes,
+             job_id: str, size: int) -> None:
+    """Run a sealed, pickled array plan through the pipeline (unpickled only when its MAC
+    for ``job_id`` under ``key`` is valid and it has ``size`` bytes of plan:
+    :func:`tilegraph.service.protect.open_plan`); its arrays go to ``out_path`` (.npz,
+    numeric arrays only: nothing in it needs unpickling)."""
     import pickle
 
     import numpy as np
 
     from tilegraph import config, pipeline
+    from tilegraph.service.protect import open_plan
 
-    with open(plan_path, "rb") as f:
-        planned = pickle.load(f)
+    planned = pickle.loads(open_plan(plan_path, key, job_id, size))
     with config.set(workers=workers):
         values = pipeline.execute(planned.plan, finish=planned.results.assemble)
     arrays = {f"arr_{i}": np.asarray(v) for i, v in enumerate(values)}
+    for name, a in arrays.items():
+        if a.dtype.hasobject:
+            raise TypeError(f"result {name[4:]} is an array of Python objects ({a.dtype}); "
+                            "the service returns numeric arrays only")
     tmp = out_path + ".tmp"
     with open(tmp, "wb") as f:
         np.savez(f, **arrays)
     os.replace(tmp, out_path)
 
 
+USAGE = ("usage: python -m tilegraph.service.runner [--workers N] [--cgroup DIR | "
+         "--subreaper] (script FILE [ARGS...] | --job ID --key-fd FD --plan-bytes N "
+         "compute PLAN OUT)")
+_VALUED = ("--workers", "--cgroup", "--job", "--key-fd", "--plan-bytes")
+
+
+def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The leading options of ``argv`` and the rest (ValueError on a bad one)."""
+    opts: dict[str, str] = {}
+    while argv and argv[0].startswith("--"):
+        if argv[0] == "--subreaper":
+            opts["subreaper"] = "1"
+            argv = argv[1:]
+        elif argv[0] in _VALUED and len(argv) >= 2:
+            opts[argv[0][2:]] = argv[1]
+            argv = argv[2:]
+        else:
+            raise ValueError(f"unknown option {argv[0]!r}")
+    if not argv or argv[0] not in ("script", "compute") or len(argv) < 2 or (
+            argv[0] == "compute" and (len(argv) != 3 or not {"job", "key-fd", "plan-bytes"}
+                                      <= set(opts))):
+        raise ValueError("no command")
+    return opts, argv
+
+
+def _read_key(fd: int) -> bytes:
+    """The service's secret, from the pipe ``fd`` (closed after)."""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(1024)
+
+
+def _hold_processes(opts: dict[str, str]) -> None:
+    """Before anything of the job runs: join its cgroup, or become the subreaper of its
+    processes (:mod:`tilegraph.service.reaper`)."""
+    from tilegraph.service import reaper
+
+    if "cgroup" in opts:
+        reaper.join_cgroup(opts["cgroup"])
+    elif "subreaper" in opts:
+        reaper.become_subreaper()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    workers = None
-    if len(argv) >= 2 and argv[0] == "--workers":
-        workers = int(argv[1])
-        argv = argv[2:]
-    if not argv or argv[0] not in ("script", "compute"):
-        print("usage: python -m tilegraph.service.runner [--workers N] "
-              "(script FILE [ARGS...] | compute PLAN OUT)", file=sys.stderr)
+    try:
+        opts, argv = _options(argv)
+        workers = int(opts["workers"]) if "workers" in opts else None
+        key = _read_key(int(opts["key-fd"])) if "key-fd" in opts else b""
+        _hold_processes(opts)
+    except ValueError as exc:
+        print(f"{USAGE}\n{exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the job's processes could not be held: nothing of it runs
+        _write_error(exc, None)
         return 2
     sink = sink_from_env()
     try:
@@ -277,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             if argv[0] == "script":
                 run_script(argv[1], argv[2:], workers)
             else:
-                run_plan(argv[1], argv[2], workers)
+                run_plan(argv[1], argv[2], workers, key=key, job_id=opts["job"],
+                         size=int(opts["plan-bytes"]))
         return 0
     except KeyboardInterrupt:
         print("tilegraph: the job was cancelled", file=sys.stderr)
@@ -297,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sink is not None:
             sink.close()
+        if "subreaper" in opts:
+            from tilegraph.service.reaper import end_descendants
+
+            end_descendants()
 
 
 if __name__ == "__main__":

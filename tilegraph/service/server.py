@@ -45,19 +45,22 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, workers: int | N
     ``local``), records in ``data_dir`` (default ``./tilegraph-service``). The token is
     ``$TILEGRAPH_TOKEN`` or a new random one; the dashboard's URL with it is printed.
     ``keep``: finished jobs kept, newest first (default ``DEFAULT_KEEP``); ``pool_options``:
-    the serverless pool's provisioner options (see :func:`tilegraph.service.pool.make_pool`)."""
+    the serverless pool's provisioner options (see :func:`tilegraph.service.pool.make_pool`).
+    The data directory must be private (:func:`tilegraph.service.protect.private_data_dir`:
+    made 0700; one that another user owns or can write is refused with ValueError)."""
     import uvicorn
 
     from tilegraph.service.app import DEFAULT_MAX_BODY, create_app
     from tilegraph.service.jobs import DEFAULT_KEEP
     from tilegraph.service.pool import make_pool
+    from tilegraph.service.protect import private_data_dir
 
     out = out or sys.stdout
     check_bind(host, certfile, keyfile, insecure)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
-    data_dir = os.path.abspath(data_dir or "tilegraph-service")
-    os.makedirs(data_dir, exist_ok=True)
+    # private, before anything else starts (tilegraph.service.protect.private_data_dir)
+    data_dir = private_data_dir(data_dir or "tilegraph-service")
     token = os.environ.get("TILEGRAPH_TOKEN") or secrets.token_urlsafe(24)
     pool = make_pool(local, workers, redis, store, **pool_options)
     try:
@@ -73,7 +76,10 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, workers: int | N
         shown = f"[{host}]" if ":" in host else host
         print(f"tilegraph service: {pool.describe()}; data in {data_dir}", file=out)
         print(f"dashboard: {scheme}://{shown}:{port}/?token={token}", file=out, flush=True)
-        server.run()
+        try:
+            server.run()
+        except KeyboardInterrupt:  # Ctrl-C is how the service is stopped: no traceback
+            pass
     finally:
         pool.close()
     return 0
