@@ -374,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--store", default=None, help="URL of an existing object store for the "
                                                    "serverless pool (default: embedded)")
     srv.add_argument("--data-dir", default="tilegraph-service",
-                     help="where job records and results are kept (default ./tilegraph-service)")
+                     help="where job records and results are kept, private to this user: "
+                          "made 0700, refused if another user can write it (default "
+                          "./tilegraph-service)")
     srv.add_argument("--local", action="store_true",
                      help="run jobs on the threads backend instead of the serverless pool")
     srv.add_argument("--scaling-factor", type=float, default=None,

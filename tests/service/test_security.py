@@ -573,3 +573,25 @@ def test_the_runner_joins_its_cgroup_before_the_script_runs(tmp_path):
             (tmp_path / "e.json").read_text())["error"]
     finally:
         reaper.kill_cgroup(str(group))
+
+
+def test_a_result_replaced_by_a_link_is_not_served(server, tmp_path):
+    import io
+
+    import numpy as np
+
+    status, reply = _post(server, _plan_payload(), "application/octet-stream")
+    assert status == 201
+    job = wait(server, reply["id"])
+    assert job["state"] == "done", job
+    status, body, _ = server.request("GET", f"/api/jobs/{job['id']}/result")
+    assert status == 200
+    with np.load(io.BytesIO(body), allow_pickle=False) as z:
+        assert float(z["arr_0"]) == np.arange(12.0).sum() * 2
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"another user's data")
+    result = server.data_dir / "jobs" / job["id"] / "result.npz"
+    result.unlink()
+    result.symlink_to(secret)
+    status, body, _ = server.request("GET", f"/api/jobs/{job['id']}/result")
+    assert status == 404 and b"another user's data" not in body

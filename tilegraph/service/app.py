@@ -34,6 +34,7 @@ import hmac
 import json
 import os
 import re
+import stat
 from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
@@ -297,8 +298,15 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             if job.state != "done":
                 return _error(409, f"job {job.id} is {job.state}: it has no arrays"
                               + (f" ({job.error})" if job.error else ""))
-            return FileResponse(os.path.join(d, "result.npz"),
-                                media_type="application/octet-stream")
+            path = os.path.join(d, "result.npz")
+            try:
+                regular = stat.S_ISREG(os.lstat(path).st_mode)
+            except OSError:
+                regular = False
+            if not regular:  # missing, or a link someone put there: not served
+                return _error(404, f"job {job.id} has no result file (or not a regular "
+                                   "one)")
+            return FileResponse(path, media_type="application/octet-stream")
         if job.state not in FINISHED:
             return _error(409, f"job {job.id} is {job.state}; its result comes when it ends")
         work = os.path.join(d, "work")
@@ -525,7 +533,8 @@ OPENAPI: dict[str, Any] = {
             "post": _op("submit a job: a script (JSON) or a plan made by "
                         "tilegraph.Client.compute (octet-stream)",
                         body="a ScriptJob, or a pickled plan",
-                        responses={"201": "{id, state}", "400": "a bad submission",
+                        responses={"201": "{id, state}",
+                                   "400": "a bad submission: {error, field}",
                                    "413": "the body is over the size limit",
                                    "415": "another content type"}),
         },
@@ -550,7 +559,8 @@ OPENAPI: dict[str, Any] = {
         },
         "/api/jobs/{job_id}/files/{name}": {
             "get": _op("a file a script declared", ["job_id", "name"],
-                       responses={"200": "the file's bytes", "404": "not declared or absent"}),
+                       responses={"200": "the file's bytes", "400": "a bad name",
+                                  "404": "not declared or absent"}),
         },
         "/api/jobs/{job_id}/events": {
             "get": {**_op("Server-Sent Events: JSON lists of the job's typed run events "
@@ -567,6 +577,7 @@ OPENAPI: dict[str, Any] = {
             "get": _op("the pool's workers: id, pid, host, task, lease_expires, rss, "
                        "started", responses={"200": "a list of workers"}),
         },
-        "/api/info": {"get": _op("the version and the pool", responses={"200": "info"})},
+        "/api/info": {"get": _op("the version, the pool, the limits and how a job's "
+                                 "processes are held", responses={"200": "info"})},
     },
 }
