@@ -19,8 +19,10 @@ One of two ways is chosen when the service starts (:func:`cgroup_parent`):
   ends. The service notes every descendant of the runner (pid and start time) each time it
   polls the job, and when the runner is gone it stops, then kills, each one still alive,
   their descendants, and every process whose environment carries the job's mark
-  (``TILEGRAPH_JOB``). Known gap: a process started less than a poll (0.25 s) before its
-  runner was killed by SIGKILL, whose parents all died in that time, is not seen.
+  (``TILEGRAPH_JOB``). Known gaps: a process started less than a poll (0.25 s) before its
+  runner was killed by SIGKILL, whose parents all died in that time, is not seen; an
+  adopted orphan that exits stays a zombie until the runner ends (the runner cannot tell
+  it from the job's own children, whose status the job may still wait for).
 
 A job runs as the service's user; one that may write another cgroup's ``cgroup.procs``
 (root may) can move itself out of its cgroup on purpose, and is not followed there.
