@@ -332,12 +332,7 @@ def test_a_plan_replaced_before_it_runs_is_never_unpickled(tmp_path):
         assert "not the" in jobs[0]["error"] and "it was changed" in jobs[0]["error"]
         assert "fails its MAC check" in jobs[1]["error"]
         assert "a link is refused" in jobs[2]["error"]
-        # an untouched plan still runs
-        import tilegraph as tg
-
-        got = tg.Client(srv.url, token=srv.token).compute(
-            tg.from_numpy(__import__("numpy").arange(6.0), chunks=4).sum())
-        assert got == (15.0,)
+        # (an untouched plan runs: test_a_result_replaced_by_a_link_is_not_served)
     finally:
         srv.stop()
 
