@@ -503,8 +503,25 @@ def probes() -> list[dict[str, Any]]:
     finally:
         if srv is not None:
             srv.stop()
+        _kill_grandchildren(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     return results
+
+
+def _kill_grandchildren(tmp: str) -> None:
+    """Kill the probes' grandchildren that a service did not end (each is known by the pid
+    file it wrote and names on its command line)."""
+    for name in os.listdir(tmp):
+        if not (name.startswith("grandchild-") and name.endswith(".pid")):
+            continue
+        path = os.path.join(tmp, name)
+        with contextlib.suppress(OSError, ValueError):
+            with open(path) as f:
+                pid = int(f.read())
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                mine = path.encode() in f.read()
+            if mine:
+                os.kill(pid, 9)
 
 
 def main() -> int:
