@@ -66,8 +66,10 @@ def traffic(pool: Pool, fn) -> tuple[int, int]:
     """Run ``fn`` once under MONITOR (slower: not timed): ``(round trips, server commands)``,
     every client's (workers, driver, provisioner). A round trip is a command a client sends
     (a MULTI ... EXEC block counts once; a pipeline without a transaction counts each of its
-    commands, so this is an upper bound); server commands also count those a Lua
-    transition runs. Blocking waits, heartbeats and idle polls are included."""
+    commands, so this is an upper bound; the clients of the embedded server's Unix socket
+    share one address, so a MULTI of one and the commands of another at the same time
+    count as one); server commands also count those a Lua transition runs. Blocking
+    waits, heartbeats and idle polls are included."""
     import threading
 
     from tilegraph.runtime.serverless.state import connect
@@ -96,7 +98,7 @@ def traffic(pool: Pool, fn) -> tuple[int, int]:
             elif port not in in_multi:
                 counts["trips"] += 1
 
-    r = connect(pool.redis_url)
+    r = connect(pool.redis_url, pool.credentials)
     with r.monitor() as mon:
         th = threading.Thread(target=listen, args=(mon,), daemon=True)
         th.start()
@@ -105,7 +107,7 @@ def traffic(pool: Pool, fn) -> tuple[int, int]:
         try:
             fn()
         finally:
-            r2 = connect(pool.redis_url)
+            r2 = connect(pool.redis_url, pool.credentials)
             r2.echo("tg-bench-end")
             th.join(60)
     return counts["trips"], counts["commands"]
@@ -384,7 +386,7 @@ def protocol(ntasks: int = 5000) -> None:
 
     server = EmbeddedServer()
     try:
-        r = connect(server.url)
+        r = connect(server.url, server.credentials)
         sc = Scripts(r)
         ns, rid = "bq", "r"
         r.hset(f"{ns}:run:{rid}", "state", "running")

@@ -62,6 +62,44 @@ def pid_alive(pid: int) -> bool:
     return state != b"Z"
 
 
+def host_id() -> str:
+    """This host as a process id's scope: ``<host name>/<boot id>/<pid namespace>`` (the
+    parts Linux gives): two processes with the same id here are the same process only if
+    this string is the same for both (a container with the same host name but its own
+    process ids, or the same machine after a reboot, is another scope)."""
+    global _host_id
+    if _host_id is None:
+        parts = [_HOST]
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                parts.append(f.read().strip()[:8])
+            parts.append(os.readlink("/proc/self/ns/pid").strip("pid:[]"))
+        except OSError:
+            pass
+        _host_id = "/".join(parts)
+    return _host_id
+
+
+_host_id: str | None = None
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` of this host started, as a string that is the same at every
+    call for the same process and differs for a later process given the same id (the
+    clock ticks since boot from ``/proc``); ``None`` if it is not running or not known."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        pass
+    try:
+        import psutil
+
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except Exception:
+        return None
+
+
 @dataclass(frozen=True)
 class Debris:
     """A temporary file or directory left by a dead process: ``path``, what it is (``kind``:

@@ -217,8 +217,9 @@ def run_implicit(graph: ImplicitGraph, outputs: Sequence[str], *,
     ``store``, ``lease``, ``retries``, ``callbacks`` (and subscribers of
     :func:`tilegraph.subscribe`: the run's events), ``progress`` (a bar of the pool's
     tasks) and ``report`` (the run's HTML report: the task stream, workers alive and the
-    queue's length). ``memory_limit`` and ``spill_dir`` are checked but have no effect:
-    the driver holds only the outputs, the workers bound their own caches. ``wait``: seconds without
+    queue's length). A backend refuses ``memory_limit`` if it cannot keep it (the
+    serverless one does); ``spill_dir`` is checked but has no effect: the driver holds
+    only the outputs, the workers bound their own caches. ``wait``: seconds without
     any live worker after which the run fails (default: the backend's). The backend sleeps
     until the outputs arrive or the run fails; a task's exception is raised here, and
     Ctrl-C cancels the run. A graph that can be expanded runs on any backend through
@@ -279,8 +280,13 @@ def _options(options: config.Options | None, given: dict[str, Any], where: str
 
 
 def _backend(opts: config.Options) -> Backend:
-    """The run's backend, from the record (its factory gets the backend's own options)."""
-    return create_backend(opts.backend, opts.workers, opts.backend_options)
+    """The run's backend, from the record (its factory gets the backend's own options),
+    which may refuse options of the run it cannot keep (its ``check_options``)."""
+    backend = create_backend(opts.backend, opts.workers, opts.backend_options)
+    check = getattr(backend, "check_options", None)
+    if check is not None:
+        check(opts)
+    return backend
 
 
 def _processes(backend: Backend) -> int | None:

@@ -25,11 +25,13 @@ from tilegraph import pipeline
 from tilegraph.graph.implicit import INPUT, NODE, VALUE, ImplicitGraph
 from tilegraph.lambdapack import library
 from tilegraph.runtime.events import LeaseExpired, TaskEnd
+from tilegraph.runtime.serverless.auth import Credentials, Signer
 from tilegraph.runtime.serverless.state import Scripts, connect, namespace_keys
 from tilegraph.runtime.serverless.store import FsspecStore, LocalStore, dumps, loads
 from tilegraph.serverless import Pool, run_program
 
 POOL_KEYS = {b"tg:seq", b"tg:workers", b"tg:wake", b"tg:owner"}  # kept between runs
+SECRET = bytes(range(32))  # the MAC secret of the stores made by the tests
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,8 @@ def worker_thread(pool: Pool, worker_id: str, join: float = 10.0):
     told to stop on leaving, and checked to have stopped."""
     from tilegraph.runtime.serverless.worker import Worker
 
-    w = Worker(pool.redis_url, namespace=pool.namespace, lease=5.0, worker_id=worker_id)
+    w = Worker(pool.redis_url, namespace=pool.namespace, lease=5.0, worker_id=worker_id,
+               credentials=pool.credentials)
     th = threading.Thread(target=w.run, daemon=True)
     th.start()
     try:
@@ -267,7 +270,7 @@ def test_stalled_worker_lease_expires_and_task_reruns(tmp_path):
 
 
 def test_duplicate_completion_is_harmless(pool):
-    r = connect(pool.redis_url)
+    r = connect(pool.redis_url, pool.credentials)
     s = Scripts(r)
     ns, rid = "tgdup", "r1"
     r.hset(f"{ns}:run:{rid}", mapping={"state": "running"})
@@ -291,7 +294,8 @@ def test_unreachable_redis_is_a_clear_error():
     x = tg.from_numpy(np.ones(4), chunks=2)
     t = time.monotonic()
     with pytest.raises(ConnectionError, match=r"redis://127\.0\.0\.1:1/0"):
-        (x + 1).compute(backend="serverless", redis="redis://127.0.0.1:1/0")
+        (x + 1).compute(backend="serverless", redis="redis://127.0.0.1:1/0",
+                        credentials=Credentials(secret=SECRET))
     assert time.monotonic() - t < 30
 
 
@@ -301,7 +305,7 @@ def test_unwritable_store_fails_before_tasks_run(pool, tmp_path):
     x = tg.from_numpy(np.ones(4), chunks=2)
     with pytest.raises(OSError, match=r"not writable|Not a directory|exists"):
         (x + 1).compute(backend="serverless", redis=pool.redis_url,
-                        store=str(target / "sub"))
+                        credentials=pool.credentials, store=str(target / "sub"))
 
 
 @pytest.mark.parametrize("opts, err, match", [
@@ -341,7 +345,8 @@ def test_workers_started_by_hand_and_runtime_limit(tmp_path):
     with Pool(workers=0, provisioner=False) as p:
         cmd = [sys.executable, "-m", "tilegraph.cli", "worker", "--redis", p.redis_url,
                "--lease", "5"]
-        procs = [subprocess.Popen(cmd) for _ in range(2)]
+        env = dict(os.environ, **p.credentials.env())  # never on the command line
+        procs = [subprocess.Popen(cmd, env=env) for _ in range(2)]
         try:
             deadline = time.monotonic() + 30
             while len(p.workers()) < 2 and time.monotonic() < deadline:
@@ -355,7 +360,7 @@ def test_workers_started_by_hand_and_runtime_limit(tmp_path):
                 proc.send_signal(signal.SIGTERM)
             assert [proc.wait(20) for proc in procs] == [0, 0]
         # a worker with a short runtime limit exits by itself
-        short = subprocess.run([*cmd, "--runtime-limit", "1.5"], timeout=30)
+        short = subprocess.run([*cmd, "--runtime-limit", "1.5"], env=env, timeout=30)
         assert short.returncode == 0
 
 
@@ -409,7 +414,8 @@ def test_ctrl_c_leaves_nothing_running(tmp_path):
 
 
 def test_stores_round_trip_and_atomic(tmp_path):
-    for store in (LocalStore(str(tmp_path / "s")), FsspecStore("memory://tg-test")):
+    for store in (LocalStore(str(tmp_path / "s"), SECRET),
+                  FsspecStore("memory://tg-test", SECRET)):
         a = np.arange(10.0).reshape(2, 5)
         store.put_value("run/b/1", a)
         np.testing.assert_array_equal(store.get_value("run/b/1"), a)
@@ -424,9 +430,10 @@ def test_stores_round_trip_and_atomic(tmp_path):
     assert sorted(os.listdir(tmp_path / "s")) == []
     LocalStore(str(tmp_path / "s")).check_writable()
     assert sorted(os.listdir(tmp_path / "s")) == []
-    assert loads(dumps(np.float32(3))) == np.float32(3)
-    with pytest.raises(ValueError, match="not an object"):
-        loads(b"garbage")
+    signer = Signer(SECRET)
+    assert loads(dumps(np.float32(3), "k", signer), "k", signer) == np.float32(3)
+    with pytest.raises(ValueError, match=r"'k' in the store .* carries no MAC"):
+        loads(b"garbage", "k", signer)
 
 
 def test_lithops_provisioner_on_its_localhost_backend():
@@ -802,22 +809,23 @@ def test_pools_sharing_a_server_own_their_namespaces():
     from tilegraph.runtime.serverless.pool import EmbeddedServer
 
     server = EmbeddedServer()
+    user = {"redis": server.url, "credentials": server.credentials}  # "the user's server"
     try:
-        with Pool(workers=0, provisioner=False, redis=server.url) as hand:
+        with Pool(workers=0, provisioner=False, **user) as hand:
             assert hand.namespace == "tg"
             with pytest.raises(ValueError, match=r"namespace .tg. .* is in use by another pool"):
-                Pool(workers=0, provisioner=False, redis=server.url)
+                Pool(workers=0, provisioner=False, **user)
         with pytest.raises(ValueError, match="namespace must be"):
-            Pool(workers=0, provisioner=False, redis=server.url, namespace="a*")
+            Pool(workers=0, provisioner=False, **user, namespace="a*")
         a = np.arange(24.0).reshape(4, 6)
         x = tg.from_numpy(a, chunks=2)
-        with Pool(workers=1, redis=server.url, lease=2.0) as p1:
-            with Pool(workers=1, redis=server.url, lease=2.0) as p2:
+        with Pool(workers=1, **user, lease=2.0) as p1:
+            with Pool(workers=1, **user, lease=2.0) as p2:
                 assert p1.namespace != p2.namespace and p1.namespace.startswith("tg-")
                 np.testing.assert_array_equal(
                     (x + 1).compute(backend="serverless", pool=p2), a + 1)
             # p2 closed: its keys are gone, p1's claim and its runs are untouched
-            r = connect(server.url)
+            r = connect(server.url, server.credentials)
             assert not namespace_keys(r, p2.namespace)
             assert r.get(f"{p1.namespace}:owner") is not None
             np.testing.assert_array_equal((x * 2).compute(backend="serverless", pool=p1),
@@ -835,7 +843,7 @@ def test_a_run_whose_keys_are_deleted_fails_with_a_clear_error(pool):
         return block + 1
 
     x = tg.from_numpy(np.ones((8, 8)), chunks=2).map_blocks(slow)
-    r = connect(pool.redis_url)
+    r = connect(pool.redis_url, pool.credentials)
 
     def flush():
         deadline = time.monotonic() + 20
@@ -877,12 +885,14 @@ def test_a_full_store_is_named_with_enospc(tmp_path, monkeypatch):
     import errno
     import shutil as _shutil
 
-    store = LocalStore(str(tmp_path / "s"))
+    from tilegraph.runtime.serverless import store as store_module
 
-    def failing_write(f, value, **kwargs):  # what NumPy's writer says on a full disk
+    store = LocalStore(str(tmp_path / "s"), SECRET)
+
+    def failing_write(value):  # an error without errno, as NumPy's writer's on a full disk
         raise OSError("problem writing element 7168 to file")
 
-    monkeypatch.setattr(np.lib.format, "write_array", failing_write)
+    monkeypatch.setattr(store_module, "_npy_parts", failing_write)
     monkeypatch.setattr(_shutil, "disk_usage", lambda p: _shutil._ntuple_diskusage(10, 10, 0))
     with pytest.raises(OSError, match=r"object store .*writing 'run/b/1' failed: No space") as e:
         store.put_value("run/b/1", np.ones(10))
@@ -943,7 +953,7 @@ def test_the_straggler_factor_is_checked():
 
 
 def test_a_backup_copy_is_never_taken_by_the_straggler_itself_and_counts_once(pool):
-    r = connect(pool.redis_url)
+    r = connect(pool.redis_url, pool.credentials)
     s = Scripts(r)
     ns, rid = "tgbak", "r1"
     try:
@@ -1039,7 +1049,7 @@ def _step_args(ns, worker, completions, takes, lease=10, reclaim="0"):
 
 
 def test_one_call_completes_a_task_and_takes_its_child(pool):
-    r = connect(pool.redis_url)
+    r = connect(pool.redis_url, pool.credentials)
     s = Scripts(r)
     ns, rid = "tgstep", "r1"
     try:
@@ -1081,7 +1091,7 @@ def test_one_call_completes_a_task_and_takes_its_child(pool):
 
 
 def test_the_step_reclaims_expired_leases_when_asked(pool):
-    r = connect(pool.redis_url)
+    r = connect(pool.redis_url, pool.credentials)
     s = Scripts(r)
     ns, rid = "tgstepx", "r1"
     try:
@@ -1102,10 +1112,10 @@ def test_a_worker_reads_the_blocks_it_made_from_memory_and_still_stores_them(mon
     reads: list[str] = []   # the worker's reads of blocks (not the driver's)
     get_value = LocalStore.get_value
 
-    def counted(self, key):
+    def counted(self, key, spec=None):
         if not threading.current_thread().name.startswith("tilegraph-serverless"):
             reads.append(key)
-        return get_value(self, key)
+        return get_value(self, key, spec)
 
     monkeypatch.setattr(LocalStore, "get_value", counted)
     a = spd(40)
@@ -1144,6 +1154,8 @@ def test_a_block_a_task_writes_over_is_a_copy_of_the_one_held():
     from tilegraph.runtime.serverless.worker import BlockCache, Worker, _Run
 
     class Source:
+        specs: dict = {}
+
         def refs(self, task):
             return []
 
@@ -1236,13 +1248,15 @@ def test_blocks_cut_from_larger_arrays_round_trip_through_the_stores(cut, dtype,
     a = (np.arange(21 * 13) * (1 + 1j if np.dtype(dtype).kind == "c" else 1)).reshape(
         21, 13).astype(dtype)
     block = cut(a)
-    for store in (LocalStore(str(tmp_path / "s")), FsspecStore("memory://tg-views")):
+    for store in (LocalStore(str(tmp_path / "s"), SECRET),
+                  FsspecStore("memory://tg-views", SECRET)):
         store.put_value("run/v", block)
         got = store.get_value("run/v")
         assert got.dtype == block.dtype and got.shape == block.shape
         np.testing.assert_array_equal(got, block)
         store.delete_prefix("run")
-    np.testing.assert_array_equal(loads(dumps(block)), block)
+    signer = Signer(SECRET)
+    np.testing.assert_array_equal(loads(dumps(block, "v", signer), "v", signer), block)
 
 
 def test_the_driver_s_blocks_go_up_in_batches_while_the_pool_works(pool, monkeypatch):

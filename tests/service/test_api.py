@@ -382,7 +382,7 @@ def test_serve_defaults_to_the_serverless_pool(tmp_path, capsys):
     srv = Server(tmp_path / "data", "--workers", "2", local=False)
     try:
         info = srv.get("/api/info")
-        assert info["pool"] == "serverless" and "redis://" in info["description"]
+        assert info["pool"] == "serverless" and "redis unix://" in info["description"]
         job = wait(srv, submit(srv, SUM_SCRIPT, args=["6", "float64"]))
         assert job["state"] == "done", job
         a = np.arange(42.0).reshape(6, 7)

@@ -29,6 +29,8 @@ class StandInPool:
         self.redis_url = redis or "redis://127.0.0.1:6399/0"
         self.store_url = store or "file:///tmp/store"
         self.namespace = "tg-1234"
+        self.credentials = types.SimpleNamespace(
+            env=lambda: {"TILEGRAPH_REDIS_PASSWORD": "pw", "TILEGRAPH_SECRET": "00" * 32})
         self.closed = False
         StandInPool.made.append(self)
 
@@ -49,7 +51,8 @@ def test_serverless_adapter(monkeypatch):
     assert pool.env() == {"TILEGRAPH_BACKEND": "serverless",
                           "TILEGRAPH_REDIS": "redis://db:6379/1",
                           "TILEGRAPH_STORE": "s3://bucket/x",
-                          "TILEGRAPH_NAMESPACE": "tg-1234"}
+                          "TILEGRAPH_NAMESPACE": "tg-1234",
+                          "TILEGRAPH_REDIS_PASSWORD": "pw", "TILEGRAPH_SECRET": "00" * 32}
     assert pool.job_workers() is None
     (w,) = pool.workers([])
     assert tuple(w)[:len(WORKER_KEYS)] == WORKER_KEYS and w["task"] == "gemm"

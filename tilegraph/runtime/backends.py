@@ -49,6 +49,10 @@ and does without them otherwise.
   ``outputs`` of an implicit graph (:mod:`tilegraph.graph.implicit`) run without expanding
   it, for :func:`tilegraph.pipeline.run_implicit`; without it, that function refuses the
   backend. The serverless backend has one.
+- ``backend.check_options(options)``: raise if the run's options (a
+  :class:`tilegraph.config.Options`) ask for what the backend cannot keep, e.g. a
+  ``memory_limit`` its workers do not enforce (the serverless backend); called by the
+  pipeline when it makes the backend, before anything is planned or run.
 - ``transport.progress(execution)``: ``(tasks done, tasks in all)`` for the progress bar
   when tasks run where the executor does not see them (the serverless driver's); without
   it, the executor's counters.

@@ -93,10 +93,11 @@ class ServerlessPool:
         self.host = socket.gethostname()
 
     def env(self) -> dict[str, str]:
-        """Environment variables of a job's process: compute on the pool."""
+        """Environment variables of a job's process: compute on the pool (with the pool's
+        credentials: its server's password and MAC secret)."""
         return {"TILEGRAPH_BACKEND": "serverless", "TILEGRAPH_REDIS": self.pool.redis_url,
                 "TILEGRAPH_STORE": self.pool.store_url,
-                "TILEGRAPH_NAMESPACE": self.pool.namespace}
+                "TILEGRAPH_NAMESPACE": self.pool.namespace, **self.pool.credentials.env()}
 
     def job_workers(self) -> int | None:
         """The pool decides how many workers run a job's tasks."""

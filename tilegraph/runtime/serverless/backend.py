@@ -29,6 +29,15 @@ stored, and the workers ask the graph for each finished node's children.
 
 Without ``redis=`` or ``pool=``, a run starts its own :class:`~tilegraph.runtime.serverless.Pool`
 (an embedded Valkey server and ``workers`` local worker processes) and stops it after.
+
+With ``redis=`` (a server whose workers were started elsewhere) the run needs the pool's
+credentials (:mod:`tilegraph.runtime.serverless.auth`): the server's password (in the URL,
+or ``TILEGRAPH_REDIS_PASSWORD``) and the pool's MAC secret (``TILEGRAPH_SECRET``), or a
+credentials file (``credentials=path``, or ``TILEGRAPH_CREDENTIALS``). The driver signs the
+fields of its run's record that workers act on, and reads back nothing unverified: a task's
+error is unpickled only with a valid MAC, and every result it reads from the store carries
+one. ``memory_limit`` is refused: the workers have no memory manager that would keep it (a
+worker bounds the blocks it keeps, ``tilegraph worker --cache-mb``).
 """
 
 from __future__ import annotations
@@ -69,6 +78,14 @@ from tilegraph.runtime.events import (
     TaskStart,
     WorkersScaled,
 )
+from tilegraph.runtime.serverless.auth import (
+    CREDENTIALS_ENV,
+    SECRET_ENV,
+    Credentials,
+    IntegrityError,
+    Signer,
+    credentials_for,
+)
 from tilegraph.runtime.serverless.pool import Pool, workers_info
 from tilegraph.runtime.serverless.state import (
     EVENTS_MAXLEN,
@@ -78,8 +95,12 @@ from tilegraph.runtime.serverless.state import (
     connect,
     default_namespace,
     delete_run,
+    driver_fields,
+    open_error,
+    remove_dead_runs,
+    run_signature,
 )
-from tilegraph.runtime.serverless.store import ObjectStore, dumps_code, open_store
+from tilegraph.runtime.serverless.store import ObjectStore, block_spec, open_store
 from tilegraph.runtime.serverless.tasks import GraphTasks, ImplicitTasks
 from tilegraph.util import cores, path_value, positive_seconds
 
@@ -95,7 +116,10 @@ class PoolFailure(RuntimeError):
 class ServerlessBackend(Backend):
     """See the module docstring. ``pool``: a :class:`~tilegraph.runtime.serverless.Pool`; ``redis``
     and ``store``: URLs of a server whose workers run the tasks (started elsewhere: a pool,
-    ``tilegraph worker`` processes, the service); ``workers``: the workers of a pool the run
+    ``tilegraph worker`` processes, the service); ``credentials``: with ``redis``, the
+    server's password and the pool's MAC secret (a
+    :class:`~tilegraph.runtime.serverless.auth.Credentials` or the path of a credentials
+    file; default: the environment's); ``workers``: the workers of a pool the run
     starts for itself (default: cores); ``wait``: seconds without any live worker after
     which the run fails; ``lease``: lease seconds of the workers a run starts."""
 
@@ -104,14 +128,28 @@ class ServerlessBackend(Backend):
 
     def __init__(self, workers: int | None = None, *, pool: Any = None,
                  redis: str | None = None, store: str | None = None, lease: float = 30.0,
-                 wait: float = 60.0):
+                 wait: float = 60.0, credentials: Credentials | str | None = None):
         self.workers = workers or cores()
         self.pool = pool
         self.redis = redis
         self.store = store
         self.lease = lease
         self.wait = wait
+        self.credentials = credentials
         self._local = ThreadsBackend(1)
+
+    def check_options(self, options: Any) -> None:
+        """Refuse the run's options this backend cannot keep: ``memory_limit`` (its
+        workers have no memory manager; a worker bounds only the blocks it keeps)."""
+        if options.memory_limit is not None:
+            from tilegraph.util import human
+
+            raise ValueError(
+                f"memory_limit={human(options.memory_limit)} is not supported by backend "
+                "'serverless': its workers have no memory manager to keep a limit (each "
+                "worker process holds its task's blocks and up to --cache-mb of blocks read "
+                "lately, 256 MB by default); leave memory_limit unset, or use backend="
+                "'threads' or 'mpi'")
 
     # -- the seam ------------------------------------------------------------------------
 
@@ -203,8 +241,8 @@ class ServerlessBackend(Backend):
 
         status = "failed"
         started = time.perf_counter()
-        with self._connection() as (url, store, ns, pool):
-            run = _PoolRun(url, store, ns, pool, rid, source, self, None, None,
+        with self._connection() as (url, store, ns, pool, creds):
+            run = _PoolRun(url, creds, store, ns, pool, rid, source, self, None, None,
                            retries=retries, on_value=got, wait=wait, events=sink)
             sink.send(RunStart(total if total is not None else 0,
                                len(workers_info(run.r, ns)), self.name, 0, started))
@@ -224,22 +262,32 @@ class ServerlessBackend(Backend):
         return [results[o] for o in outputs]
 
     @contextmanager
-    def _connection(self) -> Iterator[tuple[str, ObjectStore, str, Any]]:
-        """``(redis url, store, namespace, pool or None)``: the pool to run on, started
-        here when the run has none of its own."""
+    def _connection(self) -> Iterator[tuple[str, ObjectStore, str, Any, Credentials]]:
+        """``(redis url, store, namespace, pool or None, credentials)``: the pool to run
+        on, started here when the run has none of its own."""
         own = None
         if self.pool is not None:
             pool = self.pool
             if pool.closed:
                 raise ValueError("backend='serverless': the pool given is closed")
             url, store, ns = pool.redis_url, pool.store, pool.namespace
+            creds = pool.credentials
         elif self.redis is not None:
-            url, ns = self.redis, default_namespace()
-            store = open_store(self.store) if self.store is not None else None
+            ns = default_namespace()
+            url, creds = credentials_for(self.redis, self.credentials)
+            if creds.secret is None:
+                raise ValueError(
+                    f"backend='serverless' with redis={url!r} needs the pool's MAC secret, "
+                    f"which its workers check: set {SECRET_ENV} (hex), or {CREDENTIALS_ENV} "
+                    "or credentials= to a credentials file (pool.credentials.write(path)), "
+                    "or run with pool=")
+            store = open_store(self.store, secret=creds.secret) \
+                if self.store is not None else None
             pool = None
         else:
             own = pool = Pool(self.workers, store=self.store, lease=self.lease)
             url, store, ns = pool.redis_url, pool.store, pool.namespace
+            creds = pool.credentials
         tmp = None
         try:
             if store is None:
@@ -249,9 +297,9 @@ class ServerlessBackend(Backend):
 
                 remove_debris(tempfile.gettempdir())  # what killed drivers left
                 tmp = tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{owner_tag()}-")
-                store = open_store(tmp)
+                store = open_store(tmp, secret=creds.secret)
             store.check_writable()
-            yield url, store, ns, pool
+            yield url, store, ns, pool, creds
         finally:
             if own is not None:
                 own.close()
@@ -328,15 +376,19 @@ class _Driver(Transport):
 
     @contextmanager
     def connect(self, execution: Execution) -> Iterator[None]:
-        with self.backend._connection() as (url, store, ns, pool):
+        with self.backend._connection() as (url, store, ns, pool, creds):
             source = self.plan.source(self.rid)
-            run = _PoolRun(url, store, ns, pool, self.rid, source, self.backend,
+            run = _PoolRun(url, creds, store, ns, pool, self.rid, source, self.backend,
                            execution, lambda task: int(self.plan.new_of_old[int(task)]))
             self.pool_run = run
             # the plan's data go up while the pool works, those read first first: the
             # tasks that read the first blocks start as soon as these are stored
             self._exports = [(str(i), self.plan.graph.args[i][0])
                              for i in self.plan.upload_order()]
+            for task, value in self._exports:  # their planned shapes, for the workers
+                spec = block_spec(value)
+                if spec is not None:
+                    source.specs[source.output(task)] = spec
             with run.running([]):
                 stop = threading.Event()
                 up = threading.Thread(target=self._upload, args=(run, stop), daemon=True,
@@ -394,13 +446,15 @@ class _PoolRun:
     """One run on a pool: set-up, listening, clean-up (shared by planned graphs and implicit
     ones)."""
 
-    def __init__(self, url: str, store: ObjectStore, ns: str, pool: Any, rid: str,
-                 source: Any, backend: ServerlessBackend, execution: Execution | None,
-                 local_of: Callable[[str], int] | None, retries: int | None = None,
+    def __init__(self, url: str, credentials: Credentials, store: ObjectStore, ns: str,
+                 pool: Any, rid: str, source: Any, backend: ServerlessBackend,
+                 execution: Execution | None, local_of: Callable[[str], int] | None,
+                 retries: int | None = None,
                  on_value: Callable[[str, Any], None] | None = None,
                  wait: float | None = None, events: _Events | None = None):
         self.url = url
-        self.r = connect(url)
+        self.r = connect(url, credentials)
+        self.signer = Signer(credentials.secret)
         self.scripts = Scripts(self.r)
         self.store = store
         self.ns = ns
@@ -443,19 +497,28 @@ class _PoolRun:
         values of ``inputs`` provided, its first tasks ready), listen while the block runs,
         and remove every key and object of the run on leaving."""
         r, ns, rid = self.r, self.ns, self.rid
+        remove_dead_runs(r, ns)  # what killed drivers left in this namespace
         seq = int(r.incr(f"{ns}:seq"))
         self.base = (seq % (1 << 26)) * RUN_SCORE
         blob = f"{rid}/source"
         stop = threading.Event()
         listener = None
+        literals = getattr(self.source, "literals", None)
+        for key, value in {**(literals or {}), **{f"{rid}/{k}": v for k, v in
+                                                  (objects or {}).items()}}.items():
+            spec = block_spec(value)
+            if spec is not None:
+                self.source.specs[key] = spec
         try:
-            self.store.put(blob, dumps_code(self.source))
+            self.store.put_code(blob, self.source)
+            signed = {"kind": self.source.kind, "store": self.store.url, "blob": blob,
+                      "retries": self.retries}
+            sec, usec = r.time()
             r.hset(f"{ns}:run:{rid}", mapping={
-                "state": "running", "kind": self.source.kind, "store": self.store.url,
-                "blob": blob, "retries": self.retries, "ndone": 0, "seen": time.time(),
-                "base": self.base})
+                **signed, "state": "running", "ndone": 0, "seen": f"{sec + usec / 1e6:.6f}",
+                "base": self.base, "sig": run_signature(self.signer, ns, rid, signed),
+                **driver_fields()})
             r.sadd(f"{ns}:runs", rid)
-            literals = getattr(self.source, "literals", None)
             if literals:
                 with ThreadPoolExecutor(min(4, len(literals))) as ex:
                     list(ex.map(lambda kv: self.store.put_value(*kv), literals.items()))
@@ -560,9 +623,8 @@ class _PoolRun:
                         last_check = now
                         check = True
                         self.scripts.reclaim(args=[ns, MAX_LOST, EVENTS_MAXLEN])
-                        if r.hget(f"{ns}:run:{rid}", "state") is not None:
-                            r.hset(f"{ns}:run:{rid}", "seen", time.time())
-                        else:  # the run's hash is gone: its keys were deleted
+                        # the heartbeat; no state: the run's keys were deleted
+                        if self.scripts.heartbeat(args=[f"{ns}:run:{rid}"]) is None:
                             raise PoolFailure(
                                 f"the run's keys on {self.url} (namespace {ns!r}) were "
                                 "deleted while it ran: another client removed them (a "
@@ -671,11 +733,18 @@ class _PoolRun:
 
     def _run_error(self) -> BaseException:
         info = self.r.hgetall(f"{self.ns}:run:{self.rid}")
-        task = info.get(b"errtask", b"?").decode()
-        name = self.source.name(task)
+        task = info.get(b"errtask", b"?").decode(errors="replace")
+        try:
+            name = self.source.name(task)
+        except Exception:  # not a task of this run
+            name = f"task {task!r}"
         if b"error" in info:
+            try:  # unpickled only if a holder of the pool's secret wrote it
+                payload = open_error(self.signer, self.ns, self.rid, info[b"error"], self.url)
+            except IntegrityError as exc:
+                return exc
             try:
-                return pickle.loads(info[b"error"])
+                return pickle.loads(payload)
             except Exception as exc:
                 return PoolFailure(f"{name} failed; its error could not be read: {exc}")
         lost = info.get(b"lost", b"?").decode()
@@ -765,10 +834,18 @@ def _check_lease(value: Any) -> float:
     return positive_seconds("lease", value)
 
 
+def _check_credentials(value: Any) -> Any:
+    if value is None or isinstance(value, Credentials):
+        return value
+    return path_value("credentials", value, "the path of a credentials file or a Credentials")
+
+
 def _make_backend(workers: int | None = None, pool: Any = None, redis: str | None = None,
-                  store: str | None = None, lease: float = 30.0) -> ServerlessBackend:
+                  store: str | None = None, lease: float = 30.0,
+                  credentials: Any = None) -> ServerlessBackend:
     """``backend="serverless"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
-    return ServerlessBackend(workers, pool=pool, redis=redis, store=store, lease=lease)
+    return ServerlessBackend(workers, pool=pool, redis=redis, store=store, lease=lease,
+                             credentials=credentials)
 
 
 register_backend("serverless", _make_backend, options={
@@ -784,4 +861,9 @@ register_backend("serverless", _make_backend, options={
         "object store of the blocks, a directory or an fsspec URL (default: a temporary "
         "directory)", env="TILEGRAPH_STORE"),
     "lease": BackendOption(30.0, _check_lease, "lease seconds of the workers a run starts"),
+    "credentials": BackendOption(
+        None, _check_credentials,
+        "with redis=: a credentials file (the server's password and the pool's MAC secret, "
+        "mode 0600; default: TILEGRAPH_REDIS_PASSWORD and TILEGRAPH_SECRET)",
+        env="TILEGRAPH_CREDENTIALS"),
 })

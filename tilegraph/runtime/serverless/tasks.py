@@ -14,7 +14,10 @@ by a worker the first time it takes one of the run's tasks:
 Both answer the same questions: ``inputs(task)`` (object keys, or literal values),
 ``overwritten(task)`` (the positions among them of the blocks the task may write over),
 ``call(task, values)``, ``output(task)`` (the object key of its result), ``children(task)``
-as ``(child, parents of child, priority)`` and ``wanted(task)`` (the driver reads it).
+as ``(child, parents of child, priority)`` and ``wanted(task)`` (the driver reads it). Their
+``specs`` map the object keys of the blocks the driver stores (input blocks, large
+literals) to the ``(shape, dtype)`` the plan gives them, filled by the driver before the
+source is stored: a worker refuses such an object read back with another shape or dtype.
 """
 
 from __future__ import annotations
@@ -121,6 +124,7 @@ class GraphTasks:
         modes = bytearray(m if is_run[i] else MODE_DATA for i, m in enumerate(graph.modes))
         self.graph = graph.replace(funcs=funcs, args=args, kwargs=kwargs, modes=modes,
                                    meta={})
+        self.specs: dict[str, tuple] = {}  # see the module docstring
 
     def __len__(self) -> int:
         return int(self.is_run.sum())
@@ -214,6 +218,7 @@ class ImplicitTasks:
         self.graph = graph
         self.prefix = prefix
         self.wanted = frozenset(wanted)
+        self.specs: dict[str, tuple] = {}  # see the module docstring
 
     def starters(self) -> list[str]:
         return list(self.graph.starters())

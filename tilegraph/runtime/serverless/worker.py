@@ -30,6 +30,14 @@ A worker exits on SIGTERM/SIGINT after its current task, after ``runtime_limit``
 renewing its leases once past the limit, so a task that overran is taken by another), or
 after ``idle_exit`` seconds without work. Workers may run on any machine that reaches the Redis
 server and the object store named by each run.
+
+A worker needs the pool's credentials (:mod:`tilegraph.runtime.serverless.auth`): the
+server's password, if it has one, and the pool's MAC secret, from its environment
+(``TILEGRAPH_REDIS_PASSWORD``, ``TILEGRAPH_SECRET``; a pool's provisioner sets them) or a
+file only its user may read (``--credentials FILE`` or ``TILEGRAPH_CREDENTIALS``), never
+from its command line. It trusts nothing it reads back: it opens a run's store and reads its
+task source only if the run's record is signed with the secret, and every input it reads
+from the store carries a MAC (an input that fails is the task's error, naming the object).
 """
 
 from __future__ import annotations
@@ -53,14 +61,25 @@ from typing import Any
 import numpy as np
 
 from tilegraph.runtime.blas import blas_threads
+from tilegraph.runtime.serverless.auth import (
+    CREDENTIALS_ENV,
+    SECRET_ENV,
+    Credentials,
+    Signer,
+    credentials_for,
+    split_url,
+)
 from tilegraph.runtime.serverless.state import (
     EVENTS_MAXLEN,
     MAX_LOST,
     Scripts,
+    check_namespace,
+    check_run,
     connect,
     default_namespace,
+    seal_error,
 )
-from tilegraph.runtime.serverless.store import ObjectStore, loads, open_store, pickle_dumps
+from tilegraph.runtime.serverless.store import ObjectStore, open_store, pickle_dumps
 from tilegraph.runtime.serverless.tasks import Literal
 
 
@@ -136,22 +155,35 @@ CACHE_BYTES = 256 << 20  # default bytes of blocks a worker keeps in memory
 
 
 class Worker:
-    """One worker process's loop (see the module docstring)."""
+    """One worker process's loop (see the module docstring). ``credentials``: the server's
+    password and the pool's MAC secret (default: this process's environment, see
+    :meth:`~tilegraph.runtime.serverless.auth.Credentials.from_env`; a password in the URL
+    counts too)."""
 
     def __init__(self, redis: str, *, namespace: str | None = None, lease: float = 30.0,
                  runtime_limit: float | None = 900.0, idle_exit: float | None = None,
                  blas_threads: int | None = None, worker_id: str | None = None,
-                 pipeline_width: int = 2, cache_bytes: int = CACHE_BYTES):
+                 pipeline_width: int = 2, cache_bytes: int = CACHE_BYTES,
+                 credentials: Credentials | None = None):
         if lease <= 0:
             raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
         if pipeline_width not in (1, 2, 3) or isinstance(pipeline_width, bool):
             raise ValueError(f"pipeline_width must be 1, 2 or 3, got {pipeline_width!r}")
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
             raise ValueError(f"cache_bytes must be a non-negative integer, got {cache_bytes!r}")
+        redis, creds = credentials_for(redis, credentials)
+        if creds.secret is None:
+            raise ValueError(
+                f"a worker needs the pool's MAC secret to check what it reads: set "
+                f"{SECRET_ENV} (hex), or name a credentials file in {CREDENTIALS_ENV} or "
+                f"--credentials (a pool writes one with pool.credentials.write(path))")
         self.url = redis
-        self.r = connect(redis)
+        self.secret = creds.secret
+        self.signer = Signer(creds.secret)
+        self.ns = check_namespace(namespace) if namespace is not None else \
+            default_namespace()
+        self.r = connect(redis, creds)
         self.scripts = Scripts(self.r)
-        self.ns = namespace or default_namespace()
         self.lease = float(lease)
         self.runtime_limit = runtime_limit
         self.idle_exit = idle_exit
@@ -365,11 +397,13 @@ class Worker:
         info = self.r.hgetall(f"{self.ns}:run:{rid}")
         run = None
         if info.get(b"state") == b"running":
+            # a record not signed by the run's driver names no store this worker opens
+            check_run(self.signer, self.ns, rid, info, self.url)
             url = info[b"store"].decode()
             store = self.stores.get(url)
             if store is None:
-                store = self.stores[url] = open_store(url)
-            source = loads(store.get(info[b"blob"].decode()))
+                store = self.stores[url] = open_store(url, secret=self.secret)
+            source = store.get_value(info[b"blob"].decode())
             run = _Run(source, store, int(info.get(b"retries", b"0")))
         self.runs[rid] = run
         while len(self.runs) > 8:
@@ -381,9 +415,10 @@ class Worker:
         """The input values of ``task``: from this worker's memory when it holds them
         (a copy for an input the task may write over), else from the store."""
         store, cache = run.store, self.cache
+        specs = run.source.specs
         for key in run.source.refs(task):
             if key not in run.literals:
-                run.literals[key] = store.get_shared(key)
+                run.literals[key] = store.get_shared(key, specs.get(key))
         over = run.source.overwritten(task)
         values = []
         for k, x in enumerate(run.source.inputs(task)):
@@ -394,7 +429,7 @@ class Worker:
             if value is not None:
                 values.append(value.copy() if k in over else value)
                 continue
-            value = store.get_value(x)
+            value = store.get_value(x, specs.get(x))
             if k not in over:   # a block written over in place is the task's own
                 cache.put(x, value)
             values.append(value)
@@ -503,6 +538,7 @@ class Worker:
             blob = pickle_dumps(exc)
         except Exception:
             blob = pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}\n{tb}"))
+        blob = seal_error(self.signer, self.ns, rid, blob)
         msg = f"{type(exc).__name__}: {exc}"[:500]
         retries = run.retries if run is not None else 0
         self.scripts.fail(args=[self.ns, rid, task, self.id, retries, blob, msg, score,
@@ -553,7 +589,13 @@ def main(argv: list[str] | None = None) -> int:
         description="A stateless serverless worker: takes tasks of any run on the Redis "
                     "server under a lease, reads inputs from and writes outputs to the run's "
                     "object store, until SIGTERM/SIGINT, the runtime limit or the idle limit.")
-    p.add_argument("--redis", required=True, help="Redis/Valkey URL, e.g. redis://host:6379/0")
+    p.add_argument("--redis", required=True,
+                   help="Redis/Valkey URL, e.g. redis://host:6379/0 or unix:///path?db=0 "
+                        "(without a password: other users see command lines)")
+    p.add_argument("--credentials", default=None, metavar="FILE",
+                   help="file of the server's password and the pool's secret, mode 0600 "
+                        "(written by pool.credentials.write; default: $TILEGRAPH_CREDENTIALS, "
+                        "else $TILEGRAPH_REDIS_PASSWORD and $TILEGRAPH_SECRET)")
     p.add_argument("--store", default=None,
                    help="accepted for symmetry; each run names its own object store")
     p.add_argument("--namespace", default=None, help="key prefix of the pool (default tg)")
@@ -573,11 +615,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--id", default=None, help="worker id (default host-pid-random)")
     args = p.parse_args(argv)
     try:
+        bare, _, password = split_url(args.redis)
+        if password is not None:
+            raise ValueError(
+                f"--redis {bare}: the URL holds a password, which every user of this machine "
+                "can read in the command line; give it in TILEGRAPH_REDIS_PASSWORD or a "
+                "--credentials file instead")
+        creds = Credentials.load(args.credentials) if args.credentials else \
+            Credentials.from_env()
         w = Worker(args.redis, namespace=args.namespace, lease=args.lease,
                    runtime_limit=args.runtime_limit or None, idle_exit=args.idle_exit,
                    blas_threads=args.blas_threads, worker_id=args.id,
-                   pipeline_width=args.pipeline_width, cache_bytes=args.cache_mb << 20)
-    except (ConnectionError, ValueError) as exc:
+                   pipeline_width=args.pipeline_width, cache_bytes=args.cache_mb << 20,
+                   credentials=creds)
+    except (ConnectionError, ValueError, OSError) as exc:
         print(f"tilegraph worker: {exc}", file=sys.stderr)
         return 2
 
