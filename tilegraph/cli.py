@@ -189,6 +189,47 @@ def clean(directories: list[str], dry_run: bool = False) -> int:
     return 0
 
 
+def clean_server(url: str, namespace: str | None = None, credentials: str | None = None,
+                 dry_run: bool = False) -> int:
+    """Remove from the Redis/Valkey server at ``url`` what killed serverless drivers left
+    (:func:`tilegraph.runtime.serverless.state.clean_namespace`): in namespace
+    ``namespace``, or in every namespace on the server. The password comes from the URL,
+    the credentials file ``credentials`` or the environment."""
+    try:
+        from tilegraph.runtime.serverless.auth import credentials_for
+        from tilegraph.runtime.serverless.state import (
+            check_namespace,
+            clean_namespace,
+            connect,
+            namespaces,
+        )
+
+        bare, creds = credentials_for(url, credentials)
+        r = connect(bare, creds)
+        names = [check_namespace(namespace)] if namespace is not None else namespaces(r)
+        runs = keys = 0
+        for ns in names:
+            dead, left = clean_namespace(r, ns, dry_run=dry_run)
+            for run in dead:
+                print(f"{'would remove' if dry_run else 'removed'} run {run.rid} of namespace "
+                      f"{ns!r} on {bare}: {run.why}")
+            for key in left:
+                print(f"{'would remove' if dry_run else 'removed'} {key} on {bare} (namespace "
+                      f"{ns!r}: no pool, run or live worker uses it)")
+            runs += len(dead)
+            keys += len(left)
+    except ImportError as exc:
+        print(f"tilegraph clean: {exc}; install the serverless extra: "
+              "pip install -e '.[serverless]'", file=sys.stderr)
+        return 2
+    except (ConnectionError, ValueError, OSError) as exc:
+        print(f"tilegraph clean: {exc}", file=sys.stderr)
+        return 2
+    print(f"tilegraph clean: {runs} dead run(s) and {keys} leftover key(s) "
+          f"{'would be removed' if dry_run else 'removed'} on {bare}")
+    return 0
+
+
 def autopar_command(script: str, workers: int | None, explain: bool, dot: str | None,
                     args: list[str], profile: bool = False, html: str | None = None,
                     saveas: str | None = None, report: str | None = None) -> int:
@@ -335,11 +376,22 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("script", help="the Python script every rank runs")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     cleaner = sub.add_parser(
-        "clean", help="remove spill directories and temporary outputs left by dead processes")
+        "clean", help="remove spill directories and temporary outputs left by dead processes "
+                      "(with --redis: a server's runs left by dead serverless drivers)")
     cleaner.add_argument("dirs", nargs="*", metavar="DIR",
                          help="directories to clean (default: the temp dir)")
     cleaner.add_argument("--dry-run", action="store_true",
                          help="only list what would be removed")
+    cleaner.add_argument("--redis", metavar="URL", default=None,
+                         help="clean this Redis/Valkey server instead (with DIRs: too): the "
+                              "serverless runs whose driver is gone (dead on this host, or "
+                              "silent for a minute on another) and what dead pools left; "
+                              "password from $TILEGRAPH_REDIS_PASSWORD or --credentials")
+    cleaner.add_argument("--namespace", default=None,
+                         help="with --redis: this namespace only (default: every one)")
+    cleaner.add_argument("--credentials", metavar="FILE", default=None,
+                         help="with --redis: a credentials file (mode 0600) with the "
+                              "server's password")
     auto = sub.add_parser(
         "autopar", help="run a serial Python script in parallel on forked worker processes, "
                         "or explain its task graph")
@@ -421,7 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         return run_script(args.nprocs, args.script, args.args)
     if args.command == "clean":
-        return clean(args.dirs, args.dry_run)
+        if args.redis is None:
+            if args.namespace is not None or args.credentials is not None:
+                print("tilegraph clean: --namespace and --credentials go with --redis",
+                      file=sys.stderr)
+                return 2
+            return clean(args.dirs, args.dry_run)
+        status = clean_server(args.redis, args.namespace, args.credentials, args.dry_run)
+        return status or (clean(args.dirs, args.dry_run) if args.dirs else 0)
     if args.command == "serve":
         return serve_command(args)
     if args.command == "demo":
