@@ -204,9 +204,11 @@ def clean_server(url: str, namespace: str | None = None, credentials: str | None
             namespaces,
         )
 
+        if namespace is not None:
+            check_namespace(namespace)
         bare, creds = credentials_for(url, credentials)
         r = connect(bare, creds)
-        names = [check_namespace(namespace)] if namespace is not None else namespaces(r)
+        names = [namespace] if namespace is not None else namespaces(r)
         runs = keys = 0
         for ns in names:
             dead, left = clean_namespace(r, ns, dry_run=dry_run)

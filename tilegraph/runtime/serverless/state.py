@@ -594,10 +594,11 @@ def clean_namespace(r: Any, ns: str, *, timeout: float = RUN_TIMEOUT, stale: flo
                     dry_run: bool = False) -> tuple[list[DeadRun], list[str]]:
     """What ``tilegraph clean --redis`` removes from namespace ``ns``: the runs whose
     drivers are gone (:func:`remove_dead_runs`, every run record looked at), and, once
-    no pool claims the namespace, no run is left in it and no worker sent a heartbeat for
-    ``stale`` seconds, what its pool left (its run counter, wake list and the records of
-    dead workers). Returns the dead runs and the keys of the rest (``dry_run``: what
-    would be removed)."""
+    no pool claims the namespace, no run is left in it and no worker lives (a worker of
+    this host whose process is gone is dead; another one sent no heartbeat for ``stale``
+    seconds), what its pool left (its run counter, wake list and the records of the dead
+    workers). Returns the dead runs and the keys of the rest (``dry_run``: what would be
+    removed)."""
     import json
 
     dead = remove_dead_runs(r, ns, timeout=timeout, dry_run=dry_run, scan=True)
@@ -609,12 +610,18 @@ def clean_namespace(r: Any, ns: str, *, timeout: float = RUN_TIMEOUT, stale: flo
     gone = []
     for wid, blob in r.hgetall(f"{ns}:workers").items():
         try:
-            seen = float(json.loads(blob).get("seen", 0))
+            info = json.loads(blob)
+            seen = float(info.get("seen", 0))
+            here = info.get("hid") == host_id()
+            pid = int(info.get("pid", 0))
         except (ValueError, TypeError, AttributeError):
-            seen = 0.0
-        if now - seen < stale:
+            seen, here, pid = 0.0, False, 0
+        if here and pid != os.getpid() and not pid_alive(pid):
+            gone.append(wid)
+        elif now - seen < stale:
             return dead, left  # a live worker keeps its namespace
-        gone.append(wid)
+        else:
+            gone.append(wid)
     if gone:
         if not dry_run:
             r.hdel(f"{ns}:workers", *gone)

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.debris import host_id
 from tilegraph.runtime.blas import blas_threads
 from tilegraph.runtime.serverless.auth import (
     CREDENTIALS_ENV,
@@ -564,7 +565,7 @@ class Worker:
                 if stale and not self._past_limit():
                     self.scripts.renew(args=[self.ns, self.id, self.lease, *stale],
                                        client=pipe)
-                info = {"pid": os.getpid(), "host": socket.gethostname(),
+                info = {"pid": os.getpid(), "host": socket.gethostname(), "hid": host_id(),
                         "started": self.started, "task": self.current,
                         "rss": proc.memory_info().rss, "seen": time.time(),
                         "done": self.ntasks, "last_end": self.last_end}
