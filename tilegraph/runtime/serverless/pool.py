@@ -377,9 +377,7 @@ class Pool:
     the user's (``redis=``), its password and the MAC secret (a
     :class:`~tilegraph.runtime.serverless.auth.Credentials`, or the path of a credentials
     file; default: the URL's password, else the environment's, and a random secret unless
-    ``TILEGRAPH_SECRET`` names one); for the embedded server, only its secret is used.
-    ``memory_limit`` is not a pool's option: a worker bounds the blocks it keeps
-    (``tilegraph worker --cache-mb``), not its process's memory."""
+    ``TILEGRAPH_SECRET`` names one); for the embedded server, only its secret is used."""
 
     def __init__(self, workers: int | None = None, *, max_workers: int | None = None,
                  redis: str | None = None, store: str | ObjectStore | None = None,
