@@ -34,6 +34,7 @@ from tilegraph.runtime.serverless.auth import (
     Credentials,
     IntegrityError,
     Signer,
+    credentials_for,
     split_url,
 )
 from tilegraph.runtime.serverless.pool import EmbeddedServer
@@ -327,6 +328,17 @@ def test_credentials_reject_bad_input(tmp_path):
         Credentials.load(tmp_path / "missing.json")
     assert split_url("redis://u:p%40ss@h:1/0") == ("redis://h:1/0", "u", "p@ss")
     assert split_url("unix:///s?db=0") == ("unix:///s?db=0", None, None)
+    env = {"TILEGRAPH_REDIS_PASSWORD": "pw", "TILEGRAPH_SECRET": "ab" * 16}
+    url, creds = credentials_for("redis://u@h:1/0", environ=env)
+    assert url == "redis://h:1/0" and (creds.username, creds.password) == ("u", "pw")
+    assert creds.secret == bytes.fromhex("ab" * 16)
+    url, creds = credentials_for("redis://:other@h:1/0", environ=env)
+    assert creds.password == "other"
+    with pytest.raises(ValueError, match="has a password and the credentials given have "
+                                         "another one"):
+        credentials_for("redis://:other@h:1/0", Credentials("pw"))
+    with pytest.raises(TypeError, match="credentials must be a Credentials or the path"):
+        credentials_for("redis://h:1/0", 5)
 
 
 # -- nothing unpickled without a MAC --------------------------------------------------------------

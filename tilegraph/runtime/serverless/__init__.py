@@ -9,11 +9,15 @@ and a state store (a Redis-protocol server) and an object store.
   run without expanding it, through :func:`tilegraph.pipeline.run_implicit` (LambdaPACK's
   ``run_program``, public in :mod:`tilegraph.serverless`);
 - ``tilegraph worker --redis URL``: a worker process on any machine
-  (:mod:`tilegraph.runtime.serverless.worker`).
+  (:mod:`tilegraph.runtime.serverless.worker`), given the pool's credentials;
+- :class:`Credentials` and :class:`IntegrityError`: the state store's password and the
+  MAC secret under which everything read back is checked
+  (:mod:`tilegraph.runtime.serverless.auth`).
 
 The Redis keys and the Lua transitions are documented in :mod:`tilegraph.runtime.serverless.state`.
 """
 
+from tilegraph.runtime.serverless.auth import Credentials, IntegrityError
 from tilegraph.runtime.serverless.backend import PoolFailure, ServerlessBackend
 from tilegraph.runtime.serverless.pool import (
     LithopsProvisioner,
@@ -24,7 +28,9 @@ from tilegraph.runtime.serverless.pool import (
 from tilegraph.runtime.serverless.store import FsspecStore, LocalStore, ObjectStore, open_store
 
 __all__ = [
+    "Credentials",
     "FsspecStore",
+    "IntegrityError",
     "LithopsProvisioner",
     "LocalProvisioner",
     "LocalStore",

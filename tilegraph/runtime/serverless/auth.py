@@ -216,6 +216,8 @@ def credentials_for(url: str, given: Credentials | str | os.PathLike | None = No
             raise ValueError(f"the Redis URL {bare} has a password and the credentials "
                              "given have another one")
         creds = Credentials(password, creds.secret, username=user or creds.username)
+    elif user is not None:  # the URL's user, with the password given elsewhere
+        creds = Credentials(creds.password, creds.secret, username=user)
     return bare, creds
 
 
