@@ -452,6 +452,9 @@ class LocalStore(ObjectStore):
         header = raw[_PREFIX:_PREFIX + hlen]
         _check_block(self._signer(), kind, tag, key, self.url, self.mac_data, header, None)
         check_spec(shape, dtype, spec, key, self.url)
+        # before any memory is taken for it: the file holds the data its header says
+        if os.fstat(f.fileno()).st_size - _PREFIX - hlen < math.prod(shape) * dtype.itemsize:
+            raise IntegrityError(f"{_where(key, self.url)} is truncated")
         f.seek(_PREFIX + hlen)
         return kind, tag, header, shape, fortran, dtype
 
