@@ -589,7 +589,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="tilegraph worker",
         description="A stateless serverless worker: takes tasks of any run on the Redis "
                     "server under a lease, reads inputs from and writes outputs to the run's "
-                    "object store, until SIGTERM/SIGINT, the runtime limit or the idle limit.")
+                    "object store, until SIGTERM/SIGINT, the runtime limit or the idle limit. "
+                    "It needs the pool's credentials, never on its command line: the server's "
+                    "password and the pool's MAC secret in $TILEGRAPH_REDIS_PASSWORD and "
+                    "$TILEGRAPH_SECRET, or a --credentials file.")
     p.add_argument("--redis", required=True,
                    help="Redis/Valkey URL, e.g. redis://host:6379/0 or unix:///path?db=0 "
                         "(without a password: other users see command lines)")
