@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -305,6 +306,8 @@ def mean(x: Array, axis: Any = None, dtype: Any = None, keepdims: bool = False,
     if dtype is None and acc_dtype == np.float16:
         acc_dtype = np.dtype(np.float32)  # as NumPy does for float16 means
     count = math.prod(x.shape[a] for a in axes)
+    if count == 0:  # known from the shape: NumPy warns when called, and so does this
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
 
     def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return np.sum(block, axis=axes, dtype=acc_dtype, keepdims=True)
@@ -363,6 +366,9 @@ def _var_std(op: str, x: Array, axis: Any, dtype: Any, ddof: int, keepdims: bool
              split_every: int) -> Array:
     acc = _moment_dtype(x, dtype)
     out_dtype = np.var(np.ones(1, dtype=acc)).dtype if dtype is None else np.dtype(dtype)
+    axes = normalize_axes(op, axis, x.ndim, x.shape)
+    if ddof >= math.prod(x.shape[a] for a in axes):  # as NumPy, when called
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
 
     def chunk(block: np.ndarray, axes: tuple[int, ...]) -> tuple:
         return _moments(block, axes, acc)
@@ -379,12 +385,24 @@ def _var_std(op: str, x: Array, axis: Any, dtype: Any, ddof: int, keepdims: bool
                      split_every, params=(ddof,))
 
 
-def _arg_chunk(op: str, x: Array, axis: int | None, coord: tuple[int, ...]) -> Callable:
+def _arg_chunk(op: str, x: Array, axis: int | None, coord: tuple[int, ...],
+               skip_nan: bool = False) -> Callable:
+    """The partial of a block: (values, indices), and with ``skip_nan`` a third member,
+    whether each slice of the block holds a number (NaNs count as the worst value, as
+    ``numpy.nanargmin``'s replacement by +inf does, complex NaNs as ``inf+0j``)."""
     offs = [offsets(c)[k] for c, k in zip(x.chunks, coord, strict=True)]
     shape = x.shape
     pick = np.argmin if op == "argmin" else np.argmax
+    fill = np.inf if op == "argmin" else -np.inf
 
     def chunk(block: np.ndarray) -> tuple:
+        if skip_nan:
+            nan = np.isnan(block)
+            filled = np.where(nan, block.dtype.type(fill), block)
+            return (*partial(filled), ~nan.all(axis=axis, keepdims=True))
+        return partial(block)
+
+    def partial(block: np.ndarray) -> tuple:
         if axis is None:
             local = int(pick(block))
             idx = np.unravel_index(local, block.shape)
@@ -396,7 +414,7 @@ def _arg_chunk(op: str, x: Array, axis: int | None, coord: tuple[int, ...]) -> C
         vals = np.take_along_axis(block, local, axis=axis)
         return vals, local + offs[axis]
 
-    chunk.__name__ = f"{op}-partial"
+    chunk.__name__ = f"{'nan' if skip_nan else ''}{op}-partial"
     return chunk
 
 
@@ -407,14 +425,16 @@ def _arg_combine(op: str) -> Callable:
         # Partials may arrive in any block order (with axis=None, C order of blocks is not
         # the order of flat indices), so ties go to the smaller index: NumPy's first
         # occurrence. A NaN beats every number, and the first NaN wins among NaNs.
-        va, ia = p
-        vb, ib = q
+        va, ia = p[0], p[1]
+        vb, ib = q[0], q[1]
         earlier = ib < ia
         with np.errstate(invalid="ignore"):
             wins = better(vb, va) | ((vb == va) & earlier)
             if va.dtype.kind in "fc":
                 nan_a, nan_b = np.isnan(va), np.isnan(vb)
                 wins = (nan_b & (~nan_a | earlier)) | (~nan_a & ~nan_b & wins)
+        if len(p) == 3:  # nanargmin/nanargmax: whether a slice holds a number so far
+            return np.where(wins, vb, va), np.where(wins, ib, ia), p[2] | q[2]
         return np.where(wins, vb, va), np.where(wins, ib, ia)
 
     combine.__name__ = f"{op}-combine"
@@ -422,18 +442,24 @@ def _arg_combine(op: str) -> Callable:
 
 
 def _arg_index(p: tuple) -> np.ndarray:
+    if len(p) == 3 and not p[2].all():
+        # NumPy's nanargmin/nanargmax raise, with this message, for a slice of NaNs only
+        raise ValueError("All-NaN slice encountered")
     return p[1]
 
 
-def _arg(op: str, x: Array, axis: Any, keepdims: bool, split_every: int) -> Array:
+def _arg(op: str, x: Array, axis: Any, keepdims: bool, split_every: int,
+         skip_nan: bool = False) -> Array:
+    name = f"nan{op}" if skip_nan else op
     if axis is not None and (not isinstance(axis, (int, np.integer)) or isinstance(axis, bool)):
-        raise TypeError(f"{op}: axis must be None or an int, got {axis!r}")
-    red_axis = None if axis is None else normalize_axes(op, axis, x.ndim, x.shape)[0]
-    _check_nonempty(op, x, axis)
+        raise TypeError(f"{name}: axis must be None or an int, got {axis!r}")
+    red_axis = None if axis is None else normalize_axes(name, axis, x.ndim, x.shape)[0]
+    _check_nonempty(name, x, axis)
     axes = tuple(range(x.ndim)) if red_axis is None else (red_axis,)
+    skip_nan = skip_nan and x.dtype.kind in "fc"
     return reduction(
-        x, op, None, _arg_combine(op), _arg_index, axes, keepdims, np.intp, split_every,
-        block_chunk=lambda c: _arg_chunk(op, x, red_axis, c), params=(red_axis,),
+        x, name, None, _arg_combine(op), _arg_index, axes, keepdims, np.intp, split_every,
+        block_chunk=lambda c: _arg_chunk(op, x, red_axis, c, skip_nan), params=(red_axis,),
     )
 
 

@@ -18,7 +18,9 @@ other axes stay cut); over the whole array they pick elements of the sample-sort
 from __future__ import annotations
 
 import builtins
+import math
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -160,13 +162,37 @@ def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Array:
 # -- order statistics -------------------------------------------------------------------------
 
 
-def _block_quantile(func: Any, q: np.ndarray, axis: int, method: str, block: np.ndarray
-                    ) -> np.ndarray:
-    return func(block, q, axis=axis, method=method)
+def _block_quantile(func: Any, q: np.ndarray, axis: int, method: str, dtype: np.dtype,
+                    block: np.ndarray) -> np.ndarray:
+    # (NumPy gives float64 for a block of no elements whatever its dtype)
+    return np.asarray(func(block, q, axis=axis, method=method)).astype(dtype, copy=False)
+
+
+def _median_block(block: np.ndarray, q: Any, axis: int, method: str) -> np.ndarray:
+    """``numpy.median`` in the signature of ``numpy.quantile`` (a median is the mean of the
+    middle values, so ``median([1, inf])`` is inf where the 0.5 quantile is NaN)."""
+    return np.asarray(np.median(block, axis=axis))
+
+
+def _nanmedian_block(block: np.ndarray, q: Any, axis: int, method: str) -> np.ndarray:
+    """``numpy.nanmedian`` in the signature of ``numpy.quantile``."""
+    return np.asarray(np.nanmedian(block, axis=axis))
+
+
+def _numpy_dtype(npfunc: Any, a: Array, *q: Any) -> np.dtype | None:
+    """The dtype NumPy's ``npfunc`` gives for ``a``'s dtype and the user's ``q`` (a Python
+    float or a float32 ``q`` keeps a float32 array's dtype, a float64 array ``q`` does not);
+    ``None`` when ``q`` is out of range (the caller says so)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(npfunc(np.ones(2, a.dtype), *q)).dtype
+    except ValueError:
+        return None
 
 
 def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
-              nan: bool) -> Array:
+              nan: bool, dtype: np.dtype | None = None) -> Array:
     from tilegraph.array.sorting import sort, whole_axis
 
     a = asarray(a)
@@ -174,8 +200,10 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
     if np.any((q < 0) | (q > 1)) or np.any(np.isnan(q)):
         raise ValueError(f"{op}: quantiles must be in the range [0, 1] "
                          "(percentiles in [0, 100])")
+    if dtype is None:
+        dtype = _numpy_dtype(np.nanquantile if nan else np.quantile, a, q)
     if a.size == 0:
-        raise ValueError(f"{op}: the array of shape {a.shape} is empty")
+        return _empty_quantile(op, a, q, axis, method, keepdims, nan)
     if isinstance(axis, (tuple, list)):
         from tilegraph.array.reductions import normalize_axes
 
@@ -188,7 +216,7 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
             kept = [i for i in range(a.ndim) if i not in axes]
             merged = a.transpose([*kept, *axes]).reshape(
                 (*[a.shape[i] for i in kept], -1))
-            out = _quantile(op, func, merged, q, -1, method, False, nan)
+            out = _quantile(op, func, merged, q, -1, method, False, nan, dtype)
             if keepdims:
                 out = out.reshape((*q.shape, *[1 if i in axes else n
                                                for i, n in enumerate(a.shape)]))
@@ -202,21 +230,36 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
                             "(only 'linear'); give axis= or call .compute() first")
         s = sort(flat)
         n = s.shape[0]
-        if n == 0:
+        if n == 0:  # NaNs only (the count is known: the mask's size was computed)
+            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
             out = from_numpy(np.full(q.shape, np.nan))
-        else:
-            pos = q.reshape(-1) * (n - 1)
-            lo = np.floor(pos).astype(np.intp)
-            hi = np.minimum(lo + 1, n - 1)
-            frac = pos - lo
-            vlo, vhi = s[lo], s[hi]
-            out = (vlo + (vhi - vlo) * frac).reshape(q.shape)
-            if not nan and flat.dtype.kind in "fc":  # a NaN anywhere makes every quantile NaN
+        elif op in ("median", "nanmedian"):  # NumPy's: the mean of the middle values
+            if n % 2:
+                out = s[n // 2].astype(np.mean(np.ones(1, s.dtype)).dtype)
+            else:
+                out = reductions.mean(s[n // 2 - 1:n // 2 + 1])
+            if not nan and flat.dtype.kind in "fc":  # a NaN anywhere makes the median NaN
                 from tilegraph.array.elementwise import where
 
                 out = where(np.isnan(flat).any(), np.nan, out)
-            if a.dtype.kind == "f" and a.dtype.itemsize < 8:
-                out = out.astype(np.result_type(a.dtype, np.float16))
+        else:
+            # NumPy's linear method and its _lerp, step for step (an inf among the values
+            # gives what NumPy gives: inf * 0 is NaN)
+            pos = (n - 1) * q.reshape(-1)
+            above = pos >= n - 1
+            lo = np.where(above, n - 1, np.floor(pos)).astype(np.intp)
+            hi = np.where(above, n - 1, lo + 1)
+            gamma = pos - np.where(above, -1, lo)
+            vlo, vhi = s[lo], s[hi]
+            diff = vhi - vlo
+            from tilegraph.array.elementwise import where
+
+            out = where(gamma >= 0.5, vhi - diff * (1 - gamma), vlo + diff * gamma)
+            out = out.reshape(q.shape)
+            if not nan and flat.dtype.kind in "fc":  # a NaN anywhere makes every quantile NaN
+                out = where(np.isnan(flat).any(), np.nan, out)
+        if out.dtype != dtype:
+            out = out.astype(dtype)
         if keepdims:
             out = out.reshape(q.shape + (1,) * a.ndim)
         return out
@@ -227,8 +270,6 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
     axis %= a.ndim
     y = whole_axis(a, axis)
     qshape = q.shape
-    dtype = np.asarray(func(np.ones((1,) * a.ndim, a.dtype), q, axis=axis,
-                            method=method)).dtype
     chunks = (*[(s,) for s in qshape], *[c for i, c in enumerate(y.chunks) if i != axis])
     key = y.collection.key
     nq = len(qshape)
@@ -236,7 +277,7 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
     def task_of(c: tuple[int, ...]) -> tuple:
         rest = list(c[nq:])
         rest.insert(axis, 0)
-        return _block_quantile, [key(tuple(rest))], (func, q, axis, method, Dep(0))
+        return _block_quantile, [key(tuple(rest))], (func, q, axis, method, dtype, Dep(0))
 
     from tilegraph.array.chunks import numblocks
 
@@ -249,12 +290,34 @@ def _quantile(op: str, func: Any, a: Any, q: Any, axis: Any, method: str, keepdi
     return out
 
 
+def _empty_quantile(op: str, a: Array, q: np.ndarray, axis: Any, method: str,
+                    keepdims: bool, nan: bool) -> Array:
+    """A quantile of an array of no elements, as NumPy gives it: the median and the
+    NaN-skipping ones are the (nan)mean of nothing (NaN, with "Mean of empty slice", one
+    value per slice whatever ``q``); quantile and percentile raise an IndexError for empty
+    slices and give an empty result otherwise."""
+    if nan:
+        return nanmean(a, axis=axis, keepdims=keepdims)
+    axes = reductions.normalize_axes(op, axis, a.ndim, a.shape)
+    if op == "median" and (axes or axis is None):
+        return reductions.mean(a, axis=axis, keepdims=keepdims)
+    if not axes:
+        raise ValueError(f"{op}: axis=() of the empty array of shape {a.shape} reduces no "
+                         "axis")
+    if not builtins.all(a.shape[i] for i in axes):
+        raise IndexError(f"{op}: the slices along axes {axes} of the array of shape "
+                         f"{a.shape} are empty, so they have no quantile")
+    return from_numpy(np.quantile(np.empty(a.shape, a.dtype), q, axis=axis, method=method,
+                                  keepdims=keepdims))
+
+
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False) -> Array:
     """``numpy.quantile``: along an axis (made one block), or over the whole array (by a
     sample sort and a pick of the elements)."""
     _no_out("quantile", out)
-    return _quantile("quantile", np.quantile, a, q, axis, method, keepdims, False)
+    return _quantile("quantile", np.quantile, a, q, axis, method, keepdims, False,
+                     _numpy_dtype(np.quantile, asarray(a), q))
 
 
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
@@ -263,14 +326,15 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
     """``numpy.percentile`` (``q`` in percent); see :func:`quantile`."""
     _no_out("percentile", out)
     return _quantile("percentile", np.quantile, a, np.asarray(q, dtype=float) / 100, axis,
-                     method, keepdims, False)
+                     method, keepdims, False, _numpy_dtype(np.percentile, asarray(a), q))
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Array:
     """``numpy.median``; see :func:`quantile`."""
     _no_out("median", out)
-    return _quantile("median", np.quantile, a, 0.5, axis, "linear", keepdims, False)
+    return _quantile("median", _median_block, a, 0.5, axis, "linear", keepdims, False,
+                     _numpy_dtype(np.median, asarray(a)))
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None,
@@ -278,7 +342,8 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None,
                 keepdims: bool = False) -> Array:
     """``numpy.nanquantile``: :func:`quantile` ignoring NaNs."""
     _no_out("nanquantile", out)
-    return _quantile("nanquantile", np.nanquantile, a, q, axis, method, keepdims, True)
+    return _quantile("nanquantile", np.nanquantile, a, q, axis, method, keepdims, True,
+                     _numpy_dtype(np.nanquantile, asarray(a), q))
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None,
@@ -287,14 +352,15 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None,
     """``numpy.nanpercentile``: :func:`percentile` ignoring NaNs."""
     _no_out("nanpercentile", out)
     return _quantile("nanpercentile", np.nanquantile, a, np.asarray(q, dtype=float) / 100,
-                     axis, method, keepdims, True)
+                     axis, method, keepdims, True, _numpy_dtype(np.nanpercentile, asarray(a), q))
 
 
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
               keepdims: bool = False) -> Array:
     """``numpy.nanmedian``: :func:`median` ignoring NaNs."""
     _no_out("nanmedian", out)
-    return _quantile("nanmedian", np.nanquantile, a, 0.5, axis, "linear", keepdims, True)
+    return _quantile("nanmedian", _nanmedian_block, a, 0.5, axis, "linear", keepdims, True,
+                     _numpy_dtype(np.nanmedian, asarray(a)))
 
 
 def _no_out(op: str, out: Any) -> None:
@@ -304,6 +370,13 @@ def _no_out(op: str, out: Any) -> None:
 
 
 # -- NaN-skipping reductions --------------------------------------------------------------------
+#
+# NumPy's semantics, value for value and warning for warning: a NaN (a complex one: either
+# part) is skipped, an inf is not (a mean or a variance with an inf is inf or NaN as NumPy's);
+# a slice of NaNs only gives NaN with NumPy's RuntimeWarning ("Mean of empty slice", "All-NaN
+# slice encountered", "Degrees of freedom <= 0 for slice."), emitted when the block is
+# computed, since only the data tell; nanargmin/nanargmax raise NumPy's ValueError there.
+# Integer and boolean arrays have no NaN: they take the plain reduction, as in NumPy.
 
 
 def _nan_filled(a: Array, value: Any) -> Array:
@@ -315,7 +388,7 @@ def _nan_filled(a: Array, value: Any) -> Array:
 
 def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
            keepdims: bool = False) -> Array:
-    """Sum treating NaNs as zero."""
+    """Sum treating NaNs as zero (an inf stays: ``inf + -inf`` is NaN, as in NumPy)."""
     _no_out("nansum", out)
     a = asarray(a)
     return reductions.sum(_nan_filled(a, 0), axis=axis, dtype=dtype, keepdims=keepdims)
@@ -329,6 +402,13 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
     return reductions.prod(_nan_filled(a, 1), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
+def _warn_all_nan(part: np.ndarray) -> np.ndarray:
+    """The result of nanmin/nanmax, with NumPy's warning where a slice was NaNs only."""
+    if np.isnan(part).any():
+        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
+    return part
+
+
 def _nan_minmax(op: str, ufunc: np.ufunc, a: Any, axis: Any, keepdims: bool) -> Array:
     a = asarray(a)
     if a.dtype.kind not in "fc":
@@ -339,80 +419,195 @@ def _nan_minmax(op: str, ufunc: np.ufunc, a: Any, axis: Any, keepdims: bool) -> 
         return ufunc.reduce(block, axis=axes, keepdims=True)
 
     chunk.__name__ = op
-    return reductions.reduction(a, op, chunk, ufunc, reductions._identity, axis, keepdims,
+    return reductions.reduction(a, op, chunk, ufunc, _warn_all_nan, axis, keepdims,
                                 a.dtype)
 
 
 def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
-    """Minimum ignoring NaNs (NaN where every element is NaN)."""
+    """Minimum ignoring NaNs (NaN, with NumPy's RuntimeWarning, where every element is NaN;
+    a zero-size reduction is a ValueError, as in NumPy)."""
     _no_out("nanmin", out)
     return _nan_minmax("nanmin", np.fmin, a, axis, keepdims)
 
 
 def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
-    """Maximum ignoring NaNs (NaN where every element is NaN)."""
+    """Maximum ignoring NaNs (NaN, with NumPy's RuntimeWarning, where every element is NaN;
+    a zero-size reduction is a ValueError, as in NumPy)."""
     _no_out("nanmax", out)
     return _nan_minmax("nanmax", np.fmax, a, axis, keepdims)
 
 
-def _count(a: Array, axis: Any, keepdims: bool) -> Array:
-    if a.dtype.kind not in "fc":
-        from tilegraph.array.creation import ones
+def _inexact_dtype(op: str, a: Array, dtype: Any) -> np.dtype | None:
+    """``dtype`` checked as NumPy's nan-functions check it for an inexact ``a``."""
+    if dtype is None:
+        return None
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "fc":
+        raise TypeError(f"{op}: a has dtype {a.dtype}, so dtype must be inexact (a float or "
+                        f"complex type), got {dtype}")
+    return dtype
 
-        return reductions.sum(ones(a.shape, dtype=np.intp, chunks=a.chunks), axis=axis,
-                              keepdims=keepdims)
-    return reductions.sum(~np.isnan(a), axis=axis, dtype=np.intp, keepdims=keepdims)
+
+def _accumulator(a: Array, dtype: np.dtype | None) -> np.dtype:
+    """The dtype partial sums are kept in: ``dtype`` or a's, float32 for float16, complex
+    for a complex ``a``."""
+    acc = a.dtype if dtype is None else dtype
+    if acc == np.float16:
+        acc = np.dtype(np.float32)
+    if a.dtype.kind == "c" and acc.kind != "c":
+        acc = np.result_type(acc, np.complex64)
+    return acc
+
+
+def _nan_sum_count(block: np.ndarray, axes: tuple[int, ...], acc: np.dtype) -> tuple:
+    """(count of numbers, their sum, the NaN mask or None when there is no NaN) over
+    ``axes`` of a block, the axes kept."""
+    nan = np.isnan(block)
+    n = math.prod(block.shape[a] for a in axes)
+    if nan.any():
+        count = n - np.sum(nan, axis=axes, dtype=np.intp, keepdims=True)
+        filled = np.where(nan, 0, block)
+    else:
+        nan = None
+        count = np.full(tuple(1 if a in axes else s for a, s in enumerate(block.shape)), n,
+                        dtype=np.intp)
+        filled = block
+    return count, np.sum(filled, axis=axes, dtype=acc, keepdims=True), nan
+
+
+def _add_pairs(p: tuple, q: tuple) -> tuple:
+    return p[0] + q[0], p[1] + q[1]
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
             keepdims: bool = False) -> Array:
-    """Mean of the non-NaN elements."""
+    """Mean of the non-NaN elements: one tree reduction of (count, sum) pairs. A slice of
+    NaNs only (or of no elements) gives NaN with NumPy's RuntimeWarning "Mean of empty
+    slice"; integer and boolean arrays take :func:`tilegraph.mean`."""
     _no_out("nanmean", out)
     a = asarray(a)
-    total = nansum(a, axis=axis, dtype=dtype, keepdims=keepdims)
-    with np.errstate(all="ignore"):
-        out = total / _count(a, axis, keepdims)
-    if dtype is not None:
-        out = out.astype(dtype)
-    elif a.dtype.kind == "f":
-        out = out.astype(a.dtype)
-    return out
+    if a.dtype.kind not in "fc":
+        return reductions.mean(a, axis=axis, dtype=dtype, keepdims=keepdims)
+    dtype = _inexact_dtype("nanmean", a, dtype)
+    acc = _accumulator(a, dtype)
+    out_dtype = np.nanmean(np.ones(1, a.dtype), dtype=dtype).dtype
+
+    def chunk(block: np.ndarray, axes: tuple[int, ...]) -> tuple:
+        return _nan_sum_count(block, axes, acc)[:2]
+
+    chunk.__name__ = "nanmean"
+
+    def aggregate(part: tuple) -> np.ndarray:
+        count, total = part
+        empty = count == 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.true_divide(total, count.astype(total.real.dtype))
+        if empty.any():
+            warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+        return mean
+
+    return reductions.reduction(a, "nanmean", chunk, _add_pairs, aggregate, axis, keepdims,
+                                out_dtype)
 
 
-def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
-           keepdims: bool = False) -> Array:
-    """Variance of the non-NaN elements (two passes: the mean, then the squares)."""
-    _no_out("nanvar", out)
+def _nan_moments(block: np.ndarray, axes: tuple[int, ...], acc: np.dtype) -> tuple:
+    """(count, mean, M2) of the numbers of a block over ``axes`` (kept), per slice: the
+    deviations of NaNs are zero, as in ``numpy.nanvar``; an inf makes M2 NaN (``inf -
+    inf``), so the variance is NaN, as NumPy's."""
+    count, total, nan = _nan_sum_count(block, axes, acc)
+    real = np.zeros((), acc).real.dtype
+    mean = total / np.maximum(count, 1).astype(real)
+    d = np.asarray(np.subtract(block, mean, dtype=acc))  # inf - inf warns, as in nanvar
+    if nan is not None:
+        d[nan] = 0
+    sq = (d * np.conj(d)).real if d.dtype.kind == "c" else np.square(d, out=d)
+    return count, mean, np.sum(sq, axis=axes, keepdims=True)
+
+
+def _merge_nan_moments(p: tuple, q: tuple) -> tuple:
+    """Chan's parallel update of (count, mean, M2), slice by slice (counts may be zero)."""
+    na, ma, m2a = p
+    nb, mb, m2b = q
+    n = na + nb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = (nb / np.maximum(n, 1)).astype(m2a.dtype)  # 0 where nothing is counted
+        delta = mb - ma
+        mean = ma + delta * frac
+        sq = (delta * np.conj(delta)).real if delta.dtype.kind == "c" else delta * delta
+        m2 = m2a + m2b + sq * (na * frac)
+    # a side with no numbers adds nothing (its zero mean must not meet an inf of the other)
+    none_a, none_b = na == 0, nb == 0
+    if none_a.any() or none_b.any():
+        mean = np.where(none_a, mb, np.where(none_b, ma, mean))
+        m2 = np.where(none_a, m2b, np.where(none_b, m2a, m2))
+    return n, mean, m2
+
+
+def _nan_var_std(op: str, a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool
+                 ) -> Array:
     a = asarray(a)
-    m = nanmean(a, axis=axis, dtype=dtype, keepdims=True)
-    d = a - m
-    sq = (d * np.conj(d)).real if d.dtype.kind == "c" else d * d
-    total = nansum(sq, axis=axis, keepdims=keepdims)
-    n = _count(a, axis, keepdims)
-    return total / np.maximum(n - ddof, 0)
+    if a.dtype.kind not in "fc":
+        return getattr(reductions, op[3:])(a, axis=axis, dtype=dtype, ddof=ddof,
+                                           keepdims=keepdims)
+    dtype = _inexact_dtype(op, a, dtype)
+    try:
+        ddof = operator.index(ddof) if not isinstance(ddof, (float, np.floating)) else ddof
+    except TypeError:
+        raise TypeError(f"{op}: ddof must be a number, got {ddof!r}") from None
+    acc = _accumulator(a, dtype)
+    out_dtype = getattr(np, op)(np.ones(2, a.dtype), dtype=dtype).dtype
+
+    def chunk(block: np.ndarray, axes: tuple[int, ...]) -> tuple:
+        return _nan_moments(block, axes, acc)
+
+    chunk.__name__ = f"{op}-moments"
+
+    def aggregate(part: tuple) -> np.ndarray:
+        count, _, m2 = part
+        dof = count - ddof
+        bad = dof <= 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            var = np.true_divide(m2, dof)
+        if bad.any():
+            warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=2)
+            var = np.where(bad, np.nan, var)
+        return np.sqrt(var) if op == "nanstd" else var
+
+    return reductions.reduction(a, op, chunk, _merge_nan_moments, aggregate, axis, keepdims,
+                                out_dtype, params=(ddof,))
 
 
-def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
            keepdims: bool = False) -> Array:
-    """Standard deviation of the non-NaN elements."""
+    """Variance of the non-NaN elements, in one pass: each block's (count, mean, M2) per
+    slice, merged by Chan's formula. An inf among the numbers gives NaN, as NumPy's; a
+    slice with ``ddof`` or fewer numbers gives NaN with NumPy's RuntimeWarning "Degrees of
+    freedom <= 0 for slice."; integer and boolean arrays take :func:`tilegraph.var`."""
+    _no_out("nanvar", out)
+    return _nan_var_std("nanvar", a, axis, dtype, ddof, keepdims)
+
+
+def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+           keepdims: bool = False) -> Array:
+    """Standard deviation of the non-NaN elements: the square root of :func:`nanvar`."""
     _no_out("nanstd", out)
-    return np.sqrt(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+    return _nan_var_std("nanstd", a, axis, dtype, ddof, keepdims)
 
 
 def nanargmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
-    """Index of the minimum ignoring NaNs."""
+    """Index of the minimum ignoring NaNs. A slice of NaNs only raises NumPy's ValueError
+    "All-NaN slice encountered" when the result is computed (only the data tell)."""
     _no_out("nanargmin", out)
-    a = asarray(a)
-    return reductions.argmin(_nan_filled(a, np.inf) if a.dtype.kind == "f" else a,
-                             axis=axis, keepdims=keepdims)
+    return reductions._arg("argmin", asarray(a), axis, keepdims, reductions.SPLIT_EVERY,
+                           skip_nan=True)
 
 
 def nanargmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
-    """Index of the maximum ignoring NaNs."""
+    """Index of the maximum ignoring NaNs. A slice of NaNs only raises NumPy's ValueError
+    "All-NaN slice encountered" when the result is computed (only the data tell)."""
     _no_out("nanargmax", out)
-    a = asarray(a)
-    return reductions.argmax(_nan_filled(a, -np.inf) if a.dtype.kind == "f" else a,
-                             axis=axis, keepdims=keepdims)
+    return reductions._arg("argmax", asarray(a), axis, keepdims, reductions.SPLIT_EVERY,
+                           skip_nan=True)
 
 
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
