@@ -140,8 +140,10 @@ def test_manager_reduction_and_unify_chunks(dtype):
                            chunks=(3, 4, 3), dtype=dtype)
     assert tripled.chunks == ((3,), (4, 4, 1), (3, 3, 2))
     np.testing.assert_array_equal(tripled.compute(), np.stack([a, a + 1, a + 2]))
-    with pytest.raises(ValueError, match="not both"):
-        m.map_blocks(np.sum, x, drop_axis=0, new_axis=1)
+    both = m.map_blocks(lambda b: b.sum(axis=0)[:, None], x, drop_axis=0, new_axis=1,
+                        dtype=dtype)  # as in dask, the new axes after the dropped ones
+    assert both.chunks == ((3, 3, 2), (1,))
+    np.testing.assert_allclose(both.compute(), a.sum(axis=0)[:, None])
     out = np.zeros((12, 8), dtype=dtype)
     m.store([x], [out], regions=[(slice(3, 12), slice(0, 8))])
     np.testing.assert_array_equal(out[3:], a)

@@ -207,6 +207,7 @@ def map_blocks(
     index_maps: Sequence[Callable[[Coord], Coord] | None] | None = None,
     args: tuple | None = None,
     kwargs: dict | None = None,
+    coord_kwarg: str | None = None,
     **meta: Any,
 ) -> Blocks:
     """One task per output coordinate: ``func(*input_blocks)``.
@@ -214,6 +215,7 @@ def map_blocks(
     ``index_maps[n](coord)`` gives the coordinate of input ``n``'s block for output ``coord``
     (``None``: the same coordinate). With ``args``, the call is ``func(*args)`` where
     ``Dep(n)`` in ``args`` stands for input ``n``'s block (other entries are literals).
+    With ``coord_kwarg``, each call also gets the output coordinate as that keyword.
     Metadata values may be callables of the coordinate (``nbytes``, ``cost``, ...).
     """
     grid = tuple(grid)
@@ -233,15 +235,16 @@ def map_blocks(
             for k, v in dynamic_meta.items():
                 m[k] = v(coord)
             m["coords"] = coord
+            kw = kwargs if coord_kwarg is None else {**(kwargs or {}), coord_kwarg: coord}
             if args is None and len(set(deps)) == len(deps):
-                add((label, *coord), func, deps=deps, kwargs=kwargs, **m)
+                add((label, *coord), func, deps=deps, kwargs=kw, **m)
             else:
                 unique = list(dict.fromkeys(deps))
                 slot = {k: j for j, k in enumerate(unique)}
                 template = args if args is not None else tuple(Dep(n) for n in range(len(deps)))
                 template = tuple(Dep(slot[deps[a.slot]]) if type(a) is Dep else a
                                  for a in template)
-                add((label, *coord), func, deps=unique, args=template, kwargs=kwargs, **m)
+                add((label, *coord), func, deps=unique, args=template, kwargs=kw, **m)
 
     return Blocks(label, grid, _unique_colls(inputs), emit)
 

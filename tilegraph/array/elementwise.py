@@ -9,7 +9,9 @@ including NEP 50's for Python scalars, are NumPy's own.
 
 from __future__ import annotations
 
+import inspect
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -191,78 +193,286 @@ def astype(x: Array, dtype: Any, copy: bool = True, casting: str = "unsafe") -> 
     return elemwise(_astype, x, dtype, casting, dtype=dtype, name="astype")
 
 
-def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None,
-               name: str | None = None, **kwargs: Any) -> Array:
-    """Apply ``func`` to each block of the array arguments (all with the same blocks), with
-    the other arguments passed as they are.
+def takes_keyword(func: Callable, name: str) -> bool:
+    """Whether ``func``'s signature names a parameter ``name`` that can be passed by
+    keyword (dask's rule for ``block_id``/``block_info``: a ``**kwargs`` function does not
+    get them); ``False`` for a callable without a signature (a NumPy ufunc)."""
+    try:
+        param = inspect.signature(func).parameters.get(name)
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                inspect.Parameter.KEYWORD_ONLY)
 
-    ``dtype`` defaults to what ``func`` returns on one-element arrays (or the first array's
-    dtype if that fails); ``chunks`` (block sizes of the result, one block per input block)
-    defaults to the first array's, so give it when ``func`` changes the block shape.
+
+class BlockKeywords:
+    """``func`` called with dask's ``block_id=`` (the output block's coordinates) and/or
+    ``block_info=`` (a dict: for each array argument, by its position among the arguments,
+    its ``shape``, ``num-chunks``, ``chunk-location`` and ``array-location``; under ``None``
+    the same of the output plus its ``chunk-shape`` and ``dtype``). The task passes the
+    coordinates as ``block_id``; the info is made from them when the block runs, from
+    offsets computed once per array, so a plan holds no dict per block."""
+
+    def __init__(self, func: Callable, wants_id: bool, wants_info: bool,
+                 inputs: list[tuple[int, tuple, tuple, tuple]], out_chunks: tuple,
+                 dtype: np.dtype):
+        from tilegraph.array.chunks import offsets
+
+        self.func, self.wants_id, self.wants_info = func, wants_id, wants_info
+        # per array argument: (position, shape, block offsets per axis, output axis of each
+        # axis or None where its block is always 0: a broadcast or dropped axis)
+        self.inputs = [(pos, shape, tuple(tuple(offsets(c)) for c in chunks), axes)
+                       for pos, shape, chunks, axes in inputs]
+        self.out_offsets = tuple(tuple(offsets(c)) for c in out_chunks)
+        self.out_shape = tuple(sum(c) for c in out_chunks)
+        self.dtype = dtype
+        self.__name__ = funcname(func)
+
+    def info(self, block_id: tuple[int, ...]) -> dict:
+        out: dict[Any, dict] = {}
+        for pos, shape, offs, axes in self.inputs:
+            loc = tuple(0 if ax is None else block_id[ax] for ax in axes)
+            out[pos] = {"shape": shape, "num-chunks": tuple(len(o) - 1 for o in offs),
+                        "chunk-location": loc,
+                        "array-location": [(o[k], o[k + 1]) for o, k in zip(offs, loc,
+                                                                             strict=True)]}
+        offs = self.out_offsets
+        out[None] = {"shape": self.out_shape, "num-chunks": tuple(len(o) - 1 for o in offs),
+                     "chunk-location": block_id,
+                     "array-location": [(o[k], o[k + 1]) for o, k in zip(offs, block_id,
+                                                                          strict=True)],
+                     "chunk-shape": tuple(o[k + 1] - o[k] for o, k in zip(offs, block_id,
+                                                                          strict=True)),
+                     "dtype": self.dtype}
+        return out
+
+    def __call__(self, *args: Any, block_id: tuple[int, ...], **kwargs: Any) -> Any:
+        if self.wants_info:
+            kwargs["block_info"] = self.info(block_id)
+        if self.wants_id:
+            kwargs["block_id"] = block_id
+        return self.func(*args, **kwargs)
+
+
+def _axis_list(op: str, name: str, value: Any, ndim: int) -> tuple[int, ...]:
+    """``drop_axis``/``new_axis`` as sorted non-negative axes of an ``ndim``-d array."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, (int, np.integer)) else list(value)
+    out = []
+    for a in items:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise TypeError(f"{op}: {name} must be an int or a list of ints, got {value!r}")
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{op}: {name}={value!r} is out of range for {ndim} axes")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: {name}={value!r} repeats an axis")
+    return tuple(sorted(out))
+
+
+def _output_chunks(chunks: Any, grid: list[int | None], given: list[tuple | None],
+                   ndim_in: int) -> tuple[tuple[int, ...], ...]:
+    """The output's block sizes from map_blocks' ``chunks=`` (per axis: the block sizes, or
+    one int for every block), ``grid`` the blocks per axis (``None`` for a new axis, whose
+    blocks ``chunks`` says), ``given`` the inputs' block sizes of the kept axes. An int
+    for a kept axis whose input blocks are that size but the last, shorter one (what
+    ``chunks=c`` makes of an axis) keeps those blocks."""
+    if chunks is None:
+        return tuple(g if g is not None else (1,) for g in given)
+    if not isinstance(chunks, (tuple, list)):
+        raise TypeError(f"map_blocks: chunks must be a tuple of per-axis block sizes or one "
+                        f"block's shape, got {chunks!r}")
+    known = [n for n in grid if n is not None]
+    if len(chunks) != len(grid):
+        raise ValueError(
+            f"map_blocks: chunks {chunks!r} is neither one block's shape (one non-negative "
+            f"int per axis of the {len(grid)}-d output) nor a tuple of per-axis block sizes "
+            f"giving the block grid {tuple(known)} of the {ndim_in}-d input")
+    out = []
+    for n, c, have in zip(grid, chunks, given, strict=True):
+        if isinstance(c, (int, np.integer)) and not isinstance(c, bool):
+            if c < 0:
+                raise ValueError(f"map_blocks: chunks {chunks!r} has a negative block size")
+            if have is not None and len(have) > 1 and set(have[:-1]) == {c} \
+                    and have[-1] <= c:
+                out.append(have)  # blocks of c with a shorter last one: the inputs' own
+            else:
+                out.append((int(c),) * (1 if n is None else n))
+            continue
+        try:
+            sizes = tuple(operator.index(v) for v in c)
+        except TypeError:
+            raise TypeError(f"map_blocks: chunks {chunks!r}: each axis is an int (every "
+                            "block's size) or a tuple of block sizes") from None
+        if any(v < 0 for v in sizes):
+            raise ValueError(f"map_blocks: chunks {chunks!r} has a negative block size")
+        out.append(sizes)
+    got = tuple(len(c) for c in out)
+    want = tuple(g if g is not None else len(c) for g, c in zip(grid, out, strict=True))
+    if got != want:
+        raise ValueError(f"map_blocks: chunks {tuple(out)} give a block grid {got}, but the "
+                         f"inputs have {want}")
+    return tuple(out)
+
+
+def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None,
+               drop_axis: Any = None, new_axis: Any = None, meta: Any = None,
+               name: str | None = None, token: str | None = None, enforce_ndim: bool = False,
+               **kwargs: Any) -> Array:
+    """Apply ``func`` to each block of the array arguments, with the other arguments
+    passed as they are, as ``dask.array.map_blocks``.
+
+    Blocks are paired by position: the arrays are aligned from their last axis, an axis of
+    one block is passed whole with every block of the others (broadcast), and an array
+    with as many elements as the others along an axis but other blocks is rechunked to
+    theirs. ``dtype`` (or ``meta``'s dtype) defaults to what ``func`` returns on
+    one-element arrays (or the first array's dtype if that fails). ``chunks`` gives the
+    output's block sizes when ``func`` changes them: per axis a tuple of block sizes or
+    one int for every block (dask's forms). ``drop_axis`` names axes ``func`` removes (the
+    inputs are made one block along them first); ``new_axis`` names axes of the output
+    that ``func`` adds (one block of the size ``chunks`` gives, 1 by default; ``chunks``
+    with more axes than the inputs adds them on the left). Every block ``func`` returns is
+    checked against the planned shape when it is stored, so dask's ``enforce_ndim`` is
+    always in force. ``name`` (or dask's ``token``) names the tasks. Without array
+    arguments, ``chunks`` and ``dtype`` make the array from nothing.
+
+    A function that names a ``block_id`` parameter gets the output block's coordinates;
+    one that names ``block_info`` gets dask's dict: for each array argument (by its
+    position among the arguments) its ``shape``, ``num-chunks``, ``chunk-location`` and
+    ``array-location`` (start and stop per axis), and under ``None`` the same of the output
+    with its ``chunk-shape`` and ``dtype``. The signature is read once, when the array is
+    built; as in dask, ``**kwargs`` does not ask for them.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.zeros(5), chunks=((3, 2),))
+    >>> def where(block, block_id=None, block_info=None):
+    ...     (start, stop), = block_info[0]["array-location"]
+    ...     return block + 10 * block_id[0] + np.arange(start, stop)
+    >>> x.map_blocks(where).compute()
+    array([ 0.,  1.,  2., 13., 14.])
+    >>> def ramp(block_info=None):
+    ...     (start, stop), = block_info[None]["array-location"]
+    ...     return np.arange(start, stop, dtype=block_info[None]["dtype"])
+    >>> tg.map_blocks(ramp, chunks=((2, 3),), dtype=np.int32).compute()
+    array([0, 1, 2, 3, 4], dtype=int32)
     """
+    op = name or token or funcname(func)
     if not callable(func):
         raise TypeError(f"map_blocks: {func!r} is not callable")
-    arrays = [a for a in args if isinstance(a, Array)]
-    if not arrays:
-        raise TypeError("map_blocks: give at least one tilegraph Array argument")
-    first = arrays[0]
-    aligned = []
-    for a in args:
-        if isinstance(a, Array) and a is not first:
-            if a.ndim != first.ndim or a.numblocks != first.numblocks:
-                if a.shape == first.shape:
-                    a = a.rechunk(first.chunks)
-                else:
-                    raise ValueError(
-                        f"map_blocks: arrays of shapes {first.shape} and {a.shape} have "
-                        f"different block grids {first.numblocks} and {a.numblocks}")
-        aligned.append(a)
-    op = name or funcname(func)
+    wants_id, wants_info = takes_keyword(func, "block_id"), takes_keyword(func, "block_info")
+    for k, wanted in (("block_id", wants_id), ("block_info", wants_info)):
+        if wanted and k in kwargs:
+            raise TypeError(f"map_blocks: {op} gets {k}= from map_blocks (one per block); "
+                            f"do not pass {k}= yourself")
+    positions = [i for i, a in enumerate(args) if isinstance(a, Array)]
+    if not positions and chunks is None:
+        raise TypeError("map_blocks: give at least one tilegraph Array argument, or chunks= "
+                        "(and dtype=) to make an array from nothing")
+    ndim_in = max((args[i].ndim for i in positions), default=0)
+    drop = _axis_list("map_blocks", "drop_axis", drop_axis, ndim_in)
+    kept = [ax for ax in range(ndim_in) if ax not in drop]
+    if new_axis is None and isinstance(chunks, (tuple, list)) and len(chunks) > len(kept):
+        new_axis = list(range(len(chunks) - len(kept)))  # dask's: new axes on the left
+    n_new = 1 if isinstance(new_axis, (int, np.integer)) else len(new_axis or ())
+    new = _axis_list("map_blocks", "new_axis", new_axis, len(kept) + n_new)
+    out_ndim = len(kept) + len(new)
+    source: list[int | None] = []  # the input axis of each output axis (None: new)
+    rest = iter(kept)
+    for o in range(out_ndim):
+        source.append(None if o in new else next(rest))
+    out_of = {ax: o for o, ax in enumerate(source) if ax is not None}
+
+    # align the arrays axis by axis (right-aligned): drop axes become one block; an array
+    # as long as the reference along an axis takes its blocks; others pair by position
+    aligned = list(args)
+    ref: dict[int, tuple[int, ...]] = {}
+    for ax in range(ndim_in):
+        having = [(i, ax - (ndim_in - args[i].ndim)) for i in positions
+                  if args[i].ndim > ndim_in - ax - 1]
+        if ax in drop:
+            for i, la in having:
+                a = aligned[i]
+                if a.numblocks[la] != 1:
+                    aligned[i] = a.rechunk(tuple(-1 if k == la else c
+                                                 for k, c in enumerate(a.chunks)))
+            continue
+        first = next(((i, la) for i, la in having if aligned[i].numblocks[la] > 1),
+                     having[0])
+        want = aligned[first[0]].chunks[first[1]]
+        ref[ax] = want
+        for i, la in having:
+            a = aligned[i]
+            c = a.chunks[la]
+            if c == want or (len(c) == 1 and a.shape[la] != sum(want)):
+                continue  # the same blocks, or one block passed with each (broadcast)
+            if a.shape[la] == sum(want):
+                aligned[i] = a.rechunk(tuple(want if k == la else cc
+                                             for k, cc in enumerate(a.chunks)))
+            elif len(c) != len(want):
+                shapes = ", ".join(str(args[j].shape) for j in positions)
+                grids = ", ".join(str(args[j].numblocks) for j in positions)
+                raise ValueError(
+                    f"map_blocks: arrays of shapes {shapes} have block grids {grids} that "
+                    f"do not pair along axis {ax} (counted from the last axis, as in "
+                    "broadcasting): blocks are paired by position, so an axis must have "
+                    "the same number of blocks in every array, or one block (broadcast)")
+    given = [None if ax is None else ref[ax] for ax in source]
+    grid = [None if ax is None else len(ref[ax]) for ax in source]
+    out_chunks = _output_chunks(chunks, grid, given, ndim_in)
+    out_grid = numblocks(out_chunks)
+    shape = tuple(sum(c) for c in out_chunks)
+
+    if dtype is None:
+        dtype = getattr(meta, "dtype", None)
     if dtype is None:
         try:
             dtype = result_dtype(func, aligned, kwargs)
         except Exception:
-            dtype = first.dtype
+            if not positions:
+                raise TypeError(f"map_blocks: give dtype= (the dtype of what {op} "
+                                "returns) when there is no array argument") from None
+            dtype = aligned[positions[0]].dtype
     dtype = np.dtype(dtype)
-    if chunks is None:
-        out_chunks = first.chunks
-    else:
-        from tilegraph.array.chunks import Chunks
 
-        if not isinstance(chunks, (tuple, list)):
-            raise TypeError(f"map_blocks: chunks must be a tuple of per-axis block sizes or "
-                            f"one block's shape, got {chunks!r}")
-        if any(isinstance(c, (int, np.integer)) for c in chunks):
-            # one block's shape, as dask takes it: every block of the output has it
-            if len(chunks) != first.ndim or not all(
-                    isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0
-                    for c in chunks):
-                raise ValueError(
-                    f"map_blocks: chunks {chunks!r} is neither one block's shape (one "
-                    f"non-negative int per axis of the {first.ndim}-d input) nor a tuple of "
-                    f"per-axis block sizes giving the block grid {first.numblocks}")
-            chunks = tuple((int(c),) * n for c, n in zip(chunks, first.numblocks,
-                                                         strict=True))
-        out_chunks: Chunks = tuple(tuple(int(s) for s in c) for c in chunks)
-        if numblocks(out_chunks) != first.numblocks:
-            raise ValueError(
-                f"map_blocks: chunks {out_chunks} give a block grid "
-                f"{numblocks(out_chunks)}, but the inputs have {first.numblocks}")
-    shape = tuple(sum(c) for c in out_chunks)
-    slot = {}
+    def index_map(a: Array) -> Callable | None:
+        lead = ndim_in - a.ndim
+        axes = tuple(None if (ax in drop or a.numblocks[la] == 1) else out_of[ax]
+                     for la, ax in enumerate(range(lead, ndim_in)))
+        if axes == tuple(range(out_ndim)):
+            return None
+
+        def index(coord: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(0 if o is None else coord[o] for o in axes)
+
+        return index, axes
+
+    slot: dict[str, int] = {}
     template = []
-    unique = {}
-    for a in aligned:
-        if isinstance(a, Array):
-            unique.setdefault(a.name, a)
-            template.append(Dep(slot.setdefault(a.name, len(slot))))
-        else:
+    unique: dict[str, Array] = {}
+    layouts = []
+    maps = []
+    for pos, a in enumerate(aligned):
+        if not isinstance(a, Array):
             template.append(a)
-    token = tokenize("map_blocks", func, *aligned, kwargs, dtype, out_chunks)
+            continue
+        found = index_map(a)
+        axes = tuple(range(out_ndim)) if found is None else found[1]
+        layouts.append((pos, a.shape, a.chunks, axes))
+        if a.name not in unique:
+            unique[a.name] = a
+            maps.append(None if found is None else found[0])
+        template.append(Dep(slot.setdefault(a.name, len(slot))))
+    call = func
+    if wants_id or wants_info:
+        call = BlockKeywords(func, wants_id, wants_info, layouts, out_chunks, dtype)
+    token_ = tokenize("map_blocks", func, *aligned, kwargs, dtype, out_chunks, drop, new)
     itemsize = dtype.itemsize
+    direct = all(type(t) is Dep for t in template) and len(unique) == len(template)
     blocks = _map_blocks(
-        f"{op}-{token}", func, [a.collection for a in unique.values()], first.numblocks,
-        args=tuple(template), kwargs=kwargs or None, kind="map", name=op,
+        f"{op}-{token_}", call, [a.collection for a in unique.values()], out_grid, maps,
+        args=None if direct else tuple(template), kwargs=kwargs or None,
+        coord_kwarg="block_id" if call is not func else None, kind="map", name=op,
         nbytes=lambda c: itemsize * math.prod(out_chunks[i][k] for i, k in enumerate(c)),
     )
     return Array(blocks, shape, out_chunks, dtype)

@@ -175,50 +175,13 @@ class TilegraphManager(ChunkManagerEntrypoint):
 
     def map_blocks(self, func: Callable, *args: Any, dtype: Any = None, chunks: Any = None,
                    drop_axis: Any = None, new_axis: Any = None, **kwargs: Any) -> Array:
-        """``func`` on each block (the tilegraph :func:`~tilegraph.map_blocks`), as
-        ``dask.array.map_blocks``: ``new_axis`` (axes of the result that the blocks do not
-        have; ``chunks`` gives their sizes) or ``drop_axis`` (axes of the blocks that
-        ``func`` removes: they are made one block first). dask's ``name``/``token``/
-        ``meta`` keywords are dropped."""
+        """``func`` on each block: :func:`tilegraph.map_blocks`, which takes
+        ``dask.array.map_blocks``'s arguments (``drop_axis``, ``new_axis``, ``meta``,
+        ``name``, ``token``, ``block_id``/``block_info``)."""
         from tilegraph.array.elementwise import map_blocks
 
-        for k in ("name", "token", "meta"):
-            kwargs.pop(k, None)
-        drop = _axes(drop_axis)
-        new = _axes(new_axis)
-        if not drop and not new:
-            return map_blocks(func, *args, dtype=dtype, chunks=chunks, **kwargs)
-        if drop and new:
-            raise ValueError("map_blocks: give drop_axis or new_axis, not both")
-        arrays = [a for a in args if isinstance(a, Array)]
-        if not arrays or any(a.ndim != arrays[0].ndim for a in arrays):
-            raise ValueError("map_blocks with drop_axis/new_axis needs array arguments of "
-                             "one number of dimensions")
-        ndim = arrays[0].ndim
-        slots = tuple(i for i, a in enumerate(args) if isinstance(a, Array))
-        if new:
-            out_ndim = ndim + len(new)
-            new = tuple(sorted(a % out_ndim for a in new))
-            index = tuple(None if i in new else slice(None) for i in range(out_ndim))
-            args = tuple(a[index] if isinstance(a, Array) else a for a in args)
-            base = args[slots[0]].chunks
-            out_chunks = tuple(_axis_chunks(chunks, i, out_ndim) if i in new else base[i]
-                               for i in range(out_ndim))
-            call = _Squeezed(func, new, slots)
-            return map_blocks(call, *args, dtype=dtype, chunks=out_chunks, **kwargs)
-        drop = tuple(sorted(a % ndim for a in drop))
-        args = tuple(a.rechunk(tuple(-1 if i in drop else c for i, c in enumerate(a.chunks)))
-                     if isinstance(a, Array) else a for a in args)
-        base = args[slots[0]].chunks
-        kept = [i for i in range(ndim) if i not in drop]
-        out_chunks = tuple((1,) if i in drop else (
-            _axis_chunks(chunks, kept.index(i), len(kept), base[i])) for i in range(ndim))
-        out = map_blocks(_Expanded(func, drop), *args, dtype=dtype, chunks=out_chunks,
-                         **kwargs)
-        shape = tuple(n for i, n in enumerate(out.shape) if i not in drop)
-        want = tuple(c for i, c in enumerate(out.chunks) if i not in drop)
-        out = out.reshape(shape)
-        return out if out.chunks == want else out.rechunk(want)
+        return map_blocks(func, *args, dtype=dtype, chunks=chunks, drop_axis=drop_axis,
+                          new_axis=new_axis, **kwargs)
 
     def apply_gufunc(self, func: Callable, signature: str, *args: Any, axes: Any = None,
                      axis: Any = None, keepdims: bool = False, output_dtypes: Any = None,
@@ -460,47 +423,6 @@ def _group_blocks(group_sizes: list[int], limit: float) -> tuple[int, ...]:
     if current:
         blocks.append(current)
     return tuple(blocks)
-
-
-def _axes(axis: Any) -> tuple[int, ...]:
-    if axis is None:
-        return ()
-    return (int(axis),) if isinstance(axis, (int, np.integer)) else tuple(int(a) for a in axis)
-
-
-def _axis_chunks(chunks: Any, axis: int, ndim: int, default: Any = None) -> tuple:
-    """Block sizes of ``axis`` (of ``ndim``) from dask's ``chunks=`` of map_blocks (block
-    sizes per axis, or one block shape), else ``default``."""
-    if chunks is None:
-        if default is None:
-            raise ValueError("map_blocks with new_axis needs chunks= (the new axes' sizes)")
-        return default
-    c = chunks[axis] if len(chunks) == ndim else None
-    if c is None:
-        raise ValueError(f"map_blocks: chunks {chunks} do not give axis {axis} of {ndim}")
-    return tuple(int(v) for v in c) if isinstance(c, (tuple, list)) else (int(c),)
-
-
-class _Squeezed:
-    """``func`` called with the array arguments' new (size 1) axes removed."""
-
-    def __init__(self, func: Callable, axes: tuple[int, ...], slots: tuple[int, ...]):
-        self.func, self.axes, self.slots = func, axes, slots
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args = tuple(np.squeeze(a, axis=self.axes) if i in self.slots else a
-                     for i, a in enumerate(args))
-        return self.func(*args, **kwargs)
-
-
-class _Expanded:
-    """``func`` whose result gets back the axes it removed, as size-1 axes."""
-
-    def __init__(self, func: Callable, axes: tuple[int, ...]):
-        self.func, self.axes = func, axes
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return np.expand_dims(np.asarray(self.func(*args, **kwargs)), self.axes)
 
 
 def _reduce_block(block: np.ndarray, func: Callable, axes: tuple[int, ...]) -> np.ndarray:
