@@ -319,3 +319,16 @@ def test_bad_input_is_refused_when_built():
         x.map_blocks(lambda b: b, chunks=(-1, 2))
     with pytest.raises(ValueError, match="block grid"):
         x.map_blocks(lambda b: b, chunks=((3,), (2, 2)))
+
+
+def test_map_overlap_passes_block_info_of_the_extended_blocks():
+    x = tg.from_numpy(np.arange(10.0), chunks=((4, 6),))
+    seen = {}
+
+    def func(block, block_info=None):
+        seen[block_info[None]["chunk-location"]] = block_info[0]["array-location"]
+        return block
+
+    got = x.map_overlap(func, depth=1, boundary="periodic").compute(backend="sync")
+    np.testing.assert_array_equal(got, np.arange(10.0))
+    assert seen == {(0,): [(0, 6)], (1,): [(6, 14)]}  # the blocks with their halos

@@ -487,7 +487,9 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
     its halo would exceed a quarter of the largest block along an axis (or the smallest
     block). To keep two steps apart, ask for the first one in the same ``compute`` as a
     result too, or give ``trim=False`` and call
-    :func:`trim_internal` yourself.
+    :func:`trim_internal` yourself. A ``func`` that names ``block_id`` or ``block_info``
+    gets them as from :func:`tilegraph.map_blocks`, describing the extended blocks (such
+    a step is not chained).
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.array([1.0, np.nan, np.nan, 4.0, np.nan]), chunks=2)
@@ -513,8 +515,11 @@ def map_overlap(func: Callable, *args: Any, depth: Any = None, boundary: Any = N
     depths = _depths(depth, first)
     bounds = _boundaries(boundary, first)
     chain_bounds = _chain_bounds(depths, bounds)
+    from tilegraph.array.elementwise import takes_keyword
+
+    per_block = takes_keyword(func, "block_id") or takes_keyword(func, "block_info")
     if trim and len(args) == 1 and not {"chunks", "drop_axis", "new_axis"} & kwargs.keys() \
-            and chain_bounds is not None:
+            and chain_bounds is not None and not per_block:
         from tilegraph.array.core import tokenize
         from tilegraph.array.elementwise import result_dtype
 
