@@ -3,7 +3,12 @@ slices of the array near its edges (or from constants, statistics of the edge re
 ramps), joined to the array's own blocks; nothing is gathered into one block.
 
 :func:`pad` follows ``numpy.pad``: every mode, axes padded one after the other (so corner
-regions hold what NumPy puts there), widths larger than the axis included.
+regions hold what NumPy puts there), widths larger than the axis included. A piece is cut
+in blocks no longer than the array's along the axis, or up to the automatic block size
+when the pad is wider; an edge, wrap, reflect or symmetric block reads only the blocks of
+the array its values come from (its positions are mapped by the mode's period, never
+listed when planning). A pad whose result would have more blocks than a plan may hold
+(``max_tasks``) is refused at once, from the widths and the block sizes alone.
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
@@ -16,6 +21,8 @@ array([4., 5., 0., 1., 2., 3.])
 from __future__ import annotations
 
 import builtins
+import itertools
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -70,84 +77,91 @@ def _pairs(name: str, value: Any, ndim: int, *, index: bool) -> list[tuple[Any, 
     return out
 
 
-def _axis_chunks(x: Array, axis: int, width: int) -> tuple[tuple[int, ...], ...]:
-    """Blocks of a piece ``width`` long along ``axis``, cut like ``x`` on the other axes and
-    no longer than ``x``'s largest block along ``axis``."""
-    step = builtins.max(1, builtins.max(x.chunks[axis], default=1))
-    along = tuple(builtins.min(step, width - s) for s in range(0, width, step)) or (0,)
-    return _at(x.chunks, axis, along)
+def _block_length(chunks: tuple, axis: int, itemsize: int) -> int:
+    """The largest block along ``axis`` of a pad piece of an array cut in ``chunks``: the
+    array's largest block there, or more, up to a block of about ``AUTO_BLOCK_BYTES`` with
+    the array's largest blocks on the other axes (a pad far wider than the blocks makes
+    few big blocks, not many small ones)."""
+    from tilegraph.array.chunks import AUTO_BLOCK_BYTES
+
+    step = builtins.max(1, builtins.max(chunks[axis], default=1))
+    other = math.prod(builtins.max(1, builtins.max(c, default=1))
+                      for a, c in enumerate(chunks) if a != axis)
+    return builtins.max(step, AUTO_BLOCK_BYTES // builtins.max(1, itemsize * other))
 
 
-def _take_runs(x: Array, axis: int, index: np.ndarray) -> Array:
-    """``take(x, index, axis)`` for an index made of runs that step by +1, -1 or 0: one
-    slice (a view of the blocks it touches) per run."""
-    lead = (slice(None),) * axis
-    parts = []
-    k = 0
-    while k < len(index):
-        start = int(index[k])
-        step = int(index[k + 1] - index[k]) if k + 1 < len(index) else 1
-        if step not in (-1, 0, 1):
-            step = 1
-        end = k + 1
-        while end < len(index) and index[end] - index[end - 1] == step:
-            end += 1
-        n = end - k
-        if step == 1:
-            parts.append(x[(*lead, slice(start, start + n))])
-        elif step == -1:
-            stop = start - n
-            parts.append(x[(*lead, slice(start, None if stop < 0 else stop, -1))])
-        else:
-            from tilegraph.array.scans import broadcast_to
-
-            one = x[(*lead, slice(start, start + 1))]
-            shape = _at(x.shape, axis, n)
-            parts.append(broadcast_to(one, shape))
-        k = end
-    if len(parts) == 1:
-        return parts[0]
-    from tilegraph.array.manipulation import concatenate
-
-    return concatenate(parts, axis=axis)
+def _piece_sizes(length: int, width: int) -> tuple[int, ...]:
+    q, r = divmod(width, length)
+    return (length,) * q + ((r,) if r else ()) or (0,)
 
 
-def _linear_piece(x: Array, axis: int, coeffs: np.ndarray) -> Array:
-    """Rows of ``coeffs @ x`` along ``axis`` (an odd reflection is linear in the values):
-    only the columns with a coefficient are read, as one block along ``axis``."""
-    from tilegraph.array.elementwise import map_blocks
+def _check_size(x: Array, widths: list[tuple[int, int]]) -> None:
+    """Refuse, before anything is planned, a pad whose result has more blocks than a plan
+    may hold (the ``max_tasks`` option): found from the widths and the block sizes alone,
+    so ``pad(x, 10**9)`` fails at once instead of listing 10**8 blocks."""
+    from tilegraph import config
 
-    cols = np.flatnonzero(coeffs.any(axis=0))
-    src = _take_runs(x, axis, cols)
-    src = src.rechunk(_at(src.chunks, axis, (len(cols),)))
-    sub = coeffs[:, cols]
-    dtype = x.dtype
-    work = dtype if dtype.kind in "fc" else np.dtype(np.int64)
+    limit = config.get("max_tasks")
+    chunks = list(x.chunks)
+    counts = [len(c) for c in chunks]
+    shape = list(x.shape)
+    for axis, (before, after) in enumerate(widths):
+        if not before and not after:
+            continue
+        length = _block_length(tuple(chunks), axis, x.dtype.itemsize)
+        counts[axis] += -(-before // length) + -(-after // length)
+        shape[axis] += before + after
+        widest = builtins.min(length, builtins.max(before, after))
+        chunks[axis] = (builtins.max(builtins.max(chunks[axis], default=0), widest),)
+    total = math.prod(counts)
+    if total > limit:
+        from tilegraph.pipeline import PlanTooLargeError
 
-    def rows(block: np.ndarray) -> np.ndarray:
-        moved = np.moveaxis(block.astype(work, copy=False), axis, 0)
-        out = np.tensordot(sub.astype(work), moved, axes=1)
-        return np.moveaxis(out, 0, axis).astype(dtype, copy=False)
-
-    rows.__name__ = "pad-reflect-odd"
-    chunks = _at(src.chunks, axis, (len(sub),))
-    return map_blocks(rows, src, dtype=dtype, chunks=chunks, name="pad-reflect-odd")
+        shown = [tuple(w) for w in widths]
+        raise PlanTooLargeError(
+            f"pad: pad_width {shown} makes an array of shape {tuple(shape)} in {total:,} "
+            f"blocks ({' x '.join(map(str, counts))}), more than max_tasks={limit:,} a plan "
+            "may hold; pad less, give the array larger blocks first (rechunk), or raise the "
+            "limit with tilegraph.config.set(max_tasks=...)")
 
 
 def _constant(x: Array, axis: int, width: int, value: Any) -> Array:
     from tilegraph.array.creation import full
 
-    chunks = _axis_chunks(x, axis, width)
+    sizes = _piece_sizes(_block_length(x.chunks, axis, x.dtype.itemsize), width)
+    chunks = _at(x.chunks, axis, sizes)
     fill = np.asarray(value).astype(x.dtype) if value is not None else x.dtype.type(0)
     return full(tuple(builtins.sum(c) for c in chunks), fill[()] if isinstance(
         fill, np.ndarray) else fill, dtype=x.dtype, chunks=chunks)
+
+
+def _repeat_piece(stat: Array, axis: int, width: int, length: int) -> Array:
+    """``stat`` (one element along ``axis``) repeated ``width`` times along it, in blocks
+    of at most ``length``."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.chunks import numblocks
+    from tilegraph.array.core import tokenize
+    from tilegraph.array.scans import _broadcast_block
+    from tilegraph.graph.taskgraph import Dep
+
+    sizes = _piece_sizes(length, width)
+    chunks = _at(stat.chunks, axis, sizes)
+    key = stat.collection.key
+
+    def task_of(c: tuple[int, ...]) -> tuple:
+        bshape = tuple(chunks[a][k] for a, k in enumerate(c))
+        return _broadcast_block, [key(_at(c, axis, 0))], (bshape, Dep(0))
+
+    blocks = apply_blocks(f"pad-repeat-{tokenize('pad-repeat', stat, axis, width)}",
+                          numblocks(chunks), [stat.collection], task_of, kind="getitem",
+                          name="pad-repeat")
+    return Array(blocks, tuple(builtins.sum(c) for c in chunks), chunks, stat.dtype)
 
 
 def _stat_pieces(x: Array, axis: int, widths: tuple[int, int], lengths: tuple, mode: str
                  ) -> list[Array | None]:
     import tilegraph.array.reductions as reductions
     import tilegraph.array.statistics as statistics
-    from tilegraph.array.scans import broadcast_to
 
     n = x.shape[axis]
     func: Callable = {"maximum": reductions.max, "minimum": reductions.min,
@@ -166,52 +180,173 @@ def _stat_pieces(x: Array, axis: int, widths: tuple[int, int], lengths: tuple, m
         if x.dtype.kind in "iub" and stat.dtype.kind == "f":
             stat = stat.round()  # NumPy rounds a mean or median into an integer array
         stat = stat.astype(x.dtype)
-        shape = _at(x.shape, axis, width)
-        out.append(broadcast_to(stat, shape))
+        if stat.chunks != _at(x.chunks, axis, (1,)):  # (a median cuts the others finer)
+            stat = stat.rechunk(_at(x.chunks, axis, (1,)))
+        out.append(_repeat_piece(stat, axis, width,
+                                 _block_length(x.chunks, axis, x.dtype.itemsize)))
     return out
 
 
+def _linspace_part(start: Any, stop: np.ndarray, num: int, first: int, last: int,
+                   dtype: np.dtype, axis: int) -> np.ndarray:
+    """Items ``first:last`` of ``numpy.linspace(start, stop, num, endpoint=False,
+    dtype=dtype, axis=axis)``, computed as NumPy computes them."""
+    dt = np.result_type(stop.dtype, start, 1.0)
+    delta = np.subtract(stop, start, dtype=dt)
+    y = np.arange(first, last, dtype=dt).reshape(-1, *((1,) * delta.ndim))
+    step = delta / num
+    y = (y / num) * delta if np.any(step == 0) else y * step
+    y = y + start
+    y = np.moveaxis(y, 0, axis)
+    if dtype.kind in "iu":
+        y = np.floor(y)
+    return y.astype(dtype, copy=False)
+
+
+def _ramp_block(width: int, end_value: Any, right: bool, axis: int, first: int, last: int,
+                dtype: np.dtype, edge: np.ndarray) -> np.ndarray:
+    stop = edge.squeeze(axis)
+    if not right:
+        return _linspace_part(end_value, stop, width, first, last, dtype, axis)
+    part = _linspace_part(end_value, stop, width, width - last, width - first, dtype, axis)
+    return np.flip(part, axis)
+
+
 def _ramp_pieces(x: Array, axis: int, widths: tuple[int, int], ends: tuple) -> list:
-    from tilegraph.array.elementwise import map_blocks
+    """NumPy's linear ramps from the edge values to the end values, block by block along
+    the pad (each block computes its own part of the ramp from the edge slab)."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.chunks import numblocks
+    from tilegraph.array.core import tokenize
+    from tilegraph.graph.taskgraph import Dep
 
     n = x.shape[axis]
     lead = (slice(None),) * axis
-    dtype = x.dtype
     out = []
     for side, (width, end) in enumerate(zip(widths, ends, strict=True)):
         if not width:
             out.append(None)
             continue
         edge = x[(*lead, slice(0, 1))] if side == 0 else x[(*lead, slice(n - 1, n))]
-        edge = edge.rechunk(_axis_chunks(edge, axis, 1))
+        edge = edge.rechunk(_at(edge.chunks, axis, (1,)))
         end_value = 0 if end is None else end
+        sizes = _piece_sizes(_block_length(x.chunks, axis, x.dtype.itemsize), width)
+        starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        chunks = _at(edge.chunks, axis, sizes)
+        key = edge.collection.key
 
-        def ramp(block: np.ndarray, width: int = width, end_value: Any = end_value,
-                 reverse: bool = side == 1) -> np.ndarray:
-            r = np.linspace(end_value, block.squeeze(axis), num=width, endpoint=False,
-                            dtype=dtype, axis=axis)
-            return np.flip(r, axis) if reverse else r
+        def task_of(c: tuple[int, ...], width: int = width, end_value: Any = end_value,
+                    right: bool = side == 1, starts: list = starts, key: Any = key) -> tuple:
+            j = c[axis]
+            return _ramp_block, [key(_at(c, axis, 0))], (
+                width, end_value, right, axis, starts[j], starts[j + 1], x.dtype, Dep(0))
 
-        ramp.__name__ = "pad-linear-ramp"
-        chunks = _at(edge.chunks, axis, (width,))
-        out.append(map_blocks(ramp, edge, dtype=dtype, chunks=chunks, name="pad-linear-ramp"))
+        token = tokenize("pad-linear-ramp", edge, axis, width, end_value, side)
+        blocks = apply_blocks(f"pad-linear-ramp-{token}", numblocks(chunks),
+                              [edge.collection], task_of, kind="map", name="pad-linear-ramp")
+        out.append(Array(blocks, tuple(builtins.sum(c) for c in chunks), chunks, x.dtype))
     return out
 
 
+def _periodic(mode: str, n: int, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For positions ``p`` of the padded axis (0 is the array's first element): the source
+    element of each (``mode`` edge, wrap, reflect or symmetric, as ``numpy.pad`` repeats
+    them at any width), whether it is a mirror image, and how many whole periods away it
+    is (an odd reflection adds that many times twice the end-to-end difference)."""
+    zeros = np.zeros(p.shape, dtype=np.int64)
+    if mode == "edge":
+        return np.clip(p, 0, n - 1), zeros.astype(bool), zeros
+    if mode == "wrap":
+        return p % n, zeros.astype(bool), zeros
+    period = 2 * (n - 1) if mode == "reflect" else 2 * n
+    if period == 0:
+        return zeros, zeros.astype(bool), zeros
+    k = p // period
+    r = p - k * period
+    mirror = r >= n
+    return np.where(mirror, (period - r) if mode == "reflect" else (period - 1 - r), r), \
+        mirror, k
+
+
+def _index_block(mode: str, odd: bool, n: int, axis: int, first: int, last: int, start: int,
+                 nspan: int, *blocks: np.ndarray) -> np.ndarray:
+    """One block of an edge/wrap/reflect/symmetric pad: positions ``first:last`` of the
+    padded axis, from the blocks of the array covering their sources (starting at element
+    ``start``), and with ``odd`` the blocks holding the first and the last element."""
+    span = blocks[0] if nspan == 1 else np.concatenate(blocks[:nspan], axis=axis)
+    idx, mirror, k = _periodic(mode, n, np.arange(first, last))
+    out = np.take(span, idx - start, axis=axis)
+    if not odd:
+        return out
+    head = np.take(blocks[nspan], [0], axis=axis)
+    tail = np.take(blocks[nspan + 1], [-1], axis=axis)
+    along = _at((1,) * out.ndim, axis, -1)
+    dtype = out.dtype
+    with np.errstate(over="ignore"):
+        out = np.where(mirror.reshape(along), 2 * tail - out, out).astype(dtype, copy=False)
+        return (out + k.astype(dtype).reshape(along) * (2 * (tail - head))).astype(
+            dtype, copy=False)
+
+
+def _index_piece(x: Array, axis: int, first: int, width: int, mode: str, odd: bool
+                 ) -> Array:
+    """Positions ``first .. first + width`` of the padded axis (0 being ``x``'s first
+    element) in ``mode``: each block's task reads only the blocks of ``x`` that hold its
+    sources (with ``odd`` also the first and the last block along the axis), at any
+    width, without listing the positions when planning."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.chunks import numblocks, offsets
+    from tilegraph.array.core import tokenize
+    from tilegraph.graph.taskgraph import Dep
+
+    n = x.shape[axis]
+    sizes = _piece_sizes(_block_length(x.chunks, axis, x.dtype.itemsize), width)
+    starts = [first, *(first + int(v) for v in np.cumsum(sizes))]
+    offs = np.asarray(offsets(x.chunks[axis]))
+    period = {"edge": 1, "wrap": n, "reflect": 2 * (n - 1), "symmetric": 2 * n}[mode]
+    spans = []
+    for a, b in itertools.pairwise(starts):
+        if mode == "edge" or period == 0:  # one element (reflect of a single one too)
+            lo = hi = builtins.min(builtins.max(a, 0), n - 1) if mode == "edge" else 0
+            hi = builtins.min(builtins.max(b - 1, 0), n - 1) if mode == "edge" else 0
+        elif b - a >= period:
+            lo, hi = 0, n - 1
+        else:
+            idx = _periodic(mode, n, np.arange(a, b))[0] if b > a else np.zeros(1, np.int64)
+            lo, hi = int(idx.min()), int(idx.max())
+        k0 = int(np.searchsorted(offs, lo, side="right")) - 1
+        k1 = int(np.searchsorted(offs, hi, side="right")) - 1
+        spans.append((k0, k1, int(offs[k0])))
+    last_block = len(x.chunks[axis]) - 1
+    chunks = _at(x.chunks, axis, sizes)
+    key = x.collection.key
+
+    def task_of(c: tuple[int, ...]) -> tuple:
+        j = c[axis]
+        k0, k1, start = spans[j]
+        deps = [key(_at(c, axis, k)) for k in range(k0, k1 + 1)]
+        if odd:
+            deps += [key(_at(c, axis, 0)), key(_at(c, axis, last_block))]
+        unique = list(dict.fromkeys(deps))
+        args = (mode, odd, n, axis, starts[j], starts[j + 1], start, k1 - k0 + 1,
+                *(Dep(unique.index(d)) for d in deps))
+        return _index_block, unique, args
+
+    token = tokenize("pad-index", x, axis, first, width, mode, odd)
+    blocks = apply_blocks(f"pad-{mode}-{token}", numblocks(chunks), [x.collection], task_of,
+                          kind="getitem", name=f"pad-{mode}")
+    return Array(blocks, tuple(builtins.sum(c) for c in chunks), chunks, x.dtype)
+
+
 def _index_pieces(x: Array, axis: int, widths: tuple[int, int], mode: str, reflect_type: str
-                 ) -> list:
+                  ) -> list:
     """Left and right pieces of the modes that copy (or, for an odd reflection, combine)
-    elements of the axis: found by padding the positions ``0..n-1`` with NumPy itself."""
+    elements of the axis."""
     n = x.shape[axis]
     before, after = widths
-    if reflect_type == "odd" and mode in ("reflect", "symmetric"):
-        eye = np.eye(n, dtype=np.int64)
-        coeffs = np.pad(eye, ((before, after), (0, 0)), mode=mode, reflect_type="odd")
-        return [_linear_piece(x, axis, coeffs[:before]) if before else None,
-                _linear_piece(x, axis, coeffs[before + n:]) if after else None]
-    index = np.pad(np.arange(n), (before, after), mode=mode)
-    return [_take_runs(x, axis, index[:before]) if before else None,
-            _take_runs(x, axis, index[before + n:]) if after else None]
+    odd = reflect_type == "odd" and mode in ("reflect", "symmetric")
+    return [_index_piece(x, axis, -before, before, mode, odd) if before else None,
+            _index_piece(x, axis, n, after, mode, odd) if after else None]
 
 
 def _with_function(x: Array, widths: list[tuple[int, int]], function: Callable,
@@ -258,6 +393,7 @@ def pad(array: Any, pad_width: Any, mode: str | Callable = "constant", **kwargs:
     x = asarray(array)
     widths = _pairs("pad_width", pad_width, x.ndim, index=True)
     if callable(mode):
+        _check_size(x, widths)
         return _with_function(x, widths, mode, kwargs)
     if not isinstance(mode, str) or mode not in _MODE_KWARGS:
         raise ValueError(f"pad: mode {mode!r} is not supported; choose one of "
@@ -269,6 +405,9 @@ def pad(array: Any, pad_width: Any, mode: str | Callable = "constant", **kwargs:
     reflect_type = kwargs.get("reflect_type", "even")
     if reflect_type not in ("even", "odd"):
         raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    if reflect_type == "odd" and mode in ("reflect", "symmetric") and x.dtype == bool:
+        raise TypeError("pad: reflect_type='odd' of a boolean array is not supported (NumPy "
+                        "casts to bool after each reflection); pad x.astype(int) instead")
     for name in ("constant_values", "end_values", "stat_length"):
         if _holds_array(kwargs.get(name)):
             raise TypeError(f"pad: {name} must be numbers, not arrays")
@@ -281,6 +420,7 @@ def pad(array: Any, pad_width: Any, mode: str | Callable = "constant", **kwargs:
             if v is not None and (not isinstance(v, (int, np.integer)) or v < 0):
                 raise ValueError(f"pad: stat_length must be non-negative integers or None, "
                                  f"got {kwargs.get('stat_length')!r}")
+    _check_size(x, widths)
     from tilegraph.array.manipulation import concatenate
 
     out = x

@@ -298,7 +298,7 @@ def _broadcast_block(shape: tuple[int, ...], block: np.ndarray) -> np.ndarray:
 
 def broadcast_to(x: Any, shape: Any) -> Array:
     """``numpy.broadcast_to``: ``x`` repeated along new or length-1 axes (read-only views
-    per block)."""
+    per block; a new or stretched axis in blocks of about the automatic size)."""
     from tilegraph.array.creation import _shape
     from tilegraph.array.elementwise import _index_map, align
 
@@ -314,8 +314,13 @@ def broadcast_to(x: Any, shape: Any) -> Array:
         return x
     from tilegraph.array.creation import full
 
-    like = tuple(builtins_max(1, c) for c in x.chunksize) if len(shape) == x.ndim else "auto"
-    _, chunks, (x, _) = align("broadcast_to", [x, full(shape, False, chunks=like)])
+    # the axes x already has keep its blocks; a new or stretched axis gets blocks of about
+    # the automatic size (not blocks of one element: (1, 5) -> (10**7, 5) is a few blocks)
+    lead = len(shape) - x.ndim
+    like = tuple("auto" if a < lead or x.shape[a - lead] != n else
+                 builtins_max(1, x.chunksize[a - lead]) for a, n in enumerate(shape))
+    blank = full(shape, np.zeros((), x.dtype)[()], dtype=x.dtype, chunks=like)
+    _, chunks, (x, _) = align("broadcast_to", [x, blank])
     imap = _index_map(x, shape)
     key = x.collection.key
     token = tokenize("broadcast_to", x, shape, chunks)
