@@ -332,3 +332,16 @@ def test_map_overlap_passes_block_info_of_the_extended_blocks():
     got = x.map_overlap(func, depth=1, boundary="periodic").compute(backend="sync")
     np.testing.assert_array_equal(got, np.arange(10.0))
     assert seen == {(0,): [(0, 6)], (1,): [(6, 14)]}  # the blocks with their halos
+
+
+def test_an_array_with_block_keywords_pickles_with_its_plan():
+    import cloudpickle
+
+    x = tg.from_numpy(np.zeros(7), chunks=((3, 4),))
+
+    def func(block, block_info=None):
+        (start, stop), = block_info[None]["array-location"]
+        return block + np.arange(start, stop)
+
+    again = cloudpickle.loads(cloudpickle.dumps(x.map_blocks(func)))
+    np.testing.assert_array_equal(again.compute(), np.arange(7.0))
