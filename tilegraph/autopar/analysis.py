@@ -63,6 +63,7 @@ from tilegraph.autopar.effects import (
     PROCESS_BOUND,
     STATE_CALLS,
     Effect,
+    process_bound,
 )
 from tilegraph.autopar.loopsplit import (
     ForLoop,
@@ -156,7 +157,7 @@ class ScriptGraph:
         worker."""
         for t in self.tasks:
             for reason in (t.barrier or "").split("; "):
-                if reason in PROCESS_BOUND:
+                if process_bound(reason):
                     return f"{t.label}: {reason}"
             kinds = {e.kind for e in t.effects}
             if "state" in kinds and not t.replicated:
@@ -289,6 +290,8 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
         s.barriers += [b for b in extra.barriers if b not in s.barriers]
         ctx.file_vars_all |= s.file_vars
         raw.append((st, s))
+        for c in sorted(s.mutates & ctx.user_callables):   # f.calls = 0, a.items.append(1)
+            ctx.stateful.setdefault(c, f"{c} is changed at line {st.lineno}")
     # a name defined at top level, or a module, is a global; anything else read is a builtin
     defined = set(ctx.user_names) | set(ctx.modules)
     for _, s in raw:
@@ -296,23 +299,18 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
     # aliases: names that may share an object, and which of them are mutated
     names = sorted(defined)
     ids = {n: i for i, n in enumerate(names)}
-    alias = _UnionFind(len(names))
-    for _, s in raw:
-        for targets, sources in s.aliases:
-            for t in targets:
-                for src in sources:
-                    if src in ctx.immutables or t in ctx.immutables:
-                        continue   # a number or a string is never changed in place
-                    if t in ids and src in ids and t != src:
-                        alias.union(ids[t], ids[src])
-    members: dict[int, set[str]] = defaultdict(set)
-    for n in names:
-        members[alias.find(ids[n])].add(n)
-    mutated_classes: set[int] = set()
-    for _, s in raw:
-        for m in s.mutates:
-            if m in ids:
-                mutated_classes.add(alias.find(ids[m]))
+    alias, members, mutated_classes = _alias_classes(raw, ctx, names, ids)
+    # a function or class holding from its definition an object that a statement changes
+    # (def f(x, d=CONFIG), then CONFIG["k"] = 5) keeps that state: it shares it
+    held = {c: sorted(h for h in ctx.held_by.get(c, ()) if h in ids and
+                      alias.find(ids[h]) in mutated_classes)
+            for c in sorted(ctx.held_by) if c not in ctx.stateful}
+    held = {c: h for c, h in held.items() if h}
+    if held:
+        for c, h in held.items():
+            ctx.stateful[c] = (f"{c} holds the object of {h[0]} from its definition on, "
+                               "which a statement changes")
+        alias, members, mutated_classes = _alias_classes(raw, ctx, names, ids)
     # mutation through an alias mutates every member; del through an alias is a barrier
     for _, s in raw:
         for m in list(s.mutates):
@@ -337,7 +335,8 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
         defines = (s.writes | s.mutates) & defined
         tasks_info.append((st, s, uses, defines))
     edges = _edges(tasks_info)
-    groups, reasons = _groups(tasks_info, ctx, members, alias, ids, mutated_classes)
+    groups, reasons = _groups(tasks_info, ctx, members, alias, ids, mutated_classes,
+                              ctx.stateful)
     tasks = []
     for i, (st, s, uses, defines) in enumerate(tasks_info):
         end = st.end_lineno or st.lineno
@@ -358,6 +357,40 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
     tasks = [replace(t, sliced=sliced_items(st, s, ctx)) if t.loop == "split" else t
              for t, (st, s) in zip(tasks, raw, strict=True)]
     return ScriptGraph(path, source, tasks, edges, reasons)
+
+
+def _alias_classes(raw, ctx, names: list[str], ids: dict[str, int]):
+    """``(union-find, members of each class, the classes a statement mutates)`` of the
+    names that may share an object: what a statement binds and the values it is bound
+    from (numbers and strings never change; a function or class of the script counts only
+    if it keeps state: ``ctx.stateful``), and a function or class that keeps state with
+    the objects it holds from its definition (``ctx.held_by``)."""
+    alias = _UnionFind(len(names))
+    for _, s in raw:
+        for targets, sources in s.aliases:
+            for t in targets:
+                for src in sources:
+                    if src in ctx.immutables or t in ctx.immutables:
+                        continue   # a number or a string is never changed in place
+                    if (src in ctx.user_callables and src not in ctx.stateful) or \
+                            (t in ctx.user_callables and t not in ctx.stateful):
+                        continue   # a function or class that keeps no state
+                    if t in ids and src in ids and t != src:
+                        alias.union(ids[t], ids[src])
+    for c, held in ctx.held_by.items():
+        if c in ctx.stateful and c in ids:
+            for h in held:
+                if h in ids and h not in ctx.immutables:
+                    alias.union(ids[c], ids[h])
+    members: dict[int, set[str]] = defaultdict(set)
+    for n in names:
+        members[alias.find(ids[n])].add(n)
+    mutated_classes: set[int] = set()
+    for _, s in raw:
+        for m in s.mutates:
+            if m in ids:
+                mutated_classes.add(alias.find(ids[m]))
+    return alias, members, mutated_classes
 
 
 def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Edge]:
@@ -492,8 +525,14 @@ class _FileOrder:
                 self.since.append((i, path, mode))
 
 
-def _groups(info, ctx, members, alias, ids, mutated_classes):
-    """Tasks that must run on one worker: union-find over tasks."""
+def _groups(info, ctx, members, alias, ids, mutated_classes, stateful):
+    """Tasks that must run on one worker: union-find over tasks. Besides shared effects
+    (the random state, the current figure) and mutated aliases, a value that cannot be
+    pickled and a function or class of the script that keeps state between statements
+    (``stateful``: a mutable default argument, attributes set on it, a class attribute
+    changed through its objects, a decorator's closure) pin every statement that uses
+    them, or names that may hold them, to one worker: a function or class is defined by
+    reference on each process, so its state cannot move."""
     n = len(info)
     uf = _UnionFind(n)
     reasons: dict[int, str] = {}
@@ -507,7 +546,7 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
         else:
             first_of[key] = i
 
-    pinned_names: set[str] = set()
+    pinned_names: set[str] = set(stateful)
     for _, s, _, _ in info:
         pinned_names |= s.unpicklable
     pinned_classes = {alias.find(ids[v]) for v in pinned_names if v in ids}
@@ -515,7 +554,11 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
 
     def reason_of(key: str, c: int) -> str:
         if key not in class_reason:
-            if key.startswith("pin:"):
+            keeping = sorted(members[c] & set(stateful))
+            if key.startswith("pin:") and keeping:
+                class_reason[key] = "state kept between statements: " + "; ".join(
+                    stateful[k] for k in keeping)
+            elif key.startswith("pin:"):
                 class_reason[key] = "values that cannot be pickled: " + ", ".join(
                     sorted(members[c] & pinned_names))
             else:
@@ -530,6 +573,9 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
             join(i, "random", "the global random generator state")
         if "figure" in kinds:
             join(i, "figure", "matplotlib's current figure")
+        if "stdin" in kinds:
+            join(i, "stdin", "the standard input, read in program order by one process (the "
+                             "script runs serially when it is a terminal)")
         for v in sorted(uses | defines):
             if v not in ids:
                 continue
@@ -564,7 +610,8 @@ def _groups(info, ctx, members, alias, ids, mutated_classes):
             groups[i] = root
             reasons.setdefault(root, flagged[root] if root in flagged else flagged[i])
     for i in flagged:  # a lone task holding an unpicklable value still stays where it is
-        if groups[i] is None and flagged[i].startswith("values that cannot"):
+        if groups[i] is None and flagged[i].startswith(("values that cannot",
+                                                         "state kept between")):
             groups[i] = i
             reasons[i] = flagged[i]
     return groups, reasons

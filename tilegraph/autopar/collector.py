@@ -10,9 +10,22 @@ import ast
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tilegraph.autopar.astnames import (
+    _bare_names,
+    _comprehension_locals,
+    _function_nodes,
+    _held_roots,
+    _is_immutable_literal,
+    _local_names,
+    _names_in_target,
+    _returns_iterator,
+    _root_name,
+    _stored_parts,
+    _strip,
+    _top_bindings,
+)
 from tilegraph.autopar.effects import (
     _BARRIER_BUILTINS,
     _BARRIER_CALLS,
@@ -20,15 +33,32 @@ from tilegraph.autopar.effects import (
     _FILE_CALLS,
     _FILE_METHODS,
     _FRESH_BUILTINS,
+    _HOOK_CALLS,
     _INPLACE_ARG,
     _ITERATOR_CALLS,
     _KNOWN_MUTATORS,
     _LOGGER_SETTERS,
+    _MODULE_READERS,
     _RANDOM_PURE,
+    _STDIN_CALLS,
+    _STDIN_PATHS,
     _UNPICKLABLE_CALLS,
+    FROM_SYS_MODULES,
     PURE_METHODS,
     STATE_CALLS,
+    SYS_HOOKS,
     Effect,
+    replaced_builtin,
+    replaced_hook,
+)
+from tilegraph.autopar.held import (
+    _closure_state,
+    _default_state,
+    _functions_returning_callables,
+    _immutable_value,
+    _is_submodule,
+    _local_aliases,
+    _mutable_class_attributes,
 )
 
 
@@ -48,6 +78,8 @@ class _Summary:
     file_vars: set[str] = field(default_factory=set)
     mutated_params: bool = False
     mutated_param_names: set[str] = field(default_factory=set)
+    stored_param_names: set[str] = field(default_factory=set)   # attributes/items stored
+    called_param_names: set[str] = field(default_factory=set)   # called as functions
     calls_mutating: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def merge(self, other: _Summary) -> None:
@@ -58,76 +90,24 @@ class _Summary:
         self.barriers += [b for b in other.barriers if b not in self.barriers]
 
 
-def _names_in_target(t: ast.AST) -> tuple[list[str], list[str]]:
-    """(names bound, names mutated) by an assignment target."""
-    bound: list[str] = []
-    mutated: list[str] = []
-    if isinstance(t, ast.Name):
-        bound.append(t.id)
-    elif isinstance(t, (ast.Tuple, ast.List)):
-        for e in t.elts:
-            b, m = _names_in_target(e)
-            bound += b
-            mutated += m
-    elif isinstance(t, ast.Starred):
-        return _names_in_target(t.value)
-    elif isinstance(t, (ast.Subscript, ast.Attribute)):
-        root = _root_name(t)
-        if root is not None:
-            mutated.append(root)
-    return bound, mutated
-
-
-def _root_name(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _local_names(fn: ast.AST) -> tuple[set[str], set[str]]:
-    """(local names, names declared global) of a function or lambda body."""
-    args = fn.args
-    params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-    if args.vararg:
-        params.add(args.vararg.arg)
-    if args.kwarg:
-        params.add(args.kwarg.arg)
-    if isinstance(fn, ast.Lambda):
-        return params, set()
-    declared: set[str] = set()
-    local = set(params)
-    stack = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            declared.update(node.names)
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            local.add(node.name)
-            stack += [*node.decorator_list]
-            continue
-        if isinstance(node, ast.Lambda):
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            local.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for a in node.names:
-                local.add((a.asname or a.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            local.add(node.name)
-        stack.extend(ast.iter_child_nodes(node))
-    return local - declared, declared
-
-
 class _Collector(ast.NodeVisitor):
     """Collects a :class:`_Summary` of one top-level statement or one function body."""
 
     def __init__(self, ctx: _Context, local: set[str] | None = None,
-                 params: set[str] | None = None):
+                 params: set[str] | None = None, *,
+                 local_aliases: dict[str, set[str]] | None = None,
+                 owner_class: str | None = None, cls_param: str | None = None):
         self.ctx = ctx
         self.s = _Summary()
         self.scopes: list[set[str]] = [local] if local is not None else []
         self.params = params or set()
+        # local names that may hold (an object inside) a parameter's or a global's object
+        # (``xs = acc``, ``for row in acc``); and so may a comprehension's variables
+        self.local_aliases = local_aliases or {}
+        self.comp_roots: dict[str, set[str]] = {}
+        self._changing: set[str] = set()
+        self.owner_class = owner_class   # the class whose method this body is
+        self.cls_param = cls_param       # a classmethod's first parameter (the class)
         self.class_depth = 0
 
     # names ----------------------------------------------------------------------------------
@@ -143,6 +123,17 @@ class _Collector(ast.NodeVisitor):
             self.s.mutates.add(name)   # using an iterator may advance it
         if name in self.ctx.user_callables:
             self.s.refs.add(name)
+        # a variable that may hold the script's functions: using it may call them
+        self.s.refs |= self.ctx.callable_vars.get(name, set())
+        if name in self.ctx.stdin_vars:
+            self.effect("stdin", "stdin", "w")
+        if self.ctx.modules.get(name) == "__main__":
+            self.barrier("the __main__ module exposes every variable")
+
+    def params_of(self, name: str) -> set[str]:
+        """The parameters whose object the local ``name`` may hold."""
+        out = {name} if name in self.params else set()
+        return out | (self.local_aliases.get(name, set()) & self.params)
 
     def bind(self, name: str) -> None:
         if self.scopes:
@@ -155,9 +146,20 @@ class _Collector(ast.NodeVisitor):
 
     def mutate(self, name: str) -> None:
         if self.is_local(name):
-            if name in self.params:
+            held = self.params_of(name)
+            if held:
                 self.s.mutated_params = True
-                self.s.mutated_param_names.add(name)
+                self.s.mutated_param_names |= held
+            # what a comprehension's variable or a local alias may hold is changed too
+            outer = (self.comp_roots.get(name, set()) |
+                     self.local_aliases.get(name, set())) - self.params - {name}
+            if outer and name not in self._changing:
+                self._changing.add(name)
+                try:
+                    for v in sorted(outer):
+                        self.mutate(v)
+                finally:
+                    self._changing.discard(name)
             return
         if name in self.ctx.modules:
             return
@@ -176,6 +178,125 @@ class _Collector(ast.NodeVisitor):
         if reason not in self.s.barriers:
             self.s.barriers.append(reason)
 
+    def is_builtin(self, node: ast.AST, *names: str) -> bool:
+        """Whether ``node`` names one of the builtins ``names`` (not rebound by the script)."""
+        return isinstance(node, ast.Name) and node.id in names and \
+            not self.is_local(node.id) and node.id not in self.ctx.user_names
+
+    def _chain(self, node: ast.AST) -> tuple[ast.AST, list[str | None], bool, bool]:
+        """``(root, steps, namespace, of_class)`` of an object expression: the expression at
+        its bottom (a name, or a call the chain cannot see through), the attribute names
+        (``None`` for an item) from the root outwards, whether it goes through a namespace
+        (``vars(x)``, ``x.__dict__``: an item of it is an attribute of ``x``), and whether
+        through the class of an object (``type(x)``, ``x.__class__``)."""
+        steps: list[str | None] = []
+        namespace = of_class = False
+        while True:
+            if isinstance(node, ast.Attribute):
+                if node.attr == "__dict__":
+                    namespace = True
+                elif node.attr == "__class__":
+                    of_class = True
+                else:
+                    steps.append(node.attr)
+                node = node.value
+            elif isinstance(node, ast.Subscript):
+                key = node.slice
+                steps.append(key.value if isinstance(key, ast.Constant) and
+                             isinstance(key.value, str) else None)
+                node = node.value
+            elif isinstance(node, ast.Call) and node.args and \
+                    self.is_builtin(node.func, "vars", "getattr", "type"):
+                name = node.func.id   # type: ignore[attr-defined]
+                if name == "vars":
+                    namespace = True
+                elif name == "type":
+                    of_class = True
+                else:
+                    key = node.args[1] if len(node.args) > 1 else None
+                    steps.append(key.value if isinstance(key, ast.Constant) and
+                                 isinstance(key.value, str) else None)
+                node = node.args[0]
+            else:
+                return node, steps[::-1], namespace, of_class
+
+    def change(self, obj: ast.AST, attr: str | None = None, *, item: bool = False,
+               store: bool = True) -> None:
+        """The object ``obj`` (an expression) is changed: its attribute ``attr`` (or item
+        ``attr`` when ``item``; ``None``: unknown or any) is set or deleted (``store``), or
+        a method or function changes it in place (not ``store``).
+
+        What it changes decides the rest: a variable is mutated; a module's attribute is
+        process state (a fence run on every worker); a builtin or a hook of ``sys``
+        replaced, and a module taken from ``sys.modules``, keep the script in one process;
+        the script's own functions and classes keep the state (their statements stay on
+        one worker: :func:`tilegraph.autopar.analysis.analyze`); a class attribute that
+        holds a mutable value is changed through any object whose attribute of that name
+        is changed."""
+        if any(self.ctx.qualname(n) == "sys.modules" for n in ast.walk(obj)):
+            self.barrier(FROM_SYS_MODULES)
+            return
+        root, steps, namespace, of_class = self._chain(obj)
+        if namespace and steps == [] and item:   # vars(m)["x"], m.__dict__["x"]
+            item = False
+        first = steps[0] if steps else (attr if not item else None)
+        if steps and steps[0] in self.ctx.class_state:   # obj.items.append(...)
+            for c in sorted(self.ctx.class_state[steps[0]]):
+                self.mutate(c)
+        if of_class:   # type(self).n += 1, self.__class__.n = 0
+            classes = [self.owner_class] if self.owner_class else sorted(self.ctx.classes)
+            for c in classes:
+                self.mutate(c)
+        if not isinstance(root, ast.Name):
+            if isinstance(root, ast.Call) and isinstance(root.func, ast.Name) and \
+                    root.func.id in self.ctx.user_callables and \
+                    not self.is_local(root.func.id):
+                # what a function of the script returns may be an object it reads; an
+                # object a class makes is new
+                if root.func.id not in self.ctx.classes:
+                    for v in sorted(self._alias_sources(root) - self.ctx.user_callables):
+                        self.mutate(v)
+                return
+            r = _root_name(root)
+            if r is not None:
+                self.mutate(r)
+            return
+        name = root.id
+        if self.is_local(name):
+            if name == self.cls_param and self.owner_class:   # cls.n += 1
+                self.mutate(self.owner_class)
+            if store or namespace:
+                self.s.stored_param_names |= self.params_of(name)
+            self.mutate(name)
+            return
+        if name == "__builtins__" and name not in self.ctx.user_names:
+            self.barrier(replaced_builtin(first))
+            return
+        q = self.ctx.modules.get(name)
+        if q is not None:
+            if not store and not namespace and not steps:
+                return   # np.sum(...) through a name of np: its functions change nothing
+            full = ".".join([q, *[x for x in steps if x]])
+            if q == "builtins":
+                self.barrier(replaced_builtin(first))
+            elif q == "sys" and first in SYS_HOOKS:
+                self.barrier(replaced_hook(f"sys.{first}"))
+            elif q == "__main__":
+                self.barrier("changes the script's variables through the __main__ module")
+            elif full == "sys.path" or full.startswith(("sys.path.", "os.environ")):
+                return   # the import and env effects of their own
+            elif first is not None:
+                shown = ".".join([name, *[x for x in steps if x]])
+                if not steps and not item:
+                    shown = f"{name}.{first}"
+                self.state(f"the module attribute {shown}")
+            else:
+                self.state(f"the attributes of module {name}")
+            return
+        if name in self.ctx.module_vars:
+            self.state(f"the attributes of the module {name} holds")
+        self.mutate(name)
+
     # scopes ---------------------------------------------------------------------------------
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -191,6 +312,8 @@ class _Collector(ast.NodeVisitor):
         if node.returns is not None:
             self.visit(node.returns)
         self.bind(node.name)
+        if not self.scopes and not self.class_depth:
+            self._held_by(node.name, self._default_values(node.args))
         if self.scopes:  # a nested function: its body counts as part of the enclosing one
             local, _ = _local_names(node)
             self.scopes.append(local)
@@ -218,6 +341,15 @@ class _Collector(ast.NodeVisitor):
         for d in [*node.decorator_list, *node.bases, *[k.value for k in node.keywords]]:
             self.visit(d)
         self.bind(node.name)
+        if not self.scopes and not self.class_depth:   # what the class holds from here
+            held: list[ast.expr] = []
+            for st in node.body:
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    held += self._default_values(st.args)
+                elif isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None \
+                        and not _immutable_value(st.value, self.ctx):
+                    held.append(st.value)
+            self._held_by(node.name, held)
         self.class_depth += 1
         for st in node.body:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -228,12 +360,34 @@ class _Collector(ast.NodeVisitor):
                 self.visit(st)
         self.class_depth -= 1
 
+    def _default_values(self, args: ast.arguments) -> list[ast.expr]:
+        return [d for d in [*args.defaults, *args.kw_defaults]
+                if d is not None and not _immutable_value(d, self.ctx)]
+
+    def _held_by(self, name: str, values: list[ast.expr]) -> None:
+        """The function or class ``name`` holds the objects of ``values`` from its
+        definition on (default values, class attributes): changing them changes it."""
+        for v in values:
+            held = self._alias_sources(v) - {name}
+            if held:
+                self.ctx.held_by[name] = self.ctx.held_by.get(name, set()) | held
+
     def _comprehension(self, node: ast.AST, elts: list[ast.AST]) -> None:
         local: set[str] = set()
+        saved = dict(self.comp_roots)
         for gen in node.generators:
+            roots = _held_roots(gen.iter)
             for n in ast.walk(gen.target):
                 if isinstance(n, ast.Name):
                     local.add(n.id)
+                    self.comp_roots[n.id] = roots   # [o.bump() for o in objs]
+        try:
+            self._comprehension_body(node, elts, local)
+        finally:
+            self.comp_roots = saved
+
+    def _comprehension_body(self, node: ast.AST, elts: list[ast.AST], local: set[str]
+                            ) -> None:
         first = True
         for gen in node.generators:
             if first:
@@ -277,21 +431,16 @@ class _Collector(ast.NodeVisitor):
         for t in targets:
             bound, mutated = _names_in_target(t)
             bound_all.update(bound)
-            for m in mutated:
-                self.mutate(m)
+            for m in mutated:   # changed by _store below
                 if value is not None:
                     self.s.aliases.append(({m}, self._alias_sources(value)))
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Call) and \
                     self.ctx.qualname(t.value.func) == "decimal.getcontext":
                 self.state("the decimal context")
-            elif isinstance(t, ast.Attribute) and _root_name(t) in self.ctx.modules:
-                self.state(f"the module attribute {ast.unparse(t)}")
+            for sub in _stored_parts(t):
+                self._store(sub)
             if isinstance(t, ast.Subscript) and self.ctx.qualname(t.value) == "os.environ":
                 self.effect("env", "os.environ", "w")
-            elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and \
-                    _root_name(t) in self.ctx.modules and \
-                    self.ctx.qualname(_strip(t)) != "sys.path":
-                self.state(f"the module attribute {ast.unparse(t.value)}")
             if isinstance(t, (ast.Subscript, ast.Attribute)) and \
                     self.ctx.qualname(_strip(t)) == "sys.path":
                 self.effect("import", "sys.path", "w")
@@ -306,6 +455,8 @@ class _Collector(ast.NodeVisitor):
                     self.s.unpicklable |= names
                 if self._iterator_value(value):
                     self.ctx.iterators |= names
+                if self._stdin_stream(value):
+                    self.ctx.stdin_vars |= names
                 if isinstance(value, ast.Call) and self.ctx.qualname(value.func) in (
                         "open", "io.open", "codecs.open", "gzip.open"):
                     self.s.file_vars |= names
@@ -316,6 +467,15 @@ class _Collector(ast.NodeVisitor):
                         path = "?"
                     for n in names:
                         self.ctx.file_var_paths[n] = path
+
+    def _store(self, t: ast.Attribute | ast.Subscript) -> None:
+        """An attribute or an item is set or deleted (``t`` is the target)."""
+        if isinstance(t, ast.Attribute):
+            self.change(t.value, t.attr)
+        else:
+            key = t.slice
+            self.change(t.value, key.value if isinstance(key, ast.Constant) and
+                        isinstance(key.value, str) else None, item=True)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assign(node.targets, node.value)
@@ -329,7 +489,11 @@ class _Collector(ast.NodeVisitor):
         bound, mutated = _names_in_target(node.target)
         for name in [*bound, *mutated]:
             self.read(name)
+        for name in bound:
             self.mutate(name)
+        if isinstance(node.target, (ast.Attribute, ast.Subscript)):
+            self._store(node.target)
+            self.change(node.target, store=False)   # x.items += [...] changes the list
         if isinstance(node.target, ast.Name):
             self.bind(node.target.id)
             self.s.aliases.append(({node.target.id}, self._alias_sources(node.value)))
@@ -340,10 +504,11 @@ class _Collector(ast.NodeVisitor):
     def visit_Delete(self, node: ast.Delete) -> None:
         for t in node.targets:
             _, mutated = _names_in_target(t)
-            for m in mutated:
-                self.mutate(m)
+            for m in mutated:   # changed by _store below
                 if not self.scopes:
                     self.ctx.del_through.append((self, m))
+            for sub in _stored_parts(t):
+                self._store(sub)
             self.visit(t)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
@@ -403,6 +568,11 @@ class _Collector(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         q = self.ctx.qualname(node)
         if q is not None:
+            if q.startswith(("sys.stdin", "sys.__stdin__")) and \
+                    isinstance(node.ctx, ast.Load):
+                self.effect("stdin", "stdin", "w")
+            if q == "sys.modules" and isinstance(node.ctx, ast.Load):
+                self.barrier("sys.modules holds the script's own namespace")
             if q == "os.environ" or q.startswith("os.environ."):
                 self.effect("env", "os.environ", "r")
             elif q.startswith(("sys.stdout", "sys.stderr")):
@@ -422,16 +592,21 @@ class _Collector(ast.NodeVisitor):
                 func.id not in self.ctx.user_names and func.id in _BUILTINS:
             self._builtin_call(func.id, args, kw)
         elif q is not None:
-            self._module_call(q, args, kw)
+            self._module_call(q, args, kw, func)
         elif isinstance(func, ast.Attribute):
             self._method_call(func, args, kw)
+        else:
+            self._called_value(func)
         if isinstance(func, ast.Name) and func.id in self.ctx.user_callables:
             fn = self.ctx.summaries.get(func.id)
             if fn is not None and fn.mutated_params:
                 for a in self._mutated_arguments(func.id, node, fn):
-                    root = _root_name(a)
-                    if root is not None:
-                        self.mutate(root)
+                    self.change(a, store=False)
+            if fn is not None and fn.called_param_names:   # apply(counter, x)
+                for a in self._mutated_arguments(func.id, node, fn, fn.called_param_names):
+                    self._called_value(a)
+        self._called_arguments(func, q, args, kw)
+        self._module_arguments(node, func, q)
         for a in [*args, *kw.values()]:  # a stateful module handed to a function
             if isinstance(a, ast.Name) and a.id in self.ctx.modules:
                 mq = self.ctx.modules[a.id]
@@ -445,10 +620,14 @@ class _Collector(ast.NodeVisitor):
                 self.mutate(root)
         self.generic_visit(node)
 
-    def _mutated_arguments(self, name: str, call: ast.Call, fn: _Summary) -> list[ast.expr]:
+    def _mutated_arguments(self, name: str, call: ast.Call, fn: _Summary,
+                           params: set[str] | None = None) -> list[ast.expr]:
         """The arguments of a call of the user function ``name`` bound to parameters it
-        mutates (every argument when the call or the signature is not plain)."""
-        every = [*call.args, *[k.value for k in call.keywords]]
+        mutates (or to ``params``; every argument when the call or the signature is not
+        plain)."""
+        wanted = fn.mutated_param_names if params is None else params
+        every = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
+        every += [k.value for k in call.keywords]
         sig = self.ctx.signatures.get(name)
         if sig is None or sig[2] or any(isinstance(a, ast.Starred) for a in call.args) or \
                 any(k.arg is None for k in call.keywords):
@@ -456,11 +635,84 @@ class _Collector(ast.NodeVisitor):
         positional, kwonly, _ = sig
         if len(call.args) > len(positional):
             return every
-        out = [a for p, a in zip(positional, call.args, strict=False)
-               if p in fn.mutated_param_names]
+        out = [a for p, a in zip(positional, call.args, strict=False) if p in wanted]
         out += [k.value for k in call.keywords
-                if k.arg in fn.mutated_param_names or k.arg not in (*positional, *kwonly)]
+                if k.arg in wanted or k.arg not in (*positional, *kwonly)]
         return out
+
+    def _called_value(self, func: ast.AST) -> None:
+        """A value is called (``handler(x)``, ``table[k](x)``): a closure or an object with
+        ``__call__`` may change its own state, so calling a variable changes it; a called
+        parameter is noted (a call of the function then calls its argument)."""
+        if isinstance(func, ast.Name):
+            name = func.id
+            if self.is_local(name):
+                self.s.called_param_names |= self.params_of(name)
+                return
+            if name in self.ctx.modules or name in self.ctx.user_callables or \
+                    (name in _BUILTINS and name not in self.ctx.user_names):
+                return
+            self.mutate(name)
+        elif isinstance(func, (ast.Subscript, ast.Attribute)):
+            root, _, _, _ = self._chain(func)
+            if isinstance(root, ast.Name) and root.id not in self.ctx.modules and \
+                    root.id not in self.ctx.user_callables and (
+                        self.is_local(root.id) or root.id in self.ctx.user_names):
+                self.change(func, store=False)
+
+    def _called_arguments(self, func: ast.AST, q: str | None, args: list[ast.expr],
+                          kw: dict) -> None:
+        """The values a builtin or library function calls (``map(f, xs)``, ``sorted(xs,
+        key=f)``, ``functools.reduce(f, xs)``) are called: see :meth:`_called_value`."""
+        name = func.id if self.is_builtin(func, "map", "filter", "sorted", "min", "max",
+                                          "reduce") else q   # type: ignore[attr-defined]
+        called: list[ast.expr] = []
+        if name in ("map", "filter", "functools.reduce", "itertools.starmap",
+                    "itertools.filterfalse", "itertools.takewhile",
+                    "itertools.dropwhile") and args:
+            called.append(args[0])
+        if name in ("sorted", "min", "max", "itertools.groupby") and "key" in kw:
+            called.append(kw["key"])
+        if name == "itertools.accumulate" and len(args) > 1:
+            called.append(args[1])
+        for c in called:
+            if isinstance(c, ast.Name):
+                self._called_value(c)
+
+    def _module_arguments(self, node: ast.Call, func: ast.AST, q: str | None) -> None:
+        """A module object handed to a call may have its attributes changed by it: a
+        setting of process state (``state``), unless the callee only reads it (a builtin
+        such as ``getattr``, a function of the script that stores nothing into that
+        parameter). ``random``, ``numpy.random`` and pyplot have effect classes of their
+        own."""
+        mods = []
+        for a in [*node.args, *[k.value for k in node.keywords]]:
+            a = a.value if isinstance(a, ast.Starred) else a
+            root, steps, _, _ = self._chain(a)   # a module, vars(m) or m.__dict__
+            if not steps and isinstance(root, ast.Name) and not self.is_local(root.id) \
+                    and (root.id in self.ctx.module_imports or
+                         root.id in self.ctx.module_vars):
+                mods.append(a)
+        if not mods:
+            return
+        if isinstance(func, ast.Name) and not self.is_local(func.id) and \
+                func.id not in self.ctx.user_names and \
+                func.id in _MODULE_READERS | {"setattr", "delattr"}:
+            return
+        if q is not None and any(q == p or q.startswith(p) for p, _ in _BARRIER_CALLS):
+            return
+        if isinstance(func, ast.Name) and func.id in self.ctx.user_callables:
+            fn = self.ctx.summaries.get(func.id)
+            if fn is not None:
+                stored = {id(a) for a in self._mutated_arguments(
+                    func.id, node, fn, fn.stored_param_names)}
+                mods = [a for a in mods if id(a) in stored]
+        for a in mods:
+            mq = self.ctx.modules.get(self._chain(a)[0].id, "")  # type: ignore[attr-defined]
+            if mq == "random" or mq.startswith(("numpy.random", "matplotlib.pyplot",
+                                                "pylab")):
+                continue
+            self.change(a)
 
     def _builtin_call(self, name: str, args: list[ast.expr], kw: dict) -> None:
         if name in _BARRIER_BUILTINS and (name not in ("vars", "locals") or not args) and \
@@ -470,6 +722,13 @@ class _Collector(ast.NodeVisitor):
             root = _root_name(args[0])
             if root is not None:
                 self.mutate(root)
+        elif name in ("setattr", "delattr") and args:
+            key = args[1] if len(args) > 1 else None
+            self.change(args[0], key.value if isinstance(key, ast.Constant) and
+                        isinstance(key.value, str) else None)
+        elif name == "input":
+            self.effect("stdin", "stdin", "w")
+            self.effect("output", "stdout", "w")   # the prompt
         elif name == "print":
             target = kw.get("file")
             tq = self.ctx.qualname(target) if target is not None else None
@@ -489,19 +748,39 @@ class _Collector(ast.NodeVisitor):
                 mode = "w" if set(mode_node.value) & set("wax+") else "r"
             else:
                 mode = "w"
-            self._file(args[0] if args else kw.get("file"), mode)
+            target = args[0] if args else kw.get("file")
+            if isinstance(target, ast.Constant) and (target.value == 0 or (
+                    isinstance(target.value, str) and target.value in _STDIN_PATHS)):
+                self.effect("stdin", "stdin", "w")
+            self._file(target, mode)
 
-    def _module_call(self, q: str, args: list[ast.expr], kw: dict) -> None:
+    def _module_call(self, q: str, args: list[ast.expr], kw: dict,
+                     func: ast.AST | None = None) -> None:
         for prefix, reason in _BARRIER_CALLS:
             if q == prefix or q.startswith(prefix):
                 self.barrier(reason)
                 return
+        if q in _HOOK_CALLS:
+            self.barrier(replaced_hook(_HOOK_CALLS[q]))
+        elif q == "sys.displayhook":   # it sets builtins._
+            self.barrier(replaced_builtin("_"))
+        if q.startswith(_STDIN_CALLS) or (q in ("os.read", "os.fdopen") and not (
+                args and isinstance(args[0], ast.Constant) and args[0].value != 0)):
+            self.effect("stdin", "stdin", "w")
+        last = q.rsplit(".", 1)[-1]
+        if ".__dict__." in q and last not in PURE_METHODS and \
+                isinstance(func, ast.Attribute):   # m.__dict__.update(...)
+            self.change(func.value, store=False)
+        if q in ("object.__setattr__", "object.__delattr__", "type.__setattr__",
+                 "type.__delattr__") and args:
+            key = args[1] if len(args) > 1 else None
+            self.change(args[0], key.value if isinstance(key, ast.Constant) and
+                        isinstance(key.value, str) else None)
         for prefix, what in STATE_CALLS.items():
             if q == prefix or (prefix.endswith(".") and q.startswith(prefix)):
                 if q != "decimal.getcontext":  # only reading it, unless changed after
                     self.state(what)
                 break
-        last = q.rsplit(".", 1)[-1]
         if q.startswith(("random.", "numpy.random.")) and last not in _RANDOM_PURE:
             self.effect("random", "global", "w")
         if q.startswith(("matplotlib.pyplot.", "pylab.")) or q == "matplotlib.use":
@@ -532,10 +811,9 @@ class _Collector(ast.NodeVisitor):
                 break
         if q in _INPLACE_ARG:
             idx = _INPLACE_ARG[q]
-            if len(args) > idx:
-                root = _root_name(args[idx])
-                if root is not None and root not in self.ctx.modules:
-                    self.mutate(root)
+            if len(args) > idx and not (isinstance(args[idx], ast.Name)
+                                        and args[idx].id in self.ctx.modules):
+                self.change(args[idx], store=False)
 
     def _method_call(self, func: ast.Attribute, args: list[ast.expr], kw: dict) -> None:
         attr = func.attr
@@ -563,7 +841,7 @@ class _Collector(ast.NodeVisitor):
             self.mutate(root)
             self.effect("file", self.ctx.file_var_paths.get(root, "?"), "w")
         elif attr not in PURE_METHODS and attr not in self.ctx.pure_user_methods:
-            self.mutate(root)
+            self.change(func.value, store=False)
             for a in [*args, *kw.values()]:
                 srcs = self._alias_sources(a)
                 if srcs:
@@ -578,7 +856,9 @@ class _Collector(ast.NodeVisitor):
         self.effect("file", "?" if path is None else os.path.normpath(path), mode)
 
     def _alias_sources(self, value: ast.AST) -> set[str]:
-        """Names whose objects the value of ``value`` may hold a reference to."""
+        """Names whose objects the value of ``value`` may hold a reference to (the script's
+        functions and classes included: one that keeps state shares it with what holds
+        it; the analysis drops the others)."""
         out: set[str] = set()
         stack = [value]
         while stack:
@@ -597,8 +877,7 @@ class _Collector(ast.NodeVisitor):
                     out |= (self.ctx.summaries[n.func.id].reads - self.ctx.user_callables
                             - set(self.ctx.modules))
             if isinstance(n, ast.Name):
-                if not self.is_local(n.id) and n.id not in self.ctx.modules and \
-                        n.id not in self.ctx.user_callables:
+                if not self.is_local(n.id) and n.id not in self.ctx.modules:
                     out.add(n.id)
                 continue
             if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
@@ -606,12 +885,31 @@ class _Collector(ast.NodeVisitor):
                 inner = _comprehension_locals(n)
                 for m in ast.walk(n):
                     if isinstance(m, ast.Name) and not self.is_local(m.id) and \
-                            m.id not in inner and m.id not in self.ctx.modules and \
-                            m.id not in self.ctx.user_callables:
+                            m.id not in inner and m.id not in self.ctx.modules:
                         out.add(m.id)
                 continue
             stack.extend(ast.iter_child_nodes(n))
         return out
+
+    def _stdin_stream(self, value: ast.AST) -> bool:
+        """Whether ``value`` may be the standard input itself or an iterator over it (its
+        every use may read it): ``sys.stdin``, ``iter(sys.stdin)``, ``csv.reader(...)``,
+        ``(line for line in sys.stdin)``, ``open(0)``, ``fileinput.input()``."""
+        if isinstance(value, ast.Call):
+            q = self.ctx.qualname(value.func) or ""
+            if q.startswith("fileinput."):
+                return True
+            if q in ("open", "io.open", "os.fdopen") and value.args and \
+                    isinstance(value.args[0], ast.Constant) and (
+                        value.args[0].value in _STDIN_PATHS or
+                        (value.args[0].value == 0 and type(value.args[0].value) is int)):
+                return True
+        if not any(self.ctx.qualname(n) in ("sys.stdin", "sys.__stdin__")
+                   for n in ast.walk(value)):
+            return False
+        if isinstance(value, ast.Attribute):
+            return True
+        return self._iterator_value(value) or self._unpicklable_value(value)
 
     def _unpicklable_value(self, value: ast.AST) -> bool:
         if isinstance(value, ast.GeneratorExp):
@@ -636,13 +934,6 @@ class _Collector(ast.NodeVisitor):
         return False
 
 
-def _strip(node: ast.AST) -> ast.AST:
-    while isinstance(node, (ast.Subscript, ast.Attribute)) and not (
-            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
-        node = node.value
-    return node
-
-
 # -- the context of one script -----------------------------------------------------------------
 
 
@@ -665,6 +956,16 @@ class _Context:
         self.iterators: set[str] = set()         # names bound to iterators (so far)
         self.iterator_funcs: set[str] = set()    # user functions that may return one
         self.pure_user_methods: set[str] = set()  # methods that change nothing
+        self.module_imports: set[str] = set()    # names certainly bound to module objects
+        self.module_vars: set[str] = set()       # variables that may hold a module object
+        self.callable_vars: dict[str, set[str]] = {}  # variable -> functions it may hold
+        self.stdin_vars: set[str] = set()        # names bound to the standard input (so far)
+        self.classes: set[str] = set()           # the script's classes
+        self.class_state: dict[str, set[str]] = defaultdict(set)  # attribute -> classes
+        # the script's functions and classes that keep state between statements -> why
+        self.stateful: dict[str, str] = {}
+        # function or class -> the variables whose objects it holds from its definition
+        self.held_by: dict[str, set[str]] = {}
         self._globals_decl: dict[int, set[str]] = {}
         self.changes_cwd = False
         assigned: dict[str, int] = defaultdict(int)
@@ -674,13 +975,17 @@ class _Context:
                 for a in node.names:
                     if a.asname:
                         self.modules[a.asname] = a.name
+                        self.module_imports.add(a.asname)
                     else:
                         top = a.name.split(".")[0]
                         self.modules[top] = top
+                        self.module_imports.add(top)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 for a in node.names:
                     if a.name != "*":
                         self.modules[a.asname or a.name] = f"{node.module}.{a.name}"
+                        if _is_submodule(node.module, a.name):
+                            self.module_imports.add(a.asname or a.name)
             elif isinstance(node, ast.Call):
                 q = self.qualname(node.func)
                 if q in ("os.chdir", "os.fchdir"):
@@ -723,6 +1028,60 @@ class _Context:
         for name in self.user_names:  # a rebound import name is a variable
             if name in self.modules and assigned[name]:
                 del self.modules[name]
+        self.module_imports &= set(self.modules)
+        self._values_held(tree)
+        for st in tree.body:
+            for node in _top_bindings(st):
+                if isinstance(node, ast.ClassDef):
+                    self.classes.add(node.name)
+                    for attr in _mutable_class_attributes(node, self):
+                        self.class_state[attr].add(node.name)
+
+    def _values_held(self, tree: ast.Module) -> None:
+        """The variables that may hold a module object (``m = json``, ``m =
+        importlib.import_module(...)``) and those that may hold the script's functions
+        (``handler = f``, ``ops = {"f": f}``, ``p = functools.partial(f, 1)``, ``c =
+        make_counter()`` when ``make_counter`` returns a function), through other variables
+        too (``g = handler``)."""
+        returns_callable = _functions_returning_callables(tree)
+        pairs: list[tuple[set[str], ast.AST]] = []
+        for st in tree.body:
+            for node in _top_bindings(st):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names = {n.id for t in targets for n in ast.walk(t)
+                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                    pairs.append((names, node.value))
+                elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+                    pairs.append((names, node.iter))
+                elif isinstance(node, ast.NamedExpr):
+                    pairs.append(({node.target.id}, node.value))
+        held: list[tuple[set[str], set[str], bool]] = []
+        for names, value in pairs:
+            bare = _bare_names(value)
+            called = {n.func.id for n in ast.walk(value) if isinstance(n, ast.Call)
+                      and isinstance(n.func, ast.Name) and n.func.id in returns_callable}
+            module = any(self.qualname(n) in ("sys.modules", "importlib.import_module",
+                                              "__import__")
+                         for n in ast.walk(value))
+            held.append((names, bare | called, module))
+        changed = True
+        while changed:
+            changed = False
+            for names, sources, module in held:
+                mod = module or bool(sources & (self.module_imports | self.module_vars))
+                funcs = sources & self.user_callables
+                for v in sources & set(self.callable_vars):
+                    funcs = funcs | self.callable_vars[v]
+                for n in names:
+                    if mod and n not in self.module_vars:
+                        self.module_vars.add(n)
+                        changed = True
+                    if funcs - self.callable_vars.get(n, set()):
+                        self.callable_vars[n] = self.callable_vars.get(n, set()) | funcs
+                        changed = True
+        self.module_vars -= set(self.modules)
 
     def declared_global_here(self, col: _Collector) -> set[str]:
         return self._globals_decl.get(id(col), set())
@@ -774,91 +1133,42 @@ class _Context:
         return [str(n) for n in names]
 
 
-def _comprehension_locals(node: ast.AST) -> set[str]:
-    """The names bound by the targets of the comprehensions (or a lambda's parameters)
-    inside ``node``."""
-    out: set[str] = set()
-    for n in ast.walk(node):
-        if isinstance(n, ast.comprehension):
-            out |= {m.id for m in ast.walk(n.target) if isinstance(m, ast.Name)}
-        elif isinstance(n, ast.Lambda):
-            out |= _local_names(n)[0]
-    return out
-
-
-def _is_immutable_literal(node: ast.AST) -> bool:
-    if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, ast.UnaryOp):
-        return _is_immutable_literal(node.operand)
-    if isinstance(node, ast.Tuple):
-        return all(_is_immutable_literal(e) for e in node.elts)
-    return False
-
-
-def _returns_iterator(fn: ast.AST) -> bool:
-    """Whether a function has a ``return`` of a generator expression or of a call to
-    ``iter``/``map``/``filter``/``zip``/``enumerate``/``reversed`` or ``itertools``."""
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Return) and n.value is not None:
-            v = n.value
-            if isinstance(v, ast.GeneratorExp):
-                return True
-            if isinstance(v, ast.Call):
-                f = v.func
-                if isinstance(f, ast.Name) and f.id in _ITERATOR_CALLS:
-                    return True
-                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                        f.value.id == "itertools":
-                    return True
-    return False
-
-
-def _top_bindings(st: ast.stmt) -> Iterable[ast.AST]:
-    """The nodes of a top-level statement outside function bodies and class bodies."""
-    stack: list[ast.AST] = [st]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                             ast.Lambda)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _function_nodes(tree: ast.Module) -> list[tuple[str, ast.AST, str | None]]:
-    """(name, node, class name or None) of every function defined outside other functions
-    (at top level, inside top-level compound statements or as methods), and lambdas bound
-    to a top-level name."""
-    out: list[tuple[str, ast.AST, str | None]] = []
-    for st in tree.body:
-        for node in _top_bindings(st):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out.append((node.name, node, None))
-            elif isinstance(node, ast.ClassDef):
-                for item in node.body:
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        out.append((item.name, item, node.name))
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and \
-                    len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                out.append((node.targets[0].id, node.value, None))
-    return out
-
-
 def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
     """Every user function's summary, closed over the user functions it references."""
     direct: dict[str, _Summary] = {}
     methods: dict[str, list[str]] = defaultdict(list)   # method name -> keys
     class_members: dict[str, list[str]] = defaultdict(list)
+    decorated: list[tuple[str, str, str]] = []   # (key, its owner, a decorator of the script)
+    nodes = {}
     for name, node, cls in _function_nodes(tree):
         local, declared = _local_names(node)
-        col = _Collector(ctx, local=local | {"__function__"}, params={
-            a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]})
+        params = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
+                                  *node.args.kwonlyargs]}
+        decorators = getattr(node, "decorator_list", [])
+        names = {(d.func if isinstance(d, ast.Call) else d) for d in decorators}
+        names = {d.id for d in names if isinstance(d, ast.Name)}
+        positional = [*node.args.posonlyargs, *node.args.args]
+        cls_param = positional[0].arg if cls and "classmethod" in names and positional \
+            else None
+        col = _Collector(ctx, local=local | {"__function__"}, params=params,
+                         local_aliases=_local_aliases(node, params, local), owner_class=cls,
+                         cls_param=cls_param)
         ctx._globals_decl[id(col)] = declared
         body = node.body if isinstance(node.body, list) else [node.body]
         for st in body:
             col.visit(st)
         key = f"{cls}.{name}" if cls else name
+        owner = cls or name
+        nodes[key] = node
+        held = _default_state(node, col.s, ctx)
+        if held is not None:   # def f(acc=[]): acc.append(1)
+            ctx.stateful.setdefault(owner, f"{key}() keeps the object of its default value "
+                                           f"of {held} from call to call")
+            col.s.mutates.add(owner)
+            col.s.reads.add(owner)
+        for d in sorted(names & ctx.user_callables):   # @decorator of the script
+            col.s.refs.add(d)
+            decorated.append((key, owner, d))
         if key in direct:
             prev = direct[key]
             prev.merge(col.s)
@@ -866,6 +1176,8 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
             prev.methods |= col.s.methods
             prev.mutated_params |= col.s.mutated_params
             prev.mutated_param_names |= col.s.mutated_param_names
+            prev.stored_param_names |= col.s.stored_param_names
+            prev.called_param_names |= col.s.called_param_names
             ctx.signatures.pop(key, None)   # defined twice: either may be called
         else:
             direct[key] = col.s
@@ -877,6 +1189,22 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
         if cls:
             methods[name].append(key)
             class_members[cls].append(key)
+    # a function wrapped by a decorator of the script that keeps state (a closure that
+    # changes its cells, an object of a class whose methods change it) keeps that state
+    for key, owner, d in decorated:
+        wrapper = nodes.get(d)
+        keeps = (wrapper is not None and _closure_state(wrapper)) or any(
+            direct[k].mutated_params for k in class_members.get(d, []))
+        if keeps:
+            ctx.stateful.setdefault(owner, f"{key}() is wrapped by {d}, which keeps state "
+                                           "between calls")
+            direct[key].mutates.add(owner)
+            direct[key].reads.add(owner)
+    # a function or class of the script changed by a function (its attributes, a class
+    # attribute changed through an object) keeps that state
+    for key, s in direct.items():
+        for c in sorted(s.mutates & ctx.user_callables):
+            ctx.stateful.setdefault(c, f"{c} is changed by {key}()")
     # close over references: a function includes what the functions it names do
     closed: dict[str, _Summary] = {}
     for key in direct:
@@ -890,6 +1218,8 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
             if k == key:
                 total.mutated_params |= s.mutated_params
                 total.mutated_param_names |= s.mutated_param_names
+                total.stored_param_names |= s.stored_param_names
+                total.called_param_names |= s.called_param_names
             nxt = [*s.refs, *[m for name in s.methods for m in methods.get(name, [])]]
             for r in list(nxt):
                 nxt += class_members.get(r, [])

@@ -12,12 +12,12 @@ import builtins
 from dataclasses import dataclass
 
 EDGE_TYPES = ("def-use", "anti", "output", "output-stream", "file", "cwd", "env", "random",
-              "figure", "import", "state", "barrier")
+              "figure", "import", "stdin", "state", "barrier")
 """Every edge type, in the order the explanation lists them. ``output-stream`` is the
 effect class ``output`` (named apart from ``output``, the write-after-write edge)."""
 
 _EFFECT_EDGE = {"output": "output-stream", "file": "file", "cwd": "cwd", "env": "env",
-                "random": "random", "figure": "figure", "import": "import"}
+                "random": "random", "figure": "figure", "import": "import", "stdin": "stdin"}
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -48,7 +48,6 @@ _BARRIER_BUILTINS = {
     "locals": "locals() at top level exposes every variable",
     "vars": "vars() exposes every variable",
     "__import__": "__import__() imports a module chosen at run time",
-    "input": "input() reads standard input",
     "breakpoint": "breakpoint() stops the program",
     "exit": "exit() ends the program",
     "quit": "quit() ends the program",
@@ -91,6 +90,62 @@ PROCESS_BOUND = frozenset({
     "exit handlers run at the end of the program", "signal handlers change the process",
     _LOG_HANDLERS,
 })
+
+# Barrier reasons (their beginnings) of changes to what every statement uses without naming
+# it and that live in the process that runs the script: a builtin function replaced (any
+# later statement may call it, and the analysis cannot follow what the new one does),
+# sys's hooks and streams (sys.excepthook runs where the script fails), a module object
+# taken from sys.modules (it may be any module, the script's own namespace included).
+_PROCESS_BOUND_PREFIXES = ("changes builtins.", "changes sys.",
+                           "changes a module taken from sys.modules")
+
+SYS_HOOKS = frozenset({
+    "excepthook", "displayhook", "unraisablehook", "breakpointhook", "stdin", "stdout",
+    "stderr", "__stdin__", "__stdout__", "__stderr__", "__excepthook__", "__displayhook__",
+    "__unraisablehook__", "__breakpointhook__"})
+"""Attributes of ``sys`` that the interpreter (or the runner, which captures each statement's
+output by replacing the streams) uses in the process that runs the script: a script that
+assigns one runs serially, in one process."""
+
+# Calls that set such a hook (qualified name -> what it changes).
+_HOOK_CALLS = {
+    "sys.settrace": "sys.settrace", "sys.setprofile": "sys.setprofile",
+    "sys.addaudithook": "sys.addaudithook", "sys.set_asyncgen_hooks":
+    "sys.set_asyncgen_hooks", "sys.stdout.reconfigure": "sys.stdout",
+    "sys.stderr.reconfigure": "sys.stderr", "sys.stdin.reconfigure": "sys.stdin",
+}
+
+
+def process_bound(reason: str) -> bool:
+    """Whether a barrier reason is of something that lives in the process that runs the
+    script (threads, exit handlers, replaced builtins or hooks...): a script with one runs
+    serially, in one process."""
+    return reason in PROCESS_BOUND or reason.startswith(_PROCESS_BOUND_PREFIXES)
+
+
+def replaced_builtin(name: str | None) -> str:
+    """The barrier reason of a statement that replaces (or deletes) a builtin."""
+    what = f"builtins.{name}" if name else "builtins (a name chosen at run time)"
+    return f"changes {what}, which any later statement may call"
+
+
+def replaced_hook(name: str) -> str:
+    """The barrier reason of a statement that changes a hook or stream of ``sys``."""
+    return f"changes {name}, which lives in the process that runs the script"
+
+
+FROM_SYS_MODULES = ("changes a module taken from sys.modules, which may be any module "
+                    "(the script's own namespace included)")
+
+# Builtins that take a module object without changing it (or only hold it).
+_MODULE_READERS = frozenset("""
+getattr hasattr dir id type isinstance issubclass repr str print len hash callable format
+vars ascii bool help dict list tuple set frozenset
+""".split())
+
+# Calls that read the standard input (qualified-name prefixes).
+_STDIN_CALLS = ("fileinput.", "getpass.", "code.interact", "pdb.")
+_STDIN_PATHS = frozenset({"/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"})
 
 STATE_CALLS = {
     "numpy.set_printoptions": "NumPy's print options",
@@ -189,8 +244,9 @@ _UNPICKLABLE_CALLS = frozenset({
 @dataclass(frozen=True)
 class Effect:
     """A side effect on a shared resource: ``kind`` is the class (``output``, ``file``,
-    ``cwd``, ``env``, ``random``, ``figure``, ``import``), ``detail`` names the resource
-    within it (a file's path, ``?`` for an unknown path) and ``mode`` is ``"r"`` or ``"w"``."""
+    ``cwd``, ``env``, ``random``, ``figure``, ``import``, ``stdin``, ``state``), ``detail``
+    names the resource within it (a file's path, ``?`` for an unknown path) and ``mode`` is
+    ``"r"`` or ``"w"``."""
 
     kind: str
     detail: str
