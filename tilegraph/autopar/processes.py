@@ -69,7 +69,9 @@ output, so the file's lines are in program order.
 
 from __future__ import annotations
 
+import locale
 import multiprocessing
+import os
 import sys
 import threading
 from collections import defaultdict
@@ -96,14 +98,17 @@ class ProcessesBackend(Backend):
     the module docstring). ``filename``: the program's file (its namespace's ``__file__``,
     the file whose frames tracebacks keep); ``argv``: its ``sys.argv``; ``directory``: put
     first on the workers' ``sys.path`` (a script's directory); ``out`` and ``err``: where
-    the steps' standard output and error go, in program order. One backend object runs one
-    graph once."""
+    the steps' standard output and error go, in program order; ``stdin``: give the worker
+    processes this process's standard input, for the steps marked ``stdin`` (else a
+    step that reads it fails with an error that says so). One backend object runs one graph
+    once."""
 
     name = "processes"
     processes = 1   # one executor; steps are placed on processes when they start
 
     def __init__(self, workers: int, *, filename: str, argv: list[str] | None = None,
-                 directory: str | None = None, out: Any = None, err: Any = None):
+                 directory: str | None = None, out: Any = None, err: Any = None,
+                 stdin: bool = False):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
         if sys.platform == "win32" or "fork" not in multiprocessing.get_all_start_methods():
@@ -115,6 +120,7 @@ class ProcessesBackend(Backend):
         self.directory = directory
         self.out = out if out is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
+        self.stdin = stdin
         self.cond = threading.Condition(threading.Lock())
         self.steps: dict[int, CodeStep] = {}
         self.owner: dict[str, int] = {}
@@ -230,18 +236,21 @@ class ProcessesBackend(Backend):
         sys.stdout.flush()
         sys.stderr.flush()
         controller = blas_controller()   # scanned once here, inherited by every worker
+        stdin = _stdin_source() if self.stdin else None
         try:
             for w in range(self.workers):
                 parent, child = ctx.Pipe(duplex=True)
                 p = ctx.Process(target=worker_main,
                                 args=(child, codes, self.path, self.argv,
-                                      max(1, cores() // self.workers), controller),
+                                      max(1, cores() // self.workers), controller, stdin),
                                 daemon=True, name=f"tilegraph-step-worker-{w}")
                 p.start()
                 child.close()
                 self.channels.append(Channel(w, parent, p, self._lost))
         finally:
             sys.path[:] = saved_path
+            if stdin is not None:   # the workers hold it now
+                os.close(stdin[0])
 
     def _lost(self, w: int) -> BaseException:
         """Process ``w`` is gone (its pipe closed): unless we are stopping it, the values it
@@ -298,7 +307,7 @@ class ProcessesBackend(Backend):
         with self.cond:
             self._post_state(i, w)
         reply = ch.request("run", i, sorted(t.writes), list(t.changes), t.reads_all,
-                           inline=True)
+                           t.stdin, inline=True)
         (out, err, defined, state, error, logs), _ = reply.result()
         with self.cond:
             self.busy[w] = None
@@ -553,6 +562,20 @@ class ProcessesBackend(Backend):
                 self.err.write(err)
                 self.err.flush()
             self.next_release += 1
+
+
+def _stdin_source() -> tuple[int, str, str] | None:
+    """A descriptor of this process's standard input (a copy, which the forked workers
+    inherit), with the encoding and errors of ``sys.stdin`` as Python opened it; ``None``
+    when it is closed."""
+    try:
+        fd = os.dup(0)
+    except OSError:
+        return None
+    original = sys.__stdin__
+    encoding = getattr(original, "encoding", None) or locale.getpreferredencoding(False)
+    errors = getattr(original, "errors", None) or "strict"
+    return fd, encoding, errors
 
 
 def _script_exception(error: tuple) -> Exception:

@@ -12,12 +12,15 @@ namespace. :func:`run_serial` runs the script as ``python script.py`` does, and
 from __future__ import annotations
 
 import ast
+import builtins
+import contextlib
 import copy
 import functools
 import io
 import os
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,11 +152,34 @@ def script_taskgraph(graph: ScriptGraph, split: int = 1) -> TaskGraph:
             continue
         step = CodeStep(pos, code, frozenset(t.uses), frozenset(t.defines), label=t.label,
                         lineno=t.lineno, everywhere=t.replicated,
-                        reads_all=t.barrier is not None, group=t.group, changes=_changes(t))
+                        reads_all=t.barrier is not None, group=t.group, changes=_changes(t),
+                        stdin=any(e.kind == "stdin" for e in t.effects))
         builder.add(("statement", i), step, deps=keys, name=t.label, priority=pos,
                     serial=pos, **meta)
         pos += 1
     return builder.build()
+
+
+def reads_stdin(graph: ScriptGraph) -> bool:
+    """Whether a statement of the script reads the standard input (``input()``,
+    ``sys.stdin``, ``fileinput``...)."""
+    return any(e.kind == "stdin" for t in graph.tasks for e in t.effects)
+
+
+def stdin_stays_here() -> str | None:
+    """Why the standard input of this process cannot be read by a worker process (its
+    statements then run serially, in this process): it is a terminal (a prompt written
+    by a statement must show before the statement waits for the answer), or it is closed;
+    ``None``: it can."""
+    try:
+        os.fstat(0)
+    except OSError:
+        return "the standard input is closed"
+    if sys.__stdin__ is None:   # closed when python started (0 may be another file now)
+        return "the standard input is closed"
+    if os.isatty(0):
+        return "the standard input is a terminal"
+    return None
 
 
 def logs_to_files(graph: ScriptGraph) -> bool:
@@ -304,31 +330,79 @@ class RunStats:
     bytes_received: tuple[int, ...] = ()
 
 
+_HOOKS = ("excepthook", "displayhook", "unraisablehook", "breakpointhook", "stdin")
+
+
+@contextlib.contextmanager
+def _process_hooks_kept() -> Iterator[dict[str, Any]]:
+    """Run a script in this process and put back afterwards what it may replace that this
+    process uses too: the builtins and the hooks of ``sys`` (yields their values before)."""
+    hooks = {name: getattr(sys, name) for name in _HOOKS}
+    names = dict(vars(builtins))
+    try:
+        yield hooks
+    finally:
+        for name, value in hooks.items():
+            setattr(sys, name, value)
+        now = vars(builtins)
+        for name in set(now) - set(names):
+            del now[name]
+        for name, value in names.items():
+            if now.get(name, now) is not value:
+                now[name] = value
+
+
+def _run_excepthook(exc: BaseException, path: str, text: str) -> str:
+    """Call the ``sys.excepthook`` a script set for the exception that ends it, as the
+    interpreter does (its traceback from the script's first frame); what the serial run
+    prints besides what the hook prints: nothing, or the hook's own error and the
+    original traceback when it raises."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
+        tb = tb.tb_next
+    try:
+        sys.excepthook(type(exc), exc, tb if tb is not None else exc.__traceback__)
+    except SystemExit as stop:
+        code, message = exit_status(stop)
+        raise ScriptExit(code, message) from None
+    except BaseException as broke:   # what the interpreter prints then
+        if broke.__context__ is exc:   # the interpreter calls it once exc is handled
+            broke.__context__ = None
+        hook_text, _, _ = error_info(broke, path)
+        return f"Error in sys.excepthook:\n{hook_text}\nOriginal exception was:\n{text}"
+    return ""
+
+
 def run_serial(path: str, source: str, argv: list[str] | None = None) -> None:
     """Run the script in this process, as ``python script.py`` would (a fresh ``__main__``
-    namespace, ``sys.argv`` and ``sys.path[0]`` set for it)."""
+    namespace, ``sys.argv`` and ``sys.path[0]`` set for it; a ``sys.excepthook`` it sets
+    is called when it fails). The builtins and the hooks of ``sys`` are put back after."""
     tree = parse_script(path, source)
     path = script_filename(path)
     code = compile(tree, path, "exec")
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __builtins__=__builtins__)
+    main.__dict__.update(__file__=path, __builtins__=builtins)
     saved = sys.modules.get("__main__"), list(sys.argv), list(sys.path)
     sys.modules["__main__"] = main
     sys.argv[:] = argv if argv is not None else [path]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        exec(code, main.__dict__)
-    except SystemExit as exc:
-        code_, text = exit_status(exc)
-        if text:
-            sys.stderr.write(text)
-        if code_:
-            raise ScriptExit(code_) from None
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        text, fname, line = error_info(exc, path)
-        raise ScriptError(text, fname, line) from None
+        with _process_hooks_kept() as hooks:
+            try:
+                exec(code, main.__dict__)
+            except SystemExit as exc:
+                code_, text = exit_status(exc)
+                if text:
+                    sys.stderr.write(text)
+                if code_:
+                    raise ScriptExit(code_) from None
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                text, fname, line = error_info(exc, path)
+                if sys.excepthook is not hooks["excepthook"]:
+                    text = _run_excepthook(exc, path, text)
+                raise ScriptError(text, fname, line) from None
     finally:
         if saved[0] is not None:
             sys.modules["__main__"] = saved[0]
@@ -350,8 +424,12 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
 
     With ``workers=1``, when the graph has no two tasks that may run at once, or when the
     script must run in one process (:attr:`ScriptGraph.serial_reason`: threads, exit
-    handlers...), the script runs serially in this process (unless a report or callbacks
-    are asked for: then it runs through the pipeline on that many processes). An exception
+    handlers, replaced builtins or hooks of ``sys``...), the script runs serially in this
+    process (unless a report or callbacks are asked for: then it runs through the pipeline
+    on that many processes). A script that reads the standard input has it read by the
+    worker process its reading statements run on (the analysis keeps them on one, in
+    program order), or runs serially when the standard input is a terminal or closed
+    (:func:`stdin_stays_here`). An exception
     of the script raises :class:`ScriptError` (its ``traceback`` is what ``python
     script.py`` prints) after the output of every statement before it was written;
     ``sys.exit(n)`` with ``n != 0`` raises :class:`ScriptExit`. No worker process is left
@@ -363,7 +441,9 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
     argv = list(argv) if argv is not None else [path]
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-    if (workers == 1 or not has_parallelism(g) or g.serial_reason is not None) \
+    stdin = reads_stdin(g)
+    if (workers == 1 or not has_parallelism(g) or g.serial_reason is not None
+            or (stdin and stdin_stays_here() is not None)) \
             and report is None and not callbacks:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
@@ -374,7 +454,7 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
         return RunStats(1, (len(g.tasks),), 0, 0, (0,))
     backend = ProcessesBackend(workers, filename=script_filename(g.path), argv=argv,
                                directory=os.path.dirname(os.path.abspath(path)), out=out,
-                               err=err)
+                               err=err, stdin=stdin)
     tg = script_taskgraph(g, split=workers)
     try:
         run_pipeline(tg, tg.keys, backend=backend, fuse=False, retries=0, progress=False,
@@ -429,7 +509,7 @@ def profile_script(graph: ScriptGraph, argv: list[str] | None = None) -> Profile
     codes = compile_statements(graph)
     filename = script_filename(graph.path)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=filename, __builtins__=__builtins__)
+    main.__dict__.update(__file__=filename, __builtins__=builtins)
     ns = main.__dict__
     saved = (sys.modules.get("__main__"), list(sys.argv), list(sys.path), sys.stdout,
              sys.stderr, os.getcwd())
@@ -439,19 +519,20 @@ def profile_script(graph: ScriptGraph, argv: list[str] | None = None) -> Profile
     sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
     seconds, sizes = [], []
     try:
-        for t, code in zip(graph.tasks, codes, strict=True):
-            t0 = time.perf_counter()
-            try:
-                exec(code, ns)
-            except SystemExit:
-                break
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:
-                text, fname, line = error_info(exc, filename)
-                raise ScriptError(text, fname, line) from None
-            seconds.append(time.perf_counter() - t0)
-            sizes.append(sum(value_size(ns[v]) for v in t.defines if v in ns))
+        with _process_hooks_kept():
+            for t, code in zip(graph.tasks, codes, strict=True):
+                t0 = time.perf_counter()
+                try:
+                    exec(code, ns)
+                except SystemExit:
+                    break
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:
+                    text, fname, line = error_info(exc, filename)
+                    raise ScriptError(text, fname, line) from None
+                seconds.append(time.perf_counter() - t0)
+                sizes.append(sum(value_size(ns[v]) for v in t.defines if v in ns))
     finally:
         if saved[0] is not None:
             sys.modules["__main__"] = saved[0]

@@ -110,16 +110,19 @@ class CodeStep:
     need wherever they run); ``reads_all``: it may read and write any name (a barrier);
     ``group``: steps of one group run on one process; ``changes``: the parts of the process
     state it may change (``"cwd"``, ``"env"``, ``"path"``); ``part``: a :class:`Part` of a
-    variable of ``reads`` that is all the step needs of it."""
+    variable of ``reads`` that is all the step needs of it; ``stdin``: it reads the standard
+    input (the graph runs such steps in program order on one process; any other step that
+    reads it fails with an error that says so)."""
 
     __slots__ = ("changes", "code", "everywhere", "group", "index", "label", "lineno",
-                 "part", "reads", "reads_all", "writes")
+                 "part", "reads", "reads_all", "stdin", "writes")
 
     def __init__(self, index: int, code: CodeType, reads: frozenset[str] = frozenset(),
                  writes: frozenset[str] = frozenset(), *, label: str = "",
                  lineno: int | None = None, everywhere: bool = False,
                  reads_all: bool = False, group: int | None = None,
-                 changes: tuple[str, ...] = (), part: Part | None = None):
+                 changes: tuple[str, ...] = (), part: Part | None = None,
+                 stdin: bool = False):
         if not isinstance(code, CodeType):
             raise TypeError(f"CodeStep {index}: code must be a code object, got "
                             f"{type(code).__name__}")
@@ -136,7 +139,11 @@ class CodeStep:
         if part is not None and (part.source not in self.reads or everywhere or reads_all):
             raise ValueError(f"CodeStep {index}: a part must be of a variable it reads, on "
                              "a step that runs on one process and is not a barrier")
+        if stdin and everywhere:
+            raise ValueError(f"CodeStep {index}: a step that reads the standard input runs on "
+                             "one process, not on every one")
         self.part = part
+        self.stdin = bool(stdin)
 
     def __call__(self, *inputs: Any) -> Any:
         raise RuntimeError(f"{self.label} is a step of a program: it runs only on the worker "

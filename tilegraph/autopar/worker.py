@@ -1,10 +1,13 @@
 """The loop of one of autopar's worker processes (:func:`worker_main`): a namespace
 registered as ``__main__``, the steps run in it with their standard output, standard error
-and log files captured, values exported to other processes on request, and the process
-state (working directory, environment, ``sys.path``) reported and replayed."""
+and log files captured, values exported to other processes on request, the process
+state (working directory, environment, ``sys.path``) reported and replayed, and the
+standard input of the driving process read by the steps that the analysis found reading it
+(:class:`_StdinGate`)."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import io
 import os
@@ -142,6 +145,75 @@ def write_logs(ops: list[list[Any]]) -> None:
                 f.write(arg)
 
 
+class StdinUnread(RuntimeError):
+    """A statement read the standard input where the analysis did not see it reading it (a
+    library's code, for instance): on a worker process that input is not there."""
+
+
+_READING = frozenset({"read", "readline", "readlines", "buffer", "detach", "__next__"})
+
+
+class _StdinGate:
+    """``sys.stdin`` of a worker process. The steps the analysis found reading the standard
+    input (``allowed``) read the driving process's own, ``source`` (a descriptor of it
+    inherited through the fork, with its encoding and errors); it is opened at their first
+    read, on descriptor 0 of this process, so that ``os.read(0, n)`` and ``open(0)`` read
+    it too. The graph keeps those steps on one process, in program order, so one process
+    reads it, as the serial run does. Any other step that reads it through ``sys.stdin``
+    raises :class:`StdinUnread`, so nothing reads it in another order or on another process
+    without a word; asking what it is (``isatty()``, ``encoding``...) is no read. (A read
+    of descriptor 0 itself, below ``sys.stdin``, by a step the analysis did not see reading
+    it is not caught: descriptor 0 of every worker is the standard input it inherited.)"""
+
+    def __init__(self, source: tuple[int, str, str] | None, inert: Any):
+        self.source = source
+        self.inert = inert   # what the process had (os.devnull): for questions only
+        self.stream: Any = None
+        self.allowed = False
+
+    def allow(self, allowed: bool) -> None:
+        """The next step may read the standard input (or not); the first one that may
+        puts it on descriptor 0."""
+        self.allowed = allowed
+        if allowed and self.source is not None and self.stream is None:
+            fd, encoding, errors = self.source
+            os.dup2(fd, 0)
+            os.close(fd)
+            self.stream = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                           encoding=encoding, errors=errors, newline="\n")
+
+    def _open(self) -> Any:
+        if not self.allowed:
+            raise StdinUnread("this statement reads the standard input, which tilegraph "
+                              "autopar did not see it doing: run the script with "
+                              "--workers 1")
+        if self.stream is None:
+            raise StdinUnread("the standard input was not given to the worker processes: "
+                              "run the script with --workers 1")
+        return self.stream
+
+    def read(self, size: int = -1) -> str:
+        return self._open().read(size)
+
+    def readline(self, size: int = -1) -> str:
+        return self._open().readline(size)
+
+    def readlines(self, hint: int = -1) -> list[str]:
+        return self._open().readlines(hint)
+
+    def __iter__(self) -> _StdinGate:
+        self._open()
+        return self
+
+    def __next__(self) -> str:
+        return next(self._open())
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _READING:
+            return getattr(self._open(), name)
+        return getattr(self.stream if self.stream is not None else self.inert, name)
+
+
 class _Stream(io.TextIOBase):
     """A text stream writing to ``target`` (changed from step to step)."""
 
@@ -162,11 +234,14 @@ class _Stream(io.TextIOBase):
 
 
 def worker_main(conn: Connection, codes: list[Any], path: str, argv: list[str],
-            blas: int = 1, controller: Any = None) -> None:
+                blas: int = 1, controller: Any = None,
+                stdin: tuple[int, str, str] | None = None) -> None:
     """The loop of a worker process. Messages are ``(op, token, *payload)``; a request
     (a token that is not ``None``) gets the reply ``(token, payload)``. ``controller``:
     the parent's threadpoolctl controller, made before the fork (the BLAS libraries it
-    found are this process's too, so none is imported or scanned again here)."""
+    found are this process's too, so none is imported or scanned again here). ``stdin``:
+    ``(descriptor, encoding, errors)`` of the driving process's standard input, for the
+    steps that read it (:class:`_StdinGate`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent(signal.SIGTERM)
@@ -178,10 +253,12 @@ def worker_main(conn: Connection, codes: list[Any], path: str, argv: list[str],
         controller = ThreadpoolController()
     limits = controller.limit(limits=blas, user_api="blas")  # noqa: F841 (held for life)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __builtins__=__builtins__)
+    main.__dict__.update(__file__=path, __builtins__=builtins)
     sys.modules["__main__"] = main
     ns = main.__dict__
     sys.argv = list(argv)
+    gate = _StdinGate(stdin, sys.stdin)
+    sys.stdin = gate
     real_out, real_err = sys.stdout, sys.stderr
     # the streams a step writes to are proxies to that step's buffers, so that a handler
     # made by one step (logging.basicConfig) writes where a later step's output goes
@@ -238,6 +315,7 @@ def worker_main(conn: Connection, codes: list[Any], path: str, argv: list[str],
                 send((token, f"{type(exc).__name__}: {exc}"))
         elif op == "run":
             i, names, want_state, barrier = msg[2], msg[3], msg[4], msg[5]
+            gate.allow(bool(msg[6]) if len(msg) > 6 else False)
             out, err = io.StringIO(), io.StringIO()
             proxy_out.target, proxy_err.target = out, err
             sys.stdout, sys.stderr = proxy_out, proxy_err
@@ -254,6 +332,7 @@ def worker_main(conn: Connection, codes: list[Any], path: str, argv: list[str],
                     sys.stdout.flush()
                 sys.stdout, sys.stderr = real_out, real_err
                 proxy_out.target, proxy_err.target = real_out, real_err
+                gate.allow(False)
             if barrier:
                 names = [n for n in ns if not (n.startswith("__") and n.endswith("__"))]
             defined = {n: (value_size(ns[n]) if n in ns else None) for n in names}
