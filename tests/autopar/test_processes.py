@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 
@@ -18,8 +19,9 @@ def _steps(lines, deps, **extra):
     for i, line in enumerate(lines):
         code = compile(line, "<prog>", "exec")
         reads, writes = extra.get("names", {}).get(i, (set(), set()))
+        reading = i in extra.get("stdin", ())
         step = CodeStep(i, code, frozenset(reads), frozenset(writes), label=f"step {i}",
-                        lineno=i + 1)
+                        lineno=i + 1, stdin=reading, group=0 if reading else None)
         b.add(("s", i), step, deps=[("s", d) for d in deps.get(i, ())], kind="statement",
               serial=i, priority=i, retries=0)
     return b.build()
@@ -65,3 +67,46 @@ def test_the_processes_backend_refuses_what_it_cannot_run():
     step = CodeStep(3, compile("x = 1", "<p>", "exec"), label="line 4")
     with pytest.raises(RuntimeError, match="line 4 is a step of a program"):
         step()
+    with pytest.raises(ValueError, match="reads the standard input runs on one process"):
+        CodeStep(0, compile("x = input()", "<p>", "exec"), everywhere=True, stdin=True)
+    with pytest.raises(TypeError, match="stdin must be True or False, got 'yes'"):
+        ProcessesBackend(2, filename="<p>", stdin="yes")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def piped_stdin():
+    """This process's descriptor 0 is a pipe holding three lines, for the test."""
+    r, w = os.pipe()
+    os.write(w, b"first\nsecond\nthird\n")
+    os.close(w)
+    saved = os.dup(0)
+    os.dup2(r, 0)
+    os.close(r)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
+def test_only_the_steps_marked_stdin_read_the_standard_input(piped_stdin):
+    """Steps marked stdin (kept on one process) read this process's standard input in
+    order, through input() and sys.stdin; a step not marked that reads
+    sys.stdin fails with an error that says so; without stdin=True no step reads it."""
+    names = {0: (set(), {"a"}), 1: (set(), {"b"}), 2: (set(), {"c"}),
+             3: ({"a", "b", "c"}, set())}
+    g = _steps(["a = input()", "b = __import__('sys').stdin.readline()",
+                "c = (__import__('time').sleep(0.1), 1)[1]", "print(a, repr(b), c)"],
+               {1: [0], 3: [0, 1, 2]}, names=names, stdin={0, 1})
+    out = io.StringIO()
+    tilegraph.pipeline.run(g, g.keys, backend=ProcessesBackend(2, filename="<prog>",
+                                                               out=out, stdin=True),
+                           fuse=False)
+    assert out.getvalue() == "first 'second\\n' 1\n"
+    g = _steps(["a = 1", "b = __import__('sys').stdin.read()"], {1: [0]},
+               names={0: (set(), {"a"}), 1: (set(), {"b"})})
+    for given in (True, False):
+        with pytest.raises(ScriptError, match="StdinUnread") as info:
+            tilegraph.pipeline.run(g, g.keys, backend=ProcessesBackend(
+                2, filename="<prog>", stdin=given), fuse=False)
+        assert "run the script with --workers 1" in info.value.traceback

@@ -22,7 +22,9 @@ task (a compound statement -- ``for``, ``while``, ``with``, ``if``, ``try``, ``d
   and ``sys.path``), ``state`` (process-wide settings that later statements read without
   naming them: NumPy's print options and error handling, warning filters, matplotlib's
   and pandas' options, the recursion limit, the locale, the decimal context, the time
-  zone, logging's configuration, an attribute of a module: :data:`STATE_CALLS`);
+  zone, logging's configuration, an attribute of a module, also when set through
+  ``setattr``, ``vars()`` or ``__dict__``: :data:`STATE_CALLS`), ``stdin`` (reading the
+  standard input);
 - ``barrier``: why the statement cannot be analysed (``exec``, ``eval``, ``globals()``,
   ``locals()``, a star import of a module that is not in the standard library, ``del``
   through an alias, an assignment to a module attribute, ``subprocess``...), or ``None``.
@@ -37,7 +39,10 @@ statement after it, on every worker (the paper's preamble: the setting is made o
 process, so whatever later statement reads it sees it); one that cannot run on every
 worker (it also writes files, draws random numbers, binds names) makes the whole script
 run serially, as do threads, exit handlers, signal handlers and processes the script
-starts itself (:attr:`ScriptGraph.serial_reason`).
+starts itself, a replaced builtin or hook of ``sys`` (:attr:`ScriptGraph.serial_reason`).
+Functions and classes of the script that keep state between statements (a mutable default
+value, a class attribute changed through objects...: :mod:`tilegraph.autopar.held`) keep the
+statements that use them on one worker, as the statements reading the standard input are.
 
 Unsure means sequential: what the analysis does not understand adds edges, never removes
 them.
@@ -152,9 +157,9 @@ class ScriptGraph:
     @property
     def serial_reason(self) -> str | None:
         """Why the script must run serially, in one process (``None``: it need not): it
-        starts threads, processes or exit or signal handlers, which live in the process
-        that made them, or it sets process state in a statement that cannot run on every
-        worker."""
+        starts threads, processes or exit or signal handlers, or replaces a builtin or a
+        hook of ``sys``, which live in the process that made them, or it sets process state
+        in a statement that cannot run on every worker."""
         for t in self.tasks:
             for reason in (t.barrier or "").split("; "):
                 if process_bound(reason):

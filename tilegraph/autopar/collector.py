@@ -125,8 +125,10 @@ class _Collector(ast.NodeVisitor):
             self.s.refs.add(name)
         # a variable that may hold the script's functions: using it may call them
         self.s.refs |= self.ctx.callable_vars.get(name, set())
-        if name in self.ctx.stdin_vars:
-            self.effect("stdin", "stdin", "w")
+        if name in self.ctx.stdin_vars or (
+                not self.is_local(name) and
+                self.ctx.modules.get(name) in ("sys.stdin", "sys.__stdin__")):
+            self.effect("stdin", "stdin", "w")   # from sys import stdin
         if self.ctx.modules.get(name) == "__main__":
             self.barrier("the __main__ module exposes every variable")
 
@@ -764,7 +766,8 @@ class _Collector(ast.NodeVisitor):
             self.barrier(replaced_hook(_HOOK_CALLS[q]))
         elif q == "sys.displayhook":   # it sets builtins._
             self.barrier(replaced_builtin("_"))
-        if q.startswith(_STDIN_CALLS) or (q in ("os.read", "os.fdopen") and not (
+        if q.startswith((*_STDIN_CALLS, "sys.stdin", "sys.__stdin__")) or (
+                q in ("os.read", "os.fdopen") and not (
                 args and isinstance(args[0], ast.Constant) and args[0].value != 0)):
             self.effect("stdin", "stdin", "w")
         last = q.rsplit(".", 1)[-1]
@@ -1160,6 +1163,10 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
         key = f"{cls}.{name}" if cls else name
         owner = cls or name
         nodes[key] = node
+        if any(ctx.qualname(n) in ("sys.stdin", "sys.__stdin__")
+               for d in [*node.args.defaults, *node.args.kw_defaults] if d is not None
+               for n in ast.walk(d)):   # def f(src=sys.stdin): src.read()
+            col.effect("stdin", "stdin", "w")
         held = _default_state(node, col.s, ctx)
         if held is not None:   # def f(acc=[]): acc.append(1)
             ctx.stateful.setdefault(owner, f"{key}() keeps the object of its default value "

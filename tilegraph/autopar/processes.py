@@ -111,6 +111,8 @@ class ProcessesBackend(Backend):
                  stdin: bool = False):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        if not isinstance(stdin, bool):
+            raise TypeError(f"stdin must be True or False, got {stdin!r}")
         if sys.platform == "win32" or "fork" not in multiprocessing.get_all_start_methods():
             raise RuntimeError("the processes backend needs the 'fork' start method "
                                "(Linux, macOS)")

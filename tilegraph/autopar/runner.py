@@ -502,8 +502,9 @@ class Profile:
 def profile_script(graph: ScriptGraph, argv: list[str] | None = None) -> Profile:
     """Run the script of ``graph`` once, serially in this process, timing every top-level
     statement and sizing the variables it defines. Its standard output and error are
-    captured and dropped; its other effects (files...) happen. An exception of the script
-    raises :class:`ScriptError`."""
+    captured and dropped; its other effects (files...) happen, and the builtins and hooks
+    of ``sys`` it replaces are put back after. An exception of the script raises
+    :class:`ScriptError`."""
     import time
 
     codes = compile_statements(graph)
