@@ -559,9 +559,10 @@ def test_a_terminal_or_a_closed_standard_input_keeps_the_script_in_one_process(t
 def test_scripts_without_hidden_state_still_run_in_parallel(tmp_path):
     """Immutable defaults, classes whose attributes nothing changes, modules only read
     (``getattr``, ``print``, a function that calls their functions), functions imported
-    by name handed to ``map``: nothing is grouped, fenced or serial, loops split, and both
-    workers run statements."""
+    by name handed to ``map``, a ``functools.partial`` called: nothing is grouped, fenced
+    or serial, loops split, and both workers run statements."""
     script = _script(tmp_path, "plain", """
+        import functools
         import json
         import math
         import numpy as np
@@ -578,6 +579,7 @@ def test_scripts_without_hidden_state_still_run_in_parallel(tmp_path):
         def total(xp, a):
             return xp.sum(a)
         ITEMS = list(range(30))
+        triple = functools.partial(f, n=3)
         a = slow(f(2))
         b = slow(Point(3).norm())
         c = [f(v) for v in ITEMS]
@@ -585,17 +587,22 @@ def test_scripts_without_hidden_state_still_run_in_parallel(tmp_path):
         e = getattr(json, "dumps")([1])
         g = total(np, np.arange(4))
         h = math.fsum(ITEMS)
-        print(a, b, sum(c), round(sum(d), 6), e, g, h, Point.dims)
+        k = [triple(v) for v in ITEMS]
+        m = [triple(v) + 1 for v in ITEMS]
+        print(a, b, sum(c), round(sum(d), 6), e, g, h, sum(k), sum(m), Point.dims)
         """)
     graph = analyze(script)
     assert graph.serial_reason is None and graph.group_reasons == {}
     assert not any(e.kind == "state" for t in graph.tasks for e in t.effects)
-    assert [t.lineno for t in graph.tasks if t.loop == "split"] == [23, 24]
+    assert [t.lineno for t in graph.tasks if t.loop == "split"] == [25, 26]
+    # a partial is called as what it wraps: calling it changes nothing, nor orders them
+    k, m = (next(t for t in graph.tasks if t.source.startswith(x)) for x in ("k =", "m ="))
+    assert not k.mutates and k.index not in graph.predecessors()[m.index]
     assert all(t.replicated for t in graph.tasks
                if t.source.startswith(("class", "def", "import", "from")))
     preds = graph.predecessors()
-    assert not preds[graph.tasks.index(next(t for t in graph.tasks if t.lineno == 22))] & {
-        graph.tasks.index(next(t for t in graph.tasks if t.lineno == 21))}
+    assert not preds[graph.tasks.index(next(t for t in graph.tasks if t.lineno == 24))] & {
+        graph.tasks.index(next(t for t in graph.tasks if t.lineno == 23))}
     out = io.StringIO()
     stats = run_script(script, 2, stdout=out, graph=graph)
     assert out.getvalue() == _serial(script)[1]

@@ -40,6 +40,7 @@ from tilegraph.autopar.effects import (
     _LOGGER_SETTERS,
     _MODULE_READERS,
     _RANDOM_PURE,
+    _STATELESS_WRAPPERS,
     _STDIN_CALLS,
     _STDIN_PATHS,
     _UNPICKLABLE_CALLS,
@@ -652,8 +653,9 @@ class _Collector(ast.NodeVisitor):
                 self.s.called_param_names |= self.params_of(name)
                 return
             if name in self.ctx.modules or name in self.ctx.user_callables or \
+                    name in self.ctx.wrappers or \
                     (name in _BUILTINS and name not in self.ctx.user_names):
-                return
+                return   # (what a partial(f) calls comes in with f: callable_vars)
             self.mutate(name)
         elif isinstance(func, (ast.Subscript, ast.Attribute)):
             root, _, _, _ = self._chain(func)
@@ -962,6 +964,7 @@ class _Context:
         self.module_imports: set[str] = set()    # names certainly bound to module objects
         self.module_vars: set[str] = set()       # variables that may hold a module object
         self.callable_vars: dict[str, set[str]] = {}  # variable -> functions it may hold
+        self.wrappers: set[str] = set()          # variables only ever bound to partial(...)
         self.stdin_vars: set[str] = set()        # names bound to the standard input (so far)
         self.classes: set[str] = set()           # the script's classes
         self.class_state: dict[str, set[str]] = defaultdict(set)  # attribute -> classes
@@ -1061,7 +1064,12 @@ class _Context:
                 elif isinstance(node, ast.NamedExpr):
                     pairs.append(({node.target.id}, node.value))
         held: list[tuple[set[str], set[str], bool]] = []
+        factory: dict[str, bool] = {}   # every binding a stateless wrapper (partial...)
         for names, value in pairs:
+            made = isinstance(value, ast.Call) and \
+                self.qualname(value.func) in _STATELESS_WRAPPERS
+            for n in names:
+                factory[n] = factory.get(n, True) and made
             bare = _bare_names(value)
             called = {n.func.id for n in ast.walk(value) if isinstance(n, ast.Call)
                       and isinstance(n.func, ast.Name) and n.func.id in returns_callable}
@@ -1085,6 +1093,7 @@ class _Context:
                         self.callable_vars[n] = self.callable_vars.get(n, set()) | funcs
                         changed = True
         self.module_vars -= set(self.modules)
+        self.wrappers = {n for n, made in factory.items() if made}
 
     def declared_global_here(self, col: _Collector) -> set[str]:
         return self._globals_decl.get(id(col), set())

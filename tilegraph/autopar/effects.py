@@ -143,6 +143,12 @@ getattr hasattr dir id type isinstance issubclass repr str print len hash callab
 vars ascii bool help dict list tuple set frozenset
 """.split())
 
+# Wrappers of a function that keep no state of their own: calling one is calling the
+# function it wraps.
+_STATELESS_WRAPPERS = frozenset({
+    "functools.partial", "numpy.vectorize", "numpy.frompyfunc", "operator.itemgetter",
+    "operator.attrgetter", "operator.methodcaller"})
+
 # Calls that read the standard input (qualified-name prefixes).
 _STDIN_CALLS = ("fileinput.", "getpass.", "code.interact", "pdb.")
 _STDIN_PATHS = frozenset({"/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"})
