@@ -10,6 +10,7 @@ succeeds and the other gets ``FileExistsError``.
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 import weakref
@@ -26,10 +27,10 @@ from tilegraph.io._atomic import (
     rename_noreplace,
     temp_sibling,
 )
-from tilegraph.io.snapshot import InputSnapshot, file_identity
+from tilegraph.io.snapshot import InputSnapshot, ReadLedger, file_identity
 from tilegraph.util import AST_LOCK
 
-__all__ = ["NpyWriter", "npy_info", "read_npy_block"]
+__all__ = ["NpyWriter", "memmap_layout", "npy_info", "read_mapped_block", "read_npy_block"]
 
 
 def _open_npy(path: str) -> BinaryIO:
@@ -138,6 +139,88 @@ def read_npy_block(path: str | os.PathLike[str], slices: Any,
         if expect is not None:  # rewritten in place while being read
             expect.check(file_identity(fd))
         return out
+
+
+Layout = tuple[int, tuple[int, ...], np.dtype, tuple[int, ...]]
+
+
+def memmap_layout(x: np.ndarray) -> tuple[str, Layout] | None:
+    """The file a memory map (``numpy.memmap``, or a view of one) shows and its layout
+    there: ``(path, (byte offset of its first element, shape, dtype, strides))``; None when
+    it shows no file's current bytes (a map of mode ``"c"``, whose writes stay in memory,
+    or an array that only came from a memory map).
+
+    >>> import os, shutil, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> m = np.memmap(os.path.join(d, "m.dat"), dtype="f4", mode="w+", shape=(4, 6))
+    >>> path, (offset, shape, dtype, strides) = memmap_layout(m[1:, ::2])
+    >>> os.path.basename(path), offset, shape, dtype, strides
+    ('m.dat', 24, (3, 3), dtype('float32'), (24, 8))
+    >>> del m; shutil.rmtree(d)
+    """
+    mapping = getattr(x, "_mmap", None)
+    filename = getattr(x, "filename", None)
+    if mapping is None or not filename or getattr(x, "mode", None) == "c":
+        return None
+    try:
+        start = np.frombuffer(mapping, dtype=np.uint8).__array_interface__["data"][0]
+    except (ValueError, TypeError, BufferError):  # a closed map
+        return None
+    origin = int(x.offset) - int(x.offset) % mmap.ALLOCATIONGRANULARITY
+    first = origin + x.__array_interface__["data"][0] - start
+    return os.path.abspath(filename), (first, tuple(x.shape), x.dtype, tuple(x.strides))
+
+
+def read_mapped_block(path: str, layout: Layout, slices: Any,
+                      ledger: ReadLedger | None = None) -> np.ndarray:
+    """A copy of ``array[slices]``, where ``array`` is laid out in the file at ``path`` as
+    ``layout`` says (:func:`memmap_layout`), read through a read-only map of the part of
+    the file it spans, unmapped before returning.
+
+    ``ledger``: the file's fingerprint (inode, size, modification time) is recorded there
+    at the first read and compared at every later read and before and after this one: a
+    file written under the run (through the map itself, or by another process) is an
+    :class:`~tilegraph.io.snapshot.InputChangedError`.
+
+    >>> import os, shutil, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> m = np.memmap(os.path.join(d, "m.dat"), dtype="i8", mode="w+", shape=(3, 4))
+    >>> m[:] = np.arange(12).reshape(3, 4)
+    >>> read_mapped_block(*memmap_layout(m.T), (slice(1, 3), slice(0, 2)))
+    array([[1, 5],
+           [2, 6]])
+    >>> del m; shutil.rmtree(d)
+    """
+    first, shape, dtype, strides = layout
+    dtype = np.dtype(dtype)
+    region = np.broadcast_to(np.empty((), dtype=np.uint8), shape)[slices].shape
+    with open(path, "rb") as fp:
+        fd = fp.fileno()
+        before = file_identity(fd)
+        if ledger is not None:
+            ledger.check({"": before})
+        if 0 in shape:
+            out = np.empty(region, dtype=dtype)
+        else:
+            lo = first + sum(s * (n - 1) for s, n in zip(strides, shape, strict=True) if s < 0)
+            hi = first + dtype.itemsize + sum(s * (n - 1) for s, n in
+                                              zip(strides, shape, strict=True) if s > 0)
+            if lo < 0 or hi > before[2]:
+                raise ValueError(f"{path!r} holds {before[2]} bytes, fewer than the memory "
+                                 f"map it is read through spans ({hi} bytes): it was "
+                                 "truncated")
+            origin = lo - lo % mmap.ALLOCATIONGRANULARITY
+            window = mmap.mmap(fd, hi - origin, access=mmap.ACCESS_READ, offset=origin)
+            try:
+                whole = np.ndarray(shape, dtype=dtype, buffer=window, offset=first - origin,
+                                   strides=strides)
+                out = np.array(whole[slices])
+                del whole
+            finally:
+                window.close()
+        if ledger is not None:  # written while being read
+            ledger.same({"": before}, {"": file_identity(fd)})
+    return out
 
 
 def _runs(bounds: list[tuple[int, int]], shape: tuple[int, ...], itemsize: int

@@ -46,7 +46,12 @@ from tilegraph.io._atomic import (
     replace_directory,
     temp_sibling,
 )
-from tilegraph.io.snapshot import InputSnapshot, store_identity
+from tilegraph.io.snapshot import (
+    InputSnapshot,
+    ReadLedger,
+    file_identity,
+    store_identity,
+)
 
 __all__ = [
     "SPARSE_ATTRIBUTE",
@@ -116,13 +121,16 @@ def zarr_info(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype, 
     )
 
 
-def read_zarr_block(path: Any, slices: Any, expect: InputSnapshot | None = None
-                    ) -> np.ndarray:
+def read_zarr_block(path: Any, slices: Any, expect: InputSnapshot | None = None,
+                    ledger: ReadLedger | None = None) -> np.ndarray:
     """``array[slices]`` as a NumPy array, from a zarr array path or an opened array.
 
     ``expect``: the array as the plan saw it (:mod:`tilegraph.io.snapshot`); the directory
     and its metadata are compared with it before and after reading, and a changed array is
-    an :class:`~tilegraph.io.snapshot.InputChangedError`.
+    an :class:`~tilegraph.io.snapshot.InputChangedError`. ``ledger`` (with a path): the
+    fingerprints of the chunk (shard) files the region covers are recorded there when
+    first read and compared at every later read, and before and after this one, so a chunk
+    rewritten under the run is an ``InputChangedError`` naming its key.
 
     ``path`` may be a path (the array is opened read-only for this call) or an array-like
     object already opened (anything with ``.shape`` and ``__getitem__``, such as a
@@ -145,11 +153,105 @@ def read_zarr_block(path: Any, slices: Any, expect: InputSnapshot | None = None
         arr = _open_zarr(path)
         if expect is not None:
             expect.check(expect.identity, expect.metadata, arr.shape, _native(arr.dtype))
+    files = None
+    if ledger is not None and arr is not path:
+        root = os.fspath(path)
+        ledger.settle(lambda: _baseline(root, arr))
+        files = chunk_files(root, arr, slices)
+        files += [(_dir_part(root, d), d) for d in dict.fromkeys(os.path.dirname(f)
+                                                                 for _, f in files)]
+        before = {part: file_identity(f) for part, f in files}
+        ledger.check(before)
     out = arr[slices]
     out = np.array(out) if isinstance(arr, np.ndarray) else np.asarray(out)
     if expect is not None:  # replaced while being read
         expect.check(*store_identity(os.fspath(path)))
+    if files is not None:  # a chunk rewritten while being read
+        ledger.same(before, {part: file_identity(f) for part, f in files})
     return out
+
+
+BASELINE_CHUNKS = 1 << 16  # arrays of at most this many chunks are fingerprinted whole
+
+
+def _baseline(root: str, arr: Any) -> dict[str, tuple]:
+    """The fingerprints a ledger records at the first read of the zarr array ``arr`` at
+    ``root``: every directory that holds its chunk files and, for an array of at most
+    ``BASELINE_CHUNKS`` chunks, every chunk file (one ``stat`` each). A chunk written after
+    that, by a new file renamed into place or in place, is then an error at its first read
+    too; beyond that size only the directories are (a new file renamed into them: how zarr
+    writes), and a chunk rewritten in place is caught only where it is read again."""
+    grid = [-(-int(n) // int(c)) for n, c in zip(
+        arr.shape, getattr(arr, "shards", None) or arr.chunks, strict=True)]
+    out = {_dir_part(root, d): file_identity(d) for d in chunk_dirs(root, arr)}
+    if math.prod(grid) <= BASELINE_CHUNKS:
+        whole = tuple(slice(None) for _ in grid)
+        out.update((key, file_identity(f)) for key, f in chunk_files(root, arr, whole))
+    return out
+
+
+def _dir_part(root: str, directory: str) -> str:
+    """A directory of a zarr array as a part of its ledger: its path in the array, and
+    ``"/"``."""
+    return os.path.relpath(directory, root).replace(os.sep, "/") + "/"
+
+
+def chunk_dirs(path: str, arr: Any) -> list[str]:
+    """The directories that hold (or would hold) the chunk (shard) files of the zarr array
+    ``arr`` stored at ``path``: a chunk is written as a new file renamed into one of them,
+    which changes that directory's modification time. Found from the chunk key encoding
+    (the last coordinate names the file), without listing any directory.
+
+    >>> import os, shutil, tempfile, zarr
+    >>> d = tempfile.mkdtemp()
+    >>> z = zarr.create_array(os.path.join(d, "a.zarr"), shape=(5, 4), dtype="f8",
+    ...                       chunks=(2, 4))
+    >>> [os.path.relpath(p, os.path.join(d, "a.zarr")) for p in chunk_dirs(
+    ...     os.path.join(d, "a.zarr"), z)]
+    ['c/0', 'c/1', 'c/2']
+    >>> shutil.rmtree(d)
+    """
+    grid = tuple(-(-int(n) // int(c)) for n, c in zip(
+        arr.shape, getattr(arr, "shards", None) or arr.chunks, strict=True))
+    encode = arr.metadata.encode_chunk_key
+    heads = itertools.product(*(range(max(g, 1)) for g in grid[:-1]))
+    dirs = dict.fromkeys(os.path.dirname(os.path.join(path, *encode((*h, 0)[:len(grid)])
+                                                      .split("/")))
+                         for h in heads)
+    return list(dirs)
+
+
+def chunk_files(path: str, arr: Any, slices: Any) -> list[tuple[str, str]]:
+    """``(key, file)`` of every stored chunk (a shard, for a sharded array) of the zarr
+    array ``arr`` stored at ``path`` that the region ``slices`` covers; a chunk never
+    written (its fill value) has no file there yet.
+
+    >>> import os, shutil, tempfile, zarr
+    >>> d = tempfile.mkdtemp()
+    >>> z = zarr.create_array(os.path.join(d, "a.zarr"), shape=(5, 4), dtype="f8",
+    ...                       chunks=(2, 4))
+    >>> [key for key, _ in chunk_files(os.path.join(d, "a.zarr"), z, (slice(1, 3),))]
+    ['c/0/0', 'c/1/0']
+    >>> shutil.rmtree(d)
+    """
+    grid = tuple(int(c) for c in (getattr(arr, "shards", None) or arr.chunks))
+    index = slices if isinstance(slices, tuple) else (slices,)
+    ranges = []
+    for axis, (n, size) in enumerate(zip(arr.shape, grid, strict=True)):
+        s = index[axis] if axis < len(index) else slice(None)
+        if isinstance(s, slice):
+            steps = range(*s.indices(n))
+            if not steps:
+                return []
+            lo, hi = min(steps[0], steps[-1]), max(steps[0], steps[-1])
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+            lo = hi = int(s) + (n if int(s) < 0 else 0)
+        else:  # any other index: every chunk along the axis
+            lo, hi = 0, max(n - 1, 0)
+        ranges.append(range(lo // size, hi // size + 1))
+    encode = arr.metadata.encode_chunk_key
+    return [(key, os.path.join(path, *key.split("/")))
+            for key in (encode(c) for c in itertools.product(*ranges))]
 
 
 def _native(dtype: Any) -> np.dtype:
@@ -419,10 +521,13 @@ def sparse_zarr_info(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int],
-                           expect: InputSnapshot | None = None) -> Any:
+                           expect: InputSnapshot | None = None,
+                           ledger: ReadLedger | None = None) -> Any:
     """Block ``coord`` of the sparse zarr group at ``path``, as a ``scipy.sparse``
     ``csr_array`` (``csc_array`` for a CSC group). ``expect``: as for
-    :func:`read_zarr_block`.
+    :func:`read_zarr_block`; ``ledger``: the fingerprint of every file of the block's
+    arrays, recorded when first read and compared at every later read (as for
+    :func:`read_zarr_block`).
 
     >>> import os, shutil, tempfile
     >>> import scipy.sparse as sps
@@ -451,6 +556,13 @@ def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int],
         raise IndexError(f"read_sparse_zarr_block: block {coord} is outside the block grid "
                          f"{grid} of {path!r}")
     base = _block_path(path, coord)
+    if ledger is not None:
+        ledger.settle(lambda: {} if grid[0] * grid[1] > BASELINE_CHUNKS else {
+            p: ledger.fingerprint(p) for p in (
+                os.path.relpath(_block_path(path, c), path) for c in np.ndindex(*grid))})
+        part = os.path.relpath(base, path)
+        before = {part: ledger.fingerprint(part)}
+        ledger.check(before)
     try:
         parts = [np.asarray(_zarr().open_array(os.path.join(base, part), mode="r")[...])
                  for part in ("data", "indices", "indptr")]
@@ -459,6 +571,8 @@ def read_sparse_zarr_block(path: str | os.PathLike[str], coord: tuple[int, int],
     shape = (chunks[0][coord[0]], chunks[1][coord[1]])
     if expect is not None:  # replaced while being read
         expect.check(*store_identity(path))
+    if ledger is not None:
+        ledger.same(before, {part: ledger.fingerprint(part)})
     cls = sps.csr_array if info["format"] == "csr" else sps.csc_array
     return cls((parts[0].astype(info["dtype"], copy=False), parts[1], parts[2]), shape=shape)
 
