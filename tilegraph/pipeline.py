@@ -34,7 +34,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -59,6 +59,7 @@ from tilegraph.runtime.memory import (
     SpillStore,
     check_fits,
     default_limit,
+    remake_text,
     return_freed_blocks_to_os,
 )
 from tilegraph.util import human
@@ -409,7 +410,12 @@ class RunSummary:
     without a ``memory_limit``). With MPI these are this rank's figures (``ntasks``: tasks
     in its part of the plan), and ``processes`` and ``bytes_sent`` give the ranks and the
     bytes this rank sent. ``core_seconds``: the workers' time in finished tasks, the
-    serverless pool's included (numpywren's total CPU time, beside ``elapsed``)."""
+    serverless pool's included (numpywren's total CPU time, beside ``elapsed``).
+    ``remade``: op kind -> blocks dropped under memory pressure and made again for a
+    consumer; ``spilled_unrepeatable``: op kind -> blocks that were written to disk rather
+    than made again because their source may not give the same block again (an object read
+    by ``from_array`` without ``repeatable=True``), ``unrepeatable_reasons``: op kind -> why.
+    """
 
     ntasks: int
     backend: str
@@ -425,6 +431,9 @@ class RunSummary:
     projected_bytes: int = 0
     core_seconds: float = 0.0
     staged_bytes: int = 0
+    remade: dict[str, int] = field(default_factory=dict)
+    spilled_unrepeatable: dict[str, int] = field(default_factory=dict)
+    unrepeatable_reasons: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
         where = f" x {self.processes} ranks" if self.processes > 1 else ""
@@ -436,7 +445,7 @@ class RunSummary:
                 f"); spilled {human(self.spilled_bytes)}, "
                 f"read back {human(self.unspilled_bytes)}, recomputed "
                 f"{human(self.recomputed_bytes)}{staged}{sent}; {self.core_seconds:.3f} "
-                "core-seconds in tasks")
+                f"core-seconds in tasks{remake_text(self)}")
 
 
 _last_summary: RunSummary | None = None
@@ -451,7 +460,8 @@ def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
         backend.processes, transport.bytes_sent if transport is not None else 0,
         execution.recomputed_bytes, projection.peak if projection is not None else 0,
         execution.busy_seconds + getattr(transport, "core_seconds", 0.0),
-        execution.staged_bytes)
+        execution.staged_bytes, execution.remade, execution.spilled_unrepeatable,
+        execution.unrepeatable_reasons)
 
 
 def check_projection(graph: TaskGraph, projection: Projection, limit: int) -> None:

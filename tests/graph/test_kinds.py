@@ -131,3 +131,24 @@ def test_task_estimates_count_temporaries_by_kind():
 def test_kinds_that_write_over_an_input_name_its_position():
     assert {k: r.overwrites for k, r in KINDS.items() if r.overwrites is not None} == {
         "accumulate": 0, "trsm": 1, "syrk": 0, "gemm": 0}
+
+
+def test_which_kinds_are_repeatable_and_why_the_others_are_not():
+    from tilegraph.graph.kinds import unrepeatable_reason
+
+    assert {k for k, r in KINDS.items() if not r.repeatable} == {
+        "other", "load", "store", "map", "stage", "statement", "accumulate", "trsm", "syrk",
+        "gemm"}
+    # a step that writes over its input cannot be run again on the same inputs
+    assert not any(r.repeatable for r in KINDS.values() if r.overwrites is not None)
+    for k, r in KINDS.items():
+        assert (unrepeatable_reason(k) == "") == r.repeatable, k
+    assert "from_array" in unrepeatable_reason("load")
+    assert unrepeatable_reason("accumulate") == "it writes over its input in place"
+    assert unrepeatable_reason(None) == unrepeatable_reason("other")
+    # a kind registered without saying is not repeatable
+    assert OpKind("test-new").repeatable is False
+    with pytest.raises(ValueError, match="repeatable must be a bool"):
+        OpKind("bad", repeatable="yes")
+    with pytest.raises(ValueError, match="remake must be a bool"):
+        OpKind("bad", remake=1)

@@ -222,3 +222,67 @@ def test_add_many_adds_direct_tasks_at_once_and_rejects_bad_rows():
         b.add_many(["v"], add, [["x", "y"]], kind="nope")
     b.add_many(["u2"], add, [["x", "y"]])  # the builder is whole after each refusal
     assert tg.run(b.build(), ["u2"]) == [5]
+
+
+def _sources_and_chains():
+    """Sources of each sort and chains over them (see the assertions)."""
+    b = GraphBuilder()
+    b.add("file", np.ones, args=(2,), kind="load", repeatable=True, name="from_npy")
+    b.add("object", np.ones, args=(2,), kind="load", name="from_array",
+          repeatable="from_array of a Sensor: not declared repeatable")
+    b.add("plain", np.ones, args=(2,), kind="load", name="from_thing")
+    b.add("rand", np.ones, args=(2,), kind="random")
+    b.add("said-no", np.ones, args=(2,), kind="random", repeatable=False, name="rnd")
+    b.add_data("lit", np.ones(2), kind="load")
+    b.add("sum", add, deps=["file", "rand"], kind="elementwise")
+    b.add("bad", add, deps=["object", "file"], kind="elementwise")
+    b.add("user", np.negative, deps=["rand"], kind="map", name="f")
+    b.add("after-user", np.negative, deps=["user"], kind="elementwise")
+    b.add("in-place", add, deps=["lit", "sum"], kind="gemm")
+    b.add("opaque", np.ones, args=(2,))
+    return b.build()
+
+
+def test_repeatable_follows_the_whole_chain_to_the_sources():
+    g = _sources_and_chains()
+    rep = dict(zip(g.keys, g.repeatable(), strict=True))
+    assert rep == {"file": 1, "object": 0, "plain": 0, "rand": 1, "said-no": 0, "lit": 1,
+                   "sum": 1, "bad": 0, "user": 0, "after-user": 0, "in-place": 0,
+                   "opaque": 0}
+    why = {k: g.unrepeatable_reason(g.index[k]) for k in g.keys}
+    assert why["file"] == why["sum"] == why["lit"] == ""
+    assert why["object"] == why["bad"] == "from_array of a Sensor: not declared repeatable"
+    assert why["plain"].startswith("from_thing (load): a read from a source that does not "
+                                   "prove it")
+    assert why["said-no"] == "rnd (random): declared not repeatable"
+    assert why["after-user"] == why["user"] == ("f (map): it runs a user's function, which "
+                                                "may not give the same block again")
+    assert why["in-place"].endswith("(gemm): it writes over its input in place")
+    assert "opaque task" in why["opaque"]
+    # remade: sources cheap to make again and repeatable; refused: cheap, not repeatable
+    remade = {k for k, r in zip(g.keys, g.remakeable(), strict=True) if r}
+    refused = {k for k, r in zip(g.keys, g.remake_refused(), strict=True) if r}
+    assert remade == {"file", "rand"}
+    assert refused == {"object", "plain", "said-no"}
+    assert g.task_meta("object").repeatable.startswith("from_array")
+    a = g.repeatable()
+    a[0] = 0
+    assert g.repeatable()[0] == 1  # each caller gets a copy
+
+
+def test_repeatable_of_a_large_graph_follows_long_chains():
+    """Beyond the size walked in Python: two chains of 300 steps, one over a source that
+    is not repeatable."""
+    b = GraphBuilder()
+    b.add("good", np.ones, args=(1,), kind="random")
+    b.add("bad", np.ones, args=(1,), kind="load")
+    for src in ("good", "bad"):
+        prev = src
+        for k in range(300):
+            b.add((src, k), np.negative, deps=[prev], kind="elementwise")
+            prev = (src, k)
+    g = b.build()
+    rep = g.repeatable()
+    assert all(rep[g.index[("good", k)]] for k in range(300))
+    assert not any(rep[g.index[("bad", k)]] for k in range(300))
+    assert g.unrepeatable_reason(g.index[("bad", 299)]).startswith("ones (load)")

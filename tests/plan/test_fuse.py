@@ -101,3 +101,56 @@ def test_template_working_holds_arguments_until_their_call():
     f = Call(np.add, (g, h), mem=(5, 5))
     assert template_working(f) == (5, max(10, 10 + 30, 10 + 20 + 5))
     assert template_working((f, 7, [g])) == (15, 40)
+
+
+@pytest.mark.parametrize("source", ["random", "object"])
+def test_a_chain_fused_over_two_passes_keeps_what_its_first_pass_knew(source):
+    """``s -> f(s) -> s + f(s)``: the first pass inlines ``f`` into the sum, the second the
+    source ``s``. The fused task is cheap to make again only if every step is (``f`` is a
+    user's function: not), and repeatable only if every step is: its ``remake`` and
+    ``repeatable`` columns carry the first pass's verdict into the second."""
+    from tilegraph.graph import GraphBuilder
+    from tilegraph.plan.fuse import fuse_chains
+
+    b = GraphBuilder()
+    if source == "random":
+        b.add("s", np.ones, args=(3,), kind="random", nbytes=24)
+    else:
+        b.add("s", np.ones, args=(3,), kind="load", nbytes=24, name="from_array",
+              repeatable="from_array of a Sensor: not declared repeatable")
+    b.add("f", np.negative, deps=["s"], kind="map", nbytes=24, name="f")
+    b.add("sum", np.add, deps=["s", "f"], kind="elementwise", nbytes=24)
+    g, _ = fuse_chains(b.build(), np.array([2]))
+    assert len(g) == 1 and g.in_degree()[0] == 0  # both passes ran
+    np.testing.assert_array_equal(_run(g), np.zeros(3))
+    assert g.meta["remake"][0] is False
+    assert not g.remakeable()[0] and not g.remake_refused()[0]
+    why = g.unrepeatable_reason(0)
+    if source == "random":
+        assert why == "f (map): it runs a user's function, which may not give the same " \
+                      "block again"
+    else:
+        assert why == "from_array of a Sensor: not declared repeatable"
+
+
+def test_a_cheap_chain_over_a_source_that_is_not_repeatable_is_refused_not_remade():
+    from tilegraph.graph import GraphBuilder
+    from tilegraph.plan.fuse import fuse_chains
+
+    b = GraphBuilder()
+    b.add("s", np.ones, args=(3,), kind="load", nbytes=24, name="from_array",
+          repeatable="from_array of a Sensor: not declared repeatable")
+    b.add("v", np.negative, deps=["s"], kind="getitem", nbytes=24)
+    b.add("sum", np.add, deps=["s", "v"], kind="elementwise", nbytes=24)
+    g, _ = fuse_chains(b.build(), np.array([2]))
+    assert len(g) == 1 and g.meta["remake"][0] is True
+    assert g.remake_refused()[0] and not g.remakeable()[0]
+    assert g.meta["repeatable"][0] == "from_array of a Sensor: not declared repeatable"
+    np.testing.assert_array_equal(_run(g), np.zeros(3))
+
+
+def _run(g):
+    from tilegraph.graph.taskgraph import call_of
+
+    func, args, kwargs = call_of(g, 0, [])
+    return func(*args, **kwargs)

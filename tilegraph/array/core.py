@@ -274,7 +274,7 @@ def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None,
         for coord, slc in slices.items():
             nb = itemsize * math.prod(s.stop - s.start for s in slc)
             builder.add((name, *coord), _view, args=(x, slc), kind="load", nbytes=nb,
-                        coords=coord)
+                        coords=coord, repeatable=True)  # a view of the array the plan holds
 
     return Array(ViewBlocks(name, grid, emit, x), x.shape, chunks, x.dtype)
 

@@ -36,26 +36,32 @@ from tilegraph.io import (
     sparse_zarr_info,
     zarr_info,
 )
-from tilegraph.io.snapshot import InputSnapshot, snapshot_of
+from tilegraph.io.npy import memmap_layout, read_mapped_block
+from tilegraph.io.snapshot import InputSnapshot, ReadLedger, shared_ledger, snapshot_of
 
 ZARR_READ_WORKING = 3  # a zarr read holds the compressed chunk, its decoding and the block
 
 
 def _reader_array(op: str, reader: Any, path: str, shape: tuple[int, ...], dtype: np.dtype,
-                  chunks: Any, snap: InputSnapshot, working: int = 1) -> Array:
+                  chunks: Any, snap: InputSnapshot, working: int = 1,
+                  ledger: ReadLedger | None = None) -> Array:
     """Load tasks, one per block; a task's working set is ``working`` times its block (a
-    compressed chunk, its decoded copy and the block assembled from it)."""
+    compressed chunk, its decoded copy and the block assembled from it). Every read checks
+    the snapshot (and the ledger of the input's parts, if given), so a block read again
+    (made again under memory pressure) is the block read first, or an error: the tasks are
+    repeatable (:meth:`~tilegraph.graph.TaskGraph.repeatable`)."""
     chunks = normalize_chunks(chunks, shape, dtype)
     slices = all_block_slices(chunks)
     name = f"{op}-{tokenize(op, snap, chunks)}"
     itemsize = dtype.itemsize
+    extra = () if ledger is None else (ledger,)
 
     def nbytes(c: tuple[int, ...]) -> int:
         return itemsize * math.prod(s.stop - s.start for s in slices[c])
 
     blocks = source(name, numblocks(chunks),
-                    lambda c: (reader, (path, Lit(slices[c]), Lit(snap))),
-                    kind="load", name=op, nbytes=nbytes,
+                    lambda c: (reader, (path, Lit(slices[c]), Lit(snap), *extra)),
+                    kind="load", name=op, nbytes=nbytes, repeatable=True,
                     working=(lambda c: working * nbytes(c)) if working > 1 else None)
     return Array(blocks, shape, chunks, dtype)
 
@@ -80,6 +86,7 @@ def _sparse_from_zarr(path: str, info: dict[str, Any], chunks: Any) -> SparseArr
     snap = snapshot_of(path)
     token = tokenize("from_zarr-sparse", snap, stored)
     name = f"from_zarr-{token}"
+    ledger = shared_ledger(path, trees=True)
 
     def nbytes(c: tuple[int, ...]) -> int | None:
         if nnz is None:
@@ -87,8 +94,8 @@ def _sparse_from_zarr(path: str, info: dict[str, Any], chunks: Any) -> SparseArr
         return sparse_block_nbytes(block_shape(stored, c), int(nnz[c]), dtype, fmt)
 
     blocks = source(name, numblocks(stored),
-                    lambda c: (read_sparse_zarr_block, (path, Lit(c), Lit(snap))), kind="load",
-                    name="from_zarr", nbytes=nbytes)
+                    lambda c: (read_sparse_zarr_block, (path, Lit(c), Lit(snap), ledger)),
+                    kind="load", name="from_zarr", nbytes=nbytes, repeatable=True)
     size = math.prod(shape)
     density = None if nnz is None else (min(1.0, int(nnz.sum()) / size) if size else 0.0)
     x = SparseArray(blocks, shape, stored, dtype, fmt, density)
@@ -120,7 +127,8 @@ def is_lazy_source(x: Any) -> bool:
             and isinstance(getattr(x, "shape", None), tuple))
 
 
-def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False) -> Array:
+def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False,
+               repeatable: bool | None = None) -> Array:
     """A blocked array over any array-like ``x`` with ``shape``, ``dtype`` and
     ``__getitem__`` (an h5py dataset, a zarr array, a netCDF variable, a memory map): each
     task reads its own block, ``x[slices]``, so ``x`` is never read whole. ``chunks``
@@ -130,6 +138,28 @@ def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False) -> Array:
     ``from_array`` does) gives :func:`~tilegraph.from_numpy`, a dask array
     :func:`~tilegraph.from_dask`, a tilegraph array itself (rechunked if asked).
 
+    Under memory pressure a block that is cheap to read again may be dropped and read again
+    when a consumer needs it, instead of being written to disk and read back; only a source
+    that gives the same block again may be read twice. ``repeatable`` says whether ``x``
+    does:
+
+    - ``None`` (default): only where it is proven. A memory map (``numpy.memmap`` of a
+      file) is read from its file, whose fingerprint (inode, size, modification time) is
+      recorded at the first read and checked at every later one, and a zarr array in a
+      local directory is read as by :func:`from_zarr`, its chunk files checked likewise: a
+      source changed under a run is an :class:`~tilegraph.io.snapshot.InputChangedError`,
+      never a mix of old and new blocks. Any other object's blocks are never read twice
+      in a run: spilled to disk (or kept) instead.
+    - ``True``: the user declares that reading a region again gives the same values (a
+      file that nothing writes, a deterministic generator), so its blocks may be read
+      again. Each block read again is checked against the one dropped (a checksum), and
+      a difference is an ``InputChangedError``.
+    - ``False``: never read a block twice, even of a memory map or a zarr array.
+
+    ``tg.last_run()`` counts the blocks read again (``remade``) and those spilled because
+    their source is not repeatable, with the reason; ``explain()`` says which ops are
+    which.
+
     >>> import numpy as np, tilegraph as tg
     >>> class Source:  # reads one region at a time
     ...     shape, dtype = (5, 4), np.dtype("f8")
@@ -138,56 +168,135 @@ def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False) -> Array:
     >>> x = tg.from_array(Source(), chunks=(2, 3))
     >>> x.chunks, float(x.sum().compute())
     (((2, 2, 1), (3, 1)), 190.0)
+
+    A source that gives the same values every time may be read again instead of spilled:
+
+    >>> class Ramp:  # 400 x 50, computed on each read
+    ...     shape, dtype = (400, 50), np.dtype("f8")
+    ...     def __getitem__(self, idx):
+    ...         return np.arange(20000.0).reshape(400, 50)[idx]
+    >>> y = tg.from_array(Ramp(), chunks=(10, 50), repeatable=True)  # blocks of 4 KB
+    >>> float(((y - y.mean(axis=0)) ** 2).sum().compute(memory_limit="40KB"))
+    666662500000.0
+    >>> tg.last_run().remade["load"] > 0, tg.last_run().spilled_bytes
+    (True, 0)
     """
     from tilegraph.array.core import from_numpy
 
-    if isinstance(x, Array):
-        return x if chunks == "auto" else x.rechunk(chunks)
-    if isinstance(x, np.ndarray):
-        return from_numpy(x, chunks=chunks)
-    if isinstance(x, (list, tuple, int, float, complex, bool, np.generic)):
-        return from_numpy(np.asarray(x), chunks=chunks)
-    if hasattr(type(x), "__dask_graph__"):
+    if repeatable is not None and not isinstance(repeatable, bool):
+        raise TypeError(f"from_array: repeatable must be True, False or None, got "
+                        f"{repeatable!r}")
+    if isinstance(x, np.memmap):
+        mapped = memmap_layout(x)
+        if mapped is not None:
+            return _from_mapped_file(*mapped, chunks, lock, repeatable)
+    if isinstance(x, Array) or hasattr(type(x), "__dask_graph__"):
+        if repeatable is not None:
+            raise TypeError(f"from_array: repeatable= is for an object read block by block; "
+                            f"a {type(x).__name__}'s blocks are repeatable as far as its own "
+                            "steps are")
+        if isinstance(x, Array):
+            return x if chunks == "auto" else x.rechunk(chunks)
         from tilegraph.array.dask_interop import from_dask
 
         out = from_dask(x)
         return out if chunks == "auto" else out.rechunk(chunks)
+    if isinstance(x, (np.ndarray, list, tuple, int, float, complex, bool, np.generic)):
+        if repeatable is False:
+            raise TypeError("from_array: repeatable=False cannot hold for data in memory "
+                            "(its blocks are views of an array the plan holds)")
+        return from_numpy(np.asarray(x), chunks=chunks)
     missing = [a for a in ("shape", "dtype", "__getitem__") if not hasattr(x, a)]
     if missing:
         raise TypeError(f"from_array: {type(x).__name__} has no {', '.join(missing)}; it "
                         "needs shape, dtype and __getitem__ (or use tg.asarray for data "
                         "in memory)")
+    local = _local_zarr_path(x)
+    if local is not None and repeatable is not False:
+        return from_zarr(local, chunks=chunks)
     shape = tuple(int(n) for n in x.shape)
     dtype = np.dtype(x.dtype)
     if dtype.kind == "O":
         raise TypeError("from_array: arrays of Python objects are not supported")
-    if lock is True:
-        import threading
-
-        lock = threading.Lock()
-    elif lock is False or lock is None:
-        lock = None
-    elif not (hasattr(lock, "__enter__") and hasattr(lock, "__exit__")):
-        raise TypeError(f"from_array: lock must be True, False or a lock, got {lock!r}")
+    lock = _lock("from_array", lock)
     chunks = normalize_chunks(chunks, shape, dtype)
     slices = all_block_slices(chunks)
     name = unique_name("from_array")
     itemsize = dtype.itemsize
+    declared = True if repeatable else (
+        f"from_array of a {type(x).__name__}: reading a block again may not give the same "
+        "values" + (" (repeatable=False)" if repeatable is False
+                    else "; pass repeatable=True if it does"))
 
     def task(c: tuple[int, ...]) -> tuple:
         slc = slices[c]
         return _read_region, (x, Lit(slc), Lit(tuple(s.stop - s.start for s in slc)), lock)
 
     blocks = source(name, numblocks(chunks), task, kind="load", name="from_array",
+                    repeatable=declared,
                     nbytes=lambda c: itemsize * math.prod(s.stop - s.start
                                                           for s in slices[c]))
     return Array(blocks, shape, chunks, dtype)
 
 
+def _lock(op: str, lock: Any) -> Any:
+    """A ``lock=`` argument as a lock object or None."""
+    if lock is True:
+        import threading
+
+        return threading.Lock()
+    if lock is False or lock is None:
+        return None
+    if not (hasattr(lock, "__enter__") and hasattr(lock, "__exit__")):
+        raise TypeError(f"{op}: lock must be True, False or a lock, got {lock!r}")
+    return lock
+
+
+def _from_mapped_file(path: str, layout: tuple, chunks: Any, lock: Any,
+                      repeatable: bool | None) -> Array:
+    """:func:`from_array` of a memory map: blocks read from the file it maps, checked
+    against the file's fingerprint as first read (:func:`~tilegraph.io.npy.read_mapped_block`).
+    ``lock`` is checked but not needed (each read maps the file anew)."""
+    _lock("from_array", lock)
+    shape, dtype = layout[1], np.dtype(layout[2])
+    chunks = normalize_chunks(chunks, shape, dtype)
+    slices = all_block_slices(chunks)
+    ledger = shared_ledger(path)
+    itemsize = dtype.itemsize
+    declared = (True if repeatable is not False else
+                f"from_array of the memory map of {path!r}: declared repeatable=False")
+    blocks = source(unique_name("from_array"), numblocks(chunks),
+                    lambda c: (read_mapped_block, (path, Lit(layout), Lit(slices[c]), ledger)),
+                    kind="load", name="from_array", repeatable=declared,
+                    nbytes=lambda c: itemsize * math.prod(s.stop - s.start
+                                                          for s in slices[c]))
+    return Array(blocks, shape, chunks, dtype)
+
+
+def _local_zarr_path(x: Any) -> str | None:
+    """The directory of a zarr array stored in a local directory (a ``LocalStore``), which
+    :func:`from_zarr` reads with its checks; None for any other object."""
+    if not type(x).__module__.startswith("zarr"):
+        return None
+    import zarr
+    from zarr.storage import LocalStore
+
+    if not isinstance(x, zarr.Array):
+        return None
+    store_path = getattr(x, "store_path", None)
+    store = getattr(store_path, "store", None)
+    if not isinstance(store, LocalStore):
+        return None
+    return os.path.join(str(store.root), *filter(None, str(store_path.path).split("/")))
+
+
 def from_zarr(path: Any, chunks: Any = None, component: str | None = None) -> Array:
     """The zarr array at ``path``; blocks default to the zarr chunks. The array is
     snapshotted now (its directory, metadata, shape and dtype) and every block read checks
-    it, as for :func:`from_npy`. A sparse zarr group
+    it, as for :func:`from_npy`; the chunk files a read covers are fingerprinted (inode,
+    size, modification time) when first read and checked at every later read, so a chunk
+    rewritten under a run is an :class:`~tilegraph.io.snapshot.InputChangedError` naming
+    it, never a mixed result. A sparse zarr group
     (written by :func:`to_zarr` from a SparseArray) gives a SparseArray with the stored
     blocks (rechunked when ``chunks`` is given).
 
@@ -200,8 +309,8 @@ def from_zarr(path: Any, chunks: Any = None, component: str | None = None) -> Ar
     >>> shutil.rmtree(d)
 
     ``path`` may also be an open ``zarr.Array`` (read block by block, as by
-    :func:`from_array`), or a ``zarr.Group`` or the path of a group, with ``component=``
-    naming the array inside it.
+    :func:`from_array`: with these checks when it is stored in a local directory), or a
+    ``zarr.Group`` or the path of a group, with ``component=`` naming the array inside it.
     """
     if not isinstance(path, (str, bytes, os.PathLike)):
         return _from_zarr_object(path, chunks, component)
@@ -218,7 +327,8 @@ def from_zarr(path: Any, chunks: Any = None, component: str | None = None) -> Ar
     shape, dtype, zchunks = zarr_info(path)
     snap = replace(snap, shape=shape, dtype=str(np.dtype(dtype)))
     return _reader_array("from_zarr", read_zarr_block, path, shape, np.dtype(dtype),
-                         zchunks if chunks is None else chunks, snap, working=ZARR_READ_WORKING)
+                         zchunks if chunks is None else chunks, snap, working=ZARR_READ_WORKING,
+                         ledger=shared_ledger(path))
 
 
 def _from_zarr_object(obj: Any, chunks: Any, component: str | None) -> Array:

@@ -121,7 +121,12 @@ class Recorder:
                          "spilled_bytes": int(event.spilled_bytes),
                          "unspilled_bytes": int(event.unspilled_bytes),
                          "recomputed_bytes": int(event.recomputed_bytes),
-                         "staged_bytes": int(event.staged_bytes)}
+                         "staged_bytes": int(event.staged_bytes),
+                         "remade": {str(k): int(n) for k, n in event.remade.items()},
+                         "spilled_unrepeatable": {
+                             str(k): int(n) for k, n in event.spilled_unrepeatable.items()},
+                         "unrepeatable_reasons": {
+                             str(k): str(v) for k, v in event.unrepeatable_reasons.items()}}
         elif isinstance(event, WorkersScaled):
             self._alive.append((float(event.time), int(event.alive)))
         elif isinstance(event, PoolQueue):

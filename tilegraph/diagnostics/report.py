@@ -575,7 +575,8 @@ def _memory_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
     ends = [p for p in procs if p.end is not None]
     if ends:
         yield ('<table><thead><tr><th>rank</th><th>peak held</th><th>spilled</th>'
-               "<th>read back</th><th>recomputed</th><th>staged on disk</th></tr></thead>"
+               "<th>read back</th><th>recomputed</th><th>staged on disk</th>"
+               "<th>blocks remade</th><th>spilled, source not repeatable</th></tr></thead>"
                "<tbody>")
         for p in ends:
             end = p.end or {}
@@ -583,9 +584,27 @@ def _memory_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:
                    f"<td>{escape(human(end.get('spilled_bytes', 0)))}</td>"
                    f"<td>{escape(human(end.get('unspilled_bytes', 0)))}</td>"
                    f"<td>{escape(human(end.get('recomputed_bytes', 0)))}</td>"
-                   f"<td>{escape(human(end.get('staged_bytes', 0)))}</td></tr>")
+                   f"<td>{escape(human(end.get('staged_bytes', 0)))}</td>"
+                   f"<td>{escape(_per_kind(end.get('remade') or {}))}</td>"
+                   f"<td>{escape(_per_kind(end.get('spilled_unrepeatable') or {}))}</td>"
+                   "</tr>")
         yield "</tbody></table>\n"
+        reasons = sorted({(k, why) for p in ends
+                          for k, why in ((p.end or {}).get("unrepeatable_reasons") or {}
+                                         ).items()})
+        if reasons:
+            yield '<p>Not made again, because a block read again may differ: '
+            yield "; ".join(f"{escape(k)}: {escape(why)}" for k, why in reasons)
+            yield "</p>\n"
     yield "</section>\n"
+
+
+def _per_kind(counts: dict[str, int]) -> str:
+    """Blocks per op kind, e.g. ``"12 (load 8, random 4)"`` (``"0"`` for none)."""
+    if not counts:
+        return "0"
+    return (f"{sum(counts.values())} ("
+            + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) + ")")
 
 
 def _pool_chart(procs: list[_Process], scale: _Scale) -> Iterator[str]:

@@ -37,8 +37,21 @@ field               meaning
                     reading it back (a read from its file, a random or constant block, a view,
                     a cheap elementwise step): under memory pressure the memory manager drops
                     such a result of a task with no inputs (its whole recipe is in the task,
-                    fused steps included) and the executor makes it again when it is needed
+                    fused steps included) and the executor makes it again when it is needed,
+                    provided the task is also ``repeatable``
+``repeatable``      run again on the same inputs, a step of this kind gives the same result: a
+                    function of its inputs alone, writing over none of them and with no side
+                    effect; a source of this kind (no inputs) gives the same block again. A
+                    task may say otherwise in its ``repeatable`` column: a read proves it (a
+                    file or store whose fingerprint every read checks) or the user declares it
+                    (``from_array(..., repeatable=True)``). A result is remade only when its
+                    whole chain to its sources is repeatable
+                    (:meth:`tilegraph.graph.TaskGraph.repeatable`); otherwise it is spilled
+                    (or kept), never read again from a source that may have changed
 ==================  ===========================================================================
+
+A kind that is not ``repeatable`` says why in :func:`unrepeatable_reason` (shown by
+``explain()`` and the run summary beside the blocks spilled rather than remade).
 
 Tasks without a kind (opaque tasks, e.g. of dask dict graphs) get the row ``"other"``. A
 front end that emits a new kind registers it first with :func:`register_kind`;
@@ -73,6 +86,7 @@ class OpKind:
     flops: Callable[..., float] | None = None
     remake: bool = False
     absorbs_views: bool = False
+    repeatable: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -89,6 +103,10 @@ class OpKind:
                              f"(an int >= 0) or None, got {self.overwrites!r}")
         if self.flops is not None and not callable(self.flops):
             raise ValueError(f"OpKind {self.name!r}: flops must be callable or None")
+        for flag in ("remake", "repeatable"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"OpKind {self.name!r}: {flag} must be a bool, got "
+                                 f"{getattr(self, flag)!r}")
 
 
 PLACEMENTS = ("grid", "vector", "gather", "producers", "at-start")
@@ -126,52 +144,59 @@ def lu_flops(m: float, n: float) -> float:
 
 
 def _blockwise(name: str, temp_factor: float, chain: bool = False,
-               placement: str = "producers", view: bool = False, remake: bool = True) -> OpKind:
+               placement: str = "producers", view: bool = False, remake: bool = True,
+               repeatable: bool = True) -> OpKind:
     return OpKind(name, blockwise=True, fuse_producer=True, fuse_consumer=True,
                   placement=placement, temp_factor=temp_factor, chain_temporaries=chain,
-                  view=view, remake=remake)
+                  view=view, remake=remake, repeatable=repeatable)
 
 
 _ROWS = (
     # opaque tasks (no kind): never fused, placed with their producers
     OpKind(OTHER),
-    # sources and views: no temporaries
-    _blockwise("load", 0.0),
+    # sources and views: no temporaries. A load is repeatable only where its task proves it
+    # (its ``repeatable`` column: from_npy, from_zarr, a memory map, in-memory data) or the
+    # user declares it; a random block is always seeded (tilegraph.array.random)
+    _blockwise("load", 0.0, repeatable=False),
     _blockwise("creation", 0.0),
     _blockwise("random", 0.0),
     _blockwise("getitem", 0.0, view=True),
     _blockwise("transpose", 0.0, view=True),
     _blockwise("reshape", 0.0, view=True),
     _blockwise("astype", 0.0),
-    _blockwise("store", 0.0, placement="gather", view=True, remake=False),
+    _blockwise("store", 0.0, placement="gather", view=True, remake=False, repeatable=False),
     # blockwise computations: about one temporary block per step of a fused chain
     _blockwise("elementwise", 1.0, chain=True),
-    _blockwise("map", 1.0, chain=True, remake=False),  # a user's function: cost unknown
+    # a user's function: its cost is unknown, and it may not give the same block again
+    _blockwise("map", 1.0, chain=True, remake=False, repeatable=False),
     _blockwise("partial", 1.0, chain=True),
     # reductions and block rearrangements
-    OpKind("reduce", fuse_producer=True, temp_factor=1.0),
-    OpKind("aggregate", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
-    OpKind("rechunk", fuse_producer=True, fuse_consumer=True, temp_factor=0.0),
+    OpKind("reduce", fuse_producer=True, temp_factor=1.0, repeatable=True),
+    OpKind("aggregate", fuse_producer=True, fuse_consumer=True, temp_factor=0.0,
+           repeatable=True),
+    OpKind("rechunk", fuse_producer=True, fuse_consumer=True, temp_factor=0.0,
+           repeatable=True),
     # a block's pieces written to a rechunk's intermediate store on disk (file writes run
     # without the GIL): its result is a handle of a few bytes read by many loads, never
     # inlined into them
     OpKind("stage", fuse_consumer=True, temp_factor=0.0, releases_gil=True),
     # sorting a block, cutting it at splitters, merging sorted pieces (NumPy's sorts run
     # without the GIL)
-    OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True),
+    OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True, repeatable=True),
     # the group-by-join of a contraction: the tasks of output block (i, j) on the grid
     # (both take views of their operands inside: a transposed block in the product)
     OpKind("product", fuse_producer=True, placement="grid", temp_factor=0.0,
-           releases_gil=True, flops=matmul_flops, absorbs_views=True),
+           releases_gil=True, flops=matmul_flops, absorbs_views=True, repeatable=True),
     OpKind("accumulate", fuse_producer=True, placement="grid", temp_factor=0.0,
            overwrites=0, releases_gil=True, flops=matmul_flops, absorbs_views=True),
     # a contraction with a one-block-dimension output: each product where its larger
     # operand's block lives, a tree of small partial sums; views of its operands (a
     # transposed block) fuse into it
     OpKind("partial_product", fuse_consumer=True, placement="vector", temp_factor=0.0,
-           releases_gil=True, flops=matmul_flops),
+           releases_gil=True, flops=matmul_flops, repeatable=True),
     # the block kernels of the factorisations: ScaLAPACK's 2-D block-cyclic layout
-    OpKind("potrf", placement="grid", temp_factor=0.0, releases_gil=True, flops=potrf_flops),
+    OpKind("potrf", placement="grid", temp_factor=0.0, releases_gil=True, flops=potrf_flops,
+           repeatable=True),
     # (trsm, syrk and gemm update a tile in place unless called with copy=True)
     OpKind("trsm", placement="grid", temp_factor=0.0, overwrites=1, releases_gil=True,
            flops=trsm_flops),
@@ -179,12 +204,12 @@ _ROWS = (
            flops=syrk_flops),
     OpKind("gemm", placement="grid", temp_factor=0.0, overwrites=0, releases_gil=True,
            flops=matmul_flops),
-    OpKind("qr", temp_factor=1.0, releases_gil=True, flops=qr_flops),
-    OpKind("lu", temp_factor=1.0, releases_gil=True, flops=lu_flops),
-    OpKind("svd", temp_factor=1.0, releases_gil=True),
+    OpKind("qr", temp_factor=1.0, releases_gil=True, flops=qr_flops, repeatable=True),
+    OpKind("lu", temp_factor=1.0, releases_gil=True, flops=lu_flops, repeatable=True),
+    OpKind("svd", temp_factor=1.0, releases_gil=True, repeatable=True),
     # sparse arrays: blocks gathered into one, and sparse blocks made dense
-    OpKind("assemble", temp_factor=1.0),
-    OpKind("todense", temp_factor=1.0),
+    OpKind("assemble", temp_factor=1.0, repeatable=True),
+    OpKind("todense", temp_factor=1.0, repeatable=True),
     # a step of a program run in a worker process's namespace (a script's statement, see
     # tilegraph.autopar.processes): the thread driving it only waits, its result here is a
     # few bytes
@@ -192,6 +217,39 @@ _ROWS = (
 )
 
 KINDS: dict[str, OpKind] = {row.name: row for row in _ROWS}
+
+# why the kinds that are not repeatable are not (see unrepeatable_reason)
+_UNREPEATABLE = {
+    OTHER: "an opaque task (no op kind): nothing says it gives the same result again",
+    "load": "a read from a source that does not prove it gives the same block again "
+            "(from_npy and from_zarr check their files at every read; from_array of any "
+            "other object needs repeatable=True)",
+    "store": "it writes its block out (a side effect)",
+    "map": "it runs a user's function, which may not give the same block again",
+    "stage": "it writes to a rechunk's intermediate store (a side effect)",
+    "statement": "it runs a statement of a script (side effects)",
+}
+
+
+def unrepeatable_reason(kind: str | None) -> str:
+    """Why a task of ``kind`` may not give the same result when run again (``""`` for a
+    repeatable kind).
+
+    >>> unrepeatable_reason("map")
+    "it runs a user's function, which may not give the same block again"
+    >>> unrepeatable_reason("gemm")
+    'it writes over its input in place'
+    >>> unrepeatable_reason("random")
+    ''
+    """
+    row = kind_info(kind)
+    if row.repeatable:
+        return ""
+    if row.name in _UNREPEATABLE:
+        return _UNREPEATABLE[row.name]
+    if row.overwrites is not None:
+        return "it writes over its input in place"
+    return f"op kind {row.name!r} is not declared repeatable"
 
 
 def kind_info(kind: str | None) -> OpKind:

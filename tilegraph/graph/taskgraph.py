@@ -38,9 +38,14 @@ runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.p
 :func:`tilegraph.plan.fuse.fuse_chains`; see :meth:`TaskGraph.overwritten`), ``serial`` (the
 task's position in the program it comes from, for graphs whose tasks have side effects, such
 as the statements of a script: a failure stops the run as the program run in that order
-would stop, see :class:`tilegraph.runtime.core.Execution`), ``working`` and ``remake`` (of a
-fused task: the largest working set along its chain, and whether every step of it is cheap
-to make again; set by :func:`tilegraph.plan.fuse.fuse_chains`).
+would stop, see :class:`tilegraph.runtime.core.Execution`), ``repeatable`` (whether the
+task's own step gives the same result when run again: ``True``, ``False``, or a ``str``
+saying why not; unset, its op kind's row decides: see :meth:`TaskGraph.repeatable`; a source
+sets it when it proves its reads repeatable, e.g. a file whose fingerprint every read
+checks), ``working`` and ``remake`` (of a fused task: the largest working set along its
+chain, and whether every step of it is cheap to make again; set by
+:func:`tilegraph.plan.fuse.fuse_chains`, which also sets a fused task's ``repeatable`` to
+``True`` or to the reason of the first step of its chain that is not).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tilegraph.graph.kinds import KINDS, kind_info
+from tilegraph.graph.kinds import KINDS, kind_info, unrepeatable_reason
 
 MODE_DATA = 0
 MODE_DIRECT = 1
@@ -58,7 +63,7 @@ MODE_FLAT = 2
 MODE_NESTED = 3
 
 META_COLUMNS = ("name", "kind", "coords", "nbytes", "cost", "line", "retries", "priority",
-                "worker", "serial", "working")
+                "worker", "serial", "working", "repeatable")
 
 
 class GraphError(ValueError):
@@ -262,6 +267,7 @@ class TaskMeta(NamedTuple):
     worker: int | None = None
     serial: int | None = None
     working: int | None = None  # bytes the task holds while it runs, when more than modelled
+    repeatable: bool | str | None = None  # its step gives the same result again (str: why not)
 
 
 class GraphBuilder:
@@ -472,6 +478,35 @@ _COLUMNS = frozenset(("keys", "index", "funcs", "args", "kwargs", "modes", "dep_
 
 _SMALL_GRAPH = 256  # tasks: graphs up to this size are culled by a walk in Python
 
+
+def _reached(ptr: np.ndarray, idx: np.ndarray, targets: np.ndarray, n: int) -> np.ndarray:
+    """Boolean mask of the tasks reached from ``targets`` (indices, included) along the
+    edges of the CSR arrays ``(ptr, idx)`` (dependencies: what they need; dependents: what
+    needs them)."""
+    mask = np.zeros(n, dtype=bool)
+    if len(targets) == 0:
+        return mask
+    if n <= _SMALL_GRAPH:  # a walk in Python beats building a sparse matrix
+        ptr_l, idx_l = ptr.tolist(), idx.tolist()
+        seen = bytearray(n)
+        stack = [int(t) for t in targets]
+        while stack:
+            i = stack.pop()
+            if not seen[i]:
+                seen[i] = 1
+                stack.extend(idx_l[ptr_l[i] : ptr_l[i + 1]])
+        return np.frombuffer(bytes(seen), dtype=bool).copy()
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    # A virtual root n reaches every target, then BFS along the edges in C.
+    full = np.concatenate([ptr, [ptr[-1] + len(targets)]])
+    both = np.concatenate([idx, np.asarray(targets, dtype=np.int64)])
+    adj = csr_matrix((np.ones(len(both), dtype=np.int8), both, full), shape=(n + 1, n + 1))
+    reached = breadth_first_order(adj, n, directed=True, return_predecessors=False)
+    mask[reached[reached < n]] = True
+    return mask
+
 class TaskGraph:
     """An immutable graph of tasks over blocks. Build one with :class:`GraphBuilder` or
     ``TaskGraph.from_dask(dsk)`` (and back: ``graph.to_dask()``), which are
@@ -480,8 +515,8 @@ class TaskGraph:
     layout."""
 
     __slots__ = (
-        "_dependents", "_remakeable", "args", "dep_idx", "dep_ptr", "funcs", "index", "keys",
-        "kwargs", "meta", "modes",
+        "_dependents", "_remake", "_repeatable", "args", "dep_idx", "dep_ptr", "funcs", "index",
+        "keys", "kwargs", "meta", "modes",
     )
 
     def __init__(
@@ -507,7 +542,8 @@ class TaskGraph:
         self.dep_idx = dep_idx
         self.meta = meta
         self._dependents: tuple[np.ndarray, np.ndarray] | None = None
-        self._remakeable: bytes | None = None
+        self._remake: tuple[bytes, bytes] | None = None
+        self._repeatable: bytes | None = None
 
     def replace(self, **columns: Any) -> TaskGraph:
         """The same graph with some of its columns (the constructor's arguments) replaced;
@@ -585,25 +621,101 @@ class TaskGraph:
 
     def remakeable(self) -> bytearray:
         """1 for each task whose result a memory manager may drop under pressure and make
-        again by running the task: no inputs (its whole recipe is in the task) and an op
-        kind cheaper to run again than to spill and read back (the registry's ``remake``;
-        for a fused task its ``remake`` column: every step of the chain is). Computed once
-        per graph (the order, the executor and ``explain`` ask); each caller gets a copy."""
-        if self._remakeable is None:
+        again by running the task: no inputs (its whole recipe is in the task), an op kind
+        cheaper to run again than to spill and read back (the registry's ``remake``; for a
+        fused task its ``remake`` column: every step of the chain is), and repeatable: it
+        gives the same block again (:meth:`repeatable`; for a task with no inputs, its own
+        step, fused steps included). Computed once per graph (the order, the executor and
+        ``explain`` ask); each caller gets a copy."""
+        return bytearray(self._remake_masks()[0])
+
+    def remake_refused(self) -> bytearray:
+        """1 for each task that would be remade (:meth:`remakeable`) were it repeatable: no
+        inputs and cheap to make again, but a step of it may not give the same block again
+        (:meth:`unrepeatable_reason` says which and why); under pressure its result is
+        spilled (or kept) instead."""
+        return bytearray(self._remake_masks()[1])
+
+    def _remake_masks(self) -> tuple[bytes, bytes]:
+        if self._remake is None:
             n = len(self.keys)
             kinds = self.meta.get("kind")
             if kinds is None:
-                self._remakeable = bytes(n)
+                self._remake = (bytes(n), bytes(n))
+                return self._remake
+            cheap = self.meta.get("remake") or [None] * n
+            column = self.meta.get("repeatable") or [None] * n
+            rows = {k: kind_info(k) for k in set(kinds)}
+            in_deg = self.in_degree().tolist()
+            modes = self.modes
+            remake, refused = bytearray(n), bytearray(n)
+            for i in range(n):
+                if in_deg[i] or modes[i] == MODE_DATA:
+                    continue
+                row = rows[kinds[i]]
+                if not (row.remake if cheap[i] is None else cheap[i]):
+                    continue
+                if row.repeatable if column[i] is None else column[i] is True:
+                    remake[i] = 1
+                else:
+                    refused[i] = 1
+            self._remake = (bytes(remake), bytes(refused))
+        return self._remake
+
+    def repeatable(self) -> bytearray:
+        """1 for each task whose result comes back the same when it is made again: its own
+        step is repeatable (a literal; else its ``repeatable`` column, else its op kind's
+        row: :attr:`~tilegraph.graph.kinds.OpKind.repeatable`) and so is every task on its
+        chain back to its sources. A remake may run such a chain again (views, casts,
+        elementwise steps over a checked file or a seeded generator); a chain with one step
+        that is not repeatable (an object read by ``from_array`` without
+        ``repeatable=True``, a user's function, an in-place update) never is. Computed once
+        per graph; each caller gets a copy."""
+        if self._repeatable is None:
+            n = len(self.keys)
+            kinds = self.meta.get("kind") or [None] * n
+            column = self.meta.get("repeatable") or [None] * n
+            rows = {k: kind_info(k).repeatable for k in set(kinds)}
+            modes = self.modes
+            bad = [i for i in range(n) if modes[i] != MODE_DATA and not (
+                rows[kinds[i]] if column[i] is None else column[i] is True)]
+            if not bad:
+                self._repeatable = b"\x01" * n
             else:
-                column = self.meta.get("remake") or [None] * n
-                rows = {k: kind_info(k).remake for k in set(kinds)}
-                in_deg = self.in_degree().tolist()
-                modes = self.modes
-                self._remakeable = bytes(
-                    1 if in_deg[i] == 0 and modes[i] != MODE_DATA
-                    and (rows[kinds[i]] if column[i] is None else column[i]) else 0
-                    for i in range(n))
-        return bytearray(self._remakeable)
+                ptr, idx = self.dependents_csr()
+                spoilt = _reached(ptr, idx, np.array(bad, dtype=np.int64), n)
+                self._repeatable = (~spoilt).astype(np.uint8).tobytes()
+        return bytearray(self._repeatable)
+
+    def unrepeatable_reason(self, i: int) -> str:
+        """Why the result of task ``i`` may not come back the same when it is made again
+        (``""`` when it does, see :meth:`repeatable`): the reason of the step nearest its
+        sources on its chain that is not repeatable (a source, usually), named by its op."""
+        rep = self._repeatable if self._repeatable is not None else self.repeatable()
+        if rep[i]:
+            return ""
+        ptr, idx = self.dep_ptr, self.dep_idx
+        while True:
+            d = next((d for d in idx[ptr[i]:ptr[i + 1]].tolist() if not rep[d]), None)
+            if d is None:
+                return self._own_reason(i)
+            i = d
+
+    def _own_reason(self, i: int) -> str:
+        """Why task ``i``'s own step is not repeatable (``""``: it is)."""
+        if self.modes[i] == MODE_DATA:
+            return ""
+        column = self.meta.get("repeatable")
+        value = None if column is None else column[i]
+        if value is True:
+            return ""
+        if isinstance(value, str) and value:
+            return value
+        kinds = self.meta.get("kind")
+        kind = None if kinds is None else kinds[i]
+        why = ("declared not repeatable" if value is not None
+               else unrepeatable_reason(kind))
+        return f"{self.opname(i)} ({kind or 'other'}): {why}" if why else ""
 
     def in_degree(self) -> np.ndarray:
         """Number of dependencies of each task."""
@@ -658,30 +770,7 @@ class TaskGraph:
 
     def ancestors_mask(self, targets: np.ndarray) -> np.ndarray:
         """Boolean mask of the tasks the ``targets`` (indices) need, targets included."""
-        n = len(self.keys)
-        mask = np.zeros(n, dtype=bool)
-        if len(targets) == 0:
-            return mask
-        if n <= _SMALL_GRAPH:  # a walk in Python beats building a sparse matrix
-            ptr, idx = self.dep_ptr.tolist(), self.dep_idx.tolist()
-            seen = bytearray(n)
-            stack = [int(t) for t in targets]
-            while stack:
-                i = stack.pop()
-                if not seen[i]:
-                    seen[i] = 1
-                    stack.extend(idx[ptr[i] : ptr[i + 1]])
-            return np.frombuffer(bytes(seen), dtype=bool).copy()
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import breadth_first_order
-
-        # A virtual root n depends on every target, then BFS along dependency edges in C.
-        ptr = np.concatenate([self.dep_ptr, [self.dep_ptr[-1] + len(targets)]])
-        idx = np.concatenate([self.dep_idx, np.asarray(targets, dtype=np.int64)])
-        adj = csr_matrix((np.ones(len(idx), dtype=np.int8), idx, ptr), shape=(n + 1, n + 1))
-        reached = breadth_first_order(adj, n, directed=True, return_predecessors=False)
-        mask[reached[reached < n]] = True
-        return mask
+        return _reached(self.dep_ptr, self.dep_idx, targets, len(self.keys))
 
     def cull(self, keys: Iterable[Hashable]) -> TaskGraph:
         """The subgraph of the tasks needed to compute ``keys`` (same keys, reindexed)."""

@@ -122,6 +122,14 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
     flops = float(sum(c for c in cost if c))
     chains = fuse_stats.chains if fuse_stats is not None else {}
     remake = [i for i, r in enumerate(g.remakeable()) if r]
+    remade_ops: Counter[str] = Counter(g.opname(i) for i in remake)
+    refused = [i for i, r in enumerate(g.remake_refused()) if r]
+    spilled_ops: dict[str, list] = {}
+    for i in refused:
+        entry = spilled_ops.setdefault(g.opname(i), [0, ""])
+        entry[0] += 1
+        if not entry[1]:
+            entry[1] = g.unrepeatable_reason(i)
     return {
         "tasks": len(g),
         "tasks_before_fusion": fuse_stats.before if fuse_stats is not None else len(g),
@@ -136,6 +144,8 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
         "held_bytes": projection.without_remake,
         "remakeable_tasks": len(remake),
         "remakeable_bytes": int(sum(nbytes[i] or 0 for i in remake)),
+        "remade_ops": dict(remade_ops.most_common()),
+        "spilled_ops": {op: (n, why) for op, (n, why) in spilled_ops.items()},
         "fused_chains": dict(sorted(chains.items(), key=lambda kv: -kv[1])),
     }
 
@@ -157,6 +167,11 @@ def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
                      f"{s['remakeable_tasks']} tasks ({human(s['remakeable_bytes'])}); "
                      f"without them the peak is {human(s['held_bytes'])} (what a run with "
                      "spill=False needs)")
+        ops = list(s.get("remade_ops", {}).items())
+        lines.append("  remade per op: " + ", ".join(f"{op} ({n} tasks)" for op, n in ops[:8])
+                     + (f", and {len(ops) - 8} more ops" if len(ops) > 8 else ""))
+    for op, (n, why) in list(s.get("spilled_ops", {}).items())[:8]:
+        lines.append(f"spilled (or kept), not made again: {op} ({n} tasks), because {why}")
     if s["fused_chains"]:
         chains = ", ".join(f"{n} x {name}" for name, n in list(s["fused_chains"].items())[:5])
         lines.append(f"fused chains: {chains}")

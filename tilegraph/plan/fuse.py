@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.graph.kinds import kind_info
+from tilegraph.graph.kinds import kind_info, unrepeatable_reason
 from tilegraph.graph.taskgraph import (
     MODE_DATA,
     MODE_DIRECT,
@@ -360,15 +360,17 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
     names = graph.meta.get("name")
     costs = graph.meta.get("cost")
     modes = graph.modes
-    exprs: dict[int, tuple[Any, list[int], str, float, set[int], bool, bool]] = {}
+    exprs: dict[int, tuple[Any, list[int], str, float, set[int], bool, bool, bool | str]] = {}
     rewritten: dict[int, tuple[Callable, tuple, dict | None, list[int], str, float, set[int], int,
-                               bool, int, bool]] = {}
+                               bool, int, bool, bool | str]] = {}
     nbytes = graph.meta.get("nbytes")
     own_working = graph.meta.get("working") or [None] * n  # a task's own, e.g. a read
     step_working = graph.meta.get("step_working") or [None] * n
     chain_blockwise = graph.meta.get("chain_blockwise") or [None] * n
     kinds = graph.meta.get("kind")
     rows = {k: kind_info(k) for k in set(kinds)} if kinds is not None else {}
+    remake_col = graph.meta.get("remake") or [None] * n  # of tasks fused in earlier passes
+    repeat_col = graph.meta.get("repeatable") or [None] * n
     if stats.chains and names is not None:  # chains of an earlier pass fused further now
         for i in np.flatnonzero(fuse | absorbs).tolist():
             left = stats.chains.get(names[i], 0) - 1
@@ -408,14 +410,17 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         own_written = graph.overwritten(i)
         written = {mapping[s] for s in own_written if mapping[s] >= 0}
         remake = True  # every inlined step is cheap to make again
+        repeat: bool | str = True  # every inlined step gives the same block again (else why)
         block = chain_blockwise[i] if chain_blockwise[i] is not None else (
             kinds is not None and rows[kinds[i]].blockwise)  # every step works block by block
         for j, d in enumerate(deps):
             if not fuse[d] or d not in exprs:
                 continue
-            expr, edeps, elabel, ecost, ewritten, eremake, eblock = exprs[d]
+            expr, edeps, elabel, ecost, ewritten, eremake, eblock, erepeat = exprs[d]
             cost += ecost
             remake = remake and eremake
+            if repeat is True:
+                repeat = erepeat
             block = block and eblock
             emap = []
             for e in edeps:
@@ -460,15 +465,18 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
             factor = 0.0 if isinstance(graph.funcs[i], np.ufunc) else (
                 row.temp_factor if row is not None else 1.0)
             step = max(int(out * (1 + factor)), own_working[i] or 0) + extra
-        remake = remake and (row.remake if row is not None else False)
+        remake = remake and (remake_col[i] if remake_col[i] is not None
+                             else row.remake if row is not None else False)
+        if repeat is True:
+            repeat = _own_repeat(graph, i, repeat_col[i], label[-1])
         if fuse[i]:
             exprs[i] = (Call(func, tmpl_args, tmpl_kwargs, mem=(out, step)), new_deps, text,
-                        cost, written, remake, block)
+                        cost, written, remake, block, repeat)
         else:
             held, peak = template_working((tmpl_args, tmpl_kwargs))
             peak = max(peak, held + step)
             rewritten[i] = (func, tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak,
-                            remake, step, block)
+                            remake, step, block, repeat)
             stats.chains[text] = stats.chains.get(text, 0) + 1
 
     keep = np.flatnonzero(~fuse)
@@ -501,12 +509,13 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         meta.setdefault("overwrites", [None] * len(keep_l))
     meta.setdefault("working", [None] * len(keep_l))
     meta.setdefault("remake", [None] * len(keep_l))
+    meta.setdefault("repeatable", [None] * len(keep_l))
     nol = new_of_old.tolist()
     kwargs_col = {nol[i]: kw for i, kw in graph.kwargs.items() if nol[i] >= 0}
     meta.setdefault("step_working", [None] * len(keep_l))
     meta.setdefault("chain_blockwise", [None] * len(keep_l))
-    for i, (func, t_args, t_kwargs, deps, text, cost, written, peak, remake, step, block
-            ) in rewritten.items():
+    for i, (func, t_args, t_kwargs, deps, text, cost, written, peak, remake, step, block,
+            repeat) in rewritten.items():
         k = nol[i]
         funcs[k] = func
         idx[ptr[k] : ptr[k + 1]] = [nol[d] for d in deps]
@@ -523,6 +532,7 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         meta["step_working"][k] = step
         meta["chain_blockwise"][k] = block
         meta["remake"][k] = remake
+        meta["repeatable"][k] = repeat
         if cost:
             meta["cost"][k] = cost
     index = dict(zip(keys, range(len(keys)), strict=True))
@@ -530,6 +540,19 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
                       modes=new_modes, dep_ptr=ptr, dep_idx=idx, meta=meta)
     stats.after = len(fused)
     return fused, stats
+
+
+def _own_repeat(graph: TaskGraph, i: int, value: Any, label: str) -> bool | str:
+    """Whether task ``i``'s own step gives the same result again: ``True``, or why not
+    (its ``repeatable`` column ``value``, else its op kind's row), naming the step."""
+    if value is True or (isinstance(value, str) and value):
+        return value
+    kinds = graph.meta.get("kind")
+    kind = None if kinds is None else kinds[i]
+    if value is None:
+        why = unrepeatable_reason(kind)
+        return f"{label} ({kind or 'other'}): {why}" if why else True
+    return f"{label} ({kind or 'other'}): declared not repeatable"
 
 
 def _work_order(graph: TaskGraph, mask: np.ndarray) -> list[int]:

@@ -49,7 +49,10 @@ about to use; it waits instead. If nothing can be spilled it waits for running t
 nothing runs either, it runs the task anyway so that the run always progresses. Spills and
 reads happen outside the lock, so the other workers keep computing meanwhile; and while
 results are on disk, an I/O thread reads ahead the spilled inputs of the next ready tasks
-(within the budget) so that even a single worker computes while they are read.
+(within the budget) so that even a single worker computes while they are read. An input
+that cannot be brought back (a read error; a block made again that differs from the one
+dropped, an :class:`~tilegraph.io.snapshot.InputChangedError`) fails the run, with a note
+naming the task that needed it.
 Admission uses estimates, and tasks that run at once finish together, so with several
 workers the results held can exceed ``limit`` by about one task's result; with one worker
 they stay under it.
@@ -239,12 +242,13 @@ class Execution:
         self.task_time = PARALLEL_TASK_TIME
         self.parallel = parallel
         self.running: set[int] = set()
-        remake = graph.remakeable()
+        remake, refused = graph.remakeable(), graph.remake_refused()
         self.awaiting = len(external)
         for i in external:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
-            remake[i] = 0
-        self.memory = MemoryManager(self, memory_limit, spill, remake, estimates, may_spill)
+            remake[i] = refused[i] = 0
+        self.memory = MemoryManager(self, memory_limit, spill, remake, estimates, may_spill,
+                                    refused)
         kinds = graph.meta.get("kind")
         self._staging = ({i for i, k in enumerate(kinds) if k == "stage"}
                          if kinds is not None and "stage" in kinds else set())
@@ -322,7 +326,17 @@ class Execution:
                 if ready and self._nidle and self._worth_second(task_of[ready[0]]):
                     self._cond.notify()
                 if memory.disk and any(d not in results for d in deps):
-                    memory.read_back([d for d in deps if d not in results], i)
+                    try:
+                        memory.read_back([d for d in deps if d not in results], i)
+                    except BaseException as exc:  # an input could not be read or made again
+                        self.running.discard(i)
+                        self.nrunning -= 1
+                        memory.stop(i)
+                        self.state[i] = CANCELLED
+                        if isinstance(exc, Exception):
+                            exc.add_note(self.describe_task(i) + " needed it as an input")
+                        self.fail(exc)
+                        return
                     if self.finished:
                         self.running.discard(i)
                         self.nrunning -= 1
@@ -556,7 +570,8 @@ class Execution:
         if self._emit:
             self.send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
                              self.peak_live, self.spilled_bytes, self.unspilled_bytes,
-                             self.recomputed_bytes, self.staged_bytes))
+                             self.recomputed_bytes, self.staged_bytes, self.remade,
+                             self.spilled_unrepeatable, self.unrepeatable_reasons))
         self.done_event.set()
 
     # -- what the memory manager asks (called with the lock held) -----------------------------
@@ -610,7 +625,7 @@ class Execution:
         self._cancel(exc, status="failed")
 
     def run_again(self, i: int) -> Any:
-        """Run task i (remakeable: no inputs) again to make its result."""
+        """Run task i (remakeable: no inputs, repeatable) again to make its result."""
         func, args, kwargs = self._prepare(i, [])
         return func(*args, **kwargs)
 
@@ -647,6 +662,23 @@ class Execution:
     @property
     def recomputed_bytes(self) -> int:
         return self.memory.recomputed_bytes
+
+    @property
+    def remade(self) -> dict[str, int]:
+        """Op kind -> blocks dropped under memory pressure and made again for a consumer."""
+        return dict(self.memory.remade)
+
+    @property
+    def spilled_unrepeatable(self) -> dict[str, int]:
+        """Op kind -> blocks written to disk that would have been made again, were their
+        source repeatable (``unrepeatable_reasons``: op kind -> why not)."""
+        return dict(self.memory.spilled_unrepeatable)
+
+    @property
+    def unrepeatable_reasons(self) -> dict[str, str]:
+        """Op kind -> why its blocks in ``spilled_unrepeatable`` may not come back the
+        same."""
+        return dict(self.memory.unrepeatable_reasons)
 
     def finish_io(self) -> None:
         """Wait for the read-ahead thread to end (it ends once the run is finished)."""

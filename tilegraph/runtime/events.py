@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Subscriber = Callable[["Event"], None]
 
@@ -179,7 +179,11 @@ class RunEnd(Event):
     ``peak_bytes``: most bytes of results held in memory at once; ``spilled_bytes`` and
     ``unspilled_bytes``: bytes written to and read back from disk; ``recomputed_bytes``:
     bytes of results dropped under memory pressure and made again; ``staged_bytes``: bytes
-    written by tasks to a rechunk's intermediate store on disk (and read back by others)."""
+    written by tasks to a rechunk's intermediate store on disk (and read back by others).
+    ``remade``: op kind -> blocks dropped under memory pressure and made again;
+    ``spilled_unrepeatable``: op kind -> blocks written to disk instead of being made again
+    because their source may not give the same block again, ``unrepeatable_reasons``: op
+    kind -> why."""
 
     status: str
     ndone: int
@@ -189,6 +193,9 @@ class RunEnd(Event):
     unspilled_bytes: int = 0
     recomputed_bytes: int = 0
     staged_bytes: int = 0
+    remade: dict[str, int] = field(default_factory=dict)
+    spilled_unrepeatable: dict[str, int] = field(default_factory=dict)
+    unrepeatable_reasons: dict[str, str] = field(default_factory=dict)
 
 
 _global_subscribers: list[Subscriber] = []

@@ -8,7 +8,17 @@ tasks running, and the new task's own estimate fit under it; when they do not, t
 results (those whose next use is furthest away) go to a :class:`SpillStore` on disk and come
 back just before a consumer runs; a result that is cheaper to make again than to write and
 read back (a load, a random or constant block: the op-kind registry's ``remake``) is dropped
-instead, and its task runs again when a consumer needs it.
+instead, and its task runs again when a consumer needs it, provided it gives the same block
+again (:meth:`~tilegraph.graph.TaskGraph.remakeable`: a seeded generator, a file whose
+fingerprint every read checks, a source the user declared repeatable). A cheap result that
+may not come back the same (an object read by ``from_array`` without ``repeatable=True``)
+is spilled like any other (or kept, without disk), and counted with the reason.
+
+A dropped result's checksum (crc32 of its bytes) is kept, and the block made again is
+compared with it: a source that changed under the run, or was declared repeatable and is
+not, is an :class:`~tilegraph.io.snapshot.InputChangedError` naming the task, never a mix
+of two versions of one block. The checksum costs one pass over a block when it is dropped
+and one when it is made again, far less than writing it to disk and reading it back.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import os
 import shutil
 import tempfile
 import threading
+import zlib
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +39,7 @@ import numpy as np
 
 from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_dead_spills
 from tilegraph.graph.memory import task_estimates
+from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 
@@ -91,6 +103,34 @@ def return_freed_blocks_to_os() -> None:
         pass
 
 
+def remake_text(run: Any) -> str:
+    """What a run made again and what it spilled instead because its source is not
+    repeatable, in words (``""`` when neither happened); ``run`` (a run summary, a
+    ``RunEnd`` event) has ``remade``, ``spilled_unrepeatable`` and
+    ``unrepeatable_reasons``, dicts by op kind.
+
+    >>> from types import SimpleNamespace as Run
+    >>> text = remake_text(Run(remade={"random": 4}, spilled_unrepeatable={"load": 2},
+    ...                        unrepeatable_reasons={"load": "from_array of a Sensor: ..."}))
+    >>> for part in text.split("; ")[1:]:
+    ...     print(part)
+    remade 4 blocks (random 4)
+    spilled, not remade (source not repeatable) 2 blocks (load 2: from_array of a Sensor: ...)
+    """
+    text = ""
+    if run.remade:
+        counts = ", ".join(f"{k} {n}" for k, n in sorted(run.remade.items()))
+        text += f"; remade {sum(run.remade.values())} blocks ({counts})"
+    if run.spilled_unrepeatable:
+        counts = ", ".join(
+            f"{k} {n}" + (f": {run.unrepeatable_reasons[k]}"
+                          if run.unrepeatable_reasons.get(k) else "")
+            for k, n in sorted(run.spilled_unrepeatable.items()))
+        text += (f"; spilled, not remade (source not repeatable) "
+                 f"{sum(run.spilled_unrepeatable.values())} blocks ({counts})")
+    return text
+
+
 class MemoryLimitError(MemoryError):
     """A task needs more memory than the budget allows, found before anything ran."""
 
@@ -133,12 +173,31 @@ def spillable(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class SpillRecord:
-    """A result on disk: raw bytes of an array of ``shape`` and ``dtype`` at ``path``."""
+    """A result on disk: raw bytes of an array of ``shape`` and ``dtype`` at ``path``; or,
+    with ``path == ""``, a result dropped to be made again, ``digest`` its checksum
+    (:func:`block_digest`; None when it has none)."""
 
     path: str
     shape: tuple[int, ...]
     dtype: np.dtype
     nbytes: int
+    digest: int | None = None
+
+
+def block_digest(value: Any) -> int | None:
+    """A checksum of a block: crc32 of a NumPy array's bytes, its shape and its dtype
+    (None for any other result, which is made again unchecked).
+
+    >>> block_digest(np.arange(4.0)) == block_digest(np.arange(4.0))
+    True
+    >>> block_digest(np.arange(4.0)) == block_digest(np.arange(4.0).reshape(2, 2))
+    False
+    """
+    if type(value) is not np.ndarray or value.dtype.hasobject:
+        return None
+    flat = np.ascontiguousarray(value).reshape(-1)  # the values in C order, whatever the layout
+    head = zlib.crc32(f"{value.shape}{value.dtype.str}".encode())
+    return zlib.crc32(flat.view(np.uint8), head)
 
 
 def _io_error(exc: OSError, what: str, path: str) -> OSError:
@@ -248,10 +307,18 @@ class MemoryManager:
                         memory iff it is in the execution's ``results``; it may be in both)
     ``io_busy``         results being written or read right now (pinned)
     ``remakeable``      bytearray[n]: 1 for tasks with no inputs whose kind is cheaper to make
-                        again than to spill (loads, random and constant blocks, cheap fused
-                        chains of them: :meth:`TaskGraph.remakeable`); under
-                        pressure their results are dropped without writing and made again by
-                        running the task when a consumer needs them
+                        again than to spill and that give the same block again (checked
+                        loads, random and constant blocks, cheap fused chains of them:
+                        :meth:`TaskGraph.remakeable`); under pressure their results are
+                        dropped without writing (their checksum kept in ``disk``) and made
+                        again by running the task when a consumer needs them
+    ``refused``         bytearray[n]: 1 for tasks that would be remakeable but may not give
+                        the same block again (:meth:`TaskGraph.remake_refused`): spilled or
+                        kept like any other result
+    ``remade``          dict, op kind -> blocks made again for a consumer (after being dropped)
+    ``spilled_unrepeatable``  dict, op kind -> blocks of ``refused`` tasks written to disk;
+                        ``unrepeatable_reasons``: op kind -> why (up to three different
+                        reasons, joined by " | ")
     ``may_spill``       False when the run refuses disk (``spill=False``): only remakeable results
                         are dropped; beyond that, tasks wait for running ones, or run over
     ``prefetch``        deque of results queued for read-ahead; ``prefetching`` the set of them
@@ -265,7 +332,7 @@ class MemoryManager:
 
     def __init__(self, ex: Any, limit: int | None, spill: SpillStore | None,
                  remakeable: bytearray, estimates: list[int] | None = None,
-                 may_spill: bool = True):
+                 may_spill: bool = True, refused: bytearray | None = None):
         self.ex = ex
         self.limit = limit
         self.may_spill = may_spill  # False: only results that can be made again are dropped
@@ -284,6 +351,12 @@ class MemoryManager:
         self.disk: dict[int, SpillRecord] = {}
         self.io_busy: set[int] = set()
         self.remakeable = remakeable
+        self.refused = refused if refused is not None else bytearray(n)
+        self._kinds = ex.graph.meta.get("kind") or [None] * n
+        self.remade: dict[str, int] = {}
+        self.spilled_unrepeatable: dict[str, int] = {}
+        self.unrepeatable_reasons: dict[str, str] = {}
+        self._reasons: dict[str, list[str]] = {}
         self.prefetch: deque[int] = deque()
         self.prefetching: set[int] = set()
         self.prefetch_bytes = 0
@@ -407,12 +480,17 @@ class MemoryManager:
         ex = self.ex
         todo = [(v, ex.results[v]) for v in victims
                 if v not in self.disk and not self.remakeable[v]]
+        dropped = [(v, ex.results[v]) for v in victims
+                   if v not in self.disk and self.remakeable[v]]
         self.io_busy.update(victims)
         records: dict[int, SpillRecord] = {}
+        digests: dict[int, int | None] = {}
         ex.lock.release()
         try:
             for v, value in todo:
                 records[v] = self.spill.write(value)
+            for v, value in dropped:
+                digests[v] = block_digest(value)
         finally:
             ex.lock.acquire()
             self.io_busy.difference_update(victims)
@@ -422,7 +500,8 @@ class MemoryManager:
             if record is None:  # remakeable: its task is the copy, run again when needed
                 value = ex.results.get(v)
                 record = SpillRecord("", getattr(value, "shape", ()),
-                                     getattr(value, "dtype", None), self.sizes.get(v, 0))
+                                     getattr(value, "dtype", None), self.sizes.get(v, 0),
+                                     digests.get(v))
             if not ex.is_held(v):
                 if v in records:  # released while being written
                     self.spill.delete(records[v])
@@ -435,9 +514,24 @@ class MemoryManager:
             self.live -= size
             if v in records:
                 self.spilled_bytes += record.nbytes
+                if self.refused[v]:
+                    self._count_refused(v)
             if ex.emitting:
                 ex.send(Spill(ex.graph.keys[v], record.nbytes or size, v not in records,
                               self.live))
+
+    def _count_refused(self, v: int) -> None:
+        """A result that would have been dropped and made again went to disk: its source
+        may not give the same block again. Counted by op kind, with the reason (up to
+        three different ones per kind)."""
+        kind = self._kinds[v] or "other"
+        self.spilled_unrepeatable[kind] = self.spilled_unrepeatable.get(kind, 0) + 1
+        reasons = self._reasons.setdefault(kind, [])
+        if len(reasons) < 3:
+            why = self.ex.graph.unrepeatable_reason(v)
+            if why and why not in reasons:
+                reasons.append(why)
+                self.unrepeatable_reasons[kind] = " | ".join(reasons)
 
     # -- read-back and read-ahead -------------------------------------------------------------
 
@@ -485,6 +579,8 @@ class MemoryManager:
         else:
             del self.disk[d]  # made again: nothing on disk to keep
             self.recomputed_bytes += nbytes
+            kind = self._kinds[d] or "other"
+            self.remade[kind] = self.remade.get(kind, 0) + 1
         if ex.emitting:
             ex.send(Unspill(ex.graph.keys[d], nbytes, ahead, self.live))
 
@@ -562,10 +658,24 @@ class MemoryManager:
             thread.join()
 
     def reload(self, i: int, record: SpillRecord) -> Any:
-        """A result from its spill file, or, for a remakeable task, by running it again."""
+        """A result from its spill file, or, for a remakeable task, by running it again and
+        checking it against the checksum of the result that was dropped."""
         if record.path:
             return self.spill.read(record)
-        return self.ex.run_again(i)
+        value = self.ex.run_again(i)
+        if record.digest is not None:
+            digest = block_digest(value)
+            if digest != record.digest:
+                graph = self.ex.graph
+                raise InputChangedError(
+                    f"task {graph.keys[i]!r} (op {graph.opname(i)}) was made again after its "
+                    "result was dropped under memory pressure and gave another block "
+                    f"(checksum {digest if digest is None else f'{digest:08x}'}, first "
+                    f"{record.digest:08x}): its source changed during the run, or does not "
+                    "give the same block twice (a from_array source declared "
+                    "repeatable=True that is not). The run stops rather than mix two "
+                    "versions of the block")
+        return value
 
     def close(self) -> None:
         """Forget every result and remove every spill file (with the lock held)."""

@@ -643,5 +643,6 @@ def from_scipy(matrix: Any, chunks: Any = "auto", format: str | None = None) -> 
     blocks = source(
         name, numblocks(chunks),
         lambda c: (_load_block, (mat, roff[c[0]], roff[c[0] + 1], coff[c[1]], coff[c[1] + 1])),
-        kind="load", name="from_scipy", nbytes=expected_nbytes(chunks, density, dtype, fmt))
+        kind="load", name="from_scipy", nbytes=expected_nbytes(chunks, density, dtype, fmt),
+        repeatable=True)  # a slice of the matrix the plan holds
     return SparseArray(blocks, shape, chunks, dtype, fmt, density)
