@@ -11,6 +11,17 @@ in-place step has already written over its input, the worst case for a retry). T
 Run: ``python bench/fault_injection.py [--backend threads --workers 2]``. The figures are
 counts, not timings; the whole run takes a few seconds.
 
+Then *remake probes*: sources that do not give the same block twice, read under a memory
+budget that makes blocks be dropped and made again (and, for comparison, under one with room
+for everything). Each probe is ``x @ x.T`` over a source that reads fresh values on every
+read (undeclared, and falsely declared ``repeatable=True``), or over a zarr array, a memory
+map or an ``.npy`` file rewritten during the run after its k-th block was read (zarr by
+zarr, one new file per chunk, and in place; the map through itself and by another writer).
+A run must end as an error (``InputChangedError``), or with the result of one version of
+the data (the blocks spilled, never read twice); a result that mixes two versions is a
+*silent mix*. The goal is 0 silent mixes; the counts of remade blocks and of blocks spilled
+because their source is not repeatable (``tg.last_run()``) are printed beside.
+
 ``--mpi`` adds two MPI faults (real ``mpiexec`` runs of this file, about 2 minutes):
 
 - *a missing rank*: at 2 and 4 ranks, rank 1 leaves before each collective step of a
@@ -304,6 +315,181 @@ def by_kind(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in sorted(out.items())}
 
 
+# -- remakes of sources that changed or do not repeat -------------------------------------
+
+REMAKE_LIMITS = {"tight": "100KB", "ample": "2GB"}  # x: 150 x 110 in blocks of 40 x 30
+
+
+class FreshReads:
+    """A source whose n-th read of a region gives the data plus 3 (n - 1) (a sensor, a
+    generator); ``first`` keeps what each region gave the first time."""
+
+    def __init__(self, data: np.ndarray):
+        self.data, self.shape, self.dtype = data, data.shape, data.dtype
+        self.reads: dict[str, int] = {}
+        self.first = np.zeros_like(data)
+        self._lock = threading.Lock()
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        with self._lock:
+            n = self.reads[repr(idx)] = self.reads.get(repr(idx), 0) + 1
+        out = self.data[idx] + (n - 1) * 3
+        if n == 1:
+            self.first[idx] = out
+        return out
+
+
+@dataclass
+class Probe:
+    name: str
+    make: Callable[[str], tuple[tg.Array, Callable[[], list[np.ndarray]]]]
+    # (workdir) -> (the source array, the versions of the data a clean run may see)
+    change: Callable[[str], None] | None = None  # rewrites the source during the run
+
+
+@dataclass
+class ProbeOutcome:
+    probe: str
+    limit: str
+    runs: int
+    errors: int
+    clean: int
+    silent: int
+    remade: int
+    spilled: int
+
+
+def _data() -> np.ndarray:
+    return np.random.default_rng(3).integers(0, 8, (150, 110)).astype(np.float64)
+
+
+def remake_probes(workdir: str) -> list[Probe]:
+    """The sources probed (see the module docstring)."""
+    import zarr
+
+    base = _data()
+    z_path, m_path, n_path = (os.path.join(workdir, n) for n in ("a.zarr", "m.dat", "a.npy"))
+
+    def fresh(declared: bool | None) -> Callable[[str], tuple]:
+        def make(_: str) -> tuple:
+            src = FreshReads(base)
+            return tg.from_array(src, chunks=(40, 30), repeatable=declared), lambda: [
+                src.first]
+        return make
+
+    def zarr_store(_: str) -> tuple:
+        z = zarr.create_array(z_path, shape=base.shape, dtype=base.dtype, chunks=(40, 30),
+                              compressors=None, overwrite=True)
+        z[...] = base
+        return tg.from_zarr(z_path), lambda: [base, base + 1]
+
+    def zarr_rewrite(_: str) -> None:
+        zarr.open_array(z_path, mode="r+")[...] = base + 1
+
+    def zarr_in_place(_: str) -> None:
+        for i in range(4):
+            for j in range(4):
+                block = np.zeros((40, 30))
+                part = base[40 * i:40 * i + 40, 30 * j:30 * j + 30]
+                block[:part.shape[0], :part.shape[1]] = part + 1
+                with open(os.path.join(z_path, "c", str(i), str(j)), "r+b") as f:
+                    f.write(block.tobytes())
+
+    mapped: list[np.memmap] = []
+
+    def memmap(_: str) -> tuple:
+        m = np.memmap(m_path, dtype=base.dtype, mode="w+", shape=base.shape)
+        m[:] = base
+        m.flush()
+        mapped[:] = [m]
+        return tg.from_array(m, chunks=(40, 30)), lambda: [base, base + 1]
+
+    def through_map(_: str) -> None:
+        mapped[0][:] += 1
+
+    def another_writer(_: str) -> None:
+        with open(m_path, "r+b") as f:
+            f.write((base + 1).tobytes())
+
+    def npy(_: str) -> tuple:
+        np.save(n_path, base)
+        return tg.from_npy(n_path, chunks=(40, 30)), lambda: [base, base + 1]
+
+    def npy_rewrite(_: str) -> None:
+        np.save(n_path + ".new.npy", base + 1)
+        os.replace(n_path + ".new.npy", n_path)
+
+    def seeded(_: str) -> tuple:
+        r = tg.random.integers(0, 8, base.shape, chunks=(40, 30), seed=11).astype(float)
+        want = r.compute(backend="sync")
+        return r, lambda: [want]
+
+    return [
+        Probe("random, seeded (repeatable)", seeded),
+        Probe("zarr, unchanged (repeatable)", zarr_store),
+        Probe("from_array of fresh reads", fresh(None)),
+        Probe("... declared repeatable=True", fresh(True)),
+        Probe("zarr, chunks rewritten by zarr", zarr_store, zarr_rewrite),
+        Probe("zarr, chunks rewritten in place", zarr_store, zarr_in_place),
+        Probe("memmap, written through the map", memmap, through_map),
+        Probe("memmap, written by another writer", memmap, another_writer),
+        Probe("npy, replaced", npy, npy_rewrite),
+    ]
+
+
+def run_remake_probes(options: dict, moments: tuple[int, ...] = (1, 4, 9)
+                      ) -> list[ProbeOutcome]:
+    """Every probe under each budget, the source changed after the k-th block read for
+    each k of ``moments`` (once, unchanged, for a source that is not rewritten)."""
+    from tilegraph.io.snapshot import InputChangedError
+    from tilegraph.runtime.events import TaskEnd
+
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="tilegraph-remakes-") as workdir:
+        for probe in remake_probes(workdir):
+            for label, limit in REMAKE_LIMITS.items():
+                out = ProbeOutcome(probe.name, label, 0, 0, 0, 0, 0, 0)
+                for k in (moments if probe.change is not None else (0,)):
+                    x, versions = probe.make(workdir)
+                    reads = [0]
+
+                    def changing(event: Any, k: int = k, probe: Probe = probe,
+                                 reads: list[int] = reads) -> None:
+                        if isinstance(event, TaskEnd) and event.kind == "load":
+                            reads[0] += 1
+                            if reads[0] == k:
+                                probe.change(workdir)
+
+                    out.runs += 1
+                    try:
+                        got = (x @ x.T).compute(**options, memory_limit=limit,
+                                                callbacks=[changing] if k else [])
+                    except InputChangedError:
+                        out.errors += 1
+                        continue
+                    run = tg.last_run()
+                    out.remade += sum(run.remade.values())
+                    out.spilled += sum(run.spilled_unrepeatable.values())
+                    if any(np.array_equal(got, v @ v.T) for v in versions()):
+                        out.clean += 1
+                    else:
+                        out.silent += 1
+                outcomes.append(out)
+    return outcomes
+
+
+def print_remake_probes(outcomes: list[ProbeOutcome]) -> int:
+    """The probes' table; returns the number of silent mixes."""
+    print(f"{'runs':>4} {'errors':>6} {'clean':>5} {'silent':>6} {'remade':>6} "
+          f"{'spilled':>7}  source (budget): goal 0 silent")
+    for o in outcomes:
+        print(f"{o.runs:4} {o.errors:6} {o.clean:5} {o.silent:6} {o.remade:6} {o.spilled:7}  "
+              f"{o.probe} ({o.limit}){'  SILENT' if o.silent else ''}")
+    silent = sum(o.silent for o in outcomes)
+    print(f"silent mixes: {silent} of {sum(o.runs for o in outcomes)} runs (goal 0)")
+    return silent
+
+
 # -- MPI: a missing rank at each collective step, inputs that differ per rank ---------------
 
 STEPS = ("never computes", "the set-up", "the plan check", "the placement", "the plan check",
@@ -446,6 +632,8 @@ def main() -> int:
     total = sum(o.sites for o in outcomes)
     bad = sum(o.wrong + o.errors for o in outcomes)
     print(f"{'all sites':20} {f'{bad} of {total}':>14}   0 of {total}")
+    print()
+    bad += print_remake_probes(run_remake_probes(options))
     if args.mpi:
         print()
         bad += mpi_faults()
