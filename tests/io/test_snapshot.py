@@ -239,3 +239,23 @@ def test_a_memory_map_is_read_from_its_file_whatever_its_view(tmp_path):
         f.truncate(60)
     with pytest.raises(ValueError, match=r"m\.dat' holds 60 bytes.*truncated"):
         y.compute()
+
+
+def test_a_ledger_is_pickled_by_name_and_is_one_per_process(tmp_path):
+    """Tasks sent to another process carry the ledger's name, not its records; there, all
+    tasks reading through it share one ledger, which starts empty."""
+    import pickle
+    import subprocess
+    import sys
+
+    ledger = ReadLedger(str(tmp_path / "a.zarr"))
+    ledger.check({f"c/{i}": (1, i, 10, 5) for i in range(1000)})
+    data = pickle.dumps([ledger, ledger])
+    assert len(data) < 300
+    first, second = pickle.loads(data)
+    assert first is second is ledger  # in the process that made it: itself
+    code = ("import pickle, sys; a, b = pickle.loads(sys.stdin.buffer.read()); "
+            "print(a is b, len(a), a.path == b.path)")
+    out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True,
+                         check=True, env={**os.environ}).stdout.decode().split()
+    assert out == ["True", "0", "True"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import threading
 import weakref
 from collections.abc import Callable
@@ -147,8 +148,8 @@ class ReadLedger:
     naming the input and the part when it differs; :meth:`settle` records, at the first
     read, the parts that later reads will check (every chunk file of a zarr array and the
     directories they are renamed into), so that a part changed after the first read is an
-    error even at its own first read. Thread-safe; pickled with what it has recorded (each
-    process then keeps its own record).
+    error even at its own first read. Thread-safe; pickled by its name only: each process
+    that unpickles tasks reading through it keeps one record of its own, shared by them.
 
     >>> ledger = ReadLedger("/data/a.zarr")
     >>> ledger.check({"c/0": (1, 2, 100, 5)})   # first read: recorded
@@ -160,12 +161,15 @@ class ReadLedger:
     it: part 'c/0' was replaced by another file since the plan first read it, so ...
     """
 
-    def __init__(self, path: str, trees: bool = False):
+    def __init__(self, path: str, trees: bool = False, uid: str | None = None):
         self.path = path
         self.trees = trees
+        self.uid = uid if uid is not None else secrets.token_hex(8)
         self._seen: dict[str, tuple] = {}
         self._settled = False
         self._lock = threading.Lock()
+        with _UID_LOCK:
+            _BY_UID.setdefault(self.uid, self)
 
     def fingerprint(self, part: str) -> tuple:
         """The fingerprint of ``part`` now: :func:`file_identity` of the file or directory
@@ -232,17 +236,10 @@ class ReadLedger:
             "a block read now would mix old and new data. Build the array again to read the "
             "new contents, and do not modify inputs while a computation reads them")
 
-    def __getstate__(self) -> dict[str, Any]:
-        with self._lock:
-            return {"path": self.path, "trees": self.trees, "seen": dict(self._seen),
-                    "settled": self._settled}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.path = state["path"]
-        self.trees = bool(state["trees"])
-        self._seen = dict(state["seen"])
-        self._settled = bool(state["settled"])
-        self._lock = threading.Lock()
+    def __reduce__(self) -> tuple[Any, tuple[str, bool, str]]:
+        # pickled as its name alone (tasks sent to other processes carry a few bytes, not
+        # the records): every copy unpickled in one process is that process's one ledger
+        return _ledger_in_process, (self.path, self.trees, self.uid)
 
     def __repr__(self) -> str:
         return f"ReadLedger({self.path!r}, {len(self._seen)} parts read)"
@@ -251,6 +248,16 @@ class ReadLedger:
 _LEDGERS: weakref.WeakValueDictionary[tuple[str, bool], ReadLedger] = \
     weakref.WeakValueDictionary()
 _LEDGERS_LOCK = threading.Lock()
+_BY_UID: weakref.WeakValueDictionary[str, ReadLedger] = weakref.WeakValueDictionary()
+_UID_LOCK = threading.Lock()
+
+
+def _ledger_in_process(path: str, trees: bool, uid: str) -> ReadLedger:
+    """The ledger named ``uid`` in this process (made, empty, the first time a task
+    reading through it arrives here)."""
+    made = ReadLedger(path, trees, uid)  # registered unless one of that name is alive
+    with _UID_LOCK:
+        return _BY_UID.get(uid, made)
 
 
 def shared_ledger(path: str, trees: bool = False) -> ReadLedger:

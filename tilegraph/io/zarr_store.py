@@ -180,9 +180,12 @@ def _baseline(root: str, arr: Any) -> dict[str, tuple]:
     ``BASELINE_CHUNKS`` chunks, every chunk file (one ``stat`` each). A chunk written after
     that, by a new file renamed into place or in place, is then an error at its first read
     too; beyond that size only the directories are (a new file renamed into them: how zarr
-    writes), and a chunk rewritten in place is caught only where it is read again."""
+    writes), and a chunk rewritten in place is caught only where it is read again; with
+    more than ``BASELINE_CHUNKS`` directories, each is recorded when first read."""
     grid = [-(-int(n) // int(c)) for n, c in zip(
         arr.shape, getattr(arr, "shards", None) or arr.chunks, strict=True)]
+    if math.prod(grid[:-1]) > BASELINE_CHUNKS:  # directories too: recorded as they are read
+        return {}
     out = {_dir_part(root, d): file_identity(d) for d in chunk_dirs(root, arr)}
     if math.prod(grid) <= BASELINE_CHUNKS:
         whole = tuple(slice(None) for _ in grid)
