@@ -259,3 +259,21 @@ def test_a_ledger_is_pickled_by_name_and_is_one_per_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True,
                          check=True, env={**os.environ}).stdout.decode().split()
     assert out == ["True", "0", "True"]
+
+
+def test_a_memory_maps_file_replaced_before_its_first_read_is_an_error(tmp_path):
+    """The map shows the file it mapped; another file renamed over its path is not it,
+    even when nothing was read yet (an attacker's swap, a writer's atomic save)."""
+    path = str(tmp_path / "m.dat")
+    m = np.memmap(path, dtype=np.float64, mode="w+", shape=(20, 10))
+    m[:] = 1.0
+    m.flush()
+    x = tg.from_array(m, chunks=5)
+    other = np.memmap(path + ".new", dtype=np.float64, mode="w+", shape=(20, 10))
+    other[:] = 2.0
+    other.flush()
+    os.replace(path + ".new", path)
+    with pytest.raises(InputChangedError, match=r"m\.dat' is no longer the file the memory "
+                                                "map showed"):
+        x.compute()
+    assert_array_equal(np.asarray(m), 1.0)  # the map still shows the old file

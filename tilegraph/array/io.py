@@ -37,7 +37,13 @@ from tilegraph.io import (
     zarr_info,
 )
 from tilegraph.io.npy import memmap_layout, read_mapped_block
-from tilegraph.io.snapshot import InputSnapshot, ReadLedger, shared_ledger, snapshot_of
+from tilegraph.io.snapshot import (
+    InputSnapshot,
+    ReadLedger,
+    file_identity,
+    shared_ledger,
+    snapshot_of,
+)
 
 ZARR_READ_WORKING = 3  # a zarr read holds the compressed chunk, its decoding and the block
 
@@ -262,11 +268,13 @@ def _from_mapped_file(path: str, layout: tuple, chunks: Any, lock: Any,
     chunks = normalize_chunks(chunks, shape, dtype)
     slices = all_block_slices(chunks)
     ledger = shared_ledger(path)
+    inode = Lit(file_identity(path)[:2])  # the file mapped now, whatever its path shows later
     itemsize = dtype.itemsize
     declared = (True if repeatable is not False else
                 f"from_array of the memory map of {path!r}: declared repeatable=False")
     blocks = source(unique_name("from_array"), numblocks(chunks),
-                    lambda c: (read_mapped_block, (path, Lit(layout), Lit(slices[c]), ledger)),
+                    lambda c: (read_mapped_block, (path, Lit(layout), Lit(slices[c]), ledger,
+                                                   inode)),
                     kind="load", name="from_array", repeatable=declared,
                     nbytes=lambda c: itemsize * math.prod(s.stop - s.start
                                                           for s in slices[c]))

@@ -27,7 +27,7 @@ from tilegraph.io._atomic import (
     rename_noreplace,
     temp_sibling,
 )
-from tilegraph.io.snapshot import InputSnapshot, ReadLedger, file_identity
+from tilegraph.io.snapshot import InputChangedError, InputSnapshot, ReadLedger, file_identity
 from tilegraph.util import AST_LOCK
 
 __all__ = ["NpyWriter", "memmap_layout", "npy_info", "read_mapped_block", "read_npy_block"]
@@ -172,7 +172,8 @@ def memmap_layout(x: np.ndarray) -> tuple[str, Layout] | None:
 
 
 def read_mapped_block(path: str, layout: Layout, slices: Any,
-                      ledger: ReadLedger | None = None) -> np.ndarray:
+                      ledger: ReadLedger | None = None,
+                      inode: tuple[int, int] | None = None) -> np.ndarray:
     """A copy of ``array[slices]``, where ``array`` is laid out in the file at ``path`` as
     ``layout`` says (:func:`memmap_layout`), read through a read-only map of the part of
     the file it spans, unmapped before returning.
@@ -180,7 +181,9 @@ def read_mapped_block(path: str, layout: Layout, slices: Any,
     ``ledger``: the file's fingerprint (inode, size, modification time) is recorded there
     at the first read and compared at every later read and before and after this one: a
     file written under the run (through the map itself, or by another process) is an
-    :class:`~tilegraph.io.snapshot.InputChangedError`.
+    :class:`~tilegraph.io.snapshot.InputChangedError`. ``inode``: the device and inode of
+    the file the map showed (when the array was made); another file at ``path`` (the
+    mapped one replaced) is an ``InputChangedError`` even at the first read.
 
     >>> import os, shutil, tempfile
     >>> d = tempfile.mkdtemp()
@@ -197,6 +200,11 @@ def read_mapped_block(path: str, layout: Layout, slices: Any,
     with open(path, "rb") as fp:
         fd = fp.fileno()
         before = file_identity(fd)
+        if inode is not None and tuple(before[:2]) != tuple(inode):
+            raise InputChangedError(
+                f"{path!r} is no longer the file the memory map showed: it was replaced "
+                "after the array was made over the map, and reading it would give another "
+                "file's data. Map the file again and make the array again")
         if ledger is not None:
             ledger.check({"": before})
         if 0 in shape:
