@@ -49,12 +49,13 @@ def _data(dtype) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_source_that_is_not_repeatable_is_spilled_not_read_again(dtype):
+def test_a_source_that_is_not_repeatable_is_spilled_not_read_again(tmp_path, dtype):
     base = _data(dtype)
     src = Fresh(base)
     x = tg.from_array(src, chunks=(60, 50))
     events = []
-    g = (x @ x.T).compute(memory_limit=LIMIT, callbacks=[events.append])
+    report = tmp_path / "run.html"
+    g = (x @ x.T).compute(memory_limit=LIMIT, callbacks=[events.append], report=str(report))
     run = tg.last_run()
     # each block read once, so the result is NumPy's of what was read, exactly symmetric
     assert set(src.reads.values()) == {1} and len(src.reads) == 4 * 4
@@ -70,6 +71,10 @@ def test_a_source_that_is_not_repeatable_is_spilled_not_read_again(dtype):
     end = next(e for e in events if isinstance(e, RunEnd))
     assert end.spilled_unrepeatable == run.spilled_unrepeatable
     assert end.unrepeatable_reasons == run.unrepeatable_reasons
+    html = report.read_text()
+    assert "spilled, source not repeatable" in html
+    assert f"{sum(run.spilled_unrepeatable.values())} (load " in html
+    assert "load: from_array of a Fresh: reading a block again may not give" in html
     # with room for everything, nothing is spilled nor read twice
     src = Fresh(base)
     x = tg.from_array(src, chunks=(60, 50))
