@@ -1,6 +1,9 @@
+import re
+
 import pytest
 
 import tilegraph
+from tilegraph.runtime.backends import ThreadsBackend
 
 
 def test_set_is_scoped_and_validated():
@@ -227,3 +230,118 @@ def test_a_backend_declares_its_options_once_and_its_factory_gets_them():
             tilegraph.get({"a": 1}, "a", depth=2)
     finally:
         del BACKENDS["probe"], BACKEND_OPTIONS["probe"]
+
+
+# -- the memory limit: one per process, resolved once --------------------------------------------
+
+
+def test_the_limit_is_per_process_given_or_the_host_s_default_shared(monkeypatch):
+    """``resolve`` leaves an unset limit unset; ``per_process`` makes it the host's default
+    divided among the run's processes on this host, while a given limit (in the call or by
+    config.set) is per process already and stays as it is, whatever the processes."""
+    from tilegraph import config
+    from tilegraph.runtime import memory
+
+    monkeypatch.setattr(memory, "_total_memory", lambda: 8 * 2**30)
+    host = int(8 * 2**30 * memory.DEFAULT_FRACTION)
+    opts = config.resolve({}, "test")
+    assert opts.memory_limit is None and not opts.limit_given
+    for processes in (1, 2, 3, 4, 64):
+        done = config.per_process(opts, processes)
+        assert done.memory_limit == host // processes and not done.limit_given
+        assert config.per_process(done, 1).memory_limit == host  # from the default again
+        assert done._replace(memory_limit=None) == opts  # nothing else changes
+    given = config.resolve({"memory_limit": "1GB"}, "test")
+    assert given.limit_given and given.memory_limit == 10**9
+    assert [config.per_process(given, n).memory_limit for n in (1, 4)] == [10**9] * 2
+    with config.set(memory_limit="2GiB"):
+        assert config.per_process(config.resolve({}, "test"), 4).memory_limit == 2 * 2**30
+        call = config.per_process(config.resolve({"memory_limit": 1000}, "test"), 4)
+        assert call.memory_limit == 1000 and call.limit_given  # the call over the setting
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (0, ValueError, "memory size must be positive, got 0"),
+    (-5, ValueError, "memory size must be positive, got -5"),
+    ("lots", ValueError, "cannot read memory size 'lots'"),
+    ("-1GB", ValueError, "cannot read memory size '-1GB'"),
+    (float("inf"), ValueError, "memory size must be finite"),
+    (True, TypeError, "memory size must be a number of bytes or a string, got True"),
+    ([100], TypeError, r"memory size must be a number of bytes or a string, got \[100\]"),
+])
+def test_a_bad_memory_limit_is_refused_naming_the_option(bad, error, match):
+    import numpy as np
+
+    from tilegraph import config
+
+    named = r"memory_limit \(bytes each process of a run may hold\): " + match
+    with pytest.raises(error, match=named):
+        config.resolve({"memory_limit": bad}, "test")
+    with pytest.raises(error, match=named), config.set(memory_limit=bad):
+        pass
+    with pytest.raises(error, match=named):
+        tilegraph.from_numpy(np.ones(4), chunks=2).compute(memory_limit=bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "2", None])
+def test_per_process_refuses_a_bad_count_of_processes(bad):
+    from tilegraph import config
+
+    with pytest.raises(ValueError, match=rf"per_process: local_processes \(the processes of "
+                                         rf"the run on this host\) must be a positive int, "
+                                         rf"got {re.escape(repr(bad))}"):
+        config.per_process(config.resolve({}, "test"), bad)
+    with pytest.raises(TypeError, match=r"options must be a tilegraph\.config\.Options"):
+        config.per_process({"memory_limit": None}, 1)
+
+
+class _Ranks(ThreadsBackend):
+    """The threads backend, claiming to be one of ``local_processes`` processes on this
+    host (as an MPI rank is), so that a run is planned for its share of the host."""
+
+    def __init__(self, local_processes):
+        super().__init__(1)
+        self.local_processes = local_processes
+
+
+def test_a_run_is_planned_for_the_limit_its_processes_enforce(monkeypatch, tmp_path):
+    """A rechunk that the host's whole default budget holds in memory goes through the
+    store on disk when the host is shared by 4 processes: the plan is made for the limit
+    each process enforces, which the run record reports, and the values are NumPy's."""
+    import numpy as np
+
+    from tilegraph.runtime import memory
+
+    monkeypatch.setattr(memory, "_total_memory", lambda: 8 << 20)  # default: 6 MiB a host
+    x = np.arange(256 * 1024, dtype=np.float64).reshape(256, 1024)  # 2 MiB
+    out = (tilegraph.from_numpy(x, chunks=(256, 64)) + 0).rechunk((16, 1024))
+    for processes, staged in ((1, 0), (4, x.nbytes)):
+        got = out.compute(backend=_Ranks(processes), spill_dir=tmp_path)
+        np.testing.assert_array_equal(got, x)
+        run = tilegraph.last_run()
+        assert run.memory_limit == (6 << 20) // processes
+        assert run.staged_bytes == staged
+        assert run.peak_bytes <= run.memory_limit + 128 * 1024
+
+
+def test_the_limit_is_resolved_in_one_place_and_nothing_below_reads_the_options():
+    """``default_limit`` is called once in the package (``config.per_process``), and no
+    module of the array front end, the planner or the pipeline reads or sets an option:
+    they take the run's record."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(tilegraph.__file__).parent
+    calls: dict[str, list[str]] = {"default_limit": [], "config.get": [], "config.set": []}
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = ast.unparse(node.func)
+            for wanted in calls:
+                if name == wanted or name.endswith("." + wanted):
+                    calls[wanted].append(str(path.relative_to(root)))
+    assert calls["default_limit"] == ["config.py"]
+    below = [p for name in ("config.get", "config.set") for p in calls[name]
+             if p.startswith(("array/", "plan/")) or p == "pipeline.py"]
+    assert below == []

@@ -25,13 +25,14 @@ option         default                   meaning
 ``progress``   ``"auto"``                progress bar: ``True``, ``False``, or ``"auto"`` (on a
                                          terminal, for runs longer than a second)
 ``callbacks``  ``()``                    event subscribers for this run (see ``runtime.events``)
-``memory_limit`` ``None`` (3/4 of RAM)   bytes of results a worker process may hold at once
-                                         (an int or a string such as ``"2GB"``); colder
-                                         results spill to disk beyond it. All threads of
-                                         the threads backend share it; with several
-                                         workers it can be exceeded by about one task's
-                                         result. The default is divided among the MPI
-                                         ranks on one host
+``memory_limit`` ``None`` (3/4 of RAM)   bytes of results each process that runs tasks
+                                         may hold at once (an int or a string such as
+                                         ``"2GB"``); colder results spill to disk beyond
+                                         it. All threads of the threads backend share it,
+                                         each MPI rank has its own; with several workers
+                                         it can be exceeded by about one task's result.
+                                         The default is divided among the processes the
+                                         backend runs on this host (its MPI ranks)
 ``spill``      ``True``                  whether results may go to disk beyond the limit;
                                          with ``False`` a plan whose projected peak (what
                                          must stay in memory, blocks that can be made
@@ -62,8 +63,12 @@ the backend that takes it (set with ``config.set``, it is left for the runs on t
 backend).
 
 A public entry point (``compute``, ``get``, ``run``, ``to_zarr``, ...) turns its keyword
-options into one :class:`Options` record (:func:`resolve`, once per call) and passes it
-down; nothing below it reads an option again.
+options into one :class:`Options` record (:func:`resolve`, once per call). Once the run's
+backend is known, :func:`per_process` completes it: ``memory_limit`` becomes the bytes each
+process that runs tasks may hold (the one given, else the host's default budget divided
+among the backend's processes on this host), before any graph is built. The completed
+record is passed down to lowering, planning and the executor; nothing below the entry point
+reads an option again.
 """
 
 from __future__ import annotations
@@ -145,7 +150,11 @@ def _check_memory_limit(value: Any) -> int | None:
         return None
     from tilegraph.runtime.memory import parse_bytes
 
-    return parse_bytes(value)
+    try:
+        return parse_bytes(value)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"memory_limit (bytes each process of a run may hold): {exc}"
+                        ) from None
 
 
 def _check_spill(value: Any) -> bool:
@@ -237,7 +246,12 @@ class Options:
     from here only; read-only (``_replace`` makes a changed copy). A plain class with
     slots: ``import tilegraph`` pays neither for the dataclasses module nor for making a
     named tuple. ``backend_options``: the values of the options the run's backend declares
-    (e.g. ``lease`` for ``"serverless"``), a read-only mapping its factory gets."""
+    (e.g. ``lease`` for ``"serverless"``), a read-only mapping its factory gets.
+
+    ``memory_limit``: bytes each process that runs the tasks may hold; ``None`` after
+    :func:`resolve` when none was given, an int in every record :func:`per_process` made
+    (what lowering, planning and the executor take). ``limit_given``: whether it was given
+    (in the call or by ``config.set``) rather than the default."""
 
     backend: Any  # a backend's name, or a Backend object
     workers: int | None
@@ -245,6 +259,7 @@ class Options:
     progress: bool | str
     callbacks: tuple[Callable, ...]
     memory_limit: int | None
+    limit_given: bool
     spill_dir: str | None
     spill: bool
     placement: str
@@ -257,6 +272,7 @@ class Options:
         "backend",
         "backend_options",
         "callbacks",
+        "limit_given",
         "max_tasks",
         "memory_limit",
         "mpi_broadcast_limit",
@@ -391,4 +407,31 @@ def resolve(options: Mapping[str, Any], where: str) -> Options:
     from tilegraph.runtime.backends import backend_values
 
     values = backend_values(merged["backend"], own, overrides)
-    return Options(**merged, backend_options=MappingProxyType(values))
+    return Options(**merged, limit_given=merged["memory_limit"] is not None,
+                   backend_options=MappingProxyType(values))
+
+
+def per_process(options: Options, local_processes: int) -> Options:
+    """The run's options completed for a backend that runs ``local_processes`` processes on
+    this host (its MPI ranks here; 1 for every other backend): ``memory_limit`` the bytes
+    each of them may hold, the one given (it is per process already), else the host's
+    default budget (:func:`tilegraph.runtime.memory.default_limit`) divided among them.
+    Called once per run, as soon as the backend is known and before any graph is built;
+    everything below takes the limit from the record it returns.
+
+    >>> opts = resolve({"memory_limit": "1GB"}, "example")
+    >>> per_process(opts, 4).memory_limit
+    1000000000
+    """
+    if not isinstance(options, Options):
+        raise TypeError(f"per_process: options must be a tilegraph.config.Options (made by "
+                        f"tilegraph.config.resolve), got {type(options).__name__}")
+    if (isinstance(local_processes, bool) or not isinstance(local_processes, int)
+            or local_processes < 1):
+        raise ValueError(f"per_process: local_processes (the processes of the run on this "
+                         f"host) must be a positive int, got {local_processes!r}")
+    if options.limit_given:
+        return options
+    from tilegraph.runtime.memory import default_limit
+
+    return options._replace(memory_limit=default_limit(local_processes))

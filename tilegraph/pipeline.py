@@ -58,7 +58,6 @@ from tilegraph.runtime.memory import (
     MemoryLimitError,
     SpillStore,
     check_fits,
-    default_limit,
     remake_text,
     return_freed_blocks_to_os,
 )
@@ -71,13 +70,12 @@ class PlanTooLargeError(ValueError):
     """A plan has more tasks than the ``max_tasks`` option allows; found before it is built."""
 
 
-def check_plan_size(ntasks: int, limit: int | None = None) -> None:
-    """Refuse a plan of more than ``limit`` tasks (default: the ``max_tasks`` option) with
+def check_plan_size(ntasks: int, limit: int) -> None:
+    """Refuse a plan of more than ``limit`` tasks (the run's ``max_tasks`` option) with
     an error naming its task count, before it is built (a plan of 10^12 tasks would
     exhaust the memory long before it ran). A run checks it once: :func:`run` on the graph
     it is given, or the front end that counts the tasks before building the graph
     (``run(..., sized=True)``)."""
-    limit = config.get("max_tasks") if limit is None else limit
     if ntasks > limit:
         raise PlanTooLargeError(
             f"the plan has {ntasks:,} tasks, more than max_tasks={limit:,}: use larger "
@@ -151,9 +149,26 @@ def _priority(graph: TaskGraph, outputs: np.ndarray, memory: int | None = None
     return tile_accumulations(graph, order(graph, outputs), memory)
 
 
+def prepare(options: config.Options, backend: Backend | None = None
+            ) -> tuple[Backend, config.Options]:
+    """The run's backend (``backend``, or made now from ``options``) and the options
+    completed for it (:func:`tilegraph.config.per_process`: ``memory_limit`` the bytes each
+    of its processes on this host may hold). Called once per run, before its graph is
+    built: a front end that builds the graph for the run (a rechunk's stages depend on
+    the limit) calls it first and passes both on to :func:`run` (``options=`` the record,
+    ``prepared=`` the backend)."""
+    if backend is None:
+        backend = _backend(options)
+    elif not isinstance(backend, Backend):
+        raise TypeError(f"prepared= must be the Backend made by pipeline.prepare(), got "
+                        f"{type(backend).__name__}")
+    return backend, config.per_process(options, backend.local_processes)
+
+
 def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
         finish: Callable[[list[Any]], Any] | None = None,
-        options: config.Options | None = None, sized: bool = False, **given: Any) -> Any:
+        options: config.Options | None = None, sized: bool = False,
+        prepared: Backend | None = None, **given: Any) -> Any:
     """Plan and compute the tasks ``outputs`` (keys) of ``graph``; their values in order.
 
     Options are those of :mod:`tilegraph.config` (``backend``, ``workers``, ``retries``,
@@ -170,6 +185,8 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
     ``fuse=False`` runs the tasks as they are (no chain fusion). ``finish``: a function of
     the values whose result is returned instead (e.g. arrays assembled from their blocks);
     under MPI it runs on rank 0 and its result is what is shared with the other ranks.
+    ``prepared``: the run's backend, made with ``options`` by :func:`prepare` (by a front
+    end that built the graph for the options it returned); without it, it is made here.
 
     With ``backend="mpi"`` every rank must call ``run`` with the same graph (a rank that
     waits ``mpi_timeout`` seconds for the others fails with an error naming those that did
@@ -187,22 +204,25 @@ def run(graph: TaskGraph, outputs: Sequence[Hashable], *, fuse: bool = True,
         raise TypeError(f"run() needs a TaskGraph, got {type(graph).__name__}")
     if not sized:
         check_plan_size(len(graph), opts.max_tasks)
-    backend = _backend(opts)
+    backend, opts = prepare(opts, prepared)
     plan = make_plan(graph, outputs, processes=_processes(backend),
                      initial=opts.placement, fuse=fuse, backend=backend,
-                     memory=opts.memory_limit or default_limit(backend.local_processes))
+                     memory=opts.memory_limit)
     return _execute(plan, backend, opts, finish)
 
 
 def execute(plan: Plan, *, finish: Callable[[list[Any]], Any] | None = None,
-            options: config.Options | None = None, **given: Any) -> Any:
+            options: config.Options | None = None, prepared: Backend | None = None,
+            **given: Any) -> Any:
     """Stage 5 alone: run a plan made by :func:`make_plan` (which may be run many times,
-    e.g. once per iteration of a loop). Options, ``finish`` and result as for :func:`run`."""
+    e.g. once per iteration of a loop). Options, ``prepared``, ``finish`` and result as for
+    :func:`run`."""
     opts = _options(options, given, "execute()")
-    backend = _backend(opts)
+    backend, opts = prepare(opts, prepared)
     if _processes(backend) is not None and plan.graph.meta.get("worker") is None:
         plan = make_plan(plan.graph, plan.keys, processes=backend.processes,
-                         initial=opts.placement, fuse=False, backend=backend)
+                         initial=opts.placement, fuse=False, backend=backend,
+                         memory=opts.memory_limit)
     return _execute(plan, backend, opts, finish)
 
 
@@ -305,8 +325,8 @@ def _execute(plan: Plan, backend: Backend, opts: config.Options,
 
         recorder = Recorder()
         subscribers = (*subscribers, recorder)
-    limit = opts.memory_limit or default_limit(backend.local_processes)
-    if opts.memory_limit:
+    limit = opts.memory_limit
+    if opts.limit_given:
         return_freed_blocks_to_os()
     part = backend.partition(plan.graph, plan.outputs, plan.priority)
     transport = backend.transport(part)
@@ -322,7 +342,7 @@ def _execute(plan: Plan, backend: Backend, opts: config.Options,
     try:
         try:
             check_fits(part.graph, execution.estimates, limit)
-            if (opts.memory_limit or not opts.spill
+            if (opts.limit_given or not opts.spill
                     or len(part.graph) <= PROJECT_ALWAYS):
                 projection = projected_peak(part.graph, part.outputs, part.priority,
                                             estimates, backend.workers)

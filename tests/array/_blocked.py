@@ -29,11 +29,14 @@ def make(shape: tuple[int, ...], dtype: str = "float64") -> np.ndarray:
     return base.astype(dtype)
 
 
-def block_values(arr: tg.Array) -> dict[tuple[int, ...], object]:
-    """Every block of ``arr`` on its own (run without assembling the result)."""
+def block_values(arr: tg.Array, **options) -> dict[tuple[int, ...], object]:
+    """Every block of ``arr`` on its own (run without assembling the result), its graph
+    lowered for a run of one process with ``options`` (the plan a run under a
+    ``memory_limit`` would make), or for no run."""
     keys = {coord: arr.collection.key(coord) for coord in np.ndindex(*arr.numblocks)}
     unique = list(dict.fromkeys(keys.values()))  # concatenating x with x repeats keys
-    graph = lower([arr.collection]).build()
+    opts = tg.config.per_process(tg.config.resolve(options, "test"), 1) if options else None
+    graph = lower([arr.collection], options=opts).build()
     got = dict(zip(unique, run(graph, unique, backend="sync"), strict=True))
     return {coord: got[key] for coord, key in keys.items()}
 

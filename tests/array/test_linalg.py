@@ -255,7 +255,7 @@ def test_svd_of_an_ill_conditioned_matrix_in_blocks():
     np.testing.assert_allclose(vt @ vt.T, np.eye(n), atol=1e-12)
 
 
-def test_svd_tall_skinny_keeps_tsqr_and_bad_input_is_refused(monkeypatch):
+def test_svd_tall_skinny_keeps_tsqr_and_bad_input_is_refused():
     tall = tg.from_numpy(_random((60, 8), np.float64), chunks=(15, 8))
     s = tg.linalg.svd(tall, compute_uv=False)
     names = {n for n in tg.algebra.lower([s.collection]).build().meta["name"] if n}
@@ -267,13 +267,34 @@ def test_svd_tall_skinny_keeps_tsqr_and_bad_input_is_refused(monkeypatch):
         tg.linalg.svd(tg.from_numpy(np.array([["a", "b"], ["c", "d"]]), chunks=1))
     with pytest.raises(ValueError, match="full_matrices=True is not supported"):
         tg.linalg.svd(sq, full_matrices=True)
-    import tilegraph.runtime.memory as memory
 
-    monkeypatch.setattr(memory, "default_limit", lambda processes=1: 1000)
-    with pytest.raises(ValueError, match=r"band's SVD is one task holding 20 x 20 dense"):
-        tg.linalg.svd(sq)
-    with pytest.raises(ValueError, match="svd_compressed"):
-        tg.linalg.svd(sq.T, compute_uv=False)
+
+def test_band_svd_is_refused_or_run_by_the_run_s_memory_limit():
+    """The band's one dense task is checked against the memory limit of the run the graph
+    is built for (given to compute() or set when it runs), not when svd() is called: the
+    same svd is refused under a limit it cannot fit, before anything runs, and runs under
+    one it fits, equal to NumPy's."""
+    m = _random((20, 20), np.float64)
+    sq = tg.from_numpy(m, chunks=5)
+    with tg.config.set(memory_limit=1000):  # in force when svd() is called: no effect
+        u, s, vt = tg.linalg.svd(sq)
+        values = tg.linalg.svd(sq.T, compute_uv=False)
+    started = []
+    with pytest.raises(ValueError, match=r"band's SVD is one task holding 20 x 20 dense "
+                                         r"matrices \(18\.8 KiB, more than "
+                                         r"memory_limit=1000 B"):
+        tg.compute(u, s, vt, memory_limit=1000, callbacks=[started.append])
+    assert started == []  # refused before any run started
+    with pytest.raises(ValueError, match="svd_compressed"), tg.config.set(memory_limit=1000):
+        values.compute()
+    got_u, got_s, got_vt = tg.compute(u, s, vt, memory_limit="10MB")
+    np.testing.assert_allclose(got_s, np.linalg.svd(m, compute_uv=False), rtol=1e-10)
+    np.testing.assert_allclose((got_u * got_s) @ got_vt, m, atol=1e-10)
+    # 2 k^2 numbers without vectors: 6.3 KiB fits a limit that the vectors' 18.8 KiB do not
+    np.testing.assert_allclose(values.compute(memory_limit="12KiB"),
+                               np.linalg.svd(m, compute_uv=False), rtol=1e-10)
+    with pytest.raises(ValueError, match=r"18.8 KiB, more than memory_limit=12.0 KiB"):
+        s.compute(memory_limit="12KiB")
 
 
 def test_svd_compressed_recovers_a_low_rank_matrix():

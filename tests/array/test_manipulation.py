@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from _blocked import axis_chunks, block_values, check, make  # noqa: F401
+from _blocked import axis_chunks, block_values, check, make
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
@@ -256,8 +256,10 @@ def test_bad_rechunk_raises_value_error(forbid_compute, chunks):
         a.rechunk(chunks)
 
 
-def _graph(arr: tg.Array):
-    return tg.algebra.lower([arr.collection]).build()
+def _graph(arr: tg.Array, **options):
+    """``arr``'s graph lowered for a run of one process with ``options``."""
+    opts = tg.config.per_process(tg.config.resolve(options, "test"), 1)
+    return tg.algebra.lower([arr.collection], options=opts).build()
 
 
 def _task_needs(arr: tg.Array) -> list[int]:
@@ -329,8 +331,10 @@ def test_compute_memory_limit_chooses_where_a_staged_rechunk_waits(tmp_path):
     for limit, stage in names.items():
         got = out.compute(memory_limit=limit, spill_dir=str(tmp_path))
         np.testing.assert_array_equal(got, x)
-        with tg.config.set(memory_limit=limit):
-            assert stage in _names(out)
+        assert (tg.last_run().staged_bytes > 0) == (stage == "rechunk-store")
+        assert stage in _names(out, memory_limit=limit)
+        with tg.config.set(memory_limit=limit):  # the option in force when it runs
+            np.testing.assert_array_equal(out.compute(spill_dir=str(tmp_path)), x)
         assert (tg.last_run().staged_bytes > 0) == (stage == "rechunk-store")
     assert _staging_dirs(tmp_path) == []
 
@@ -369,8 +373,7 @@ def test_rechunk_store_is_cleaned_when_the_run_fails(tmp_path):
     out = a.rechunk((40, 2, 8), max_mem="8KB").map_blocks(boom)
     with pytest.raises(RuntimeError, match="boom in a space block"):
         out.compute(memory_limit="30KB", spill_dir=str(tmp_path))
-    with tg.config.set(memory_limit="30KB"):
-        assert "rechunk-store" in _names(out)
+    assert "rechunk-store" in _names(out, memory_limit="30KB")
     # the error's traceback holds the failed task's frame (its inputs are staged handles)
     # in a reference cycle: the files go with it; a task the failure caught running
     # finishes on its own (it holds its inputs until then)
@@ -421,19 +424,29 @@ def test_a_missing_store_file_is_an_error_naming_it(tmp_path):
         h.piece(0)
 
 
-def test_rechunk_budget_follows_the_memory_limit_option():
-    """A one-stage plan under the default budget is staged under a small memory_limit."""
-    x = make((40, 12, 12), "float64")
+def test_rechunk_budget_follows_the_run_s_memory_limit():
+    """One rechunk, made once outside any run: one stage under the default budget, staged
+    for a run under a small memory_limit (given to compute() or set when it runs, not when
+    the rechunk was made), whose one-stage tasks would not fit it."""
+    x = make((40, 12, 12), "float64")  # 45 KiB
     a = tg.from_numpy(x, chunks=(2, 12, 12)) + 0
-    assert _names(a.rechunk((40, 2, 2))) == {"_view", "add", "rechunk"}
-    with tg.config.set(memory_limit="30KB"):
-        staged = a.rechunk((40, 2, 2))
-    assert "rechunk-split" in _names(staged)
-    check(staged, x)
+    with tg.config.set(memory_limit="1KB"):  # in force when it is made: no effect
+        out = a.rechunk((40, 2, 2))
+    assert _names(out) == {"_view", "add", "rechunk"}
+    assert "rechunk-split" in _names(out, memory_limit="100KB")
+    assert "rechunk-store" in _names(out, memory_limit="30KB")
+    with pytest.raises(tg.MemoryLimitError):  # the one-stage task: 45 KiB of inputs
+        (a.rechunk((40, 2, 2), max_mem="1MB") + 0).compute(memory_limit="30KB")
+    np.testing.assert_array_equal(out.compute(memory_limit="30KB"), x)
+    assert 0 < tg.last_run().peak_bytes <= tg.util.parse_bytes("30KB")
+    with tg.config.set(memory_limit="100KB"):
+        np.testing.assert_array_equal(out.compute(), x)
+    assert tg.last_run().memory_limit == 100_000 and tg.last_run().staged_bytes == 0
+    check(out, x)
 
 
-def _names(arr: tg.Array) -> set[str]:
-    graph = _graph(arr)
+def _names(arr: tg.Array, **options) -> set[str]:
+    graph = _graph(arr, **options)
     return {graph.opname(i) for i in range(len(graph))}
 
 
@@ -469,10 +482,11 @@ def test_staged_rechunk_of_any_chunks_under_any_budget(data, xa):
     sizes = [a.chunks, *(c for _, c in stages)]
     staged = max(_direct_need(p, q, x.itemsize) for p, q in itertools.pairwise(sizes))
     assert staged <= _direct_need(a.chunks, new, x.itemsize)
-    with tg.config.set(memory_limit=4 * budget):
-        out = a.rechunk(new)
+    out = a.rechunk(new)
     assert out.chunks == new
     check(out, x)
+    for coord, value in block_values(out, memory_limit=4 * budget).items():  # as staged
+        assert_array_equal(value, x[tg.array.chunks.block_slices(new, coord)])
 
 
 # -- reshape -------------------------------------------------------------------------------

@@ -25,6 +25,11 @@ A collection may carry a ``rewrite``: when a plan is lowered, it is asked (input
 a replacement of itself, given which collections consume which in this plan, e.g. a chain
 of stencil steps whose intermediates nothing else reads becomes one step. A replacement has
 the same name and keys, so its consumers do not change.
+
+A plan is lowered for one run: :func:`lower` and :func:`count_tasks` take the run's
+completed options (a :class:`tilegraph.config.Options` whose ``memory_limit`` is what each
+process of the run enforces), and a :class:`RunBlocks` collection, whose tasks depend on
+them (a rechunk's stages), gets them as an argument. No collection reads an option itself.
 """
 
 from __future__ import annotations
@@ -114,22 +119,67 @@ class Blocks:
     def coords(self) -> Iterable[Coord]:
         return np.ndindex(*self.grid)
 
+    def count(self, options: Any = None) -> int:
+        """Tasks this collection emits when lowered for a run of ``options`` (see
+        :func:`lower`); the same for every run unless it is a :class:`RunBlocks`."""
+        return self.ntasks
 
-def count_tasks(roots: Iterable[Blocks]) -> int:
-    """Tasks that lowering ``roots`` would emit (before fusion), without emitting them."""
+    def lower_into(self, builder: GraphBuilder, options: Any = None) -> None:
+        """Emit this collection's tasks into ``builder``, for a run of ``options``."""
+        if self.emit is not None:
+            self.emit(builder)
+
+
+class RunBlocks(Blocks):
+    """A collection whose tasks depend on the run it is lowered for: :meth:`lower_into`
+    and :meth:`count` get the run's completed options (a :class:`tilegraph.config.Options`:
+    ``memory_limit``, the bytes each process of the run may hold, and ``spill_dir``), or
+    ``None`` for a graph lowered for no run (each such collection says what it plans then).
+    A rechunk's stages, chosen for the run's memory limit, are one. Made of two functions,
+    ``emit_for(builder, options)`` and ``count_for(options)``, or a subclass overrides the
+    two methods."""
+
+    __slots__ = ("count_for", "emit_for")
+
+    def __init__(self, name: str, grid: Sequence[int], deps: Iterable[Blocks] = (),
+                 emit_for: Callable[[GraphBuilder, Any], None] | None = None,
+                 count_for: Callable[[Any], int] | None = None,
+                 keys: np.ndarray | None = None):
+        super().__init__(name, grid, deps, None, keys)
+        self.emit_for = emit_for
+        self.count_for = count_for
+
+    @property
+    def ntasks(self) -> int:
+        """Tasks it emits when lowered for no run."""
+        return self.count(None)
+
+    def count(self, options: Any = None) -> int:
+        return self.count_for(options)
+
+    def lower_into(self, builder: GraphBuilder, options: Any = None) -> None:
+        self.emit_for(builder, options)
+
+
+def count_tasks(roots: Iterable[Blocks], options: Any = None) -> int:
+    """Tasks that lowering ``roots`` for a run of ``options`` would emit (before fusion),
+    without emitting them."""
     roots = list(roots)
-    return sum(c.ntasks for c in _postorder(roots, set(), _rewrites(roots)))
+    return sum(c.count(options) for c in _postorder(roots, set(), _rewrites(roots)))
 
 
-def lower(roots: Iterable[Blocks], builder: GraphBuilder | None = None) -> GraphBuilder:
+def lower(roots: Iterable[Blocks], builder: GraphBuilder | None = None,
+          options: Any = None) -> GraphBuilder:
     """Emit the tasks of ``roots`` and everything they depend on, each collection once (by
-    name), inputs before consumers, after the collections' rewrites."""
+    name), inputs before consumers, after the collections' rewrites. ``options``: the
+    completed options of the run the graph is lowered for
+    (:func:`tilegraph.config.per_process`), handed to the collections whose tasks depend on
+    the run (:class:`RunBlocks`); ``None``: for no run (a drawing, a test of structure)."""
     builder = builder if builder is not None else GraphBuilder()
     roots = list(roots)
     seen: set[str] = set()
     for coll in _postorder(roots, seen, _rewrites(roots)):
-        if coll.emit is not None:
-            coll.emit(builder)
+        coll.lower_into(builder, options)
     return builder
 
 

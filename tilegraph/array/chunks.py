@@ -77,12 +77,19 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
     return out
 
 
+CHECKED_GRID = 100_000  # blocks: larger grids are checked against max_tasks when made
+
+
 def _check_count(nblocks: int, where: str, shape: tuple[int, ...], step: int | None) -> None:
-    """Refuse block grids larger than any plan may be (the ``max_tasks`` option), before the
-    block sizes are listed (a grid of 10^60 blocks would exhaust the memory)."""
+    """Refuse block grids larger than any plan may be (the ``max_tasks`` option in force,
+    resolved as a run's options are), before the block sizes are listed (a grid of 10^60
+    blocks would exhaust the memory). Grids of at most ``CHECKED_GRID`` blocks are cheap to
+    list: the run that plans them checks its own ``max_tasks``."""
+    if nblocks <= CHECKED_GRID:
+        return
     from tilegraph import config
 
-    limit = config.get("max_tasks")
+    limit = config.resolve({}, "chunks").max_tasks
     if nblocks > limit:
         size = f" of {step:,} elements" if step is not None else ""
         raise ValueError(

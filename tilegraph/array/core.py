@@ -128,10 +128,12 @@ class Array:
 
     @property
     def ntasks(self) -> int:
-        """Tasks in this array's plan before fusion (counted without building the plan)."""
+        """Tasks in this array's plan before fusion (counted without building the plan),
+        planned for the options in force, as a run on one process would plan it."""
         from tilegraph.algebra.blocks import count_tasks
+        from tilegraph.array.lowering import planning_options
 
-        return count_tasks([self.collection])
+        return count_tasks([self.collection], planning_options("ntasks"))
 
     def __repr__(self) -> str:
         # O(1) in the size of the plan: shapes only (``ntasks`` and ``explain()`` say more)
@@ -255,8 +257,10 @@ def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None,
         from tilegraph import config
         from tilegraph.runtime.mpi import share_array
 
+        # a collective step of its own: the MPI backend's options in force (mpi_timeout)
+        opts = config.resolve({"backend": "mpi"}, "from_numpy()")
         x = share_array(x.compute() if isinstance(x, Array) else x, root,
-                        float(config.get("mpi_timeout")))
+                        float(opts.backend_options["mpi_timeout"]))
     if isinstance(x, Array):
         return x if chunks == "auto" else x.rechunk(chunks)
     x = np.asarray(x)

@@ -121,7 +121,11 @@ def dask_dict(x: Array) -> dict:
     if got is not None:
         _GRAPHS.move_to_end(x.name)
         return got
-    dsk = graph_to_dask(lower([x.collection]).build())
+    from tilegraph.array.lowering import planning_options
+
+    # planned as a run of one process would be: dask runs it with its own scheduler
+    options = planning_options("__dask_graph__()")
+    dsk = graph_to_dask(lower([x.collection], options=options).build())
     _GRAPHS[x.name] = dsk
     while len(_GRAPHS) > _GRAPHS_KEPT:
         _GRAPHS.popitem(last=False)

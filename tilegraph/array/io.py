@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph import pipeline
 from tilegraph.algebra.blocks import Blocks, source
 from tilegraph.array.chunks import all_block_slices, block_shape, normalize_chunks, numblocks
 from tilegraph.array.core import Array, tokenize, unique_name
-from tilegraph.array.manipulation import SplitBlocks
+from tilegraph.array.manipulation import RechunkBlocks, SplitBlocks
 from tilegraph.array.sparse import SparseArray, sparse_block_nbytes
 from tilegraph.config import Options
 from tilegraph.graph.taskgraph import Dep, Lit
@@ -389,16 +390,19 @@ def _write_blocks(x: Array, writer: Any) -> Blocks:
     return Blocks(name, x.numblocks, (x.collection,), emit)
 
 
-def _store(x: Array, writer: Any, options: Options) -> None:
-    _store_many([x], [writer], options)
+def _store(x: Array, writer: Any, options: Options, backend: Any = None) -> None:
+    _store_many([x], [writer], options, backend)
 
 
-def _store_many(arrays: list[Array], writers: list[Any], options: Options) -> None:
+def _store_many(arrays: list[Array], writers: list[Any], options: Options,
+                backend: Any = None) -> None:
+    """Write ``arrays`` with ``writers`` in one run of ``options`` (on ``backend``, made
+    with them by :func:`tilegraph.pipeline.prepare`, or made by the run)."""
     from tilegraph.array.lowering import run_blocks
 
     blocks = [_write_blocks(x, w) for x, w in zip(arrays, writers, strict=True)]
     try:  # (the write tasks' results are never broadcast: only rank 0 commits)
-        here = run_blocks(blocks, options._replace(mpi_broadcast_limit=0))
+        here = run_blocks(blocks, options._replace(mpi_broadcast_limit=0), backend)
     except BaseException:
         for w in writers:
             w.abort()
@@ -450,12 +454,16 @@ def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **option
     regular = normalize_chunks(zchunks, x.shape, x.dtype)
     if regular != x.chunks:
         x = x.rechunk(regular)
-    if isinstance(x.collection, SplitBlocks):
+    backend, opts = pipeline.prepare(opts)  # a rechunk's stages depend on the run's limit
+    coarser = (x.collection.coarser if isinstance(x.collection, SplitBlocks)
+               else x.collection.coarser(opts) if isinstance(x.collection, RechunkBlocks)
+               else None)
+    if coarser is not None:
         # blocks cut from larger ones (the last stage of a rechunk): write the larger
         # blocks, each a region of whole chunks, in one zarr call apiece
-        x = x.collection.coarser
+        x = coarser
     writer = ZarrWriter(os.fspath(path), x.shape, x.dtype, zchunks, overwrite=overwrite)
-    _store(x, writer, opts)
+    _store(x, writer, opts, backend)
 
 
 class _TargetWriter:

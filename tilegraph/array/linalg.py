@@ -37,6 +37,7 @@ Integer inputs are computed in float64, as NumPy does.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ from tilegraph.graph.kinds import (
     trsm_flops,
 )
 from tilegraph.graph.taskgraph import Dep
+from tilegraph.util import human
 
 __all__ = [
     "LinAlgError", "cholesky", "det", "inv", "lstsq", "lu", "norm", "qr", "slogdet", "solve",
@@ -247,18 +249,22 @@ BAND_SVD_WORDS = 6  # k x k matrices the band's SVD task holds with vectors (ban
 # and gesdd's workspace); 2 without vectors
 
 
-def _band_svd_fits(k: int, dtype: np.dtype, compute_uv: bool, shape: tuple[int, int]) -> None:
-    """Refuse, before planning, a band SVD whose one dense task cannot fit in memory."""
-    from tilegraph.runtime.memory import default_limit
-
+def _band_svd_fits(k: int, dtype: np.dtype, compute_uv: bool, shape: tuple[int, int],
+                   options: Any) -> None:
+    """Refuse, when the graph is built for a run of ``options`` and before anything runs,
+    a band SVD whose one dense task cannot fit under the memory limit each process of the
+    run enforces (``options.memory_limit``); a graph built for no run (``None``) is not
+    checked."""
+    if options is None:
+        return
     need = (BAND_SVD_WORDS if compute_uv else 2) * k * k * dtype.itemsize
-    limit = default_limit()
+    limit = options.memory_limit
     if need > limit:
         raise ValueError(f"svd: the {shape[0]} x {shape[1]} matrix is reduced to band form in "
                          f"parallel, but the band's SVD is one task holding {k} x {k} dense "
-                         f"matrices ({need / 2**30:.1f} GiB, more than this machine's "
-                         f"{limit / 2**30:.1f} GiB budget); use svd_compressed(a, k) for the "
-                         "leading k singular triplets")
+                         f"matrices ({human(need)}, more than memory_limit={human(limit)}, "
+                         "what each process of the run may hold); use svd_compressed(a, k) "
+                         "for the leading k singular triplets")
 
 
 def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
@@ -273,9 +279,10 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
       program ``library.svd``: tiled QR of each column panel and LQ of each row panel
       reduce the matrix to upper band form (one tile wide) in parallel. The band stage is
       one task on the band gathered into a dense k x k matrix, k = min(m, n) (about 6 k^2
-      numbers with vectors, 2 k^2 without, refused before planning when that exceeds this
-      machine's memory budget). Values alone: the band is narrowed by successive band
-      reduction (BLAS-3 bulge chasing) and made bidiagonal by LAPACK's gbbrd
+      numbers with vectors, 2 k^2 without, refused when the graph is built for a run, before
+      anything runs, when that exceeds the run's ``memory_limit``). Values alone: the
+      band is narrowed by successive band reduction (BLAS-3 bulge chasing) and made
+      bidiagonal by LAPACK's gbbrd
       (:mod:`tilegraph.algebra.band`), about 8 k^2 b flops for tiles of b. With vectors:
       LAPACK's gesdd on the band, and the panels' reflectors turn its vectors into ``u``
       and ``vt`` tile by tile. Known gap: gesdd does not exploit the band, so with vectors
@@ -305,8 +312,8 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
         u, s, vt = res
         return vt.conj().T, s, u.conj().T
     if a.numblocks[1] > 1 and a.numblocks[0] > 1:
-        _band_svd_fits(n, a.dtype, compute_uv, (m, n))
-        return lp_band_svd(a, compute_uv=compute_uv, block=a.chunks[1][0])
+        fits = partial(_band_svd_fits, n, a.dtype, compute_uv, (m, n))
+        return lp_band_svd(a, compute_uv=compute_uv, block=a.chunks[1][0], fits=fits)
     if n > 20000:
         raise ValueError(f"svd: the {m} x {n} matrix has its {n} columns in one block; the "
                          "TSQR path factors an n x n R in one task (n at most 20000): give "

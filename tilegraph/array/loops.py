@@ -54,9 +54,11 @@ def from_blocks(values: dict[tuple[int, ...], Any], shape: tuple[int, ...],
 
 
 class _Plan:
-    """One planned iteration: placeholders in, new loop variables and the condition out."""
+    """One planned iteration: placeholders in, new loop variables and the condition out,
+    planned for the loop's ``options`` (completed for its backend)."""
 
-    def __init__(self, cond: Callable, body: Callable, template: Sequence[Array]):
+    def __init__(self, cond: Callable, body: Callable, template: Sequence[Array],
+                 options: Options):
         self.placeholders = [from_blocks({}, a.shape, a.chunks, a.dtype,
                                          name=unique_name("loopvar")) for a in template]
         with gc_paused():
@@ -74,12 +76,13 @@ class _Plan:
                                  f"shape {c.shape}")
             self.results = out
             self.cond = c
-            builder = lower([a.collection for a in [*out, c]])
+            builder = lower([a.collection for a in [*out, c]], options=options)
             self.outputs: list[Hashable] = [a.collection.key(co) for a in out
                                             for co in np.ndindex(*a.numblocks)]
             self.cond_key = c.collection.key(())
             keys = list(dict.fromkeys([*self.outputs, self.cond_key]))
-            self.graph = pipeline.make_plan(builder.build(), keys).graph
+            self.graph = pipeline.make_plan(builder.build(), keys,
+                                            memory=options.memory_limit).graph
         self.keys = keys
         self.slots = [[self.graph.index.get((p.collection.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
@@ -129,7 +132,7 @@ class _Plan:
             args[j] = (value,)
         # planned (culled and ordered) once, run with new placeholder blocks each iteration
         self.invariant = pipeline.make_plan(sub.replace(args=args, modes=modes), self.keys,
-                                            fuse=False)
+                                            fuse=False, memory=options.memory_limit)
         self.invariant_graph = self.invariant.graph
         self.slots = [[self.invariant_graph.index.get((p.collection.name, *co))
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
@@ -157,10 +160,11 @@ class _Plan:
 
 def _blocks_of(a: Array, options: Options) -> dict:
     """The computed blocks of ``a`` (coordinate -> array), with the run's ``options``."""
+    backend, options = pipeline.prepare(options)
     with gc_paused():
         keys = [a.collection.key(co) for co in np.ndindex(*a.numblocks)]
-        graph = lower([a.collection]).build()
-    values = pipeline.run(graph, keys, options=options)
+        graph = lower([a.collection], options=options).build()
+    values = pipeline.run(graph, keys, options=options, prepared=backend)
     if values is None:
         raise ValueError("while_loop: the MPI backend is not supported (the loop condition "
                          "is known on rank 0 only); use the threads backend")
@@ -199,6 +203,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
     if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, int)
                                  or max_iter < 0):
         raise ValueError(f"while_loop: max_iter must be an int >= 0 or None, got {max_iter!r}")
+    opts = pipeline.prepare(opts)[1]  # the plans below are made for the run's limit
     current = [asarray(v) for v in loop_vars]
     first = asarray(cond(*current))
     if first.ndim != 0:
@@ -213,7 +218,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
         sig = _signature(current)
         plan = plans.get(sig)
         if plan is None:
-            plan = plans[sig] = _Plan(cond, body, current)
+            plan = plans[sig] = _Plan(cond, body, current, opts)
             state, flag = plan.run_first(state, opts)
         else:
             state, flag = plan.run_next(state, opts)

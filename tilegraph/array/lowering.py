@@ -4,7 +4,6 @@ that write the results into their output arrays, and hand the graph to
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 from collections.abc import Hashable, Sequence
@@ -127,17 +126,28 @@ class ArrayOutputs:
         return out
 
 
-def lower_arrays(arrays: Sequence[Any], max_tasks: int | None = None
+def planning_options(where: str, processes: int | None = None) -> config.Options:
+    """The options of a plan made outside any run (``explain``, a drawing, a dask graph,
+    a plan sent to the service): the options in force (``config.set``) resolved as a run's
+    are, and completed for ``processes`` processes on this host (default: one)."""
+    return config.per_process(config.resolve({}, where), processes or 1)
+
+
+def lower_arrays(arrays: Sequence[Any], options: config.Options | None = None
                  ) -> tuple[TaskGraph, ArrayOutputs]:
-    """Lower ``arrays`` (sharing their common subexpressions) to one TaskGraph, with a store
-    task per block of every multi-block result. A plan of more than ``max_tasks`` tasks
-    (default: the option) is refused before anything is built (the run's one check of
-    its size)."""
+    """Lower ``arrays`` (sharing their common subexpressions) to one TaskGraph for a run of
+    ``options`` (completed for its backend: :func:`tilegraph.config.per_process`; by
+    default those in force, for one process: :func:`planning_options`), with a store task
+    per block of every multi-block result. A plan of more than ``options.max_tasks`` tasks
+    is refused before anything is built (the run's one check of its size)."""
+    if options is None:
+        options = planning_options("lower_arrays()")
     stores = sum(a.npartitions for a in {a.name: a for a in arrays}.values()
                  if a.npartitions > 1)
-    pipeline.check_plan_size(count_tasks([a.collection for a in arrays]) + stores, max_tasks)
+    colls = [a.collection for a in arrays]
+    pipeline.check_plan_size(count_tasks(colls, options) + stores, options.max_tasks)
     with gc_paused():
-        builder = lower([a.collection for a in arrays])
+        builder = lower(colls, options=options)
         keys: list[Hashable] = []
         buffers: list[OutputBuffer | None] = []
         single: list[Hashable | None] = []
@@ -187,37 +197,33 @@ class ArrayPlan:
 
 
 def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | None = None,
-                initial: str = "cyclic", model: CostModel | None = None) -> ArrayPlan:
+                initial: str = "cyclic", model: CostModel | None = None,
+                options: config.Options | None = None) -> ArrayPlan:
     """The pipeline's plan (cull, place, fuse, order) of computing ``arrays`` together,
     without running it. ``processes=p`` places the tasks on ``p`` worker processes
-    (see :func:`tilegraph.pipeline.make_plan`)."""
-    graph, results = lower_arrays(arrays)  # plans never run: the option's max_tasks
+    (see :func:`tilegraph.pipeline.make_plan`). ``options``: the completed options of the
+    run it is made for; by default those in force, for ``processes`` processes on this host
+    (:func:`planning_options`)."""
+    if options is None:
+        options = planning_options("plan_arrays()", processes)
+    graph, results = lower_arrays(arrays, options)
     plan = pipeline.make_plan(graph, results.keys, processes=processes, initial=initial,
-                              model=model, fuse=fuse)
+                              model=model, fuse=fuse, memory=options.memory_limit)
     return ArrayPlan(plan, results)
-
-
-def _run_limit(options: config.Options) -> Any:
-    """The run's ``memory_limit`` and ``spill_dir`` in force while its graph is built, so
-    that plans chosen then (a rechunk's stages, and the directory of its intermediate
-    store) are chosen for it."""
-    given = {name: value for name, value in (("memory_limit", options.memory_limit),
-                                             ("spill_dir", options.spill_dir))
-             if value is not None}
-    return config.set(**given) if given else contextlib.nullcontext()
 
 
 def compute_arrays(arrays: Sequence[Any], options: config.Options) -> list[Any] | None:
     """The values of ``arrays`` computed with one shared plan by the pipeline, with the
     run's ``options`` (``None`` on the MPI ranks other than 0 when the results are larger
-    than ``mpi_broadcast_limit``)."""
-    with _run_limit(options):
-        graph, results = lower_arrays(arrays, options.max_tasks)
+    than ``mpi_broadcast_limit``). The run's backend is made first, so that the graph is
+    built for the memory limit its processes enforce."""
+    backend, options = pipeline.prepare(options)
+    graph, results = lower_arrays(arrays, options)
     if not results.keys:
         return []
     warn_tiny_blocks(graph)
     return pipeline.run(graph, results.keys, finish=results.assemble, options=options,
-                        sized=True)
+                        sized=True, prepared=backend)
 
 
 TINY_TASKS = 100_000  # plans at least this large are checked for tiny blocks
@@ -251,24 +257,27 @@ def warn_tiny_blocks(graph: TaskGraph) -> None:
             PerformanceWarning, stacklevel=4)
 
 
-def run_blocks(colls: Sequence[Any], options: config.Options) -> bool:
+def run_blocks(colls: Sequence[Any], options: config.Options,
+               backend: pipeline.Backend | None = None) -> bool:
     """Run every task of the collections ``colls`` for their side effects (writes), with
-    the run's ``options``. Returns whether the results were gathered in this process
-    (False on MPI ranks but 0)."""
-    with _run_limit(options):
-        pipeline.check_plan_size(count_tasks(colls), options.max_tasks)
-        with gc_paused():
-            builder = lower(colls)
-        outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
-        graph = builder.build()
-    return pipeline.run(graph, outputs, options=options, sized=True) is not None
+    the run's ``options`` (on ``backend``, made with them by
+    :func:`tilegraph.pipeline.prepare`; by default made here). Returns whether the results
+    were gathered in this process (False on MPI ranks but 0)."""
+    backend, options = pipeline.prepare(options, backend)
+    pipeline.check_plan_size(count_tasks(colls, options), options.max_tasks)
+    with gc_paused():
+        builder = lower(colls, options=options)
+    outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
+    graph = builder.build()
+    return pipeline.run(graph, outputs, options=options, sized=True,
+                        prepared=backend) is not None
 
 
 def plan_summary(arrays: Sequence[Any]) -> dict[str, Any]:
     """The numbers behind :func:`explain`, as a dict."""
     from tilegraph.plan.explain import graph_summary
 
-    plan = plan_arrays(arrays)
+    plan = plan_arrays(arrays, options=planning_options("explain()"))
     return graph_summary(plan.graph, plan.plan.outputs, plan.fuse_stats)
 
 
@@ -276,7 +285,9 @@ def explain(arrays: Sequence[Any], workers: int | None = None, *, initial: str =
             model: CostModel | None = None) -> str:
     """The plan of computing ``arrays`` in words (see
     :func:`tilegraph.plan.explain.explain_plan`); ``workers=p`` places it on ``p`` worker
-    processes, as the MPI backend does, and simulates it."""
+    processes, as the MPI backend does, and simulates it. The plan is made for the options
+    in force (``config.set``), each process holding ``memory_limit`` if it is set, else its
+    share of this host's default budget (the ``p`` processes on this host)."""
     from tilegraph.plan.explain import explain_plan
     from tilegraph.plan.place import INITIAL_PLACEMENTS
 
@@ -286,6 +297,7 @@ def explain(arrays: Sequence[Any], workers: int | None = None, *, initial: str =
     if initial not in INITIAL_PLACEMENTS:
         raise ValueError(f"explain(): initial placement must be one of "
                          f"{', '.join(INITIAL_PLACEMENTS)}, got {initial!r}")
-    plan = plan_arrays(arrays, processes=workers, initial=initial, model=model)
+    plan = plan_arrays(arrays, processes=workers, initial=initial, model=model,
+                       options=planning_options("explain()", workers))
     return explain_plan(plan.graph, plan.plan.outputs, plan.fuse_stats, workers, initial=initial,
                         model=model)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks, _unique_colls
+from tilegraph.algebra.blocks import Blocks, RunBlocks, _unique_colls
 from tilegraph.algebra.linalg_kernels import zeros
 from tilegraph.array.core import Array, asarray, dense_only, tokenize
 from tilegraph.graph.taskgraph import GraphBuilder
@@ -28,13 +28,17 @@ TileOf = Callable[[tuple[int, ...]], tuple[str, tuple[int, ...]] | None]
 def program_blocks(dag: DAG, name: str, inputs: Mapping[str, tuple[Blocks, Callable]],
                    outputs: Sequence[tuple[tuple[int, ...], TileOf]],
                    shape_of: Callable[[str, tuple[int, ...]], tuple[int, ...] | None],
-                   dtype: np.dtype) -> list[Blocks]:
+                   dtype: np.dtype, fits: Callable[[Any], None] | None = None
+                   ) -> list[Blocks]:
     """Collections of the tiles ``dag`` writes.
 
     ``inputs`` maps an input tile array to ``(collection, coord_of)``: tile ``t`` of it is
     block ``coord_of(t)`` of the collection. Each output is ``(grid, tile_of)``: block
     ``coord`` is tile ``tile_of(coord)`` (an ``(array, tile)`` the program writes), or, where
     ``tile_of`` gives None, a block of zeros (``shape_of`` its shape under the array ``""``).
+    ``fits(options)``: called with the options of the run the program is lowered for
+    (``None``: for no run) before its tasks are emitted; it raises when the run cannot
+    hold them.
     """
     keys_per_output = []
     zero_tiles: list[tuple[Hashable, tuple[int, ...]]] = []
@@ -70,8 +74,16 @@ def program_blocks(dag: DAG, name: str, inputs: Mapping[str, tuple[Blocks, Calla
     sources = _unique_colls(c for c, _ in inputs.values())
     ntasks = dag.count() + len(zero_tiles)
     (grid0, _), *rest = outputs
-    first = Blocks(f"{name}-out0", grid0, sources, emit, keys=keys_per_output[0],
-                   ntasks=ntasks)
+    if fits is None:
+        first = Blocks(f"{name}-out0", grid0, sources, emit, keys=keys_per_output[0],
+                       ntasks=ntasks)
+    else:
+        def emit_for(builder: GraphBuilder, options: Any) -> None:
+            fits(options)
+            emit(builder)
+
+        first = RunBlocks(f"{name}-out0", grid0, sources, emit_for, lambda options: ntasks,
+                          keys=keys_per_output[0])
     return [first, *(Blocks(f"{name}-out{n}", grid, [first], None, keys=keys, ntasks=0)
                      for n, ((grid, _), keys) in enumerate(zip(rest, keys_per_output[1:],
                                                                strict=True), start=1))]
@@ -350,7 +362,8 @@ def householder_qr(a: Any, block: int | None = None) -> tuple[Array, Array]:
 
 
 @library.svd.implement
-def band_svd(a: Any, compute_uv: bool = True, block: int | None = None) -> Any:
+def band_svd(a: Any, compute_uv: bool = True, block: int | None = None,
+             fits: Callable[[Any], None] | None = None) -> Any:
     """The SVD ``a = u @ diag(s) @ vh`` of a matrix of any shape (``u``: m x k, ``vh``:
     k x n, k = min(m, n), as ``numpy.linalg.svd(a, full_matrices=False)``) by the program
     ``library.svd`` (numpywren's BDFAC): tiled QR and LQ of the panels reduce the matrix to
@@ -361,7 +374,7 @@ def band_svd(a: Any, compute_uv: bool = True, block: int | None = None) -> Any:
     panels' reflectors then turn the band's vectors into ``u`` and ``vh``, again tile by
     tile. A wide matrix is factored as its conjugate
     transpose. Square tiles of ``block`` (default: the first row block's height). Returns
-    ``s`` alone with ``compute_uv=False``."""
+    ``s`` alone with ``compute_uv=False``. ``fits``: see :func:`program_blocks`."""
     a = asarray(a)
     dense_only("svd", a)
     if a.ndim != 2:
@@ -375,7 +388,7 @@ def band_svd(a: Any, compute_uv: bool = True, block: int | None = None) -> Any:
         raise ValueError(f"svd: block must be a positive integer, got {block!r}")
     b = int(b)
     if m < n:  # wide: the SVD of the conjugate transpose
-        res = band_svd(a.conj().T, compute_uv, b)
+        res = band_svd(a.conj().T, compute_uv, b, fits)
         if not compute_uv:
             return res
         u, s, vh = res
@@ -403,7 +416,7 @@ def band_svd(a: Any, compute_uv: bool = True, block: int | None = None) -> Any:
     if compute_uv:
         outputs += [((M, N), lambda c: ("U", c)), ((N, N), lambda c: ("VH", c))]
     blocks = program_blocks(dag, name, {"A": (a.collection, tuple)}, outputs, shape_of,
-                            a.dtype)
+                            a.dtype, fits)
     s = Array(blocks[0], (n,), ((n,),), real)
     if not compute_uv:
         return s

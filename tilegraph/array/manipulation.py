@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks, apply_blocks, remap
+from tilegraph.algebra.blocks import Blocks, RunBlocks, apply_blocks, remap
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import (
     Chunks,
@@ -152,26 +152,31 @@ def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
 RECHUNK_TASK_CAP = 256 * 2**20  # the default per-task budget of a rechunk, at most
 
 
-def _task_budget(max_mem: Any) -> int:
-    """Bytes one rechunk task may hold (its inputs and its output): ``max_mem`` when given,
-    else a quarter of the ``memory_limit`` option (or of the default budget), at most
-    256 MiB, so that a plan built before ``compute(memory_limit=...)`` still fits it."""
-    if max_mem is not None:
-        if isinstance(max_mem, bool):
-            raise TypeError(f"rechunk: max_mem must be a size in bytes or a string such as "
-                            f"'256MB', got {max_mem!r}")
-        value = parse_bytes(max_mem) if isinstance(max_mem, str) else max_mem
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise TypeError(f"rechunk: max_mem must be a size in bytes or a string such as "
-                            f"'256MB', got {max_mem!r}")
-        if value <= 0:
-            raise ValueError(f"rechunk: max_mem must be positive, got {max_mem!r}")
-        return int(value)
-    from tilegraph import config
-    from tilegraph.runtime.memory import default_limit
+def _max_mem_bytes(max_mem: Any) -> int | None:
+    """A rechunk's ``max_mem`` in bytes, checked (``None``: not given)."""
+    if max_mem is None:
+        return None
+    if isinstance(max_mem, bool):
+        raise TypeError(f"rechunk: max_mem must be a size in bytes or a string such as "
+                        f"'256MB', got {max_mem!r}")
+    value = parse_bytes(max_mem) if isinstance(max_mem, str) else max_mem
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise TypeError(f"rechunk: max_mem must be a size in bytes or a string such as "
+                        f"'256MB', got {max_mem!r}")
+    if value <= 0:
+        raise ValueError(f"rechunk: max_mem must be positive, got {max_mem!r}")
+    return int(value)
 
-    limit = config.get("memory_limit") or default_limit()
-    return max(1, min(limit // 4, RECHUNK_TASK_CAP))
+
+def _task_budget(max_mem: int | None, memory: int | None) -> int:
+    """Bytes one rechunk task may hold (its inputs and its output): ``max_mem`` when given,
+    else a quarter of ``memory`` (the memory limit each process of the run enforces), at
+    most ``RECHUNK_TASK_CAP``; ``RECHUNK_TASK_CAP`` for a plan made for no run."""
+    if max_mem is not None:
+        return max_mem
+    if memory is None:
+        return RECHUNK_TASK_CAP
+    return max(1, min(memory // 4, RECHUNK_TASK_CAP))
 
 
 def _largest(sizes: tuple[int, ...]) -> int:
@@ -326,91 +331,121 @@ def _largest_piece(old: Chunks, new: Chunks, itemsize: int) -> int:
                                 for o, n in zip(old, new, strict=True))
 
 
-def _plan_memory() -> int:
-    """The memory limit a rechunk's stages are chosen for: the ``memory_limit`` option in
-    force (``compute(memory_limit=...)`` sets it while the graph is built), or the default
-    budget."""
-    from tilegraph import config
-    from tilegraph.runtime.memory import default_limit
-
-    return config.get("memory_limit") or default_limit()
-
-
 def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
     """The same array with new block sizes. A new block inside one old block is a view;
     one spanning several is assembled from their pieces (or is a view as well, when the
     blocks are views of one NumPy array).
 
     A rechunk whose tasks would hold more than ``max_mem`` bytes (default: a quarter of
-    the ``memory_limit`` option, at most 256 MiB) is planned in stages
-    (:func:`rechunk_plan`), so that an all-to-all rechunk (time blocks to space blocks)
-    runs under any memory limit a few blocks large. Its pieces wait in memory, or in an
-    intermediate store on disk (in the ``spill_dir`` option's directory) when the array is
-    larger than half the run's memory limit: that choice is made when the graph is built
-    for a run, so ``compute(memory_limit=...)`` decides it. An explicit ``max_mem`` that
-    even staged tasks cannot meet (blocks larger than it) is refused with the block sizes
-    that would."""
+    the run's memory limit, at most 256 MiB) is planned in stages (:func:`rechunk_plan`),
+    so that an all-to-all rechunk (time blocks to space blocks) runs under any memory
+    limit a few blocks large. Its pieces wait in memory, or in an intermediate store on
+    disk (in the run's ``spill_dir``) when the array is larger than half the run's memory
+    limit. Both choices are made when the graph is built for a run, for the limit each of
+    its processes enforces (an MPI rank's share of the host by default), so
+    ``compute(memory_limit=...)`` decides them. An explicit ``max_mem`` that even staged
+    tasks cannot meet (blocks larger than it) is refused here, with the block sizes that
+    would."""
     x = asarray(x)
     if isinstance(chunks, dict):  # axes not named keep their blocks
         chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
                        for a in range(x.ndim))
     new = normalize_chunks(chunks, x.shape, x.dtype)
-    budget = _task_budget(max_mem)
+    given = _max_mem_bytes(max_mem)
     if new == x.chunks:
         return x
     if type(x.collection) is ViewBlocks and type(x) is Array:
         # blocks that are views of one NumPy array: any new block is a view too
         return from_numpy(x.collection.array, chunks=new)
-    groups = _groups(x.chunks, new, x.itemsize, budget)
-    if max_mem is not None:
-        stages = rechunk_plan(x.chunks, new, x.itemsize, budget, _plan_memory())
-        sizes = [x.chunks, *(c for _, c in stages)]
-        need = max(_stage_need(name, a, b, x.itemsize)
-                   for (name, _), (a, b) in zip(stages, itertools.pairwise(sizes), strict=True))
-        if need > budget:
+    if given is not None:
+        need = _least_need(x.chunks, new, x.itemsize, given)
+        if need > given:
             raise ValueError(
                 f"rechunk: blocks of {human(blocks_bytes(x.chunks, x.dtype))} into blocks of "
                 f"{human(blocks_bytes(new, x.dtype))} need tasks of about {human(need)}, "
-                f"more than max_mem={human(budget)}: give a larger max_mem or rechunk from "
+                f"more than max_mem={human(given)}: give a larger max_mem or rechunk from "
                 "smaller blocks")
-    if groups is None:
+    if all(len(pieces) == 1 for o, n in zip(x.chunks, new, strict=True)
+           for pieces in _axis_pieces(o, n)):
+        # every new block inside one old block: staging cannot make a task smaller
         return _rechunk_stage(x, new, "rechunk")
-    read, write = groups
-    grouped = _write_groups(x, read, write, budget)
-    return grouped if write == new else _rechunk_stage(grouped, new, "rechunk")
+    return Array(RechunkBlocks(x, new, given), x.shape, new, x.dtype)
 
 
-def _write_groups(x: Array, read: Chunks, write: Chunks, budget: int) -> Array:
-    """The write groups of a staged rechunk, as one collection whose tasks are chosen when
-    the graph is built (:func:`_group_stages` for the run's memory limit): the stages in
-    memory or through the intermediate store, the last one's tasks named as this
-    collection's blocks."""
-    label = f"rechunk-groups-{tokenize('rechunk-groups', x, read, write)}"
-    itemsize = x.itemsize
+def _least_need(old: Chunks, new: Chunks, itemsize: int, budget: int) -> int:
+    """Bytes the largest task of the best plan under ``budget`` holds, whichever memory
+    limit the run has: its pieces in memory or through the store on disk."""
+    needs = []
+    for memory in (None, 0):  # in memory; through the store whenever it stages
+        stages = rechunk_plan(old, new, itemsize, budget, memory)
+        sizes = [old, *(c for _, c in stages)]
+        needs.append(max(_stage_need(name, a, b, itemsize) for (name, _), (a, b)
+                         in zip(stages, itertools.pairwise(sizes), strict=True)))
+    return min(needs)
 
-    def stages_now() -> list[tuple[str, Chunks]]:
-        return _group_stages(x.chunks, read, write, itemsize, _plan_memory(), budget)
 
-    def emit(builder: Any) -> None:
-        stages = stages_now()
+class RechunkBlocks(RunBlocks):
+    """A rechunk of ``x`` to ``new`` blocks whose stages are chosen for the run it is
+    lowered for (:class:`~tilegraph.algebra.blocks.RunBlocks`): one stage when its tasks
+    fit the budget (``max_mem``, else a quarter of the run's ``memory_limit``, at most
+    ``RECHUNK_TASK_CAP``), else write groups (:func:`_groups`) whose pieces wait in memory
+    or in the intermediate store under the run's ``spill_dir`` (:func:`_group_stages`).
+    Lowered for no run, it is planned for unbounded memory (tasks of at most
+    ``RECHUNK_TASK_CAP``, pieces in memory). Its blocks are the last stage's tasks."""
+
+    __slots__ = ("_plans", "max_mem", "new", "source")
+
+    def __init__(self, x: Array, new: Chunks, max_mem: int | None):
+        name = f"rechunk-{tokenize('rechunk', x, new, max_mem)}"
+        super().__init__(name, numblocks(new), (x.collection,))
+        self.source = x
+        self.new = new
+        self.max_mem = max_mem
+        self._plans: dict[tuple, Array] = {}
+
+    def stages(self, options: Any) -> Array:
+        """The plan for a run of ``options`` (``None``: for no run), as the Array of its
+        last stage, whose collections lead back to the source's (made once per budget,
+        memory limit and directory)."""
+        memory = None if options is None else options.memory_limit
+        spill_dir = None if options is None else options.spill_dir
+        budget = _task_budget(self.max_mem, memory)
+        key = (budget, memory, spill_dir)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(budget, memory, spill_dir)
+        return plan
+
+    def _plan(self, budget: int, memory: int | None, spill_dir: str | None) -> Array:
+        x, new = self.source, self.new
+        groups = _groups(x.chunks, new, x.itemsize, budget)
+        if groups is None:
+            return _rechunk_stage(x, new, "rechunk", self.name)
+        read, write = groups
         y = x
+        stages = _group_stages(x.chunks, read, write, x.itemsize, memory, budget)
         for k, (name, chunks) in enumerate(stages):
-            last = label if k == len(stages) - 1 else None
-            before = y.collection
-            y = (_rechunk_through_store(y, chunks, last) if name == "rechunk-store"
+            last = self.name if k == len(stages) - 1 and write == new else None
+            y = (_rechunk_through_store(y, chunks, spill_dir, last) if name == "rechunk-store"
                  else _rechunk_stage(y, chunks, name, last))
-            for coll in _new_collections(y.collection, before):
-                coll.emit(builder)
+        return y if write == new else _rechunk_stage(y, new, "rechunk", self.name)
 
-    def ntasks() -> int:
-        stages = stages_now()
-        sizes = [x.chunks, *(c for _, c in stages)]
-        return sum(math.prod(map(len, c)) for c in sizes[1:]) + sum(
-            math.prod(map(len, a)) for (name, _), a in zip(stages, sizes, strict=False)
-            if name == "rechunk-store")
+    def coarser(self, options: Any) -> Array | None:
+        """For a run of ``options``: when its last stage only cuts the blocks of the stage
+        before (write groups) into the new blocks, that stage's Array (a writer may store
+        those larger blocks instead), else ``None``."""
+        last = self.stages(options).collection
+        return last.coarser if isinstance(last, SplitBlocks) else None
 
-    return Array(Blocks(label, numblocks(write), (x.collection,), emit, ntasks=ntasks),
-                 x.shape, write, x.dtype)
+    def _collections(self, options: Any) -> list[Blocks]:
+        return _new_collections(self.stages(options).collection, self.source.collection)
+
+    def lower_into(self, builder: Any, options: Any = None) -> None:
+        for coll in self._collections(options):
+            coll.lower_into(builder, options)
+
+    def count(self, options: Any = None) -> int:
+        return sum(coll.count(options) for coll in self._collections(options))
 
 
 def _new_collections(top: Blocks, base: Blocks) -> list[Blocks]:
@@ -423,12 +458,13 @@ def _new_collections(top: Blocks, base: Blocks) -> list[Blocks]:
     return out[::-1]
 
 
-def _rechunk_through_store(x: Array, new: Chunks, label: str | None = None) -> Array:
-    """A stage through the intermediate store on disk (:mod:`tilegraph.io.staging`): one
+def _rechunk_through_store(x: Array, new: Chunks, parent: str | None,
+                           label: str | None = None) -> Array:
+    """A stage through the intermediate store on disk (:mod:`tilegraph.io.staging`), in a
+    directory under ``parent`` (the run's ``spill_dir``; ``None``: the temp directory): one
     ``rechunk-store`` task per block of ``x`` writes its pieces (where the new blocks cut it)
     to a file and returns a handle of a few bytes; one ``rechunk-load`` task per new block
     (named ``label``) reads its pieces from the handles of the blocks it overlaps."""
-    from tilegraph import config
     from tilegraph.io.staging import load_pieces, stage_pieces
 
     old = x.chunks
@@ -442,8 +478,7 @@ def _rechunk_through_store(x: Array, new: Chunks, label: str | None = None) -> A
             for b, src, _ in pieces:
                 where[a][b, k] = len(cuts[a][b])
                 cuts[a][b].append(src)
-    parent = config.get("spill_dir")
-    token = tokenize("rechunk-store", x, new)
+    token = tokenize("rechunk-store", x, new, parent)
     xkey = x.collection.key
     itemsize = x.itemsize
 

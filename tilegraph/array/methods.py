@@ -117,8 +117,9 @@ def to_dot(self: Array, max_tasks: int = 2000) -> str:
     """The lowered task graph in Graphviz's dot language (one node per task, labelled with
     its op and block coordinates)."""
     from tilegraph.algebra.blocks import lower
+    from tilegraph.array.lowering import planning_options
 
-    graph = lower([self.collection]).build()
+    graph = lower([self.collection], options=planning_options("visualize()")).build()
     if len(graph) > max_tasks:
         raise ValueError(f"visualize: the plan has {len(graph)} tasks, more than "
                          f"max_tasks={max_tasks}; draw a smaller array or raise max_tasks")

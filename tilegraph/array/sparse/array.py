@@ -240,9 +240,9 @@ class SparseArray(Array):
         >>> x.chunks, bool((x.to_scipy().toarray() == np.eye(5)).all())
         (((3, 2), (3, 2)), True)
         """
-        from tilegraph.array.manipulation import _axis_pieces, _task_budget
+        from tilegraph.array.manipulation import _axis_pieces, _max_mem_bytes
 
-        _task_budget(max_mem)
+        _max_mem_bytes(max_mem)
 
         if isinstance(chunks, dict):  # axes not named keep their blocks
             chunks = tuple(chunks.get(a, chunks.get(a - 2, self.chunks[a])) for a in range(2))
