@@ -386,9 +386,12 @@ def test_rechunk_store_is_cleaned_when_the_run_fails(tmp_path):
 
 
 def test_staged_pieces_travel_with_their_bytes(tmp_path):
-    """A handle sent to another process carries its pieces (its file stays here and goes
-    with the handle); a piece of a non-contiguous cut reads back equal."""
+    """A handle sent to another process carries its pieces, and the process that receives
+    it writes them to its own store (under the same spill_dir): it holds a handle of a few
+    bytes, not the pieces; each file goes with its handle; a piece of a non-contiguous cut
+    reads back equal."""
     import gc
+    import os
     import pickle
 
     from tilegraph.io.staging import StagedPieces, load_pieces, stage_pieces
@@ -397,8 +400,16 @@ def test_staged_pieces_travel_with_their_bytes(tmp_path):
     cuts = ((slice(0, 6), slice(0, 4)), (slice(0, 6), slice(4, 9)))
     h = stage_pieces(x, cuts, str(tmp_path))
     assert h.stored_bytes == x.nbytes and h.nbytes < 200
-    moved = pickle.loads(pickle.dumps(h))
-    assert isinstance(moved, StagedPieces) and moved.path is None
+    payload = pickle.dumps(h)
+    assert len(payload) > x.nbytes  # the bytes travel, not the path
+    moved = pickle.loads(payload)
+    assert isinstance(moved, StagedPieces) and moved.nbytes == h.nbytes
+    assert moved.path != h.path and os.path.dirname(os.path.dirname(moved.path)) == str(
+        tmp_path)
+    assert os.path.getsize(moved.path) == x.nbytes
+    os.remove(h.path)  # the copy reads its own file
+    np.testing.assert_array_equal(moved.piece(1), x[cuts[1]])
+    h = stage_pieces(x, cuts, str(tmp_path))
     for k, cut in enumerate(cuts):
         np.testing.assert_array_equal(h.piece(k), x[cut])
         np.testing.assert_array_equal(moved.piece(k), x[cut])
@@ -406,10 +417,39 @@ def test_staged_pieces_travel_with_their_bytes(tmp_path):
                                          (1, 0, (slice(None), slice(0, 4)))), moved, h)
     np.testing.assert_array_equal(back, x)
     path = h.path
-    assert path is not None and __import__("os").path.exists(path)
-    del h
+    assert path is not None and os.path.exists(path)
+    del h, moved, back
     gc.collect()
     assert _staging_dirs(tmp_path) == []
+
+
+def test_a_received_handle_is_stored_in_the_temp_dir_when_its_spill_dir_is_not_here(
+        tmp_path, monkeypatch):
+    """The spill_dir of the process that sent a handle does not exist where it arrives:
+    its pieces go to the temp directory there, readable, and removed with the handle."""
+    import gc
+    import os
+    import pickle
+    import shutil
+    import tempfile
+
+    from tilegraph.io.staging import stage_pieces
+
+    x = make((5, 7), "float32")
+    sender = tmp_path / "sender"
+    sender.mkdir()
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(here))
+    payload = pickle.dumps(stage_pieces(x, ((slice(0, 5), slice(0, 7)),), str(sender)))
+    shutil.rmtree(sender)
+    gc.collect()
+    moved = pickle.loads(payload)
+    assert moved.path.startswith(str(here)) and moved.parent is None
+    np.testing.assert_array_equal(moved.piece(0), x)
+    del moved
+    gc.collect()
+    assert _staging_dirs(here) == [] and os.listdir(here) == []
 
 
 def test_a_missing_store_file_is_an_error_naming_it(tmp_path):

@@ -15,8 +15,12 @@ The files live in a directory named ``tilegraph-spill-<host>-<pid>-<random>`` un
 the next run or ``tilegraph clean`` if the process is killed.
 
 A handle sent to another process (the processes, MPI, dask or serverless backends) carries
-its pieces' bytes instead of its file, so the store is correct on every backend; only on
-the threads of one process does it stay on disk.
+its pieces' bytes instead of its file, so the store is correct on every backend, and the
+process that receives it writes them to its own intermediate store as it unpickles it
+(under the same ``spill_dir`` when that directory exists there, else the temp directory):
+what a process holds of a staged rechunk is a handle of a few bytes on every backend, as
+on the threads of one process, never the pieces (an MPI rank would otherwise hold, beyond
+its memory limit, the old blocks of every other rank that it reads a piece of).
 
 >>> import numpy as np
 >>> x = np.arange(24.0).reshape(4, 6)
@@ -26,6 +30,10 @@ array([[12., 13., 14.],
        [18., 19., 20.]])
 >>> out = load_pieces((2, 6), np.dtype(float), ((0, 0, (slice(0, 2), slice(0, 6))),), h)
 >>> bool((out == x[:2]).all())
+True
+>>> import pickle
+>>> moved = pickle.loads(pickle.dumps(h))  # as another process receives it
+>>> moved.path != h.path and moved.nbytes == h.nbytes
 True
 """
 
@@ -37,7 +45,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -86,31 +94,33 @@ def _remove(path: str) -> None:
 
 class StagedPieces:
     """The pieces of one old block in the intermediate store: piece ``k`` has shape
-    ``shapes[k]`` and starts ``offsets[k]`` bytes into the file ``path`` (or into
-    ``data``, when the handle came from another process). ``nbytes`` is the handle's own
-    size, which is what a run holds in memory; ``stored_bytes`` is what the file holds."""
+    ``shapes[k]`` and starts ``offsets[k]`` bytes into the file ``path`` of ``folder``
+    (removed with the handle). ``nbytes`` is the handle's own size, which is what a run
+    holds in memory; ``stored_bytes`` is what the file holds. ``parent``: the directory
+    the folder is in (the run's ``spill_dir``; ``None``: the temp directory), where a
+    process that receives the handle stores it again."""
 
     __slots__ = (
         "__weakref__",
         "_finalizer",
         "_folder",
-        "data",
         "dtype",
         "offsets",
+        "parent",
         "path",
         "shapes",
     )
 
     def __init__(self, dtype: np.dtype, offsets: tuple[int, ...],
-                 shapes: tuple[tuple[int, ...], ...], path: str | None = None,
-                 folder: _Folder | None = None, data: bytes | None = None):
+                 shapes: tuple[tuple[int, ...], ...], path: str, folder: _Folder,
+                 parent: str | None = None):
         self.dtype = np.dtype(dtype)
         self.offsets = offsets
         self.shapes = shapes
         self.path = path
-        self.data = data
+        self.parent = parent
         self._folder = folder  # keeps the directory while the file is in it
-        self._finalizer = weakref.finalize(self, _remove, path) if path is not None else None
+        self._finalizer = weakref.finalize(self, _remove, path)
 
     @property
     def stored_bytes(self) -> int:
@@ -118,15 +128,12 @@ class StagedPieces:
 
     @property
     def nbytes(self) -> int:
-        return 64 + 24 * len(self.offsets) if self.data is None else len(self.data)
+        return 64 + 24 * len(self.offsets)
 
     def read_into(self, k: int, out: np.ndarray) -> None:
         """Piece ``k`` into ``out`` (a C-contiguous array of its shape and dtype)."""
         buf = out.reshape(-1).view(np.uint8)
         start = self.offsets[k]
-        if self.data is not None:
-            buf[...] = np.frombuffer(self.data, np.uint8, buf.size, start)
-            return
         with open(self.path, "rb", buffering=0) as f:
             got = os.preadv(f.fileno(), [buf], start)
         if got != buf.size:
@@ -139,17 +146,32 @@ class StagedPieces:
         return out
 
     def __reduce__(self) -> tuple:
-        if self.data is not None:
-            return (StagedPieces, (self.dtype, self.offsets, self.shapes, None, None,
-                                   self.data))
         with open(self.path, "rb") as f:
             data = f.read()
-        return (StagedPieces, (self.dtype, self.offsets, self.shapes, None, None, data))
+        return (_arrived, (self.dtype, self.offsets, self.shapes, data, self.parent))
 
     def __repr__(self) -> str:
-        where = self.path if self.path is not None else "memory"
         return (f"StagedPieces({len(self.shapes)} pieces, {self.stored_bytes} bytes of "
-                f"{self.dtype} in {where})")
+                f"{self.dtype} in {self.path})")
+
+
+def _write_file(folder: _Folder, chunks: Iterable[Any], what: str) -> str:
+    """A new file of ``folder`` holding the buffers ``chunks`` one after another; a failed
+    write removes it and raises an ``OSError`` naming it and ``what`` was written."""
+    path = folder.new_file()
+    try:
+        with open(path, "wb", buffering=0) as f:
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                while view:
+                    n = f.write(view)
+                    view = view[n:]
+    except OSError as exc:
+        _remove(path)
+        raise OSError(exc.errno, f"writing {what} to its intermediate store (spill_dir "
+                                 f"{os.path.dirname(folder.path)!r}) failed: "
+                                 f"{exc.strerror}", path) from exc
+    return path
 
 
 def stage_pieces(block: np.ndarray, cuts: Sequence[tuple[slice, ...]],
@@ -158,27 +180,35 @@ def stage_pieces(block: np.ndarray, cuts: Sequence[tuple[slice, ...]],
     and return their handle. A failed write removes the file and raises an ``OSError``
     naming it."""
     block = np.asarray(block)
+    offsets: list[int] = []
+    shapes: list[tuple[int, ...]] = []
+
+    def pieces() -> Iterator[np.ndarray]:
+        pos = 0
+        for cut in cuts:
+            piece = np.ascontiguousarray(block[cut])
+            offsets.append(pos)
+            shapes.append(piece.shape)
+            pos += piece.nbytes
+            yield piece.reshape(-1).view(np.uint8)
+
     folder = _folder(parent)
-    path = folder.new_file()
-    offsets, shapes = [], []
-    pos = 0
-    try:
-        with open(path, "wb", buffering=0) as f:
-            for cut in cuts:
-                piece = np.ascontiguousarray(block[cut])
-                offsets.append(pos)
-                shapes.append(piece.shape)
-                view = memoryview(piece.reshape(-1).view(np.uint8))
-                while view:
-                    n = f.write(view)
-                    view = view[n:]
-                pos += piece.nbytes
-    except OSError as exc:
-        _remove(path)
-        raise OSError(exc.errno, f"writing a rechunk's pieces to its intermediate store "
-                                 f"(spill_dir {os.path.dirname(folder.path)!r}) failed: "
-                                 f"{exc.strerror}", path) from exc
-    return StagedPieces(block.dtype, tuple(offsets), tuple(shapes), path, folder)
+    path = _write_file(folder, pieces(), "a rechunk's pieces")
+    return StagedPieces(block.dtype, tuple(offsets), tuple(shapes), path, folder,
+                        parent=parent)
+
+
+def _arrived(dtype: np.dtype, offsets: tuple[int, ...], shapes: tuple[tuple[int, ...], ...],
+             data: bytes, parent: str | None) -> StagedPieces:
+    """A handle unpickled in the process that received it: its bytes written to this
+    process's own intermediate store, under ``parent`` when this host has that directory
+    (else the temp directory), so that the process holds a handle, not the pieces."""
+    if parent is not None and not os.path.isdir(parent):
+        parent = None
+    folder = _folder(parent)
+    path = _write_file(folder, [data], "the pieces of a rechunk received from another "
+                                       "process")
+    return StagedPieces(dtype, offsets, shapes, path, folder, parent=parent)
 
 
 def load_pieces(shape: tuple[int, ...], dtype: np.dtype,
