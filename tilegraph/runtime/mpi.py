@@ -96,6 +96,8 @@ _LAUNCHED = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")  # set by mpiexec
 _PIECE = 1 << 28  # bytes of one message of an array sent from a root rank
 _SLEEP_MIN = 50e-6
 _SLEEP_MAX = 2e-3
+SEND_COPIES = 32 << 20  # bytes the transport pickles or copies to send, in flight at most
+SEND_SHARE = 8  # ... and at most this fraction of the rank's memory limit (1/8)
 _WATCH_SLEEP_MAX = 0.01  # seconds between polls of a rank waiting for the others
 
 _comm_cache: dict[str, Any] = {}
@@ -624,7 +626,10 @@ class _Exchange(Transport):
         self.local = local
         self.keys = local.graph.keys
         self.sendq: deque[tuple[int, Any]] = deque()  # (local task, result) to send, in order
-        self.pending: list[tuple[Any, Any]] = []  # (request, object kept alive until done)
+        # (request, object kept alive until done, bytes of it the transport made to send)
+        self.pending: list[tuple[Any, Any, int]] = []
+        self.copied = 0  # sum of the last field of ``pending``: about ``window`` at most
+        self.window = SEND_COPIES  # (set for the run by ``connect``)
         self.local_done = threading.Event()
         self.aborted = False
         self.remote_error: tuple[int, bytes | None, str] | None = None
@@ -641,6 +646,8 @@ class _Exchange(Transport):
         """Meet the other ranks, exchange blocks while the run goes on, and on leaving
         finish every send and raise another rank's failure (or this rank's MPI error)."""
         self.execution = execution
+        limit = execution.memory.limit  # the copies in flight count beside what it holds
+        self.window = SEND_COPIES if limit is None else min(SEND_COPIES, limit // SEND_SHARE)
         self.backend.collective.steps().exchange(None, "the start of the run")
         thread = threading.Thread(target=self.loop, name="tilegraph-mpi", daemon=True)
         thread.start()
@@ -683,15 +690,16 @@ class _Exchange(Transport):
             if ex.finished and ex.error is not None and not told:
                 told = True
                 self._abort_all(ex.error)
-            while self.sendq:
+            while self.sendq and (self.copied < self.window or not self.copied):
                 i, value = self.sendq.popleft()
                 if not self.aborted:
                     self._send(i, value)
                 busy = True
             if self.pending:
-                still = [(r, keep) for r, keep in self.pending if not r.Test()]
+                still = [p for p in self.pending if not p[0].Test()]
                 busy |= len(still) != len(self.pending)
                 self.pending = still
+                self.copied = sum(p[2] for p in still)
             for tag in (TAG_ABORT, TAG_HEADER):  # not TAG_PLAN: a rank may be at its next run
                 while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=tag, status=status):
                     self._receive(status.Get_source(), status.Get_tag())
@@ -708,26 +716,34 @@ class _Exchange(Transport):
     def _send(self, i: int, value: Any) -> None:
         MPI = self.MPI
         gi = int(self.old_of_new[i])
+        payload = buf = None  # copied or pickled once for every destination
         for dest in self.local.dests[i]:
             if isinstance(value, np.ndarray) and not value.dtype.hasobject:
                 # (np.ascontiguousarray would make a 0-d array 1-d)
-                buf = value if value.flags.c_contiguous else value.copy(order="C")
+                if buf is None:
+                    buf = value if value.flags.c_contiguous else value.copy(order="C")
                 header = (gi, buf.dtype.str if buf.dtype.fields is None else buf.dtype.descr,
                           buf.shape)
-                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None))
+                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None,
+                                     0))
                 flat = buf.reshape(-1).view(np.uint8)
+                made = 0 if buf is value else buf.nbytes
                 self.pending.append(
-                    (self.comm.Issend([flat, MPI.BYTE], dest=dest, tag=TAG_DATA), buf))
+                    (self.comm.Issend([flat, MPI.BYTE], dest=dest, tag=TAG_DATA), buf, made))
                 nbytes = buf.nbytes
             else:
-                payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+                if payload is None:
+                    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 header = (gi, None, len(payload))
-                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None))
+                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None,
+                                     0))
                 arr = np.frombuffer(payload, dtype=np.uint8)
                 self.pending.append(
-                    (self.comm.Issend([arr, MPI.BYTE], dest=dest, tag=TAG_DATA), arr))
+                    (self.comm.Issend([arr, MPI.BYTE], dest=dest, tag=TAG_DATA), arr,
+                     arr.nbytes))
                 nbytes = len(payload)
             self.bytes_sent += nbytes
+            self.copied += self.pending[-1][2]
             self.sent.append((gi, dest))
 
     def _receive(self, source: int, tag: int) -> None:
@@ -746,7 +762,7 @@ class _Exchange(Transport):
         if dtype is None:
             raw = np.empty(shape, dtype=np.uint8)
             self.comm.Recv([raw, MPI.BYTE], source=source, tag=TAG_DATA)
-            value = pickle.loads(raw.tobytes()) if not self.aborted else None
+            value = pickle.loads(raw) if not self.aborted else None
             nbytes = int(shape)
         else:
             value = np.empty(shape, dtype=np.dtype(dtype))
@@ -773,7 +789,8 @@ class _Exchange(Transport):
         info = (self.rank, blob, text)
         for dest in range(self.size):
             if dest != self.rank:
-                self.pending.append((self.comm.issend(info, dest=dest, tag=TAG_ABORT), None))
+                self.pending.append((self.comm.issend(info, dest=dest, tag=TAG_ABORT), None,
+                                     0))
 
     def remote_error_for(self, rank: int) -> BaseException:
         """The exception a rank raises for another rank's failure: the task's own exception
