@@ -425,6 +425,11 @@ class MemoryManager:
         if deficit <= 0:
             return True
         victims = self._victims(deficit, i)
+        if not victims and not ex.nrunning and not self.prefetching:
+            # nothing here will free memory (an MPI rank waiting for blocks from others
+            # runs later tasks meanwhile): results needed before i go to disk too, rather
+            # than i running beyond the budget
+            victims = self._victims(deficit, i, in_order=False)
         if victims:
             self._write_out(victims)
             return False  # state changed: look again
@@ -447,14 +452,15 @@ class MemoryManager:
         if victims:
             self._write_out(victims)
 
-    def _victims(self, deficit: int, task: int | None = None) -> list[int]:
+    def _victims(self, deficit: int, task: int | None = None, in_order: bool = True
+                 ) -> list[int]:
         """The coldest results that may go to disk, enough to cover ``deficit`` bytes,
         never one pinned by a running task. For the admission of ``task``: never one of its
-        inputs, nor a result whose next consumer comes before ``task`` in priority order
-        (the priority order binds every worker)."""
+        inputs, nor (``in_order``) a result whose next consumer comes before ``task`` in
+        priority order (the priority order binds every worker)."""
         ex = self.ex
         own = ex.pinned() if task is None else set(ex.deps(task)) | ex.pinned()
-        mine = -1 if task is None else ex.priority[task]
+        mine = -1 if task is None or not in_order else ex.priority[task]
         candidates = []
         for v, value in ex.results.items():
             if v in own or v in self.io_busy:
