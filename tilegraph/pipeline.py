@@ -157,8 +157,9 @@ def prepare(options: config.Options, backend: Backend | None = None
     built: a front end that builds the graph for the run (a rechunk's stages depend on
     the limit) calls it first and passes both on to :func:`run` (``options=`` the record,
     ``prepared=`` the backend)."""
-    if backend is None:
-        backend = _backend(options)
+    if backend is None:  # made from the options as they were given (not completed)
+        backend = _backend(options if options.limit_given
+                           else options._replace(memory_limit=None))
     elif not isinstance(backend, Backend):
         raise TypeError(f"prepared= must be the Backend made by pipeline.prepare(), got "
                         f"{type(backend).__name__}")

@@ -28,6 +28,7 @@ from tilegraph.array.core import Array, asarray, unique_name
 from tilegraph.config import Options
 from tilegraph.graph.dask_spec import gc_paused
 from tilegraph.graph.taskgraph import MODE_DATA, GraphBuilder, TaskGraph
+from tilegraph.runtime.backends import Backend
 from tilegraph.util import unique
 
 
@@ -106,7 +107,8 @@ class _Plan:
                     stack.append(c)
         return mark
 
-    def run_first(self, state: Sequence[dict], options: Options) -> tuple[list, dict]:
+    def run_first(self, state: Sequence[dict], options: Options, backend: Backend
+                  ) -> tuple[list, dict]:
         """The first iteration; also keeps the invariant blocks the loop needs again."""
         g = self.graph
         variant = self._variant()
@@ -115,7 +117,7 @@ class _Plan:
         self.frontier = [int(i) for i in frontier if g.modes[int(i)] != MODE_DATA]
         front_keys = [g.keys[i] for i in self.frontier]
         values = pipeline.run(self._filled(g, state), self.keys + front_keys, fuse=False,
-                              options=options)
+                              options=options, prepared=backend)
         if values is None:
             raise ValueError("while_loop: the MPI backend is not supported (the loop "
                              "condition is known on rank 0 only); use the threads backend")
@@ -138,9 +140,10 @@ class _Plan:
                        for co in np.ndindex(*p.numblocks)] for p in self.placeholders]
         return self._unpack(values[:n])
 
-    def run_next(self, state: Sequence[dict], options: Options) -> tuple[list, dict]:
+    def run_next(self, state: Sequence[dict], options: Options, backend: Backend
+                 ) -> tuple[list, dict]:
         plan = replace(self.invariant, graph=self._filled(self.invariant_graph, state))
-        return self._unpack(pipeline.execute(plan, options=options))
+        return self._unpack(pipeline.execute(plan, options=options, prepared=backend))
 
     def _filled(self, g: TaskGraph, state: Sequence[dict]) -> TaskGraph:
         """The graph with the placeholders' blocks set to ``state``."""
@@ -158,9 +161,10 @@ class _Plan:
         return state, got[self.cond_key]
 
 
-def _blocks_of(a: Array, options: Options) -> dict:
-    """The computed blocks of ``a`` (coordinate -> array), with the run's ``options``."""
-    backend, options = pipeline.prepare(options)
+def _blocks_of(a: Array, options: Options, backend: Backend | None = None) -> dict:
+    """The computed blocks of ``a`` (coordinate -> array), with the run's ``options`` (on
+    ``backend``, made with them by :func:`tilegraph.pipeline.prepare`, or made here)."""
+    backend, options = pipeline.prepare(options, backend)
     with gc_paused():
         keys = [a.collection.key(co) for co in np.ndindex(*a.numblocks)]
         graph = lower([a.collection], options=options).build()
@@ -203,15 +207,15 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
     if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, int)
                                  or max_iter < 0):
         raise ValueError(f"while_loop: max_iter must be an int >= 0 or None, got {max_iter!r}")
-    opts = pipeline.prepare(opts)[1]  # the plans below are made for the run's limit
+    backend, opts = pipeline.prepare(opts)  # the plans below are made for its limit
     current = [asarray(v) for v in loop_vars]
     first = asarray(cond(*current))
     if first.ndim != 0:
         raise ValueError(f"while_loop: cond must return a 0-d array (a scalar), got shape "
                          f"{first.shape}")
-    if not bool(np.asarray(_blocks_of(first, opts)[()])):
+    if not bool(np.asarray(_blocks_of(first, opts, backend)[()])):
         return tuple(current)
-    state = [_blocks_of(a, opts) for a in current]
+    state = [_blocks_of(a, opts, backend) for a in current]
     plans: dict[tuple, _Plan] = {}
     done = 0
     while max_iter is None or done < max_iter:
@@ -219,9 +223,9 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
         plan = plans.get(sig)
         if plan is None:
             plan = plans[sig] = _Plan(cond, body, current, opts)
-            state, flag = plan.run_first(state, opts)
+            state, flag = plan.run_first(state, opts, backend)
         else:
-            state, flag = plan.run_next(state, opts)
+            state, flag = plan.run_next(state, opts, backend)
         current = plan.results
         done += 1
         if not bool(np.asarray(flag)):
