@@ -315,3 +315,28 @@ def test_blocks_cut_from_larger_ones_are_written_as_the_larger_regions(tmp_path,
     other = tg.from_numpy(a, chunks=(10, 17)).rechunk((5, 4))  # views of one array
     other.to_zarr(str(tmp_path / "g.zarr"))
     assert_array_equal(zarr.open_array(str(tmp_path / "g.zarr"), mode="r")[...], a)
+
+
+def test_a_staged_rechunk_is_written_as_its_write_groups_chosen_for_the_run(tmp_path):
+    """A staged rechunk (its stages chosen when the run builds the graph, for its limit)
+    whose last stage cuts write groups into the new blocks: ``to_zarr`` writes the write
+    groups planned for that run, one region each, through the store on disk under a small
+    limit; the values are NumPy's."""
+    import tilegraph as tg
+    from tilegraph.runtime.events import TaskEnd
+
+    a = np.arange(48 * 10 * 12, dtype=np.float64).reshape(48, 10, 12)
+    out = (tg.from_numpy(a, chunks=(3, 10, 12)) + 0).rechunk((48, 2, 3), max_mem="16KB")
+    for limit in ("1MB", "60KB"):  # pieces in memory, then through the store
+        opts = tg.config.per_process(tg.config.resolve({"memory_limit": limit}, "test"), 1)
+        groups = out.collection.coarser(opts)
+        assert groups is not None and groups.npartitions < out.npartitions
+        ends = []
+        path = str(tmp_path / f"{limit}.zarr")
+        out.to_zarr(path, memory_limit=limit,
+                    callbacks=[lambda e: ends.append(e) if isinstance(e, TaskEnd) else None])
+        z = zarr.open_array(path, mode="r")
+        assert z.chunks == (48, 2, 3)
+        assert_array_equal(z[...], a)
+        assert len([e for e in ends if "write" in e.name]) == groups.npartitions
+        assert (tg.last_run().staged_bytes > 0) == (limit == "60KB")
