@@ -318,7 +318,9 @@ def _processes(backend: Backend) -> int | None:
 
 def _execute(plan: Plan, backend: Backend, opts: config.Options,
              finish: Callable[[list[Any]], Any] | None = None) -> Any:
-    """Partition ``plan`` on ``backend`` and run this process's part."""
+    """Partition ``plan`` on ``backend`` and run this process's part, with ``opts``
+    completed for ``backend`` (:func:`prepare`; completed here otherwise)."""
+    opts = config.per_process(opts, backend.local_processes)
     subscribers = (*opts.callbacks, *global_subscribers())
     recorder = None
     if opts.report is not None:

@@ -940,3 +940,20 @@ def test_rechunk_dict_keeps_axes_not_named():
     assert y.chunks == ((1, 1, 1, 1), (3, 3))
     assert x.rechunk({-1: 2}).chunks == ((2, 2), (2, 2, 2))
     np.testing.assert_array_equal(y.compute(), np.arange(24.0).reshape(4, 6))
+
+
+def test_a_pickled_rechunk_is_planned_again_for_the_run_that_computes_it(tmp_path):
+    """An Array pickles its plan by value, each Array apart: a rechunk pickles what it
+    rechunks and its options, not the plans it made, and in the copy each run chooses
+    its stages again (through the store under a small limit)."""
+    import pickle
+
+    x = make((48, 10, 12), "float64")
+    out = (tg.from_numpy(x, chunks=(3, 10, 12)) + 0).rechunk((48, 2, 3), max_mem="16KB")
+    np.testing.assert_array_equal(out.compute(memory_limit="1MB"), x)  # a plan made
+    copy = pickle.loads(pickle.dumps(out))
+    assert copy.collection._plans == {}
+    np.testing.assert_array_equal(copy.compute(memory_limit="60KB", spill_dir=tmp_path), x)
+    assert tg.last_run().staged_bytes == x.nbytes
+    np.testing.assert_array_equal(copy.compute(memory_limit="1MB"), x)
+    assert tg.last_run().staged_bytes == 0

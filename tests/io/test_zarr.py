@@ -331,12 +331,12 @@ def test_a_staged_rechunk_is_written_as_its_write_groups_chosen_for_the_run(tmp_
         opts = tg.config.per_process(tg.config.resolve({"memory_limit": limit}, "test"), 1)
         groups = out.collection.coarser(opts)
         assert groups is not None and groups.npartitions < out.npartitions
-        ends = []
+        ends: list = []
         path = str(tmp_path / f"{limit}.zarr")
-        out.to_zarr(path, memory_limit=limit,
-                    callbacks=[lambda e: ends.append(e) if isinstance(e, TaskEnd) else None])
+        out.to_zarr(path, memory_limit=limit, callbacks=[ends.append])
         z = zarr.open_array(path, mode="r")
         assert z.chunks == (48, 2, 3)
         assert_array_equal(z[...], a)
-        assert len([e for e in ends if "write" in e.name]) == groups.npartitions
+        writes = [e for e in ends if isinstance(e, TaskEnd) and "write" in e.name]
+        assert len(writes) == groups.npartitions
         assert (tg.last_run().staged_bytes > 0) == (limit == "60KB")

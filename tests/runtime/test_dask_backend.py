@@ -116,8 +116,8 @@ def test_a_rechunk_through_its_store_runs_on_worker_processes(tmp_path):
             distributed.Client(cluster, set_as_default=False) as c:
         x = np.random.default_rng(0).random((40, 9, 11))
         out = (tg.from_numpy(x, chunks=(3, 9, 11)) + 0).rechunk((40, 2, 3), max_mem="4KB")
-        with tg.config.set(memory_limit="30KB"):
-            graph = tg.algebra.lower([out.collection]).build()
+        run = tg.config.per_process(tg.config.resolve({"memory_limit": "30KB"}, "test"), 1)
+        graph = tg.algebra.lower([out.collection], options=run).build()
         assert "rechunk-store" in {graph.opname(i) for i in range(len(graph))}
         got = out.compute(backend="dask", client=c, memory_limit="30KB",
                           spill_dir=str(tmp_path))

@@ -369,7 +369,9 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
            for pieces in _axis_pieces(o, n)):
         # every new block inside one old block: staging cannot make a task smaller
         return _rechunk_stage(x, new, "rechunk")
-    return Array(RechunkBlocks(x, new, given), x.shape, new, x.dtype)
+    name = f"rechunk-{tokenize('rechunk', x, new, given)}"
+    return Array(RechunkBlocks(name, x.collection, x.shape, x.chunks, x.dtype, new, given),
+                 x.shape, new, x.dtype)
 
 
 def _least_need(old: Chunks, new: Chunks, itemsize: int, budget: int) -> int:
@@ -385,23 +387,36 @@ def _least_need(old: Chunks, new: Chunks, itemsize: int, budget: int) -> int:
 
 
 class RechunkBlocks(RunBlocks):
-    """A rechunk of ``x`` to ``new`` blocks whose stages are chosen for the run it is
-    lowered for (:class:`~tilegraph.algebra.blocks.RunBlocks`): one stage when its tasks
-    fit the budget (``max_mem``, else a quarter of the run's ``memory_limit``, at most
+    """A rechunk of the array of ``source`` blocks (``shape``, ``chunks``, ``dtype``) to
+    ``new`` blocks whose stages are chosen for the run it is lowered for
+    (:class:`~tilegraph.algebra.blocks.RunBlocks`): one stage when its tasks fit the budget
+    (``max_mem``, else a quarter of the run's ``memory_limit``, at most
     ``RECHUNK_TASK_CAP``), else write groups (:func:`_groups`) whose pieces wait in memory
     or in the intermediate store under the run's ``spill_dir`` (:func:`_group_stages`).
     Lowered for no run, it is planned for unbounded memory (tasks of at most
-    ``RECHUNK_TASK_CAP``, pieces in memory). Its blocks are the last stage's tasks."""
+    ``RECHUNK_TASK_CAP``, pieces in memory). Its blocks are the last stage's tasks, named
+    ``name``. The plans made so far are kept (not pickled)."""
 
-    __slots__ = ("_plans", "max_mem", "new", "source")
+    __slots__ = ("_plans", "chunks", "dtype", "max_mem", "new", "shape")
 
-    def __init__(self, x: Array, new: Chunks, max_mem: int | None):
-        name = f"rechunk-{tokenize('rechunk', x, new, max_mem)}"
-        super().__init__(name, numblocks(new), (x.collection,))
-        self.source = x
+    def __init__(self, name: str, source: Blocks, shape: tuple[int, ...], chunks: Chunks,
+                 dtype: np.dtype, new: Chunks, max_mem: int | None):
+        super().__init__(name, numblocks(new), (source,))
+        self.shape = shape
+        self.chunks = chunks
+        self.dtype = dtype
         self.new = new
         self.max_mem = max_mem
         self._plans: dict[tuple, Array] = {}
+
+    def __reduce__(self) -> tuple:
+        return (RechunkBlocks, (self.name, self.deps[0], self.shape, self.chunks, self.dtype,
+                                self.new, self.max_mem))
+
+    @property
+    def source(self) -> Array:
+        """The array rechunked."""
+        return Array(self.deps[0], self.shape, self.chunks, self.dtype)
 
     def stages(self, options: Any) -> Array:
         """The plan for a run of ``options`` (``None``: for no run), as the Array of its
@@ -438,7 +453,7 @@ class RechunkBlocks(RunBlocks):
         return last.coarser if isinstance(last, SplitBlocks) else None
 
     def _collections(self, options: Any) -> list[Blocks]:
-        return _new_collections(self.stages(options).collection, self.source.collection)
+        return _new_collections(self.stages(options).collection, self.deps[0])
 
     def lower_into(self, builder: Any, options: Any = None) -> None:
         for coll in self._collections(options):
@@ -449,12 +464,13 @@ class RechunkBlocks(RunBlocks):
 
 
 def _new_collections(top: Blocks, base: Blocks) -> list[Blocks]:
-    """The collections between ``base`` (excluded) and ``top``, inputs first."""
+    """The collections between ``base`` (excluded) and ``top``, inputs first (a collection
+    is known by its name)."""
     out: list[Blocks] = []
     node = top
-    while node is not base:
+    while node.name != base.name:
         out.append(node)
-        (node,) = [d for d in node.deps if d is not base] or [base]
+        (node,) = [d for d in node.deps if d.name != base.name] or [base]
     return out[::-1]
 
 
