@@ -141,7 +141,7 @@ class ServerlessBackend(Backend):
     def check_options(self, options: Any) -> None:
         """Refuse the run's options this backend cannot keep: ``memory_limit`` (its
         workers have no memory manager; a worker bounds only the blocks it keeps)."""
-        if options.memory_limit is not None:
+        if options.limit_given:
             from tilegraph.util import human
 
             raise ValueError(
