@@ -101,7 +101,7 @@ def _check_size(x: Array, widths: list[tuple[int, int]]) -> None:
     so ``pad(x, 10**9)`` fails at once instead of listing 10**8 blocks."""
     from tilegraph import config
 
-    limit = config.get("max_tasks")
+    limit = config.resolve({}, "pad").max_tasks
     chunks = list(x.chunks)
     counts = [len(c) for c in chunks]
     shape = list(x.shape)
