@@ -4,7 +4,7 @@ Each rank prints one line ``RESULT <json>`` with what it saw; rank 0 also compar
 result with NumPy. Modes: ``values`` (the default), ``fail`` (a task fails on rank 2),
 ``mismatch`` (the ranks plan different programs), ``report PATH`` (an HTML report of an
 MPI run), ``watchdog`` (only rank 0 calls compute()), ``admission`` (blocks received under a small
-budget).
+budget), ``closures`` (task functions that read values differing per rank).
 """
 
 from __future__ import annotations
@@ -201,8 +201,10 @@ def _admission() -> dict:
             received.append(event.nbytes)
 
     def slow_start_on_rank_0(block):
-        # rank 0's one worker is busy until 20 blocks of the other rank have arrived
-        if rank == 0 and not slept and block.shape == (50, 50):  # (not the dtype probe)
+        # rank 0's one worker is busy until 20 blocks of the other rank have arrived (the
+        # rank is asked when the task runs: a closure variable `rank` would differ per
+        # rank, which the plan check refuses)
+        if world().Get_rank() == 0 and not slept and block.shape == (50, 50):
             slept.append(True)
             deadline = time.monotonic() + 30
             while len(received) < 20 and time.monotonic() < deadline:
@@ -278,6 +280,84 @@ def _data() -> dict:
     return out
 
 
+_OFFSET = 0.0  # set per rank by _closures()
+
+
+def _add_global(block):
+    return block + _OFFSET
+
+
+def _add_by(block, *, by):
+    return block + by
+
+
+class _Shift:
+    def __init__(self, off):
+        self.off = off
+
+    def apply(self, block):
+        return block + self.off
+
+
+def _closures() -> dict:
+    """Tasks whose functions read values that differ per rank (a closure variable, a
+    default, a keyword-only default, a global of the script, a functools.partial keyword,
+    the state of the object a method is bound to, a global of a module of the user's
+    own): each refused on every rank, naming it, unless rank 0's values are asked for
+    (mpi_values='rank0'), which gives rank 0's answer. The same values on every rank (a
+    set of strings included, which iterates in another order on each rank) pass."""
+    import functools
+
+    import mpi_user_module
+
+    import tilegraph as tg
+    from tilegraph.runtime.mpi import world
+
+    global _OFFSET
+    rank = world().Get_rank()
+    off = 10.0 * rank + 1.0  # rank 0: 1.0, so its answer is 20000.0
+    _OFFSET = off
+    mpi_user_module.OFFSET = off
+
+    def make(k):
+        return lambda block: block + k
+
+    def with_default(block, k=off):
+        return block + k
+
+    def with_kwdefault(block, *, k=off):
+        return block + k
+
+    names = {"alpha", "beta", "gamma", "delta", "epsilon"}  # same on every rank
+    table = {name: len(name) for name in names}  # built in each rank's own set order
+
+    def same(block):
+        return block + (len(names) + sum(table.values()) == 31)  # + 1.0
+
+    cases = {
+        "closure": make(off),
+        "default": with_default,
+        "kwdefault": with_kwdefault,
+        "global": _add_global,
+        "partial": functools.partial(_add_by, by=off),
+        "method": _Shift(off).apply,
+        "module": mpi_user_module.add_offset,
+        "same-closure": make(1.0),
+        "same-set": same,
+    }
+    x = tg.ones((100, 100), chunks=50)
+    out: dict = {"rank": rank}
+    for name, fn in cases.items():
+        for values in ("same", "rank0"):
+            try:
+                got = x.map_blocks(fn).sum().compute(backend="mpi", mpi_values=values,
+                                                      mpi_timeout=30)
+                out[f"{name}/{values}"] = {"value": float(got)}
+            except Exception as exc:
+                out[f"{name}/{values}"] = {"error": type(exc).__name__, "message": str(exc)}
+    return out
+
+
 class _Skip(Exception):
     pass
 
@@ -340,6 +420,8 @@ if __name__ == "__main__":
         out = _data()
     elif mode == "missing":
         out = _missing(int(sys.argv[2]))
+    elif mode == "closures":
+        out = _closures()
 
     else:
         out = _values()

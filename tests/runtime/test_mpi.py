@@ -23,9 +23,10 @@ SCRIPT = Path(__file__).with_name("mpi_checks.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def mpirun(n: int, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess,
-                                                               list[dict]]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMPI_MCA_rmaps_base_oversubscribe="1")
+def mpirun(n: int, *args: str, timeout: float = 240, env: dict | None = None
+           ) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT),
+               OMPI_MCA_rmaps_base_oversubscribe="1")
     proc = subprocess.run([*mpiexec_command(n), sys.executable, "-m", "mpi4py", str(SCRIPT),
                            *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -160,6 +161,83 @@ def test_inputs_that_differ_per_rank_are_refused_unless_rank_0_s_are_asked_for()
     # unseeded random arrays: each block drawn once, on its rank; one array, no error
     assert r0["random"] == r1["random"] and abs(r0["random"] / 90000 - 0.5) < 0.01
     assert r0["rng"] == r1["rng"]
+
+
+# what differs per rank in each case of mpi_checks._closures, as the error names it
+CLOSURES = {
+    "closure": "the closure variable k of _closures.<locals>.make.<locals>.<lambda> at "
+               "mpi_checks.py:",
+    "default": "the default of argument k of _closures.<locals>.with_default at "
+               "mpi_checks.py:",
+    "kwdefault": "the default of keyword argument k of _closures.<locals>.with_kwdefault",
+    "global": "the global _OFFSET read by _add_global at mpi_checks.py:",
+    "partial": "the keyword by of functools.partial(_add_by at mpi_checks.py:",
+    "method": "the attribute off of a _Shift object (in the object that the method "
+              "_Shift.apply at mpi_checks.py:",
+    "module": "the global OFFSET read by add_offset at mpi_user_module.py:",
+}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_functions_that_read_values_differing_per_rank_fail_on_every_rank(n):
+    """A closure variable, a default, a global of the script, a partial's keyword, the
+    state of a bound method's object, a global of the user's module: each refused on
+    every rank with an error naming the task and the value (none hangs, none mixes);
+    mpi_values='rank0' gives rank 0's answer on every rank (a module's global, which no
+    pickle carries, is still refused); the same values on every rank pass, a set of
+    strings included (whose order differs per rank under hash randomisation)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    proc, results = mpirun(n, "closures", timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["rank"] for r in results] == list(range(n))
+    differing = list(range(1, n))
+    for r in results:
+        for case, what in CLOSURES.items():
+            got = r[f"{case}/same"]
+            assert got.get("error") == "ValueError", (case, r["rank"], got)
+            message = got["message"]
+            assert message.startswith(f"MPI ranks {differing} hold different data from "
+                                      "rank 0"), message
+            assert what in message, (case, message)
+            assert "(op full+" in message and "task ('sum-partial-" in message
+            assert "mpi_values='rank0'" in message
+            sent = r[f"{case}/rank0"]
+            if case == "module":  # sent by name: each rank's module global remains
+                assert "even after rank 0's functions and values were sent" in \
+                    sent["message"], sent
+            else:
+                assert sent == {"value": 20000.0}, (case, r["rank"], sent)  # rank 0's
+        for case in ("same-closure", "same-set"):
+            assert r[f"{case}/same"] == r[f"{case}/rank0"] == {"value": 20000.0}, r
+
+
+def test_tilegraph_run_refuses_a_lambda_over_a_per_rank_global(tmp_path):
+    """The script of the report: a global set from the rank, read by a lambda; the same
+    script with mpi_values='rank0' gives the serial answer on both ranks."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import sys, tilegraph as tg\n"
+        "from mpi4py import MPI\n"
+        "OFF = MPI.COMM_WORLD.Get_rank() * 10.0\n"
+        "x = tg.ones((100, 100), chunks=50).map_blocks(lambda b: b + OFF).sum()\n"
+        "try:\n"
+        "    print('VALUE', float(x.compute(mpi_values=sys.argv[1])), flush=True)\n"
+        "except ValueError as exc:\n"
+        "    print('ERROR', exc, flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for values in ("same", "rank0"):
+        proc = subprocess.run([sys.executable, "-m", "tilegraph.cli", "run", "-n", "2",
+                               str(script), values],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = [x for x in proc.stdout.splitlines() if x.startswith(("VALUE", "ERROR"))]
+        assert len(lines) == 2, proc.stdout
+        for line in lines:
+            if values == "rank0":
+                assert line == "VALUE 10000.0"  # serial: OFF = 0 (rank 0's)
+            else:
+                assert line.startswith("ERROR MPI ranks [1] hold different data"), line
+                assert "the global OFF read by <lambda> at job.py:4" in line, line
 
 
 def test_received_blocks_go_through_admission_and_a_large_result_stays_on_rank_0():

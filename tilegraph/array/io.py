@@ -470,6 +470,8 @@ class _TargetWriter:
     """Writes blocks into any object with NumPy-style ``__setitem__`` (a zarr or h5py array,
     a memory map, a NumPy array), at an offset, under an optional lock."""
 
+    _digest_skip = ("target", "lock")  # written, never read: no part of the MPI plan check
+
     def __init__(self, target: Any, offset: tuple[int, ...], lock: Any) -> None:
         self.target, self.offset, self.lock = target, offset, lock
 

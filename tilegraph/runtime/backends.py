@@ -146,9 +146,11 @@ class Collective(ABC):
 
     @abstractmethod
     def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None,
-                        literals: bool = False) -> None:
+                        literals: bool = False) -> TaskGraph:
         """Raise on every process if the processes do not hold the same plan (and, with
-        ``literals``, the same literal inputs)."""
+        ``literals``, the same values in every task: literal inputs, functions with what
+        they read); returns the graph to run (``graph``, or one whose differing tasks were
+        replaced by the first process's when the backend is asked to)."""
 
     @abstractmethod
     def decide(self, fn: Callable[[], T]) -> T:

@@ -8,10 +8,14 @@ ranks take together, the backend's ``collective`` (:class:`RankCollective`, the 
 :class:`~tilegraph.runtime.backends.Collective`): the placement is computed once, on rank
 0, and sent to the others (``decide``); before running, the ranks check that they hold the
 same graph and placement (``check_same_plan``, a fingerprint of its structure) and the same
-literal inputs (a SHA-1 of every array given to ``from_numpy`` and of every literal operand,
-:class:`_Literals`), so that a script that branches on its rank, or builds its inputs from
-unseeded random numbers, fails with a clear error instead of a hang or a silent mix of the
-ranks' data; ``share_array`` (``from_numpy(..., root=0)``) sends rank 0's array instead.
+values in every task (:mod:`tilegraph.runtime.digest`: the arrays given to ``from_numpy``
+and every literal operand by content, and the tasks' functions with their closure
+variables, defaults and the globals they read), so that a script that branches on its
+rank, builds its inputs from unseeded random numbers or lets a function read a per-rank
+value fails on every rank with an error naming the task and the value, instead of a hang
+or a silent mix of the ranks' data. ``share_array`` (``from_numpy(..., root=0)``) sends
+rank 0's array instead; the ``mpi_values="rank0"`` option sends rank 0's functions and
+values of every task that differs (pickled by cloudpickle), and every rank runs them.
 
 Every step the ranks take together (the set-up of tilegraph's communicator, the plan check,
 the placement, the memory check, the start of the run, the results, the report) is made of
@@ -71,7 +75,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from tilegraph.graph.taskgraph import MODE_DATA, Call, Lit, TaskGraph
+from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
 from tilegraph.runtime.backends import (
     Backend,
     BackendOption,
@@ -83,6 +87,7 @@ from tilegraph.runtime.backends import (
     threads_policy,
 )
 from tilegraph.runtime.core import Execution
+from tilegraph.runtime.digest import PlanValues, describe_part, differing_parts
 from tilegraph.runtime.events import Transfer, nbytes_of
 from tilegraph.runtime.memory import MemoryLimitError
 from tilegraph.util import cores, positive_seconds, unique
@@ -113,86 +118,6 @@ def _mpi() -> Any:
             "checkout, pip install -e '.[mpi]'"
         ) from exc
     return MPI
-
-
-_SCALARS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis))
-
-
-class _Literals:
-    """Digests of the literal values in the tasks' arguments: arrays by content (each array
-    object read once), scalars, strings and slices by value, nested calls walked. Functions
-    and other objects are not compared (a ``functools.partial`` or closure carrying data
-    that differs per rank is not seen), nor are the seeds tilegraph draws for unseeded
-    random arrays (:class:`~tilegraph.array.random.FreshSeed`, not an exact ``int``)."""
-
-    def __init__(self) -> None:
-        self.arrays: dict[int, tuple[np.ndarray, bytes]] = {}
-        self.seen: list[str] | None = None   # arrays met by a walk, when describing
-
-    def describe(self, graph: TaskGraph, i: int) -> str:
-        """What literal data task ``i`` reads, for an error message."""
-        self.seen = []
-        self.digest(graph, [i])
-        seen, self.seen = self.seen, None
-        return seen[0] if seen else "a literal argument (a number, string or index)"
-
-    def digest(self, graph: TaskGraph, tasks: Any = None) -> list[bytes]:
-        """One digest of every task in ``tasks`` (default: all), in order."""
-        out = []
-        for i in range(len(graph)) if tasks is None else tasks:
-            h = hashlib.sha1(usedforsecurity=False)
-            self._walk(h, graph.args[i])
-            kw = graph.kwargs.get(i)
-            if kw:
-                self._walk(h, kw)
-            out.append(h.digest())
-        return out
-
-    def total(self, graph: TaskGraph) -> str:
-        h = hashlib.sha1(usedforsecurity=False)
-        for d in self.digest(graph):
-            h.update(d)
-        return h.hexdigest()
-
-    def _walk(self, h: Any, v: Any) -> None:
-        tp = type(v)
-        if tp in _SCALARS:
-            h.update(f"{tp.__name__}:{v!r};".encode())
-        elif tp is tuple or tp is list:
-            h.update(b"(")
-            for x in v:
-                self._walk(h, x)
-            h.update(b")")
-        elif tp is dict:
-            for k, x in v.items():
-                self._walk(h, k)
-                self._walk(h, x)
-        elif tp is Call:
-            self._walk(h, v.args)
-            if v.kwargs:
-                self._walk(h, v.kwargs)
-        elif tp is Lit:
-            self._walk(h, v.value)
-        elif tp is slice:
-            self._walk(h, (v.start, v.stop, v.step))
-        elif tp is np.ndarray and not v.dtype.hasobject:
-            h.update(f"{v.dtype.str}{v.shape}".encode())
-            h.update(self._array(v))
-            if self.seen is not None:
-                self.seen.append(f"a {v.dtype} array of shape {v.shape}")
-        elif isinstance(v, np.generic) and not isinstance(v, np.object_):
-            h.update(f"{v.dtype.str}:{v!r};".encode())
-        elif tp is np.dtype:
-            h.update(v.str.encode())
-
-    def _array(self, a: np.ndarray) -> bytes:
-        known = self.arrays.get(id(a))
-        if known is None:
-            c = np.ascontiguousarray(a)
-            d = hashlib.sha1(memoryview(c.reshape(-1)).cast("B") if c.size else b"",
-                             usedforsecurity=False).digest()
-            known = self.arrays[id(a)] = (a, d)  # the array is kept: its id stays its own
-        return known[1]
 
 
 class RemoteTaskError(RuntimeError):
@@ -421,9 +346,10 @@ class RankCollective(Collective):
     collective of :class:`MPIBackend`), each under the watchdog of :class:`_Steps`: a rank
     that waited ``timeout`` seconds fails, naming the ranks that never came."""
 
-    def __init__(self, comm: Any, timeout: float = 60.0):
+    def __init__(self, comm: Any, timeout: float = 60.0, values: str = "same"):
         self.comm = comm
         self.timeout = timeout
+        self.values = _check_mpi_values(values)
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
 
@@ -436,11 +362,16 @@ class RankCollective(Collective):
         return self.steps().from_root(fn, "the placement")
 
     def check_same_plan(self, graph: TaskGraph, placement: np.ndarray | None = None,
-                        literals: bool = False) -> None:
-        """Raise on every rank if the ranks do not hold the same graph (and placement);
-        ``literals``: also the same literal inputs (the arrays of ``from_numpy`` and every
-        literal operand, by content), else the error names the first task that reads
-        different data and the ranks that hold it."""
+                        literals: bool = False) -> TaskGraph:
+        """Raise on every rank if the ranks do not hold the same graph (and placement).
+
+        ``literals``: also everything the tasks read (:mod:`tilegraph.runtime.digest`:
+        literal arguments, arrays by content, and the functions with their closures,
+        defaults and the globals they read). Where it differs, the error names the first
+        task that differs, what differs in it and the ranks that hold it; unless the
+        collective's ``values`` is ``"rank0"`` (the ``mpi_values`` option): then rank 0
+        sends its functions and values of the tasks that differ, and every rank runs
+        them. Returns the graph to run (``graph``, or it with rank 0's tasks)."""
         h = hashlib.sha1(usedforsecurity=False)
         h.update(np.int64(len(graph)).tobytes())
         h.update(np.ascontiguousarray(graph.dep_ptr, dtype=np.int64).tobytes())
@@ -450,8 +381,8 @@ class RankCollective(Collective):
         kinds = graph.meta.get("kind")
         if kinds is not None:
             h.update("|".join(k or "" for k in kinds).encode())
-        digests = _Literals() if literals and self.size > 1 else None
-        data = digests.total(graph) if digests is not None else ""
+        values = PlanValues() if literals and self.size > 1 else None
+        data = values.total(graph) if values is not None else ""
         prints = self.steps().exchange((h.hexdigest(), data), "the plan check")
         odd = [r for r, p in enumerate(prints) if p[0] != prints[0][0]]
         if odd:
@@ -459,28 +390,95 @@ class RankCollective(Collective):
                 f"MPI ranks {odd} built a different plan from rank 0 ({len(graph)} tasks "
                 "here): every rank must run the same program on the same shapes and blocks "
                 "(compute() is collective; do not call it on some ranks only)")
-        if digests is not None and any(p[1] != prints[0][1] for p in prints):
-            self._name_different_data(graph, digests)
+        if values is None or all(p[1] == prints[0][1] for p in prints):
+            return graph
+        differs = self._differing_tasks(graph, values)
+        if self.values == "rank0":
+            graph = self._take_rank0(graph, differs)
+            values = PlanValues()
+            again = self._differing_tasks(graph, values, differs)
+            if not again.any():
+                return graph
+            self._name_differences(graph, values, again, sent=True)
+        self._name_differences(graph, values, differs)
+        return graph  # (not reached: the line above raises)
 
-    def _name_different_data(self, graph: TaskGraph, digests: _Literals) -> None:
-        """Every rank's digest of every task, compared: an error naming the first task
-        whose literal data differ and the ranks that differ from rank 0."""
-        mine = b"".join(digests.digest(graph))
+    def _differing_tasks(self, graph: TaskGraph, values: PlanValues,
+                         among: np.ndarray | None = None) -> np.ndarray:
+        """Every rank's digest of every task (of the tasks marked in ``among``), compared:
+        a mask of the tasks that differ on some rank from rank 0."""
+        tasks = None if among is None else np.flatnonzero(among).tolist()
+        mine = b"".join(values.digest(graph, tasks))
         every = self.steps().exchange(mine, "the data check")
         width = hashlib.sha1(usedforsecurity=False).digest_size
         tables = [np.frombuffer(t, dtype=np.uint8).reshape(-1, width) for t in every]
-        differs = np.zeros(len(graph), dtype=bool)
+        differs = np.zeros(len(tables[0]), dtype=bool)
         for t in tables[1:]:
             differs |= (t != tables[0]).any(axis=1)
+        if among is None:
+            return differs
+        out = np.zeros(len(graph), dtype=bool)
+        out[np.flatnonzero(among)[differs]] = True
+        return out
+
+    def _take_rank0(self, graph: TaskGraph, differs: np.ndarray) -> TaskGraph:
+        """The graph with rank 0's function, arguments and keywords in every task marked
+        in ``differs`` (pickled by cloudpickle on rank 0: functions of the script, lambdas
+        and closures by value, with the globals they read)."""
+        tasks = np.flatnonzero(differs).tolist()
+
+        def rank0_tasks() -> bytes:
+            import cloudpickle
+
+            return cloudpickle.dumps([(graph.funcs[i], graph.args[i], graph.kwargs.get(i))
+                                      for i in tasks], protocol=pickle.HIGHEST_PROTOCOL)
+
+        blob = self.steps().from_root(rank0_tasks, "the values of rank 0")
+        if self.rank == 0:
+            return graph
+        funcs, args, kwargs = list(graph.funcs), list(graph.args), dict(graph.kwargs)
+        for i, (func, template, kw) in zip(tasks, pickle.loads(blob), strict=True):
+            funcs[i] = func
+            args[i] = template
+            if kw:
+                kwargs[i] = kw
+            else:
+                kwargs.pop(i, None)
+        return graph.replace(funcs=funcs, args=args, kwargs=kwargs)
+
+    def _name_differences(self, graph: TaskGraph, values: PlanValues, differs: np.ndarray,
+                          sent: bool = False) -> None:
+        """Raise on every rank an error naming the first task in ``differs``, what differs
+        in it (each rank's parts of it, compared) and the ranks that differ from rank 0.
+        ``sent``: rank 0's values were sent and still differ."""
         i = int(np.flatnonzero(differs)[0])
-        ranks = [r for r, t in enumerate(tables) if (t[i] != tables[0][i]).any()]
+        every = self.steps().exchange(values.parts(graph, i), "the data check")
+        ranks, paths = differing_parts(every)
+        what = ", and ".join(describe_part(p) for p in paths[:3]) or "a value"
+        if len(paths) > 3:
+            what += f" (and {len(paths) - 3} more)"
+        in_function = any(not _is_literal_part(p) for p in paths)
+        head = (f"MPI ranks {ranks or 'other than 0'} hold different data from rank 0 for "
+                f"the same input: task {graph.keys[i]!r} (op {graph.opname(i)}) reads "
+                f"{what}, whose values differ ({int(differs.sum())} task(s) in all). ")
+        if sent:
+            raise ValueError(
+                head + "These differ even after rank 0's functions and values were sent "
+                "(mpi_values='rank0'): a function of an importable module is sent by name, "
+                "so the module globals it reads stay each rank's own. Set them the same "
+                "way on every rank, or pass them to the function as arguments")
+        if in_function:
+            raise ValueError(
+                head + "Every rank must run the same functions with the same values: a "
+                "task's function, its closure variables, defaults and the module globals it "
+                "reads are part of the plan. Compute per-rank values outside the functions "
+                "the tasks run, or pass mpi_values='rank0' (compute(..., "
+                "mpi_values='rank0')) to run rank 0's functions and values on every rank")
         raise ValueError(
-            f"MPI ranks {ranks} hold different data from rank 0 for the same input: task "
-            f"{graph.keys[i]!r} reads {digests.describe(graph, i)} whose values differ "
-            f"({int(differs.sum())} task(s) in all). Every rank must build its inputs from "
-            "the same data (seed random generators the same way on every rank), or take "
-            "rank 0's: tg.from_numpy(data, chunks, root=0) sends rank 0's array to every "
-            "rank")
+            head + "Every rank must build its inputs from the same data (seed random "
+            "generators the same way on every rank), or take rank 0's: "
+            "tg.from_numpy(data, chunks, root=0) sends rank 0's array to every rank, and "
+            "mpi_values='rank0' sends rank 0's values of every task that differs")
 
     def gather(self, value: T) -> list[T] | None:
         return self.steps().exchange(value, "the report", root=0)
@@ -520,9 +518,10 @@ class MPIBackend(Backend):
     name = "mpi"
     collective: RankCollective
 
-    def __init__(self, workers: int | None = None, timeout: float = 60.0):
+    def __init__(self, workers: int | None = None, timeout: float = 60.0,
+                 values: str = "same"):
         self.comm = world(timeout)
-        self.collective = RankCollective(self.comm, timeout)
+        self.collective = RankCollective(self.comm, timeout, values)
         self.rank = self.comm.Get_rank()
         self.processes = self.comm.Get_size()
         self.local_processes = _comm_cache["local_size"]
@@ -554,7 +553,7 @@ class MPIBackend(Backend):
         if len(placement) and placement.max() >= self.processes:
             raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
                              f"but only {self.processes} MPI ranks run it")
-        self.collective.check_same_plan(graph, placement, literals=True)
+        graph = self.collective.check_same_plan(graph, placement, literals=True)
         self.placement = placement
         local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
         self._local = local
@@ -814,9 +813,25 @@ def _check_mpi_timeout(value: Any) -> float:
     return positive_seconds("mpi_timeout", value)
 
 
-def _make_backend(workers: int | None = None, mpi_timeout: float = 60.0) -> MPIBackend:
+MPI_VALUES = ("same", "rank0")
+
+
+def _check_mpi_values(value: Any) -> str:
+    if not isinstance(value, str) or value not in MPI_VALUES:
+        raise ValueError(f"mpi_values must be one of {', '.join(map(repr, MPI_VALUES))}, "
+                         f"got {value!r}")
+    return value
+
+
+def _is_literal_part(path: tuple[str, ...]) -> bool:
+    """Whether a differing part is a literal argument of the task (not in a function)."""
+    return len(path) == 1 and not path[0].startswith("the function ")
+
+
+def _make_backend(workers: int | None = None, mpi_timeout: float = 60.0,
+                  mpi_values: str = "same") -> MPIBackend:
     """``backend="mpi"`` of :func:`~tilegraph.runtime.backends.make_backend`."""
-    return MPIBackend(workers, mpi_timeout)
+    return MPIBackend(workers, mpi_timeout, mpi_values)
 
 
 register_backend("mpi", _make_backend, options={
@@ -824,4 +839,10 @@ register_backend("mpi", _make_backend, options={
         60.0, _check_mpi_timeout,
         "seconds an MPI rank waits for the others to join a compute() (or from_numpy(..., "
         "root=)) before failing with an error that names the ranks that did not call it"),
+    "mpi_values": BackendOption(
+        "same", _check_mpi_values,
+        "what the ranks do when a task reads values that differ per rank (its literal "
+        "arguments, its function with the closure, defaults and globals it reads): 'same' "
+        "fails on every rank naming the task and the value; 'rank0' runs rank 0's "
+        "functions and values of those tasks on every rank"),
 })
