@@ -122,3 +122,48 @@ def test_a_zombie_owner_is_dead_and_its_spill_directory_is_debris(tmp_path):
     finally:
         os.waitpid(pid, 0)
     assert pid_alive(os.getpid())
+
+
+def test_a_live_process_s_own_directories_are_recorded_and_removed_on_demand(tmp_path):
+    """What remove_own() removes (a run stopped by a signal calls it): the spill and
+    staging directories this process made and still holds, nothing else."""
+    from tilegraph.debris import remove_own
+    from tilegraph.io import staging
+    from tilegraph.runtime.memory import SpillStore
+
+    other = tmp_path / "tilegraph-spill-otherhost-1-abc"  # not this process's
+    other.mkdir()
+    store = SpillStore(str(tmp_path))
+    store.write(np.ones(100))
+    handle = staging.stage_pieces(np.ones((4, 4)), [(slice(0, 2), slice(0, 4))],
+                                  str(tmp_path))
+    made = {Path(store.path), Path(handle.path).parent}
+    assert all(p.is_dir() for p in made)
+    removed = {Path(p) for p in remove_own()}
+    assert made <= removed
+    assert not any(p.exists() for p in made) and other.is_dir()
+    assert remove_own() == []  # each once
+    store.close()  # (closing after is harmless)
+    del handle
+
+
+def test_ranks_report_their_spill_directories_to_the_launcher(tmp_path, monkeypatch):
+    from tilegraph import debris
+
+    record = tmp_path / "parents"
+    record.write_text("")
+    monkeypatch.setenv(debris.SPILL_PARENTS_ENV, str(record))
+    monkeypatch.setattr(debris, "_cleaned", set())
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    for d in (a, b, a):
+        debris.remove_dead_spills(str(d))
+    assert record.read_text().splitlines() == [str(a), str(b)]  # once per directory
+    with open(record, "a") as f:  # what a stranger might add is only listed if valid
+        f.write("relative/dir\n/no/such/dir\n" + str(a) + "\n")
+    assert debris.noted_spill_parents(str(record)) == [str(a), str(b)]
+    assert debris.noted_spill_parents(str(tmp_path / "missing")) == []
+    monkeypatch.setenv(debris.SPILL_PARENTS_ENV, str(tmp_path / "not-made"))
+    debris.note_spill_parent(str(a))  # the launcher's file only, never made here
+    assert not (tmp_path / "not-made").exists()

@@ -51,39 +51,58 @@ def run_script(nprocs: int, script: str, args: list[str]) -> int:
     mpiexec's exit status (128 + the signal's number after Ctrl-C or SIGTERM).
 
     mpiexec runs in its own session; Ctrl-C (SIGINT) and SIGTERM sent to this command are
-    forwarded to it, and whatever of the job (mpiexec, its daemons, the ranks) is still
-    alive ``STOP_GRACE`` seconds later is killed, so no rank outlives the command. After a
-    run that did not end cleanly, what dead processes left in the temp dir (spill
-    directories) is removed."""
+    forwarded to it (mpiexec stops its ranks with SIGTERM, which each rank turns into a
+    clean stop of its run: :mod:`tilegraph.runtime.signals`), and whatever of the job
+    (mpiexec, its daemons, the ranks) is still alive ``STOP_GRACE`` seconds later is
+    killed, so no rank outlives the command. After a run that did not end cleanly, what
+    dead processes left in the temp dir and in every spill directory a rank used (its
+    ``spill_dir``, which each rank reports in a file of this command's,
+    ``TILEGRAPH_SPILL_PARENTS``) is removed: spill files and a staged rechunk's
+    intermediate store, even those of a rank killed by SIGKILL."""
     if not os.path.isfile(script):
         print(f"tilegraph run: no such script: {script}", file=sys.stderr)
         return 2
-    env = dict(os.environ, TILEGRAPH_BACKEND="mpi")
     try:
         cmd = mpiexec_command(nprocs)
     except FileNotFoundError as exc:
         print(f"tilegraph run: {exc}", file=sys.stderr)
         return 2
-    # "-m mpi4py": an exception that escapes the script on one rank aborts every rank;
-    # mpi_start makes tilegraph's communicator as the ranks start
+    from tilegraph.debris import (
+        SPILL_PARENTS_ENV,
+        SPILL_PREFIX,
+        noted_spill_parents,
+        owner_tag,
+        remove_debris,
+    )
     from tilegraph.util import die_with_parent
 
-    # mpiexec is told (SIGTERM) when this command dies, even by SIGKILL, and stops its
-    # ranks itself: no rank outlives a killed `tilegraph run`
-    proc = subprocess.Popen([*cmd, sys.executable, "-m", "mpi4py", "-m",
-                             "tilegraph.runtime.mpi_start", script, *args], env=env,
-                            start_new_session=True,
-                            preexec_fn=lambda: die_with_parent(signal.SIGTERM))
-    job = _Job(proc)
+    # mode 0700, this user's only; named as this process's (removed by a later run if
+    # this command is killed)
+    private = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-")
+    record = os.path.join(private, "spill-parents")
+    open(record, "x").close()
+    env = dict(os.environ, TILEGRAPH_BACKEND="mpi", **{SPILL_PARENTS_ENV: record})
     try:
-        code = job.wait()
+        # "-m mpi4py": an exception that escapes the script on one rank aborts every rank;
+        # mpi_start makes tilegraph's communicator as the ranks start. mpiexec is told
+        # (SIGTERM) when this command dies, even by SIGKILL, and stops its ranks itself:
+        # no rank outlives a killed `tilegraph run`
+        proc = subprocess.Popen([*cmd, sys.executable, "-m", "mpi4py", "-m",
+                                 "tilegraph.runtime.mpi_start", script, *args], env=env,
+                                start_new_session=True,
+                                preexec_fn=lambda: die_with_parent(signal.SIGTERM))
+        job = _Job(proc)
+        try:
+            code = job.wait()
+        finally:
+            job.stop()
+        if code != 0:
+            for parent in dict.fromkeys([tempfile.gettempdir(),
+                                         *noted_spill_parents(record)]):
+                remove_debris(parent)
+        return code
     finally:
-        job.stop()
-    if code != 0:
-        from tilegraph.debris import remove_debris
-
-        remove_debris(tempfile.gettempdir())
-    return code
+        shutil.rmtree(private, ignore_errors=True)
 
 
 class _Job:

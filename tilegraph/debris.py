@@ -15,6 +15,13 @@ its two renames) is renamed back to its destination instead of deleted.
 Every new run removes the spill directories of dead processes next to its own, every
 writer cleans the directory it writes to, and ``tilegraph clean [DIR...]`` does both for
 any directory.
+
+A live process records the spill and staging directories it made (:func:`own`), so that a
+run stopped by a signal removes them before the process ends (:func:`remove_own`, see
+:mod:`tilegraph.runtime.signals`). Under ``tilegraph run``, each rank also tells the
+launcher the directories it makes them in (:func:`note_spill_parent`, a line in the file
+named by ``TILEGRAPH_SPILL_PARENTS``), so that after a run that did not end cleanly the
+launcher removes what every rank left there, even a rank killed by SIGKILL.
 """
 
 from __future__ import annotations
@@ -209,15 +216,78 @@ def entry_bytes(path: str) -> int:
 
 _cleaned: set[str] = set()  # directories already cleaned of dead processes' entries
 _cleaned_lock = threading.Lock()
+SPILL_PARENTS_ENV = "TILEGRAPH_SPILL_PARENTS"  # set by `tilegraph run` for its ranks
 
 
 def remove_dead_spills(parent: str | None) -> None:
     """Once per process and directory: remove what dead processes of this host left in the
     spill directory ``parent`` (the temp dir when ``None``): spill directories and a
-    rechunk's intermediate stores alike."""
+    rechunk's intermediate stores alike; and tell ``tilegraph run``, when it launched this
+    process, that this directory is used (:func:`note_spill_parent`)."""
     parent = os.path.abspath(parent or tempfile.gettempdir())
     with _cleaned_lock:
         if parent in _cleaned:
             return
         _cleaned.add(parent)
+    note_spill_parent(parent)
     remove_debris(parent)
+
+
+def note_spill_parent(parent: str) -> None:
+    """Append ``parent`` to the file named by ``TILEGRAPH_SPILL_PARENTS`` (one line per
+    directory; nothing when it is not set, or cannot be written)."""
+    record = os.environ.get(SPILL_PARENTS_ENV)
+    if not record or "\n" in parent:
+        return
+    try:
+        fd = os.open(record, os.O_WRONLY | os.O_APPEND)  # made by the launcher, never here
+    except OSError:
+        return
+    try:
+        os.write(fd, (parent + "\n").encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def noted_spill_parents(record: str) -> list[str]:
+    """The directories listed in the file ``record`` (by :func:`note_spill_parent`): each
+    once, absolute paths of existing directories only."""
+    try:
+        with open(record, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    return [p for p in dict.fromkeys(lines) if os.path.isabs(p) and os.path.isdir(p)]
+
+
+_own: dict[str, None] = {}  # spill and staging directories this live process made
+_own_lock = threading.Lock()
+
+
+def own(path: str) -> None:
+    """Record a directory this process made (removed by :func:`remove_own`)."""
+    with _own_lock:
+        _own[path] = None
+
+
+def disown(path: str) -> None:
+    """Forget a directory recorded by :func:`own` (it was removed)."""
+    with _own_lock:
+        _own.pop(path, None)
+
+
+def remove_own() -> list[str]:
+    """Remove every directory this process recorded with :func:`own` and is still there
+    (its spill and staging directories, with their files): what a run stopped by a signal
+    does before the process ends. Returns the directories removed."""
+    with _own_lock:
+        paths = list(_own)
+        _own.clear()
+    done = []
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            done.append(path)
+    return done

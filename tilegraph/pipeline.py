@@ -61,6 +61,7 @@ from tilegraph.runtime.memory import (
     remake_text,
     return_freed_blocks_to_os,
 )
+from tilegraph.runtime.signals import stop_cleanly
 from tilegraph.util import human
 
 PROJECT_ALWAYS = 100_000  # tasks: larger plans are projected only under a memory_limit
@@ -316,10 +317,12 @@ def _processes(backend: Backend) -> int | None:
     return backend.processes if backend.processes > 1 else None
 
 
+@stop_cleanly()
 def _execute(plan: Plan, backend: Backend, opts: config.Options,
              finish: Callable[[list[Any]], Any] | None = None) -> Any:
     """Partition ``plan`` on ``backend`` and run this process's part, with ``opts``
-    completed for ``backend`` (:func:`prepare`; completed here otherwise)."""
+    completed for ``backend`` (:func:`prepare`; completed here otherwise). A signal that
+    would end the process stops the run cleanly first (:mod:`tilegraph.runtime.signals`)."""
     opts = config.per_process(opts, backend.local_processes)
     subscribers = (*opts.callbacks, *global_subscribers())
     recorder = None

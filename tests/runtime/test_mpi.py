@@ -320,3 +320,54 @@ def test_killing_tilegraph_run_stops_mpiexec_and_every_rank(tmp_path, kill):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize(("sig", "to"), [("SIGTERM", "launcher"), ("SIGINT", "launcher"),
+                                         ("SIGTERM", "rank"), ("SIGINT", "rank")])
+def test_a_signal_mid_staged_rechunk_leaves_no_file_and_no_process(tmp_path, sig, to):
+    """`tilegraph run -n 2` of a rechunk staged on disk, stopped by SIGTERM or SIGINT sent
+    to the launcher (forwarded: mpiexec stops its ranks with SIGTERM) or to one rank:
+    the spill directory (the script's spill_dir) and the temp dir are left as they were
+    found, and no process of the job is left."""
+    import signal
+
+    import psutil
+    from test_signals import JOB, stored, wait_for_staged
+
+    spill, pids, tmp = tmp_path / "spill", tmp_path / "pids", tmp_path / "tmp"
+    for d in (spill, pids, tmp):
+        d.mkdir()
+    assert stored(spill) == (0, 0) and stored(tmp) == (0, 0)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-m", "tilegraph.cli", "run", "-n", "2",
+                             str(JOB), str(spill), str(pids)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tree: list[psutil.Process] = []
+    try:
+        staged = wait_for_staged(spill, proc)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        ranks = [int(p.name) for p in pids.iterdir() if p.name.isdigit()]
+        assert len(ranks) == 2 and set(ranks) <= {p.pid for p in tree}
+        number = getattr(signal, sig)
+        if to == "launcher":
+            proc.send_signal(number)
+        else:
+            os.kill(ranks[0], number)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0, err[-3000:]
+        if to == "launcher":
+            assert proc.returncode == 128 + number
+        _gone, alive = psutil.wait_procs(tree, timeout=10)
+        assert not alive, f"left running: {alive}"
+    finally:
+        for p in tree:  # never leave a stray rank behind, even when the test fails
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert staged >= 1 << 20
+    assert stored(spill) == (0, 0), sorted(os.listdir(spill))
+    assert stored(tmp) == (0, 0), sorted(os.listdir(tmp))

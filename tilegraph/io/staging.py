@@ -11,8 +11,10 @@ reads it has run, or when the run fails or is cancelled, once its error is dropp
 error's traceback holds the failed task's inputs).
 
 The files live in a directory named ``tilegraph-spill-<host>-<pid>-<random>`` under the
-``spill_dir`` option (the temp directory by default), removed with the last handle, and by
-the next run or ``tilegraph clean`` if the process is killed.
+``spill_dir`` option (the temp directory by default), removed with the last handle; when a
+signal stops the run (SIGTERM, SIGINT, SIGHUP), before the process ends
+(:mod:`tilegraph.runtime.signals`); and by the next run or ``tilegraph clean`` if the
+process is killed (SIGKILL).
 
 A handle sent to another process (the processes, MPI, dask or serverless backends) carries
 its pieces' bytes instead of its file, so the store is correct on every backend, and the
@@ -50,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_dead_spills
+from tilegraph.debris import SPILL_PREFIX, disown, own, owner_tag, remove_dead_spills
 
 
 class _Folder:
@@ -58,14 +60,20 @@ class _Folder:
 
     def __init__(self, parent: str | None):
         self.path = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-", dir=parent)
+        own(self.path)  # removed too if a signal stops the run (tilegraph.runtime.signals)
         self._count = 0
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
+        self._finalizer = weakref.finalize(self, _remove_folder, self.path)
 
     def new_file(self) -> str:
         with self._lock:
             self._count += 1
             return os.path.join(self.path, f"{self._count}.pieces")
+
+
+def _remove_folder(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    disown(path)
 
 
 _folders: dict[str | None, weakref.ref[_Folder]] = {}

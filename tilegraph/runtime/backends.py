@@ -89,10 +89,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tilegraph.debris import remove_own
 from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.blas import blas_threads
 from tilegraph.runtime.core import PARALLEL, PARALLEL_TASK_TIME, TINY, UNKNOWN, Execution
+from tilegraph.runtime.signals import Terminated
 from tilegraph.util import cores
 
 T = TypeVar("T")
@@ -259,7 +261,9 @@ class ThreadsBackend(Backend):
     go back to it after the run (no thread is started per run once the pool is warm). The
     caller's thread only waits, so Ctrl-C reaches it at once: the run is cancelled, the
     workers stop after their current task, and the run returns only when every worker has
-    left it."""
+    left it. SIGTERM (and SIGHUP) does the same (:mod:`tilegraph.runtime.signals`), and
+    removes the process's spill and staging directories at once, before the workers
+    stop."""
 
     name = "threads"
 
@@ -290,6 +294,10 @@ class ThreadsBackend(Backend):
                     pass
             except BaseException as exc:  # KeyboardInterrupt while starting or waiting
                 execution.cancel(exc)
+                if isinstance(exc, Terminated):
+                    # the process ends once the workers stop: its files go first (a
+                    # killer such as mpiexec may not wait for a long task)
+                    remove_own()
                 raise
             finally:
                 workers.abandon_unclaimed()

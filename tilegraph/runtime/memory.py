@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.debris import SPILL_PREFIX, owner_tag, remove_dead_spills
+from tilegraph.debris import SPILL_PREFIX, disown, own, owner_tag, remove_dead_spills
 from tilegraph.graph.memory import task_estimates
 from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
@@ -217,7 +217,8 @@ class SpillStore:
     :meth:`close` (after success, failure or cancellation alike). Its name,
     ``tilegraph-spill-<host>-<pid>-<random>``, names the owning process, so that the
     directory of a killed process is removed by the next run (:func:`remove_dead_spills`) or
-    by ``tilegraph clean``."""
+    by ``tilegraph clean``; a run stopped by a signal removes it before the process ends
+    (:mod:`tilegraph.runtime.signals`)."""
 
     def __init__(self, parent: str | None = None):
         self._dir: str | None = None
@@ -235,6 +236,7 @@ class SpillStore:
             if self._dir is None:
                 self._dir = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-",
                                              dir=self._parent)
+                own(self._dir)  # removed too if a signal stops the run
             self._count += 1
             return os.path.join(self._dir, f"{self._count}.bin")
 
@@ -282,6 +284,7 @@ class SpillStore:
         with self._lock:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
+                disown(self._dir)
                 self._dir = None
 
 

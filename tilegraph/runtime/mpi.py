@@ -53,7 +53,10 @@ with the pickled exception to every rank; each rank cancels its executor, and ra
 the task's own exception (with notes naming the task and the rank). Before returning, every
 rank completes its sends (synchronous-mode sends, complete only once received) while
 draining what others send, then meets the others in a non-blocking barrier, so no rank
-leaves while a message to or from it is in flight and no message outlives its run.
+leaves while a message to or from it is in flight and no message outlives its run. A
+rank stopped by SIGTERM (how ``mpiexec`` stops its ranks) cancels its run as Ctrl-C does,
+removes its spill and staging files and ends by the signal
+(:mod:`tilegraph.runtime.signals`): it tells the others it stops, but waits for none.
 
 Known limits: blocks larger than 2 GiB cannot be sent in one message; a rank that dies
 without raising (killed, segfault) is left to ``mpiexec`` to clean up.
@@ -90,6 +93,7 @@ from tilegraph.runtime.core import Execution
 from tilegraph.runtime.digest import PlanValues, describe_part, differing_parts
 from tilegraph.runtime.events import Transfer, nbytes_of
 from tilegraph.runtime.memory import MemoryLimitError
+from tilegraph.runtime.signals import Terminated
 from tilegraph.util import cores, positive_seconds, unique
 
 TAG_HEADER = 101
@@ -104,6 +108,7 @@ _SLEEP_MAX = 2e-3
 SEND_COPIES = 32 << 20  # bytes the transport pickles or copies to send, in flight at most
 SEND_SHARE = 8  # ... and at most this fraction of the rank's memory limit (1/8)
 _WATCH_SLEEP_MAX = 0.01  # seconds between polls of a rank waiting for the others
+_LEAVE_WAIT = 0.2  # seconds a rank stopped by a signal gives its abort messages to leave
 
 _comm_cache: dict[str, Any] = {}
 T = TypeVar("T")
@@ -631,6 +636,7 @@ class _Exchange(Transport):
         self.window = SEND_COPIES  # (set for the run by ``connect``)
         self.local_done = threading.Event()
         self.aborted = False
+        self.leaving = False
         self.remote_error: tuple[int, bytes | None, str] | None = None
         self.failure: BaseException | None = None
         self.bytes_sent = 0
@@ -652,6 +658,9 @@ class _Exchange(Transport):
         thread.start()
         try:
             yield
+        except Terminated:
+            self.leaving = True  # the process ends by a signal: tell the others, wait for none
+            raise
         finally:
             self.local_done.set()
             while thread.is_alive():
@@ -683,12 +692,20 @@ class _Exchange(Transport):
         barrier = None
         told = False
         sleep = _SLEEP_MIN
+        leave_by = None
         while True:
             busy = False
             ex = self.execution
             if ex.finished and ex.error is not None and not told:
                 told = True
                 self._abort_all(ex.error)
+            if self.leaving and self.local_done.is_set():
+                # a signal ends this process: its abort message gets a moment to leave,
+                # no barrier is waited for (the other ranks may be stopping too)
+                leave_by = leave_by or time.monotonic() + _LEAVE_WAIT
+                self.pending = [p for p in self.pending if not p[0].Test()]
+                if not self.pending or time.monotonic() > leave_by:
+                    return
             while self.sendq and (self.copied < self.window or not self.copied):
                 i, value = self.sendq.popleft()
                 if not self.aborted:
