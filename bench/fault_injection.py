@@ -32,7 +32,18 @@ because their source is not repeatable (``tg.last_run()``) are printed beside.
 - *inputs that differ per rank*: programs whose ranks hold different data (whole arrays, one
   element of one rank's array, a scalar operand, rank 3's data only) must fail on every
   rank; a value returned instead is a *silent mix* (goal: 0), and ``from_numpy(...,
-  root=0)`` must give rank 0's result on every rank.
+  root=0)`` must give rank 0's result on every rank;
+- *functions that read values differing per rank* (a closure variable, a default, a
+  keyword-only default, a global of the script, a ``functools.partial`` keyword, the state
+  of a bound method's object, an unseeded NumPy generator in a closure), at 2 and 4 ranks:
+  each must fail on every rank (a value returned is a silent mix, goal 0),
+  ``mpi_values='rank0'`` must give rank 0's answer on every rank, and functions reading
+  the same values (a set of strings included) must not be refused (goal 0).
+
+``--signals`` stops a rechunk staged through its intermediate store on disk (32 MB) with
+SIGTERM and SIGINT once its files are written: ``python job.py`` on the threads backend,
+and with ``--mpi`` also ``tilegraph run -n 2`` signalled at the launcher and at one rank;
+the goal is 0 bytes left in the spill directory and the temp dir, and no process left.
 """
 
 from __future__ import annotations
@@ -614,10 +625,14 @@ def main() -> int:
     parser.add_argument("--backend", default="threads")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mpi", action="store_true", help="add the MPI faults")
+    parser.add_argument("--signals", action="store_true",
+                        help="add runs stopped by SIGTERM and SIGINT (with --mpi: under "
+                             "tilegraph run too)")
     parser.add_argument("--rank", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank:  # one rank of an mpiexec run of this file
-        out = _rank_missing(int(args.rank[1])) if args.rank[0] == "missing" else _rank_data()
+        out = (_rank_missing(int(args.rank[1])) if args.rank[0] == "missing" else
+               _rank_closures() if args.rank[0] == "closures" else _rank_data())
         print("RESULT " + json.dumps(out), flush=True)
         return 0
     options = {"backend": args.backend, "workers": args.workers, "progress": False}
@@ -637,7 +652,207 @@ def main() -> int:
     if args.mpi:
         print()
         bad += mpi_faults()
+        bad += closure_faults()
+    if args.signals:
+        print()
+        bad += signal_faults(args.mpi)
     return 1 if bad else 0
+
+
+# -- MPI: task functions that read values differing per rank ---------------------------------
+
+_CLOSURE_OFFSET = 0.0  # set per rank by _rank_closures
+
+
+def _closure_global(block: np.ndarray) -> np.ndarray:
+    return block + _CLOSURE_OFFSET
+
+
+def _closure_keyword(block: np.ndarray, *, by: float) -> np.ndarray:
+    return block + by
+
+
+class _ClosureShift:
+    def __init__(self, off: float):
+        self.off = off
+
+    def apply(self, block: np.ndarray) -> np.ndarray:
+        return block + self.off
+
+
+def _rank_closures() -> dict:
+    """On every rank under mpiexec: map_blocks over functions that read a value differing
+    per rank (rank 0's is 1.0, so rank 0's answer is 20000), with the default check and
+    with mpi_values='rank0'; and over functions that read the same values on every rank
+    (a set of strings, iterated in each rank's own order, included)."""
+    import functools
+
+    from tilegraph.runtime.mpi import world
+
+    global _CLOSURE_OFFSET
+    rank = world().Get_rank()
+    off = 10.0 * rank + 1.0
+    _CLOSURE_OFFSET = off
+
+    def adds(k: float) -> Callable:
+        return lambda block: block + k
+
+    def with_default(block: np.ndarray, k: float = off) -> np.ndarray:
+        return block + k
+
+    def with_kwdefault(block: np.ndarray, *, k: float = off) -> np.ndarray:
+        return block + k
+
+    words = {"alpha", "beta", "gamma", "delta"}
+    lengths = {w: len(w) for w in words}  # built in this rank's set order
+
+    def same_words(block: np.ndarray) -> np.ndarray:
+        return block + (sum(lengths.values()) == 19)
+
+    differing = {
+        "closure": adds(off), "default": with_default, "keyword default": with_kwdefault,
+        "script global": _closure_global,
+        "partial keyword": functools.partial(_closure_keyword, by=off),
+        "bound object": _ClosureShift(off).apply,
+        "generator state": (lambda rng: lambda b: b + rng.random())(
+            np.random.default_rng()),  # unseeded: each rank its own stream
+    }
+    same = {"same closure": adds(1.0), "same set of strings": same_words}
+    x = tg.ones((100, 100), chunks=50)
+    out: dict = {"rank": rank, "mixed": [], "refused": [], "rank0": {}, "false": []}
+    for name, fn in differing.items():
+        try:
+            x.map_blocks(fn).sum().compute(backend="mpi")
+            out["mixed"].append(name)
+        except ValueError as exc:
+            if "hold different data" in str(exc):
+                out["refused"].append(name)
+        if name != "generator state":
+            try:
+                out["rank0"][name] = float(x.map_blocks(fn).sum().compute(
+                    backend="mpi", mpi_values="rank0"))
+            except ValueError as exc:
+                out["rank0"][name] = str(exc)
+    for name, fn in same.items():
+        try:
+            x.map_blocks(fn).sum().compute(backend="mpi")
+        except ValueError:
+            out["false"].append(name)
+    return out
+
+
+def closure_faults() -> int:
+    """Run the per-rank closure probes at 2 and 4 ranks and print their figures; returns
+    the number of goals missed."""
+    bad = 0
+    for n in (2, 4):
+        results = _mpirun(n, "closures")
+        mixed = sorted({m for r in results for m in r["mixed"]})
+        refused = min((len(r["refused"]) for r in results), default=0)
+        cases = len(results[0]["mixed"]) + len(results[0]["refused"]) if results else 0
+        rank0 = all(v == 20000.0 for r in results for v in r["rank0"].values())
+        false = sorted({m for r in results for m in r["false"]})
+        bad += bool(mixed) or bool(false) or not rank0 or len(results) != n or \
+            refused != cases
+        print(f"{n} ranks, {cases} functions reading values that differ per rank: silent "
+              f"mixes {len(mixed)} (goal 0){': ' + ', '.join(mixed) if mixed else ''}; "
+              f"refused on every rank {refused} of {cases}; mpi_values='rank0' gives rank "
+              f"0's answer on every rank: {'yes' if rank0 else 'NO'}; the same values "
+              f"refused {len(false)} (goal 0){': ' + ', '.join(false) if false else ''}")
+    return bad
+
+
+# -- signals: what a stopped run leaves on disk -----------------------------------------------
+
+_STAGED_JOB = '''
+import os, sys, time
+import tilegraph as tg
+
+def slow(block):
+    time.sleep(0.05)
+    return block
+
+open(os.path.join(sys.argv[2], str(os.getpid())), "w").close()
+with tg.config.set(memory_limit="16MiB", spill_dir=sys.argv[1]):
+    x = tg.random.random((2000, 2000), chunks=(2000, 25), seed=0)
+    print(x.rechunk((25, 2000)).map_blocks(slow).sum().compute())
+'''
+
+
+def _stored(directory: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, f))
+               for root, _dirs, files in os.walk(directory) for f in files)
+
+
+def _stop_staged_run(ranks: int, sig: int, to: str) -> tuple[int, int, int]:
+    """A staged rechunk (32 MB through its intermediate store) stopped by ``sig`` sent
+    to the process (``ranks`` = 0: ``python job.py`` on the threads backend), or under
+    ``tilegraph run -n ranks`` to the launcher or to one rank (``to``): bytes staged when
+    the signal was sent, bytes left in the spill directory and the temp dir after, and
+    processes of the job left running."""
+    import psutil
+
+    with tempfile.TemporaryDirectory(prefix="tilegraph-signals-") as work:
+        spill, pids, tmp = (os.path.join(work, d) for d in ("spill", "pids", "tmp"))
+        for d in (spill, pids, tmp):
+            os.mkdir(d)
+        job = os.path.join(work, "job.py")
+        with open(job, "w") as f:
+            f.write(_STAGED_JOB)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, TMPDIR=tmp, PYTHONPATH=os.pathsep.join(
+            filter(None, [root, os.environ.get("PYTHONPATH")])))
+        cmd = ([sys.executable, job] if ranks == 0 else
+               [sys.executable, "-m", "tilegraph.cli", "run", "-n", str(ranks), job])
+        proc = subprocess.Popen([*cmd, spill, pids], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        tree: list = []
+        try:
+            deadline = time.monotonic() + 120
+            while (staged := _stored(spill)) < 4 << 20:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    return 0, _stored(spill) + _stored(tmp), 0
+                time.sleep(0.01)
+            tree = psutil.Process(proc.pid).children(recursive=True)
+            if to == "rank":
+                os.kill(int(min(os.listdir(pids))), sig)
+            else:
+                proc.send_signal(sig)
+            proc.wait(timeout=60)
+            _gone, alive = psutil.wait_procs(tree, timeout=10)
+            return staged, _stored(spill) + _stored(tmp), len(alive)
+        finally:
+            for p in tree:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def signal_faults(mpi: bool) -> int:
+    """Stop staged rechunks with SIGTERM and SIGINT (threads; with ``mpi``, also under
+    ``tilegraph run -n 2``, to the launcher and to one rank) and print the bytes and
+    processes left; returns the number of goals missed (goal: 0 bytes, 0 processes)."""
+    import signal
+
+    bad = 0
+    print(f"{'run':34} {'signal':8} {'staged at signal':>16} {'left after':>11} "
+          f"{'processes left':>15}   goal 0 B, 0")
+    runs = [("python job.py (threads)", 0, "process")]
+    if mpi:
+        runs += [("tilegraph run -n 2, the launcher", 2, "launcher"),
+                 ("tilegraph run -n 2, one rank", 2, "rank")]
+    for name, ranks, to in runs:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            staged, left, alive = _stop_staged_run(ranks, sig, to)
+            ok = staged > 0 and left == 0 and alive == 0
+            bad += not ok
+            print(f"{name:34} {signal.Signals(sig).name:8} {staged / 2**20:13.1f} MB "
+                  f"{left / 2**20:8.1f} MB {alive:15}{'' if ok else '   MISSED'}")
+    return bad
 
 
 if __name__ == "__main__":
