@@ -531,7 +531,13 @@ class PlanValues:
         if isinstance(reduced, str):
             h.update(f"global:{reduced};".encode())
             return
-        self._reduced(h, tp, reduced)
+        sub = _hasher()
+        try:
+            self._reduced(sub, tp, reduced)
+        except Exception:  # its items or state cannot be read: as if unpicklable
+            sub = _hasher()
+            sub.update(b"<unpicklable>")
+        h.update(sub.digest())
 
     def _reduced(self, h: Any, tp: type, reduced: Sequence[Any]) -> None:
         """What pickling an object sends: its constructor, arguments, state and items. An

@@ -387,7 +387,10 @@ class RankCollective(Collective):
         if kinds is not None:
             h.update("|".join(k or "" for k in kinds).encode())
         values = PlanValues() if literals and self.size > 1 else None
-        data = values.total(graph) if values is not None else ""
+        try:
+            data = values.total(graph) if values is not None else ""
+        except Exception as exc:  # told to every rank: none is left waiting for this one
+            data = f"error: {type(exc).__name__}: {exc}"
         prints = self.steps().exchange((h.hexdigest(), data), "the plan check")
         odd = [r for r, p in enumerate(prints) if p[0] != prints[0][0]]
         if odd:
@@ -395,6 +398,11 @@ class RankCollective(Collective):
                 f"MPI ranks {odd} built a different plan from rank 0 ({len(graph)} tasks "
                 "here): every rank must run the same program on the same shapes and blocks "
                 "(compute() is collective; do not call it on some ranks only)")
+        failed = [r for r, p in enumerate(prints) if p[1].startswith("error: ")]
+        if failed:
+            raise RuntimeError(
+                f"the plan check could not read the values of the tasks on MPI ranks "
+                f"{failed} ({prints[failed[0]][1][len('error: '):]})")
         if values is None or all(p[1] == prints[0][1] for p in prints):
             return graph
         differs = self._differing_tasks(graph, values)
@@ -435,21 +443,24 @@ class RankCollective(Collective):
         def rank0_tasks() -> bytes:
             import cloudpickle
 
-            return cloudpickle.dumps([(graph.funcs[i], graph.args[i], graph.kwargs.get(i))
-                                      for i in tasks], protocol=pickle.HIGHEST_PROTOCOL)
+            return cloudpickle.dumps([(graph.funcs[i], graph.args[i], graph.kwargs.get(i),
+                                       graph.modes[i]) for i in tasks],
+                                     protocol=pickle.HIGHEST_PROTOCOL)
 
         blob = self.steps().from_root(rank0_tasks, "the values of rank 0")
         if self.rank == 0:
             return graph
         funcs, args, kwargs = list(graph.funcs), list(graph.args), dict(graph.kwargs)
-        for i, (func, template, kw) in zip(tasks, pickle.loads(blob), strict=True):
+        modes = bytearray(graph.modes)
+        for i, (func, template, kw, mode) in zip(tasks, pickle.loads(blob), strict=True):
             funcs[i] = func
             args[i] = template
+            modes[i] = mode
             if kw:
                 kwargs[i] = kw
             else:
                 kwargs.pop(i, None)
-        return graph.replace(funcs=funcs, args=args, kwargs=kwargs)
+        return graph.replace(funcs=funcs, args=args, kwargs=kwargs, modes=modes)
 
     def _name_differences(self, graph: TaskGraph, values: PlanValues, differs: np.ndarray,
                           sent: bool = False) -> None:
