@@ -290,3 +290,14 @@ def test_json_of_parts_survives_the_exchange():
     """The parts go between ranks by pickle; labels are strings, digests bytes."""
     parts = PlanValues().parts(graph_of(make(1.0)), 3)
     assert json.loads(json.dumps([list(p) for p, _d in parts]))
+
+
+def test_a_tilegraph_array_read_by_a_function_is_compared_by_shape_blocks_and_dtype():
+    """Not by its pickled plan (cloudpickle's bytes are not the same in two processes)."""
+    import tilegraph as tg
+
+    a = tg.random.random((10, 6), chunks=5) * 2  # unseeded: a plan each rank draws anew
+    b = tg.random.random((10, 6), chunks=5) * 2
+    assert total(make(a)) == total(make(b))
+    assert total(make(a)) != total(make(tg.ones((10, 6), chunks=3)))
+    assert total(make(a)) != total(make(a.astype(np.float32)))

@@ -71,6 +71,12 @@ class Array:
     __array_priority__ = 20
     is_sparse = False  # blocks are NumPy arrays (SparseArray: scipy.sparse blocks)
 
+    def _digest_state(self) -> tuple:
+        """What the MPI ranks compare of an Array that a task's function reads
+        (:mod:`tilegraph.runtime.digest`): its shape, blocks and dtype; its values are
+        those of its plan, which the ranks check when it is computed."""
+        return (self.shape, self.chunks, self.dtype)
+
     def __init__(self, blocks: Blocks, shape: Sequence[int], chunks: Chunks, dtype: Any):
         self.collection = blocks
         self.shape = tuple(int(s) for s in shape)

@@ -34,7 +34,10 @@ What the digest of a task covers:
     name; any other object by what pickling it sends (``__reduce_ex__``: the attributes
     of an instance of a user's class, the state of a NumPy generator); an object that
     cannot be pickled (a lock, an open file) by its type only: it cannot differ in a way
-    that pickling would carry;
+    that pickling would carry. An object of tilegraph's own classes goes without its
+    private attributes (``_name``: a writer's temporary file, locks, each process's own),
+    or by what its class's ``_digest_state()`` returns (a tilegraph Array read by a
+    function: its shape, blocks and dtype);
 
 - left out: the seeds tilegraph draws for unseeded random arrays
   (:class:`~tilegraph.array.random.FreshSeed`): each rank draws its own, and each block is
@@ -522,6 +525,12 @@ class PlanValues:
         if is_library(tp.__module__) and _importable(v):
             # a library's function-like object (NumPy's dispatchers, a Cython function)
             h.update(f"global:{v.__module__}.{v.__qualname__};".encode())
+            return
+        state = getattr(tp, "_digest_state", None)
+        if state is not None and tp.__module__.startswith("tilegraph."):
+            # what a tilegraph class says identifies its objects (an Array: its shape,
+            # blocks and dtype, not its pickled plan)
+            self._labelled(h, f"the state of a {tp.__qualname__} object", state(v))
             return
         try:
             reduced = v.__reduce_ex__(4)
