@@ -111,6 +111,20 @@ def test_a_module_global_read_by_a_script_function_is_covered():
     assert total(reads_global) == before
 
 
+def reads_attribute(b):
+    return b + b.OFF  # an attribute, not the global OFF
+
+
+def test_an_attribute_is_not_taken_for_the_global_of_its_name():
+    global OFF
+    before = total(reads_attribute)
+    OFF = 2.0
+    try:
+        assert total(reads_attribute) == before
+    finally:
+        OFF = 1.0
+
+
 def test_a_partial_keyword_and_a_bound_object_are_covered_and_named():
     assert total(functools.partial(add_by, by=1.0)) == total(functools.partial(add_by, by=1.0))
     [what] = named(functools.partial(add_by, by=1.0), functools.partial(add_by, by=2.0))

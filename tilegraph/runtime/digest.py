@@ -21,8 +21,9 @@ What the digest of a task covers:
     nested function, or a function of a module outside the Python installation and
     tilegraph (a module of the user's own, imported by each rank): its code, the contents
     of its closure cells, its defaults and keyword defaults, and the module globals it
-    reads (the names in ``co_names`` of its code and of its nested code objects, looked up
-    in its globals, as cloudpickle selects them), each walked in turn;
+    reads (the names of ``co_names`` of its code and of its nested code objects, where
+    cloudpickle looks for them, that the bytecode loads as globals: ``b.rank`` does not
+    read a global ``rank``), each walked in turn;
   - a function of a library (tilegraph, NumPy, the standard library, anything in
     site-packages): by its module and name; when it is a closure (the wrapper an op makes
     around the user's function), also its closure cells and defaults, which hold the
@@ -57,6 +58,7 @@ compared.
 
 from __future__ import annotations
 
+import dis
 import functools
 import hashlib
 import os
@@ -158,11 +160,20 @@ def _type_name(tp: type) -> str:
     return f"{tp.__module__}.{tp.__qualname__}"
 
 
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
 @functools.cache
 def _code_names(code: types.CodeType) -> tuple[str, ...]:
-    """The global names a code object and its nested code objects may read (``co_names``,
-    as cloudpickle selects a function's globals)."""
-    names = dict.fromkeys(code.co_names)
+    """The global names a code object and its nested code objects read: the names among
+    ``co_names`` (where cloudpickle looks for a function's globals) that the bytecode
+    loads as globals, so that an attribute (``b.rank``) is not taken for the global of
+    the same name."""
+    try:
+        names = dict.fromkeys(ins.argval for ins in dis.get_instructions(code)
+                              if ins.opname in _GLOBAL_OPS and isinstance(ins.argval, str))
+    except Exception:  # pragma: no cover - bytecode dis cannot read: every name
+        names = dict.fromkeys(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names.update(dict.fromkeys(_code_names(const)))
@@ -298,11 +309,16 @@ class PlanValues:
                 walk = _WALKS[tp] = PlanValues._scalar  # (each NumPy type once)
             elif issubclass(tp, np.dtype):
                 walk = _WALKS[tp] = PlanValues._dtype
-            elif isinstance(v, type):
-                walk = PlanValues._class
+            elif issubclass(tp, type):  # a class (its type is a metaclass)
+                walk = _WALKS[tp] = PlanValues._class
+            elif (tp.__module__, tp.__qualname__) in _RANK_LOCAL:
+                walk = _WALKS[tp] = PlanValues._rank_local
             else:
-                walk = PlanValues._object
+                walk = _WALKS[tp] = PlanValues._object
         walk(self, h, v)
+
+    def _rank_local(self, h: Any, v: Any) -> None:
+        h.update(b"<rank-local>")
 
     def _scalar(self, h: Any, v: np.generic) -> None:
         h.update(f"{v.dtype.str}:".encode())
@@ -485,9 +501,9 @@ class PlanValues:
             self._labelled(h, f"the class attribute {key} of {name}", cls.__dict__[key])
 
     def _object(self, h: Any, v: Any) -> None:
-        tp = type(v)
-        if (tp.__module__, tp.__qualname__) in _RANK_LOCAL:
-            h.update(b"<rank-local>")
+        known = self.known.get(id(v))
+        if known is not None and self._parts is None:  # the common case: seen already
+            h.update(known[1])
             return
         self._once(h, v, self._object_parts)
 
