@@ -345,3 +345,23 @@ def test_the_limit_is_resolved_in_one_place_and_nothing_below_reads_the_options(
     below = [p for name in ("config.get", "config.set") for p in calls[name]
              if p.startswith(("array/", "plan/")) or p == "pipeline.py"]
     assert below == []
+
+
+def test_set_called_without_with_applies_from_then_on_in_this_thread():
+    import contextvars
+    import threading
+
+    def body():
+        tilegraph.config.set(workers=3)  # as dask.config.set(...) is called
+        assert tilegraph.config.get("workers") == 3
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(tilegraph.config.get("workers")))
+        t.start()
+        t.join()
+        assert seen == [None]  # other threads never see it
+        with tilegraph.config.set(workers=5):
+            assert tilegraph.config.get("workers") == 5
+        assert tilegraph.config.get("workers") == 3
+
+    contextvars.copy_context().run(body)  # a context of its own: nothing leaks to others
+    assert tilegraph.config.get("workers") is None

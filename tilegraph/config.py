@@ -73,8 +73,7 @@ reads an option again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any
@@ -376,17 +375,28 @@ def get(name: str) -> Any:
     return value
 
 
-@contextmanager
-def set(**options: Any) -> Iterator[None]:
-    """Set options for the ``with`` block in this thread (restored afterwards; other
-    threads never see them)."""
-    check_names(options, "config.set()")
-    checked = {name: _check(name, value) for name, value in options.items()}
-    token = _overrides.set(MappingProxyType({**_overrides.get(), **checked}))
-    try:
-        yield
-    finally:
-        _overrides.reset(token)
+class set:
+    """Set options in this thread (other threads never see them): for a ``with`` block,
+    restored when it ends, or, called on its own as ``dask.config.set`` is, from then on.
+
+    >>> import tilegraph as tg
+    >>> with tg.config.set(workers=3):
+    ...     tg.config.get("workers")
+    3
+    >>> tg.config.get("workers") is None
+    True
+    """
+
+    def __init__(self, **options: Any):
+        check_names(options, "config.set()")
+        checked = {name: _check(name, value) for name, value in options.items()}
+        self._token = _overrides.set(MappingProxyType({**_overrides.get(), **checked}))
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        _overrides.reset(self._token)
 
 
 def resolve(options: Mapping[str, Any], where: str) -> Options:
