@@ -2,9 +2,9 @@
 #   make run   - create .venv if needed, install tilegraph alone (its core dependencies, no
 #                extras), then run the main job, `tilegraph demo`
 #   make test  - create .venv if needed, install the test and mpi extras, lint, install the
-#                Debian packages graphviz and chromium when they are missing (only as root
-#                where apt-get exists, with apt's output hidden; see sysdeps), then run the
-#                test suite
+#                Debian packages graphviz, chromium and iproute2 when they are missing (only
+#                as root where apt-get exists, with apt's output hidden; see sysdeps), then
+#                run the test suite
 # Each install has its own stamp, so either command may come first.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -29,10 +29,12 @@ $(TEST_STAMP): pyproject.toml | $(PY)
 	touch $@
 
 # Debian packages the tests use (Graphviz draws LambdaPACK DAGs; headless Chromium runs the
-# service's dashboard test); installed when missing and this is a Debian machine we may
-# administer, else the tests that need them say so and are skipped.
+# service's dashboard test; iproute2's ip and tc make the emulated hosts of tests/cluster);
+# installed when missing and this is a Debian machine we may administer, else the tests
+# that need them say so and are skipped.
 SYSPKGS_MISSING = $(if $(shell command -v dot),,graphviz) \
-                  $(if $(shell command -v chromium),,chromium)
+                  $(if $(shell command -v chromium),,chromium) \
+                  $(if $(shell command -v ip),,iproute2)
 sysdeps:
 	@[ -z "$(strip $(SYSPKGS_MISSING))" ] || { command -v apt-get >/dev/null 2>&1 && \
 	  [ "$$(id -u)" = 0 ] && (apt-get update -qq && \

@@ -150,6 +150,15 @@ def test_the_runtime_imports_no_front_end():
     assert not offenders, "the runtime imports front ends:\n" + "\n".join(offenders)
 
 
+def test_nothing_in_the_package_imports_the_test_beds():
+    """``tilegraph.testing`` (the emulated hosts of the tests and benchmarks) is imported by
+    no other part of the package, not even inside a function."""
+    offenders = [f"{path.relative_to(ROOT)}:{line} imports {name}"
+                 for path in sorted(ROOT.rglob("*.py")) if "testing" not in path.parts
+                 for name, line in _imports(path) if _part(name) == "testing"]
+    assert not offenders, "the package imports its test beds:\n" + "\n".join(offenders)
+
+
 def _cycle_detail(edges: dict[str, dict[str, str]], cycles: list[list[str]]) -> list[str]:
     return [" <-> ".join(c) + ": " + "; ".join(
         f"{a}->{b} ({edges[a][b]})" for a in c for b in c if b in edges.get(a, {}))
