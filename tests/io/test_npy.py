@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -240,10 +241,13 @@ def test_writer_refuses_object_dtype(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_missing_file_names_the_path(tmp_path):
+def test_missing_file_names_the_path_and_the_host(tmp_path):
+    """A run on several hosts reads inputs where its tasks run: the error says where it
+    looked."""
     path = tmp_path / "nothing.npy"
-    with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(path))) as info:
         npy_info(path)
+    assert f"on host {socket.gethostname()}" in str(info.value)
     with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
         read_npy_block(path, (slice(0, 1),))
 

@@ -4,6 +4,7 @@ snapshot: an input changed under a run is an error naming the file, never a mixe
 from __future__ import annotations
 
 import os
+import socket
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ def test_npy_replaced_between_plan_and_compute_is_an_error(tmp_path):
     with pytest.raises(InputChangedError, match=r"a\.npy") as info:
         x.sum().compute()
     assert "changed after the plan" in str(info.value)
+    assert f"on host {socket.gethostname()}" in str(info.value)  # where it was read
     assert_array_equal(tg.from_npy(path, chunks=10).compute(), np.arange(40.0) * 2)
 
 

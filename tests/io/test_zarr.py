@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -231,10 +232,13 @@ def test_writer_refuses_missing_parent_and_bad_chunks(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_missing_path_names_the_path(tmp_path):
+def test_missing_path_names_the_path_and_the_host(tmp_path):
+    """A run on several hosts reads inputs where its tasks run: the error says where it
+    looked."""
     path = tmp_path / "nothing.zarr"
-    with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(path))) as info:
         zarr_info(path)
+    assert f"on host {socket.gethostname()}" in str(info.value)
     with pytest.raises(FileNotFoundError, match=re.escape(str(path))):
         read_zarr_block(path, (slice(0, 1),))
 

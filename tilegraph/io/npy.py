@@ -27,7 +27,13 @@ from tilegraph.io._atomic import (
     rename_noreplace,
     temp_sibling,
 )
-from tilegraph.io.snapshot import InputChangedError, InputSnapshot, ReadLedger, file_identity
+from tilegraph.io.snapshot import (
+    InputChangedError,
+    InputSnapshot,
+    ReadLedger,
+    file_identity,
+    on_host,
+)
 from tilegraph.util import AST_LOCK
 
 __all__ = ["NpyWriter", "memmap_layout", "npy_info", "read_mapped_block", "read_npy_block"]
@@ -37,7 +43,7 @@ def _open_npy(path: str) -> BinaryIO:
     try:
         return open(path, "rb")
     except FileNotFoundError:
-        raise FileNotFoundError(f"no .npy file at {path!r}") from None
+        raise FileNotFoundError(f"no .npy file at {path!r} {on_host()}") from None
     except IsADirectoryError:
         raise ValueError(f"{path!r} is a directory, not an .npy file") from None
 

@@ -34,13 +34,15 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import socket
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["InputChangedError", "InputSnapshot", "ReadLedger", "shared_ledger", "snapshot_of"]
+__all__ = ["InputChangedError", "InputSnapshot", "ReadLedger", "on_host", "shared_ledger",
+           "snapshot_of"]
 
 # the metadata documents of a zarr array or group (format 3, then format 2)
 _ZARR_METADATA = ("zarr.json", ".zarray", ".zgroup")
@@ -78,9 +80,16 @@ class InputSnapshot:
         if what:
             raise InputChangedError(
                 f"input {self.path!r} changed after the plan reading it was made "
-                f"({'; '.join(what)}): blocks read now would mix old and new data. Build "
-                "the array again (from_npy/from_zarr) to read the new contents, and do not "
-                "modify inputs while a computation reads them")
+                f"({'; '.join(what)}, {on_host()}): blocks read now would mix old and new "
+                "data. Build the array again (from_npy/from_zarr) to read the new contents, "
+                "and do not modify inputs while a computation reads them; a run on several "
+                "hosts needs its inputs on a filesystem they all share")
+
+
+def on_host() -> str:
+    """``"on host <name>"``: where an input was looked for, for error messages (a run on
+    several hosts reads its inputs where its tasks run, not where it was planned)."""
+    return f"on host {socket.gethostname()}"
 
 
 def _identity_change(old: tuple[int, ...], new: tuple[int, ...]) -> str:

@@ -50,6 +50,7 @@ from tilegraph.io.snapshot import (
     InputSnapshot,
     ReadLedger,
     file_identity,
+    on_host,
     store_identity,
 )
 
@@ -91,7 +92,8 @@ def _open_zarr(path: str | os.PathLike[str]) -> Any:
     path = os.fspath(path)
     restore_interrupted(path)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no zarr array at {path!r}: the path does not exist")
+        raise FileNotFoundError(f"no zarr array at {path!r} {on_host()}: the path does not "
+                                "exist")
     try:
         return _zarr().open_array(path, mode="r")
     except _not_an_array() as exc:
