@@ -994,11 +994,13 @@ class Cluster:
                                f"with {proc.returncode}: {err.strip()[-3000:]}")
         return done
 
-    def python(self, host: int | Host, source: str, *, env: Mapping[str, str] | None = None,
-               timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess:
-        """Run Python ``source`` on ``host`` with this interpreter (see :meth:`call`)."""
-        return self.call(host, [sys.executable, "-c", source], env=env, timeout=timeout,
-                         check=check)
+    def python(self, host: int | Host, source: str, *, args: Sequence[str] = (),
+               env: Mapping[str, str] | None = None, timeout: float = 120.0,
+               check: bool = True) -> subprocess.CompletedProcess:
+        """Run Python ``source`` on ``host`` with this interpreter, ``sys.argv[1:]`` being
+        ``args`` (see :meth:`call`)."""
+        return self.call(host, [sys.executable, "-c", source, *args], env=env,
+                         timeout=timeout, check=check)
 
     def pids(self, host: int | Host) -> list[int]:
         """The processes running on ``host`` (found by their network namespace)."""
