@@ -436,6 +436,20 @@ def test_stores_round_trip_and_atomic(tmp_path):
         loads(b"garbage", "k", signer)
 
 
+def test_a_worker_does_not_make_a_run_store_missing_on_its_host(tmp_path):
+    """A worker opens a run's directory store with create=False: on a host that does not
+    share it with the driver it is an error naming the store and the host, not an empty
+    store of the worker's own (tests/cluster runs it across emulated hosts)."""
+    from tilegraph.runtime.serverless.store import open_store
+
+    missing = tmp_path / "not-shared"
+    with pytest.raises(FileNotFoundError, match="does not exist on host") as info:
+        open_store(str(missing), SECRET, create=False)
+    assert str(missing) in str(info.value) and "share" in str(info.value)
+    assert not missing.exists()
+    assert open_store(str(missing), SECRET).root == str(missing)  # the driver makes it
+
+
 def test_lithops_provisioner_on_its_localhost_backend():
     pytest.importorskip("lithops")
     from tilegraph.runtime.serverless import LithopsProvisioner

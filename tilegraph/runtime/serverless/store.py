@@ -33,6 +33,7 @@ import math
 import os
 import pickle
 import shutil
+import socket
 import stat
 import uuid
 from abc import ABC, abstractmethod
@@ -343,9 +344,15 @@ class LocalStore(ObjectStore):
 
     mac_data = False  # a private directory: only its user (or root) can change a block
 
-    def __init__(self, root: str, secret: bytes | None = None):
+    def __init__(self, root: str, secret: bytes | None = None, *, create: bool = True):
         self.root = os.path.abspath(root)
         self.url = self.root
+        if not create and not os.path.isdir(self.root):
+            raise FileNotFoundError(
+                errno.ENOENT, f"object store {self.root} does not exist on host "
+                f"{socket.gethostname()}: a directory store must be one that the driver "
+                "and every worker share (a shared filesystem mounted at the same path), or "
+                "an fsspec URL such as s3://bucket/prefix", self.root)
         try:
             os.makedirs(self.root, mode=0o700)
         except FileExistsError:
@@ -554,11 +561,13 @@ class FsspecStore(ObjectStore):
             pass
 
 
-def open_store(url: str | os.PathLike | ObjectStore, secret: bytes | None = None
-               ) -> ObjectStore:
+def open_store(url: str | os.PathLike | ObjectStore, secret: bytes | None = None, *,
+               create: bool = True) -> ObjectStore:
     """The store named by ``url``: a plain path or ``file://`` URL is a :class:`LocalStore`,
     any other URL an :class:`FsspecStore`; an :class:`ObjectStore` is used as it is.
-    ``secret``: the MAC secret of its values (see :meth:`ObjectStore.authenticate`)."""
+    ``secret``: the MAC secret of its values (see :meth:`ObjectStore.authenticate`);
+    ``create=False``: a local directory that does not exist is an error (a worker opening
+    a run's store: a missing one is not shared with the driver), not made."""
     if isinstance(url, ObjectStore):
         store = url
     else:
@@ -568,11 +577,11 @@ def open_store(url: str | os.PathLike | ObjectStore, secret: bytes | None = None
         if not url:
             raise ValueError("store must be a path or a URL, got an empty string")
         if url.startswith("file://"):
-            store = LocalStore(url[len("file://"):])
+            store = LocalStore(url[len("file://"):], create=create)
         elif "://" in url:
             store = FsspecStore(url)
         else:
-            store = LocalStore(url)
+            store = LocalStore(url, create=create)
     if secret is not None:
         store.authenticate(secret)
     return store

@@ -402,9 +402,18 @@ class Worker:
             check_run(self.signer, self.ns, rid, info, self.url)
             url = info[b"store"].decode()
             store = self.stores.get(url)
-            if store is None:
-                store = self.stores[url] = open_store(url, secret=self.secret)
-            source = store.get_value(info[b"blob"].decode())
+            if store is None:  # a directory store missing here is not the driver's
+                store = self.stores[url] = open_store(url, secret=self.secret, create=False)
+            blob = info[b"blob"].decode()
+            try:
+                source = store.get_value(blob)
+            except KeyError:
+                raise FileNotFoundError(
+                    f"the task source {blob!r} of run {rid} is not in its object store "
+                    f"{url} as this worker sees it (worker {self.id} on host "
+                    f"{socket.gethostname()}): the store must be one that the driver and "
+                    "every worker share (a shared filesystem mounted at the same path, or "
+                    "an fsspec URL such as s3://bucket/prefix)") from None
             run = _Run(source, store, int(info.get(b"retries", b"0")))
         self.runs[rid] = run
         while len(self.runs) > 8:
