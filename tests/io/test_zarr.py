@@ -243,6 +243,22 @@ def test_missing_path_names_the_path_and_the_host(tmp_path):
         read_zarr_block(path, (slice(0, 1),))
 
 
+def test_an_array_missing_where_a_planned_read_runs_is_not_found_there(tmp_path):
+    """A read planned on one host and run where the path does not exist (another host's
+    directory) says so, as for an .npy file, rather than that the array was removed."""
+    from tilegraph.io.snapshot import snapshot_of
+
+    path = str(tmp_path / "a.zarr")
+    z = zarr.create_array(path, shape=(4,), dtype="f8", chunks=(2,))
+    z[...] = np.arange(4.0)
+    snap = snapshot_of(path, (4,), "float64")
+    assert_array_equal(read_zarr_block(path, (slice(0, 2),), snap), [0.0, 1.0])
+    os.rename(path, path + ".elsewhere")
+    with pytest.raises(FileNotFoundError, match=f"no zarr array at .* on host "
+                                                f"{re.escape(socket.gethostname())}"):
+        read_zarr_block(path, (slice(0, 2),), snap)
+
+
 @pytest.mark.parametrize("kind", ["empty dir", "file", "group", "broken metadata"])
 def test_not_an_array_raises_value_error(tmp_path, kind):
     path = tmp_path / "x.zarr"
