@@ -541,7 +541,8 @@ class DaskDeployment:
     workers: list[HostProcess]
 
     def close(self) -> None:
-        _stop([*self.workers, self.scheduler])
+        _stop(self.workers)  # first: a worker whose scheduler is gone waits to reconnect
+        _stop([self.scheduler])
 
     def __enter__(self) -> DaskDeployment:
         return self
