@@ -39,7 +39,7 @@ def _on_workers(client, func) -> dict:
     return dict(client.run(func))
 
 
-def test_matmul_and_reductions_match_numpy_across_hosts(bed, client):
+def test_matmul_reductions_and_cholesky_match_numpy_across_hosts(bed, client):
     rng = np.random.default_rng(1)
     before = bed.traffic()
     for dtype in (np.float64, np.float32, np.int64):  # (complex: tests/cluster/test_mpi.py)
@@ -54,6 +54,10 @@ def test_matmul_and_reductions_match_numpy_across_hosts(bed, client):
             backend="dask", client=client), (a * 2 - 1).sum(axis=0), rtol=rtol)
         assert np.isclose(complex(A.mean().compute(backend="dask", client=client)),
                           a.mean(), rtol=rtol)
+    s = rng.random((130, 130))
+    s = s @ s.T + 130 * np.eye(130)
+    np.testing.assert_allclose(tg.linalg.cholesky(tg.from_numpy(s, chunks=40)).compute(
+        backend="dask", client=client), np.linalg.cholesky(s), rtol=1e-10)
     moved = bed.traffic() - before
     assert all(tx > 20_000 for tx in moved.tx), moved  # every host sent blocks
 

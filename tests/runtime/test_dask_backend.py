@@ -29,6 +29,17 @@ def test_matmul_and_reductions_equal_numpy(client, dtype):
     assert tg.last_run().backend == "dask"
 
 
+def test_tasks_called_with_their_inputs_and_keywords_run_on_the_cluster(client):
+    """A task whose call is its inputs plus keywords (the Cholesky's potrf tasks carry
+    ``where=``) is submitted as one function of its inputs."""
+    rng = np.random.default_rng(4)
+    s = rng.random((50, 50))
+    s = s @ s.T + 50 * np.eye(50)
+    got = tg.linalg.cholesky(tg.from_numpy(s, chunks=15)).compute(backend="dask",
+                                                                  client=client)
+    np.testing.assert_allclose(got, np.linalg.cholesky(s), rtol=1e-10)
+
+
 def test_placement_becomes_worker_restrictions(client, monkeypatch):
     submitted = []
     real = client.submit

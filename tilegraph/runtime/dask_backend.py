@@ -114,8 +114,8 @@ def remote_calls(graph: TaskGraph) -> TaskGraph:
         kw = graph.kwargs.get(i)
         if m == MODE_DATA or (m == MODE_DIRECT and not kw):
             continue
-        template = tuple(Dep(k) for k in range(len(graph.deps(i)))) if m == MODE_DIRECT \
-            else graph.args[i]
+        ndeps = int(graph.dep_ptr[i + 1] - graph.dep_ptr[i])
+        template = tuple(Dep(k) for k in range(ndeps)) if m == MODE_DIRECT else graph.args[i]
         funcs[i] = Filled(graph.funcs[i], template, kw,
                           MODE_NESTED if m == MODE_DIRECT else m)
         args[i] = ()
