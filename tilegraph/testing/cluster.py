@@ -942,7 +942,8 @@ class Cluster:
         the hosts' environment (:meth:`env`); ``log``: a file name, in the bed's log
         directory, that gets the process's stdout and stderr; other keywords go to
         ``subprocess.Popen`` (``stdout=``, ``text=``, ...). The process is killed when this
-        process dies, and at :meth:`close`."""
+        process dies (Linux tells it when the *thread* that started it ends: start a
+        long-lived one from a thread that lives as long as the bed), and at :meth:`close`."""
         if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv) or \
                 not argv:
             raise TypeError("argv must be a non-empty list of strings (a program and its "
