@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -189,6 +190,34 @@ def test_cleanup_removes_what_a_killed_owner_left_and_never_a_live_bed(bed):
     assert not _mounts_of(f"{tc.RUN_ROOT}/{proc.pid}-")
     # the module's live bed was not touched
     assert bed.call(1, ["hostname"]).stdout == "host1\n"
+
+
+@needs_cluster
+def test_cleanup_leaves_alone_what_another_user_put_under_a_beds_name(tmp_path):
+    """The temp dir is everyone's: a link named as a dead bed's data directory (to ``/``,
+    whose mounts must not be touched, or to a directory of files) and a directory of another
+    user under such a name are not the bed's."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tmp = tempfile.gettempdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("x")
+    link = os.path.join(tmp, f"{tc.DATA_PREFIX}{dead.pid}-1")
+    theirs = os.path.join(tmp, f"{tc.DATA_PREFIX}{dead.pid}-2")
+    os.symlink(str(victim), link)
+    os.mkdir(theirs)
+    os.chown(theirs, 65534, 65534)
+    try:
+        assert (dead.pid, 1) not in tc.leftovers() and (dead.pid, 2) not in tc.leftovers()
+        tc.cleanup()
+        assert os.path.islink(link) and (victim / "keep").exists()
+        assert os.path.isdir(theirs)
+        with open("/proc/self/mountinfo") as f:
+            assert " /proc " in f.read()  # no mount of the machine was touched
+    finally:
+        os.unlink(link)
+        os.rmdir(theirs)
 
 
 @needs_cluster

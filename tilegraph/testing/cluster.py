@@ -72,6 +72,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -376,14 +377,21 @@ def _remove_bed(pid: int, k: int) -> list[str]:
         shutil.rmtree(bed, ignore_errors=True)
         removed.append(f"directory {bed}")
     data = os.path.join(tempfile.gettempdir(), f"{DATA_PREFIX}{pid}-{k}")
-    if os.path.isdir(data):
-        for root, dirs, _files in os.walk(data):
-            for d in dirs:
-                if os.path.ismount(os.path.join(root, d)):
-                    _umount(os.path.join(root, d))
+    if _own_directory(data):  # (nothing is mounted on it here: only in the hosts)
         shutil.rmtree(data, ignore_errors=True)
         removed.append(f"directory {data}")
     return removed
+
+
+def _own_directory(path: str) -> bool:
+    """Whether ``path`` is a directory of this user, not a link: a name in the shared temp
+    dir that someone else made (a link to ``/``, a directory of theirs) is never the bed's
+    and is left alone."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
 def leftovers() -> dict[tuple[int, int], list[str]]:
@@ -407,7 +415,8 @@ def leftovers() -> dict[tuple[int, int], list[str]]:
     with contextlib.suppress(OSError):
         tmp = tempfile.gettempdir()
         for n in os.listdir(tmp):
-            add(_DATA_RE.match(n), f"directory {os.path.join(tmp, n)}")
+            if _own_directory(os.path.join(tmp, n)):
+                add(_DATA_RE.match(n), f"directory {os.path.join(tmp, n)}")
     return found
 
 
