@@ -336,15 +336,132 @@ def check_names(options: Mapping[str, Any], where: str) -> None:
     """Reject the names in ``options`` that are no option, naming them and the options."""
     unknown = sorted(name for name in options if not is_option(name))
     if unknown:
-        hint = ""
-        if "scheduler" in unknown:  # dask's name for it
-            hint = ("; dask's scheduler= is backend= here (scheduler='threads' -> "
-                    "backend='threads', 'sync' -> backend='sync', a distributed Client -> "
-                    "backend='dask', client=...)")
         raise TypeError(
             f"{where} got unknown option(s) {', '.join(map(repr, unknown))}; "
-            f"known options: {', '.join(names())}{hint}"
+            f"known options: {', '.join(names())} (and dask's scheduler=, num_workers=)"
         )
+
+
+# dask's scheduler names -> tilegraph's backend (see from_dask_keywords)
+DASK_SCHEDULERS = {
+    "threads": "threads", "threading": "threads",
+    "sync": "sync", "single-threaded": "sync", "synchronous": "sync",
+    "processes": "processes", "multiprocessing": "processes",
+    "distributed": "dask", "dask.distributed": "dask",
+}
+_WARNED_PROCESSES: list[bool] = []  # set once: scheduler='processes' warns once per process
+
+
+def _dask_get_backend(get: Callable) -> str | None:
+    """The backend of one of dask's scheduler functions (``dask.threaded.get``,
+    ``dask.get``/``dask.local.get_sync``, ``dask.multiprocessing.get``), ``""`` for
+    tilegraph's own ``get`` (the backend as set), ``None`` for any other callable."""
+    module = getattr(get, "__module__", None) or ""
+    name = getattr(get, "__name__", None)
+    if module == "tilegraph.pipeline" and name == "get":
+        return ""
+    return {("dask.threaded", "get"): "threads", ("dask.local", "get_sync"): "sync",
+            ("dask.multiprocessing", "get"): "processes"}.get((module, name))
+
+
+def _is_distributed_client(value: Any) -> bool:
+    return (type(value).__module__.split(".")[0] == "distributed"
+            and hasattr(value, "submit") and hasattr(value, "scheduler_info"))
+
+
+def _scheduler_backend(scheduler: Any, where: str) -> tuple[str, Any]:
+    """``(backend, client)`` for dask's ``scheduler=`` value (see
+    :func:`from_dask_keywords`); ``backend`` is ``""`` for "the backend as set"."""
+    backend: str | None = None
+    client = None
+    if isinstance(scheduler, str):
+        backend = DASK_SCHEDULERS.get(scheduler.lower())
+    elif _is_distributed_client(scheduler):
+        backend, client = "dask", scheduler
+    elif callable(scheduler):
+        owner = getattr(scheduler, "__self__", None)
+        if owner is not None and _is_distributed_client(owner):
+            backend, client = "dask", owner  # client.get
+        else:
+            backend = _dask_get_backend(scheduler)
+    if backend is None:
+        raise ValueError(
+            f"{where}: scheduler={scheduler!r} has no meaning in tilegraph; give one of "
+            f"{', '.join(map(repr, DASK_SCHEDULERS))}, a distributed.Client, dask's "
+            "dask.threaded.get or dask.get, or backend= (one of tilegraph's backends). "
+            "To run the plan through a scheduler function of your own, call "
+            "dask.compute(x, scheduler=...): tilegraph arrays are dask collections")
+    if backend == "processes":
+        backend = "threads"
+        if not _WARNED_PROCESSES:
+            _WARNED_PROCESSES.append(True)
+            import warnings
+
+            from tilegraph.runtime.warning_site import install
+
+            install()  # shown at the user's line
+            warnings.warn(
+                "scheduler='processes' runs on tilegraph's threads: tilegraph has no "
+                "process pool for arrays (its block kernels release the GIL, so threads "
+                "give the same results without pickling blocks). For separate processes "
+                "use backend='dask' with a distributed LocalCluster, or MPI ranks "
+                "(tilegraph run -n N script.py)", UserWarning, stacklevel=2)
+    return backend, client
+
+
+def from_dask_keywords(options: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """``options`` with dask's keywords of ``compute``/``persist`` made tilegraph's:
+
+    - ``scheduler="threads"``/``"threading"`` -> ``backend="threads"``;
+      ``"sync"``/``"single-threaded"``/``"synchronous"`` -> ``backend="sync"``;
+      ``"distributed"`` -> ``backend="dask"`` on the current ``distributed.Client``;
+      a ``distributed.Client`` (or its ``get``) -> ``backend="dask", client=<it>``;
+      ``dask.threaded.get`` and ``dask.get``/``dask.local.get_sync`` as their names;
+      ``tilegraph.get`` -> the backend as set.
+    - ``scheduler="processes"``/``"multiprocessing"`` (or ``dask.multiprocessing.get``)
+      runs on threads, with a warning the first time: tilegraph has no process pool for
+      arrays; its block kernels (NumPy, BLAS) release the GIL, so threads give the same
+      results with no pickling. For processes, run on a dask cluster
+      (``backend="dask"``) or on MPI ranks (``tilegraph run -n N script.py``).
+    - ``num_workers=n`` -> ``workers=n``.
+    - ``optimize_graph=`` is accepted and has no effect (tilegraph always plans).
+
+    Any other ``scheduler=`` (another string, another callable) is refused with an error
+    that names it and the schedulers understood; ``scheduler=None`` is the backend as set.
+    Given with a different ``backend=``, or ``num_workers=`` with a different
+    ``workers=``, they are refused as contradictory.
+
+    >>> dict(from_dask_keywords({"scheduler": "single-threaded"}, "compute()"))
+    {'backend': 'sync'}
+    >>> dict(from_dask_keywords({"num_workers": 2}, "compute()"))
+    {'workers': 2}
+    """
+    if not any(k in options for k in ("scheduler", "num_workers", "optimize_graph")):
+        return options
+    out = dict(options)
+    out.pop("optimize_graph", None)
+    n = out.pop("num_workers", None)
+    if n is not None:
+        if out.get("workers") not in (None, n):
+            raise TypeError(f"{where}: num_workers={n!r} and workers={out['workers']!r} "
+                            "disagree; give one of them")
+        out["workers"] = n
+    scheduler = out.pop("scheduler", None)
+    if scheduler is None:
+        return out
+    backend, client = _scheduler_backend(scheduler, where)
+    if backend == "":
+        return out
+    if out.get("backend") not in (None, backend):
+        raise TypeError(f"{where}: scheduler={scheduler!r} (backend {backend!r}) and "
+                        f"backend={out['backend']!r} disagree; give one of them")
+    out["backend"] = backend
+    if client is not None:
+        if out.get("client") not in (None, client):
+            raise TypeError(f"{where}: scheduler= names one distributed.Client and "
+                            "client= another; give one of them")
+        out["client"] = client
+    return out
 
 
 def _declared(name: str) -> Any:
@@ -378,6 +495,8 @@ def get(name: str) -> Any:
 class set:
     """Set options in this thread (other threads never see them): for a ``with`` block,
     restored when it ends, or, called on its own as ``dask.config.set`` is, from then on.
+    dask's ``scheduler=`` and ``num_workers=`` are taken as tilegraph's
+    (:func:`from_dask_keywords`).
 
     >>> import tilegraph as tg
     >>> with tg.config.set(workers=3):
@@ -388,6 +507,7 @@ class set:
     """
 
     def __init__(self, **options: Any):
+        options = from_dask_keywords(options, "config.set()")
         check_names(options, "config.set()")
         checked = {name: _check(name, value) for name, value in options.items()}
         self._token = _overrides.set(MappingProxyType({**_overrides.get(), **checked}))
@@ -402,7 +522,10 @@ class set:
 def resolve(options: Mapping[str, Any], where: str) -> Options:
     """The :class:`Options` of one run: the call's ``options`` (checked; unknown names,
     and options of another backend than the run's, rejected) over the current settings
-    (``config.set``) over the defaults. ``where`` names the call in errors."""
+    (``config.set``) over the defaults. ``where`` names the call in errors. dask's
+    ``scheduler=`` and ``num_workers=`` are taken as tilegraph's
+    (:func:`from_dask_keywords`)."""
+    options = from_dask_keywords(options, where)
     check_names(options, where)
     overrides = _overrides.get()
     merged = {**_defaults, **{k: v for k, v in overrides.items() if k in _checks}}

@@ -141,9 +141,10 @@ def test_every_public_array_method_has_a_docstring():
     assert not missing, missing
 
 
-def test_where_of_a_condition_alone_is_nonzero_and_scheduler_points_to_backend():
+def test_where_of_a_condition_alone_is_nonzero_and_scheduler_is_taken():
     """NumPy's one-argument where (the indices where a condition holds, uneven blocks), and
-    dask's compute(scheduler=...) answered with tilegraph's name for it."""
+    dask's compute(scheduler=...) taken as tilegraph's backend, a meaningless one refused
+    by name."""
     a = np.array([[0, 3, 0], [5, 6, 0], [0, 0, 7], [1, 0, 0]])
     x = tg.from_numpy(a, chunks=(3, 2))
     for got in (np.where(x > 2), tg.where(x > 2)):
@@ -152,8 +153,9 @@ def test_where_of_a_condition_alone_is_nonzero_and_scheduler_points_to_backend()
             np.testing.assert_array_equal(g.compute(), w)
     with pytest.raises(TypeError, match="give both x and y"):
         tg.where(x > 2, x)
-    with pytest.raises(TypeError, match="scheduler= is backend= here"):
-        x.sum().compute(scheduler="threads")
+    assert x.sum().compute(scheduler="threads") == a.sum()
+    with pytest.raises(ValueError, match="scheduler='gpu' has no meaning in tilegraph"):
+        x.sum().compute(scheduler="gpu")
 
 
 def test_per_axis_auto_chunks_as_dask_takes_them():

@@ -44,6 +44,8 @@ from tilegraph.array.indexing import (
 from tilegraph.array.io import from_array, from_npy, from_zarr, store, to_npy, to_zarr
 from tilegraph.array.loops import while_loop
 from tilegraph.array.manipulation import concatenate, stack
+from tilegraph.array.methods import persist_arrays as persist
+from tilegraph.array.methods import visualize_arrays as visualize
 from tilegraph.array.numpy_functions import (
     apply_along_axis,
     clip,
@@ -233,6 +235,7 @@ __all__ = [
     "overlap",
     "pad",
     "percentile",
+    "persist",
     "prod",
     "ptp",
     "quantile",
@@ -267,6 +270,7 @@ __all__ = [
     "unique_values",
     "unravel_index",
     "var",
+    "visualize",
     "vstack",
     "where",
     "while_loop",

@@ -216,6 +216,10 @@ def dask_scheduler(dsk: Any, keys: Any, **kwargs: Any) -> Any:
     return get(dsk, keys, **kwargs)
 
 
+def _meta(x: Array) -> np.ndarray:
+    return np.empty((0,) * x.ndim, dtype=x.dtype)
+
+
 def _no_optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
     return dsk
 
@@ -231,4 +235,7 @@ PROTOCOL: dict[str, Any] = {
     "__dask_optimize__": staticmethod(_no_optimize),
     "__dask_scheduler__": staticmethod(dask_scheduler),
     "to_dask": to_dask,
+    "_meta": property(lambda self: _meta(self), doc="An empty NumPy array of the array's "
+                      "dtype and number of dimensions: the type of its blocks, as dask's "
+                      "``_meta`` (what dask and xarray's map_blocks make stand-ins of)."),
 }

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.array.core import Array, tokenize
-from tilegraph.array.loops import _blocks_of, from_blocks
+from tilegraph.array.loops import from_blocks
 
 
 class BlockView:
@@ -102,29 +102,72 @@ def blocks(self: Array) -> BlockView:
 def persist(self: Array, **options: Any) -> Array:
     """Compute every block now and return an Array made of the computed blocks (held in
     memory): later expressions start from them instead of recomputing ``self``. Options
-    as for :meth:`compute`."""
+    as for :meth:`compute` (dask's ``scheduler=`` and ``num_workers=`` too)."""
+    return persist_arrays(self, **options)[0]
+
+
+def persist_arrays(*arrays: Any, **options: Any) -> tuple:
+    """``tilegraph.persist(*arrays, **options)``, as ``dask.persist``: each Array
+    computed now (one shared plan) and returned as an Array of its computed blocks, held
+    in memory; other arguments are returned as they are. Options as for
+    :func:`~tilegraph.compute` (dask's ``scheduler=`` and ``num_workers=`` too).
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
+    >>> y, n = tg.persist(x * 2, 7, scheduler="sync")
+    >>> y.chunks, n, y.sum().compute()
+    (((4, 2),), 7, np.float64(30.0))
+    """
     from tilegraph import config
 
     opts = config.resolve(options, "persist()")
-    try:
-        values = _blocks_of(self, opts)
-    except ValueError as exc:
-        raise ValueError(str(exc).replace("while_loop", "persist")) from None
-    return from_blocks(values, self.shape, self.chunks, self.dtype)
+    targets = [a for a in arrays if isinstance(a, Array)]
+    if not targets:
+        return tuple(arrays)
+    values = _computed_blocks(targets, opts)
+    made = iter([from_blocks(v, t.shape, t.chunks, t.dtype)
+                 for v, t in zip(values, targets, strict=True)])
+    return tuple(next(made) if isinstance(a, Array) else a for a in arrays)
 
 
-def to_dot(self: Array, max_tasks: int = 2000) -> str:
+def _computed_blocks(arrays: list[Array], options: Any) -> list[dict]:
+    """The computed blocks of each array (coordinate -> block), in one run of one plan."""
+    from tilegraph import pipeline
+    from tilegraph.algebra.blocks import lower
+    from tilegraph.graph.dask_spec import gc_paused
+
+    backend, options = pipeline.prepare(options, None)
+    with gc_paused():
+        coords = [list(np.ndindex(*a.numblocks)) for a in arrays]
+        keys = [a.collection.key(co) for a, cos in zip(arrays, coords, strict=True)
+                for co in cos]
+        graph = lower([a.collection for a in arrays], options=options).build()
+    values = pipeline.run(graph, list(dict.fromkeys(keys)), options=options,
+                          prepared=backend)
+    if values is None:
+        raise ValueError("persist: the MPI backend is not supported (the blocks are on "
+                         "rank 0 only); compute() the arrays instead")
+    got = dict(zip(dict.fromkeys(keys), values, strict=True))
+    return [{co: got[a.collection.key(co)] for co in cos}
+            for a, cos in zip(arrays, coords, strict=True)]
+
+
+def to_dot(self: Array, max_tasks: int = 2000, rankdir: str = "BT",
+           others: tuple = ()) -> str:
     """The lowered task graph in Graphviz's dot language (one node per task, labelled with
-    its op and block coordinates)."""
+    its op and block coordinates); ``others``: more arrays drawn in the same graph."""
     from tilegraph.algebra.blocks import lower
     from tilegraph.array.lowering import planning_options
 
-    graph = lower([self.collection], options=planning_options("visualize()")).build()
+    graph = lower([self.collection, *(a.collection for a in others)],
+                  options=planning_options("visualize()")).build()
     if len(graph) > max_tasks:
         raise ValueError(f"visualize: the plan has {len(graph)} tasks, more than "
                          f"max_tasks={max_tasks}; draw a smaller array or raise max_tasks")
+    if rankdir not in ("TB", "BT", "LR", "RL"):
+        raise ValueError(f"visualize: rankdir={rankdir!r} is not 'TB', 'BT', 'LR' or 'RL'")
     names = graph.meta.get("name") or [None] * len(graph)
-    out = ['digraph tilegraph {', "  rankdir=BT;",
+    out = ['digraph tilegraph {', f"  rankdir={rankdir};",
            '  node [shape=box, fontname="Helvetica", fontsize=10];']
     for i, key in enumerate(graph.keys):
         label = names[i] or (key[0] if isinstance(key, tuple) else str(key))
@@ -138,27 +181,66 @@ def to_dot(self: Array, max_tasks: int = 2000) -> str:
     return "\n".join(out)
 
 
-def visualize(self: Array, filename: str = "tilegraph.svg", max_tasks: int = 2000) -> str:
+def visualize(self: Array, filename: str = "tilegraph.svg", max_tasks: int = 2000,
+              **kwargs: Any) -> str:
     """Draw the task graph with Graphviz's ``dot`` into ``filename`` (``.svg``, ``.png`` or
-    ``.pdf``) and return its path (``.dot``: the text only, no Graphviz needed)."""
+    ``.pdf``) and return its path (``.dot``: the text only, no Graphviz needed). dask's
+    keywords are taken as :func:`visualize_arrays` takes them."""
+    return visualize_arrays(self, filename=filename, max_tasks=max_tasks, **kwargs)
+
+
+# dask.visualize's keywords that style dask's drawing; accepted, with no effect here
+_DASK_STYLE = frozenset({"traverse", "optimize_graph", "maxval", "engine", "color", "cmap",
+                         "collapse_outputs", "verbose", "node_attr", "edge_attr",
+                         "graph_attr"})
+
+
+def visualize_arrays(*arrays: Any, filename: str | None = "mydask", format: str | None = None,
+                     max_tasks: int = 2000, rankdir: str = "BT", **kwargs: Any) -> str | None:
+    """``tilegraph.visualize(*arrays, filename=..., format=...)``, as ``dask.visualize``:
+    the task graph of the arrays together drawn by Graphviz's ``dot`` into ``filename``,
+    whose path is returned. A filename without an extension gets ``format``'s (default
+    ``png``, as dask's ``"mydask"`` becomes ``mydask.png``); ``.svg``, ``.png``, ``.pdf``, or
+    ``.dot`` (the text only, no Graphviz needed). ``rankdir`` as Graphviz's. dask's
+    keywords that style its own drawing (``optimize_graph``, ``color``, ``engine``,
+    ``traverse``, ...) are accepted and have no effect; ``filename=None`` returns the dot
+    text. Non-Array arguments are skipped; ``max_tasks`` bounds the drawing."""
     import shutil
     import subprocess
 
-    text = to_dot(self, max_tasks)
-    fmt = str(filename).rsplit(".", 1)[-1].lower()
+    unknown = sorted(set(kwargs) - _DASK_STYLE)
+    if unknown:
+        raise TypeError(f"visualize: unknown keyword(s) {', '.join(map(repr, unknown))}; "
+                        "it takes filename=, format=, rankdir=, max_tasks= and dask's "
+                        f"{', '.join(sorted(_DASK_STYLE))}")
+    targets = [a for a in arrays if isinstance(a, Array)]
+    if not targets:
+        raise ValueError("visualize: no tilegraph Array among the arguments")
+    text = to_dot(targets[0], max_tasks, rankdir, tuple(targets[1:]))
+    if filename is None:
+        return text
+    filename = str(filename)
+    _, dot_, ext = filename.rpartition(".")
+    fmt = ext.lower() if dot_ and "/" not in ext else None
+    if format is not None and fmt is not None and fmt != format.lower():
+        raise ValueError(f"visualize: filename {filename!r} and format={format!r} disagree")
+    if fmt is None:
+        fmt = (format or "png").lower()
+        filename = f"{filename}.{fmt}"
     if fmt not in ("svg", "png", "pdf", "dot"):
-        raise ValueError(f"visualize: {filename!r} must end in .svg, .png, .pdf or .dot")
+        raise ValueError(f"visualize: {filename!r} must end in .svg, .png, .pdf or .dot "
+                         "(or give format=)")
     if fmt == "dot":
         with open(filename, "w") as f:
             f.write(text)
-        return str(filename)
+        return filename
     dot = shutil.which("dot")
     if dot is None:
         raise RuntimeError("visualize: Graphviz's 'dot' is not installed (`make sysdeps` or "
                            "apt-get install graphviz); a .dot filename writes the text only")
-    subprocess.run([dot, f"-T{fmt}", "-o", str(filename)], input=text, text=True, check=True,
+    subprocess.run([dot, f"-T{fmt}", "-o", filename], input=text, text=True, check=True,
                    capture_output=True)
-    return str(filename)
+    return filename
 
 
 def __reduce__(self: Array) -> tuple:
