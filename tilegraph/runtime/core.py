@@ -88,6 +88,12 @@ ends the run instead (the earliest failure in program order). ``stop`` is the po
 that failure and ``before`` the tasks before it not finished yet. An interruption
 (``KeyboardInterrupt``) or :meth:`cancel` still stops everything at once.
 
+Warnings. ``site`` is the user's line that started the run (the innermost frame of the
+creating thread outside tilegraph and the libraries it passes through); every worker runs
+under it (:mod:`tilegraph.runtime.warning_site`), so a warning a task raises from tilegraph's
+code (NumPy's ``RuntimeWarning`` in a block kernel) is shown at the user's line, and one the
+user's function raised keeps its own line.
+
 Transitions are small methods: READY -> RUNNING in :meth:`worker_loop`, :meth:`_task_done`
 (RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver`
 (an external task WAITING -> DONE when its result arrives),
@@ -107,6 +113,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph, prepare_call
+from tilegraph.runtime import warning_site
 from tilegraph.runtime.blas import widened
 from tilegraph.runtime.events import (
     Release,
@@ -261,6 +268,9 @@ class Execution:
         self.finished = False
         self.error: BaseException | None = None
         self.status = "running"
+        # the user's line that started the run: warnings of its tasks are shown there
+        self.site = warning_site.user_site()
+        warning_site.install()
 
         # Data tasks are done before anything runs; tasks with no dependencies are ready.
         ready = []
@@ -301,6 +311,7 @@ class Execution:
         busy_since = self.busy_since
         memory = self.memory
         clock = time.perf_counter
+        site = warning_site.enter(self.site)
         lock.acquire()
         try:
             while True:
@@ -382,6 +393,7 @@ class Execution:
                 self._task_done(i, value)
         finally:
             lock.release()
+            warning_site.leave(site)
 
     def _may_take(self) -> bool:
         """Whether a free worker should take a ready task now (see "Tiny tasks" above)."""
