@@ -5,8 +5,10 @@ outer indexing and interp, and groupby (shuffle_to_chunks, chunked groupers, dat
 means)."""
 
 import importlib.metadata as md
+import inspect
 import pathlib
 import tomllib
+import warnings
 
 import numpy as np
 import pytest
@@ -463,3 +465,112 @@ def test_polyfit_and_polyval_over_several_dimensions_match_numpy(registered, dty
     np.testing.assert_allclose(fitted.values,
                                xr.polyval(v.time, want.polyfit_coefficients).values,
                                rtol=1e-4)
+
+
+
+
+# -- tilegraph arrays stay tilegraph ----------------------------------------------------------
+
+
+def _no_dask(obj) -> None:
+    """Every chunked variable of ``obj`` is a tilegraph array, none a dask array."""
+    for name, v in obj.variables.items():
+        assert not type(v._data).__module__.startswith("dask"), (name, type(v._data))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_chunk_without_chunked_array_type_stays_tilegraph(registered, data, dtype):
+    _, a, w = data
+    a = (a * 10).astype(dtype)
+    tgds = xr.Dataset({"v": (("x", "y"), tg.from_numpy(a, chunks=(6, 5))),
+                       "w": (("x",), w)},  # a NumPy variable beside it
+                      coords={"x": np.arange(20), "y": np.arange(13) * 0.5})
+    parallelcompat.list_chunkmanagers()  # the manager is loaded (see the next test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # dask's "already a Dask collection" among them
+        out = tgds.chunk({"x": 7})
+        da = tgds.v.chunk({"y": 4})
+        var = tgds.v.variable.chunk({"x": 3})
+    _no_dask(out)
+    assert isinstance(out.v.data, tg.Array) and isinstance(out.w.data, tg.Array)
+    assert out.v.data.chunks == ((7, 7, 6), (5, 5, 3))
+    assert out.w.data.chunks == ((7, 7, 6),)
+    assert isinstance(da.data, tg.Array) and da.data.chunks == ((6, 6, 6, 2), (4, 4, 4, 1))
+    assert isinstance(var.data, tg.Array) and var.data.chunks[0] == (3,) * 6 + (2,)
+    np.testing.assert_array_equal((out.v * 2 + out.w).values, a * 2 + w[:, None])
+    np.testing.assert_array_equal(da.values, a)
+    assert out.v.dtype == dtype
+
+
+def test_a_dataset_holding_dask_arrays_is_left_to_xarray(registered, data):
+    ds, a, _ = data
+    dsk = ds.chunk({"x": 5})  # NumPy variables: dask, xarray's default
+    assert type(dsk.v.data).__module__.startswith("dask")
+    again = dsk.chunk({"x": 10})
+    assert type(again.v.data).__module__.startswith("dask")
+    np.testing.assert_array_equal(again.v.values, a)
+
+
+def test_dasks_manager_asked_for_a_tilegraph_array_keeps_it_and_warns_once(
+        registered, data, monkeypatch):
+    import tilegraph.interop.xarray as tx
+
+    _, a, _ = data
+    monkeypatch.setattr(tx, "_WARNED_DASK_CHUNK", [])
+    tgv = xr.Dataset({"v": (("x", "y"), tg.from_numpy(a, chunks=4))})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = tgv.chunk({"x": 9}, chunked_array_type="dask")
+        line = inspect.currentframe().f_lineno - 1
+        tgv.chunk({"x": 3}, chunked_array_type="dask")
+    ours = [w for w in seen if "tilegraph" in str(w.message)]
+    assert len(ours) == 1
+    assert "xr.set_options(chunk_manager='tilegraph')" in str(ours[0].message)
+    assert (ours[0].filename, ours[0].lineno) == (__file__, line)
+    assert not any("already a Dask collection" in str(w.message) for w in seen)
+    assert isinstance(out.v.data, tg.Array) and out.v.data.chunks[0] == (9, 9, 2)
+    np.testing.assert_array_equal(out.v.values, a)
+
+
+def test_open_dataset_under_the_chunk_manager_option(registered, data, tmp_path):
+    ds, a, _ = data
+    path = tmp_path / "d.nc"
+    ds.to_netcdf(path)
+    with xr.set_options(chunk_manager="tilegraph"):
+        got = xr.open_dataset(path, chunks={"x": 6})
+        _no_dask(got)
+        assert isinstance(got.v.data, tg.Array) and got.v.data.chunks[0] == (6, 6, 6, 2)
+        rechunked = got.chunk({"x": 4, "y": 5})
+        assert isinstance(rechunked.v.data, tg.Array)
+        np.testing.assert_allclose(rechunked.v.mean("x").values, a.mean(0))
+        got.close()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_map_blocks_of_tilegraph_arrays_gives_tilegraph_arrays(registered, data, dtype):
+    _, a, w = data
+    a = a.astype(dtype)
+    tgds = xr.Dataset({"v": (("x", "y"), a), "w": (("x",), w)},
+                      coords={"x": np.arange(20), "y": np.arange(13) * 0.5}).chunk(
+        {"x": 6, "y": 5}, chunked_array_type="tilegraph")
+
+    def anomaly(block):  # an xarray object per block, its coordinates with it
+        assert isinstance(block.v.data, np.ndarray)
+        return block - block.mean("y") + block.x
+
+    out = xr.map_blocks(anomaly, tgds)
+    _no_dask(out)
+    assert isinstance(out.v.data, tg.Array) and out.v.data.chunks == ((6, 6, 6, 2),
+                                                                      (5, 5, 3))
+    expect = np.empty_like(a)
+    for j0, j1 in ((0, 5), (5, 10), (10, 13)):
+        blk = a[:, j0:j1]
+        expect[:, j0:j1] = blk - blk.mean(1, keepdims=True) + np.arange(20)[:, None]
+    np.testing.assert_allclose(out.v.values, expect, rtol=1e-5)
+    method = tgds.v.map_blocks(lambda b: b * 2, template=tgds.v)
+    assert isinstance(method.data, tg.Array)
+    np.testing.assert_allclose(method.values, a * 2, rtol=1e-6)
+    np.testing.assert_allclose(tgds.map_blocks(lambda b: b + 1).w.values, w + 1)
+    ufunc = xr.apply_ufunc(np.sin, tgds.v, dask="parallelized", output_dtypes=[dtype])
+    assert isinstance(ufunc.data, tg.Array)
+    np.testing.assert_allclose(ufunc.values, np.sin(a), rtol=1e-5)

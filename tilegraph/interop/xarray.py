@@ -74,8 +74,136 @@ def _dask_indexing_adapter_outer_indexes_tilegraph_arrays() -> None:
     DaskIndexingAdapter._oindex_get = _oindex_get  # type: ignore[method-assign]
 
 
+def _holds_tilegraph_only(obj: Any) -> bool:
+    """Whether the xarray object ``obj`` (a Dataset, DataArray or Variable) holds a
+    tilegraph array and no other chunked array (a dask array)."""
+    from xarray.namedarray.pycompat import is_chunked_array
+
+    if hasattr(obj, "variables"):  # a Dataset
+        variables = list(obj.variables.values())
+    elif hasattr(obj, "variable"):  # a DataArray
+        variables = [obj.variable, *obj.coords.variables.values()]
+    else:
+        variables = [obj]
+    # ``_data``, not ``.data``: that would read a lazily indexed file variable
+    datas = [getattr(v, "_data", None) for v in variables]
+    chunked = [d for d in datas if is_chunked_array(d)]
+    return bool(chunked) and all(isinstance(d, Array) for d in chunked)
+
+
+def _chunk_keeps_tilegraph() -> None:
+    """``.chunk(...)`` without ``chunked_array_type`` (and with xarray's default chunk
+    manager option) on a Dataset, DataArray or Variable holding tilegraph arrays (and no
+    dask array) chunks with tilegraph, its numpy variables included, instead of xarray's
+    default, dask, which would wrap each tilegraph array in a dask array."""
+    from xarray.core.dataset import Dataset
+    from xarray.core.options import OPTIONS
+    from xarray.core.variable import Variable
+
+    for cls in (Dataset, Variable):
+        chunk = cls.chunk
+        if getattr(chunk, "keeps_tilegraph", False):
+            continue
+
+        def keeping(self: Any, *args: Any, _chunk: Callable = chunk, **kwargs: Any) -> Any:
+            if (kwargs.get("chunked_array_type") is None
+                    and OPTIONS["chunk_manager"] == "dask" and _holds_tilegraph_only(self)):
+                kwargs["chunked_array_type"] = "tilegraph"
+            return _chunk(self, *args, **kwargs)
+
+        keeping.keeps_tilegraph = True  # type: ignore[attr-defined]
+        keeping.__doc__ = chunk.__doc__
+        keeping.__name__ = chunk.__name__
+        keeping.__qualname__ = chunk.__qualname__
+        cls.chunk = keeping  # type: ignore[method-assign]
+
+
+_WARNED_DASK_CHUNK = []  # one warning per process (a list: set once, read without a lock)
+
+
+def _dask_manager_keeps_tilegraph_arrays() -> None:
+    """xarray's dask chunk manager, asked to make a dask array of a tilegraph array (a
+    ``.chunk()`` that ran before tilegraph's chunk manager was loaded, or with
+    ``chunked_array_type="dask"``), rechunks it as a tilegraph array instead of wrapping
+    it, and warns once that other variables of the same call may have become dask arrays,
+    with the fix."""
+    try:
+        from xarray.namedarray.daskmanager import DaskManager
+    except ImportError:  # pragma: no cover - xarray without its dask manager
+        return
+    from_array = DaskManager.from_array
+    if getattr(from_array, "keeps_tilegraph", False):
+        return
+
+    def keeping(self: Any, data: Any, chunks: Any, **kwargs: Any) -> Any:
+        if not isinstance(data, Array):
+            return from_array(self, data, chunks, **kwargs)
+        if not _WARNED_DASK_CHUNK:
+            _WARNED_DASK_CHUNK.append(True)
+            import warnings
+
+            from tilegraph.runtime import warning_site
+
+            warning_site.install()  # shown at the user's line, past xarray's frames
+            warnings.warn(
+                "xarray's dask chunk manager was asked to chunk a tilegraph array (a "
+                ".chunk() without chunked_array_type before tilegraph's chunk manager was "
+                "loaded, or with chunked_array_type='dask'); it stays a tilegraph array, "
+                "but NumPy variables chunked in the same call became dask arrays. Pass "
+                "chunked_array_type='tilegraph' to .chunk()/open_dataset(), or set "
+                "xr.set_options(chunk_manager='tilegraph') once", UserWarning, stacklevel=1)
+        return TilegraphManager().rechunk(data, chunks)
+
+    keeping.keeps_tilegraph = True  # type: ignore[attr-defined]
+    DaskManager.from_array = keeping  # type: ignore[method-assign]
+
+
+def _map_blocks_keeps_tilegraph() -> None:
+    """``xr.map_blocks`` (and ``Dataset.map_blocks``/``DataArray.map_blocks``) of objects
+    holding tilegraph arrays give tilegraph arrays: xarray builds its per-block graph (it
+    is written for dask graphs), and the dask arrays it makes of it are folded back into
+    tilegraph's plan by :func:`tilegraph.array.dask_interop.from_dask`, so nothing runs
+    on dask and the result computes on tilegraph."""
+    import xarray
+    import xarray.core.parallel as parallel
+
+    map_blocks = parallel.map_blocks
+    if getattr(map_blocks, "keeps_tilegraph", False):
+        return
+
+    def keeping(func: Callable, obj: Any, args: Any = (), kwargs: Any = None,
+                template: Any = None) -> Any:
+        inputs = [obj, *args, *([] if template is None else [template])]
+        tilegraph_in = any(_holds_tilegraph_only(a) for a in inputs if hasattr(a, "dims"))
+        out = map_blocks(func, obj, args, kwargs, template)
+        return _dask_to_tilegraph(out) if tilegraph_in else out
+
+    keeping.keeps_tilegraph = True  # type: ignore[attr-defined]
+    keeping.__doc__ = map_blocks.__doc__
+    keeping.__name__ = "map_blocks"
+    parallel.map_blocks = keeping
+    if xarray.map_blocks is map_blocks:
+        xarray.map_blocks = keeping
+
+
+def _dask_to_tilegraph(obj: Any) -> Any:
+    """``obj`` (a Dataset or DataArray) with each dask array among its variables made a
+    tilegraph array computing the same blocks."""
+    from tilegraph.array.dask_interop import from_dask, is_dask_collection
+
+    if hasattr(obj, "variables"):  # a Dataset
+        changed = {k: v.copy(deep=False, data=from_dask(v.data))
+                   for k, v in obj.variables.items() if is_dask_collection(v.data)}
+        return obj._replace(variables={**obj.variables, **changed}) if changed else obj
+    ds = obj._to_temp_dataset()
+    return obj._from_temp_dataset(_dask_to_tilegraph(ds))
+
+
 class TilegraphManager(ChunkManagerEntrypoint):
-    """The chunk manager xarray uses for ``chunked_array_type="tilegraph"``."""
+    """The chunk manager xarray uses for ``chunked_array_type="tilegraph"``. Loading it
+    (xarray does when it first looks for chunk managers) also makes xarray keep tilegraph
+    arrays tilegraph: ``.chunk()`` of an object holding them, ``xr.map_blocks`` of one, and
+    dask's manager asked to chunk one (see the module's docstring)."""
 
     available = True
 
@@ -83,6 +211,9 @@ class TilegraphManager(ChunkManagerEntrypoint):
         self.array_cls = Array
         _dask_manager_leaves_tilegraph_arrays()
         _dask_indexing_adapter_outer_indexes_tilegraph_arrays()
+        _chunk_keeps_tilegraph()
+        _dask_manager_keeps_tilegraph_arrays()
+        _map_blocks_keeps_tilegraph()
 
     def is_chunked_array(self, data: Any) -> bool:
         return isinstance(data, Array)
@@ -126,8 +257,13 @@ class TilegraphManager(ChunkManagerEntrypoint):
         return from_array(data, chunks=chunks, lock=lock or False)
 
     def rechunk(self, data: Array, chunks: Any, **kwargs: Any) -> Array:
+        """``data`` with new blocks; ``chunks`` as dask's (a dict by axis number, or a
+        tuple, where ``None`` keeps an axis's blocks)."""
         if isinstance(chunks, dict):
             chunks = tuple(chunks.get(i, c) for i, c in enumerate(data.chunks))
+        if isinstance(chunks, (tuple, list)) and len(chunks) == data.ndim:
+            chunks = tuple(c if c is not None else old
+                           for c, old in zip(chunks, data.chunks, strict=True))
         return data.rechunk(chunks)
 
     def compute(self, *data: Any, **kwargs: Any) -> tuple[Any, ...]:
