@@ -15,6 +15,18 @@ block through :meth:`TilegraphManager.store`, also with ``compute=False`` (the w
 when the returned object is computed); ``groupby(...).shuffle_to_chunks()`` runs
 :meth:`TilegraphManager.shuffle`.
 
+Nothing falls back to dask quietly. Once this manager is loaded (xarray loads it the first
+time it looks for a chunk manager), ``.chunk(...)`` without ``chunked_array_type`` of a
+Dataset, DataArray or Variable holding tilegraph arrays (and no dask array) chunks with
+tilegraph, its NumPy variables included; ``xr.map_blocks`` (and the ``map_blocks`` methods)
+of such objects give tilegraph arrays (xarray builds its per-block graph, and tilegraph folds
+it into its plan); and xarray's dask manager, asked to chunk a tilegraph array (the very
+first ``.chunk()`` of a process, before this manager was loaded, or
+``chunked_array_type="dask"``), keeps it a tilegraph array and warns once that NumPy
+variables of the same call became dask arrays, naming the fix:
+``xr.set_options(chunk_manager="tilegraph")``, which makes tilegraph xarray's default for
+``.chunk()`` and ``open_dataset(chunks=...)`` everywhere.
+
 tilegraph arrays are also dask collections (:mod:`tilegraph.array.dask_interop`), which
 xarray's dask manager would claim too; loading this manager makes the dask manager leave
 tilegraph arrays to it (xarray refuses an array two managers claim), and xarray's indexing
