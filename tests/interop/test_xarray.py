@@ -574,3 +574,22 @@ def test_map_blocks_of_tilegraph_arrays_gives_tilegraph_arrays(registered, data,
     ufunc = xr.apply_ufunc(np.sin, tgds.v, dask="parallelized", output_dtypes=[dtype])
     assert isinstance(ufunc.data, tg.Array)
     np.testing.assert_allclose(ufunc.values, np.sin(a), rtol=1e-5)
+
+
+def test_dask_compute_and_persist_of_tilegraph_backed_objects_run_on_tilegraph(registered,
+                                                                              data):
+    dask = pytest.importorskip("dask")
+    ds, a, w = data
+    tgds = ds.chunk({"x": 6}, chunked_array_type="tilegraph")
+    before = tg.last_run()
+    (mean, both) = dask.compute(tgds.v.mean("x") * 2, {"d": tgds, "l": [tgds.w]})
+    assert tg.last_run() is not before  # tilegraph ran it, not dask's threads
+    np.testing.assert_allclose(mean.values, a.mean(0) * 2)
+    np.testing.assert_array_equal(both["d"].v.values, a)
+    np.testing.assert_array_equal(both["l"][0].values, w)
+    (kept,) = dask.persist(tgds)
+    assert isinstance(kept.v.data, tg.Array)
+    np.testing.assert_array_equal(kept.v.values, a)
+    dsk = ds.chunk({"x": 6})  # dask arrays: dask's scheduler, as before
+    assert dsk.__dask_scheduler__ is not tgds.__dask_scheduler__
+    np.testing.assert_array_equal(dask.compute(dsk.v)[0].values, a)

@@ -20,10 +20,11 @@ time it looks for a chunk manager), ``.chunk(...)`` without ``chunked_array_type
 Dataset, DataArray or Variable holding tilegraph arrays (and no dask array) chunks with
 tilegraph, its NumPy variables included; ``xr.map_blocks`` (and the ``map_blocks`` methods)
 of such objects give tilegraph arrays (xarray builds its per-block graph, and tilegraph folds
-it into its plan); and xarray's dask manager, asked to chunk a tilegraph array (the very
-first ``.chunk()`` of a process, before this manager was loaded, or
-``chunked_array_type="dask"``), keeps it a tilegraph array and warns once that NumPy
-variables of the same call became dask arrays, naming the fix:
+it into its plan); ``dask.compute``/``dask.persist`` of them run on tilegraph; and xarray's
+dask manager, asked to chunk a tilegraph array (the very first ``.chunk()`` of a process,
+before this manager was loaded, or ``chunked_array_type="dask"``), keeps it a tilegraph
+array and warns once that NumPy variables of the same call became dask arrays, naming the
+fix:
 ``xr.set_options(chunk_manager="tilegraph")``, which makes tilegraph xarray's default for
 ``.chunk()`` and ``open_dataset(chunks=...)`` everywhere.
 
@@ -198,6 +199,36 @@ def _map_blocks_keeps_tilegraph() -> None:
         xarray.map_blocks = keeping
 
 
+def _dask_compute_runs_on_tilegraph() -> None:
+    """``dask.compute``/``dask.persist`` of a Dataset or DataArray holding tilegraph arrays
+    (and no dask array) run on tilegraph (its ``get`` as dask's scheduler, the graph not
+    rewritten by dask's array optimizations), as they do for tilegraph arrays themselves,
+    instead of dask's threaded scheduler, xarray's choice for every dask collection."""
+    from xarray.core.dataset import Dataset
+
+    for attr, ours in (("__dask_scheduler__", _tilegraph_scheduler),
+                       ("__dask_optimize__", _tilegraph_optimize)):
+        prop = Dataset.__dict__.get(attr)
+        if not isinstance(prop, property) or getattr(prop.fget, "keeps_tilegraph", False):
+            continue
+
+        def choose(self: Any, _theirs: Callable = prop.fget, _ours: Any = ours) -> Any:
+            return _ours if _holds_tilegraph_only(self) else _theirs(self)
+
+        choose.keeps_tilegraph = True  # type: ignore[attr-defined]
+        setattr(Dataset, attr, property(choose, doc=prop.__doc__))
+
+
+def _tilegraph_scheduler(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    from tilegraph.array.dask_interop import dask_scheduler
+
+    return dask_scheduler(dsk, keys, **kwargs)
+
+
+def _tilegraph_optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    return dsk
+
+
 def _dask_to_tilegraph(obj: Any) -> Any:
     """``obj`` (a Dataset or DataArray) with each dask array among its variables made a
     tilegraph array computing the same blocks."""
@@ -226,6 +257,7 @@ class TilegraphManager(ChunkManagerEntrypoint):
         _chunk_keeps_tilegraph()
         _dask_manager_keeps_tilegraph_arrays()
         _map_blocks_keeps_tilegraph()
+        _dask_compute_runs_on_tilegraph()
 
     def is_chunked_array(self, data: Any) -> bool:
         return isinstance(data, Array)
