@@ -99,6 +99,18 @@ def test_cli_help_says_what_demo_and_run_do():
             assert w in text, (command, w)
 
 
+def test_cli_help_points_at_the_python_api_xarray_and_the_docs():
+    proc = subprocess.run([sys.executable, "-m", "tilegraph.cli", "--help"],
+                          capture_output=True, text=True, check=True, cwd=ROOT)
+    for words in ("import tilegraph as tg", "import tilegraph as da", ".compute(",
+                  "scheduler=", 'chunked_array_type="tilegraph"',
+                  'xr.set_options(chunk_manager="tilegraph")', "docs/guide.md",
+                  "docs/porting.md", "docs/interop.md", "help(tilegraph.compute)"):
+        assert words in proc.stdout, words
+    for doc in ("guide.md", "porting.md", "interop.md", "backends.md"):
+        assert (ROOT / "docs" / doc).is_file(), doc  # the pages it names exist
+
+
 def test_cli_demo_refuses_a_repeat_below_one():
     proc = subprocess.run([sys.executable, "-m", "tilegraph.cli", "demo", "--repeat", "0"],
                           capture_output=True, text=True, cwd=ROOT)

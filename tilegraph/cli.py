@@ -15,6 +15,24 @@ from typing import Any
 
 STOP_GRACE = 3.0  # seconds mpiexec has to stop its ranks after a forwarded signal
 
+EPILOG = """\
+tilegraph is mostly used from Python, as dask.array is:
+
+  import tilegraph as tg            # or: import tilegraph as da, in a dask program
+  x = tg.from_array(a, chunks=1000)
+  (x @ x.T).sum().compute(workers=2)   # dask's scheduler=/num_workers= work too
+
+xarray: open_dataset(..., chunks=..., chunked_array_type="tilegraph"), or
+xr.set_options(chunk_manager="tilegraph") once for every .chunk() and open_dataset.
+
+Docs (the docs/ folder of the source repository):
+  docs/guide.md     the array API, what is supported, options of a run
+  docs/porting.md   porting from dask and xarray: what differs, schedulers, switching
+  docs/interop.md   dask and xarray interoperation
+  docs/backends.md  threads, MPI, dask.distributed and serverless backends
+Every public function has a docstring: python -c "import tilegraph; help(tilegraph.compute)"
+"""
+
 
 def _positive(text: str) -> int:
     value = int(text)
@@ -362,7 +380,8 @@ def serve_command(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     from tilegraph import __version__
 
-    parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__)
+    parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tilegraph {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
