@@ -82,11 +82,11 @@ def _index_map(a: Array, shape: tuple[int, ...]) -> Callable | None:
 
 def result_dtype(func: Callable, args: Sequence[Any], kwargs: dict | None = None) -> np.dtype:
     """The dtype NumPy gives for ``func`` on one-element stand-ins of the arguments."""
-    from tilegraph.runtime import warning_site
+    from tilegraph.runtime.warning_site import install
 
     dummies = [np.ones((1,) * a.ndim, dtype=a.dtype) if isinstance(a, Array) else a
                for a in args]
-    warning_site.install()  # a warning of func's is shown at the user's line
+    install()  # a warning of func's is shown at the user's line
     with np.errstate(all="ignore"):
         out = func(*dummies, **(kwargs or {}))
     return np.asarray(out).dtype

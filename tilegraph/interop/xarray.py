@@ -155,9 +155,9 @@ def _dask_manager_keeps_tilegraph_arrays() -> None:
             _WARNED_DASK_CHUNK.append(True)
             import warnings
 
-            from tilegraph.runtime import warning_site
+            from tilegraph.runtime.warning_site import install
 
-            warning_site.install()  # shown at the user's line, past xarray's frames
+            install()  # shown at the user's line, past xarray's frames
             warnings.warn(
                 "xarray's dask chunk manager was asked to chunk a tilegraph array (a "
                 ".chunk() without chunked_array_type before tilegraph's chunk manager was "

@@ -113,7 +113,6 @@ from typing import Any
 import numpy as np
 
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph, prepare_call
-from tilegraph.runtime import warning_site
 from tilegraph.runtime.blas import widened
 from tilegraph.runtime.events import (
     Release,
@@ -125,6 +124,10 @@ from tilegraph.runtime.events import (
     nbytes_of,
 )
 from tilegraph.runtime.memory import POLL_INTERVAL, MemoryManager, SpillStore
+from tilegraph.runtime.warning_site import enter as enter_site
+from tilegraph.runtime.warning_site import install as install_site_hook
+from tilegraph.runtime.warning_site import leave as leave_site
+from tilegraph.runtime.warning_site import user_site
 
 WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
 PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
@@ -269,8 +272,8 @@ class Execution:
         self.error: BaseException | None = None
         self.status = "running"
         # the user's line that started the run: warnings of its tasks are shown there
-        self.site = warning_site.user_site()
-        warning_site.install()
+        self.site = user_site()
+        install_site_hook()
 
         # Data tasks are done before anything runs; tasks with no dependencies are ready.
         ready = []
@@ -311,7 +314,7 @@ class Execution:
         busy_since = self.busy_since
         memory = self.memory
         clock = time.perf_counter
-        site = warning_site.enter(self.site)
+        site = enter_site(self.site)
         lock.acquire()
         try:
             while True:
@@ -393,7 +396,7 @@ class Execution:
                 self._task_done(i, value)
         finally:
             lock.release()
-            warning_site.leave(site)
+            leave_site(site)
 
     def _may_take(self) -> bool:
         """Whether a free worker should take a ready task now (see "Tiny tasks" above)."""
