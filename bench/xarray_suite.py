@@ -15,7 +15,8 @@ weighted reductions, groupby and resample, interpolation and polyfit/polyval (th
 installed xarray's ``test_rolling.py``, ``test_weighted.py``, ``test_groupby.py``,
 ``test_interp.py``, ``test_computation.py -k "polyfit or polyval"`` and
 ``test_dataarray.py -k polyfit``; ``test_dataset.py``'s polyfit tests make no blocked
-arrays) twice: with dask as xarray's default chunk manager and with tilegraph (the plugin
+arrays; and ``test_dask.py``, xarray's tests of its dask integration) twice: with dask as
+xarray's default chunk manager and with tilegraph (the plugin
 ``bench/xarray_suite_plugin.py``: the tests' own ``.chunk(...)`` calls and their
 ``dask_array_api`` make tilegraph arrays, ``raise_if_dask_computes`` counts tilegraph runs
 too, the NumPy-only variants are left out). It counts, per module, the tests that made
@@ -81,6 +82,7 @@ MODULES = {
     "interp": ("test_interp.py", None),
     "computation": ("test_computation.py", "polyfit or polyval"),
     "dataarray": ("test_dataarray.py", "polyfit"),
+    "dask": ("test_dask.py", None),
 }
 PASS = ("passed", "xfailed")
 

@@ -12,7 +12,8 @@ What it changes, and nothing else:
   ``tilegraph.pipeline.run``), so a test that checks that an operation stays lazy checks it
   for tilegraph too;
 - ``xarray.tests.dask_array_api`` (the namespace the tests build blocked arrays with
-  directly, ``da.arange(20, chunks=3)``) is the tilegraph module;
+  directly, ``da.arange(20, chunks=3)``) is the tilegraph module (its ``array`` is
+  ``asarray``, as dask's: ``tilegraph.array`` is a subpackage);
 - the variants of a test parametrized to run on NumPy only (``use_dask=False``,
   ``dask=False``, ``backend="numpy"``) are deselected: they are the same in both runs.
 
@@ -94,9 +95,24 @@ def pytest_configure(config):
         xarray.tests.raise_if_dask_computes = _raise_if_computes
         # xarray's tests build blocked arrays directly with ``dask_array_api`` (the dask
         # chunk manager's ``array_api``): the tilegraph manager's is the tilegraph module
-        xarray.tests.dask_array_api = tilegraph
+        xarray.tests.dask_array_api = _TilegraphNamespace(tilegraph)
     elif _MODE != "dask":
         raise ValueError(f"TILEGRAPH_XARRAY_SUITE={_MODE!r}: use 'tilegraph' or 'dask'")
+
+
+class _TilegraphNamespace:
+    """The tilegraph module as the tests' ``da``, with ``da.array`` as dask's (an alias of
+    ``asarray``): ``tilegraph.array`` is tilegraph's subpackage, not a function, and a
+    test module that calls ``da.array(...)`` while it is collected (``test_dask.py``)
+    would fail as a whole."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        if name == "array":
+            return self._module.asarray
+        return getattr(self._module, name)
 
 
 _NUMPY_ONLY = {"use_dask": False, "dask": False, "backend": "numpy"}
