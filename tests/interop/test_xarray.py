@@ -593,3 +593,27 @@ def test_dask_compute_and_persist_of_tilegraph_backed_objects_run_on_tilegraph(r
     dsk = ds.chunk({"x": 6})  # dask arrays: dask's scheduler, as before
     assert dsk.__dask_scheduler__ is not tgds.__dask_scheduler__
     np.testing.assert_array_equal(dask.compute(dsk.v)[0].values, a)
+
+
+def test_map_blocks_of_a_dataset_keeping_a_variable_plans_its_source_once(registered):
+    """A map_blocks result beside its unchanged input variable: the input's blocks are
+    planned once (tilegraph's), not again from the dask graph xarray builds."""
+    a = np.arange(30.0).reshape(6, 5)
+    b = np.arange(6.0)
+    ds = xr.Dataset({"a": (("x", "y"), a), "b": (("x",), b)}).chunk(
+        {"x": 4}, chunked_array_type="tilegraph")
+
+    def double_a(block):
+        block = block.copy()
+        block["a"] = block.a * 2
+        return block
+
+    out = xr.map_blocks(double_a, ds)
+    _no_dask(out)
+    got = out.compute()
+    np.testing.assert_array_equal(got.a.values, a * 2)
+    np.testing.assert_array_equal(got.b.values, b)
+    both = (out.a + ds.a).sum()  # the result and its source in one plan
+    assert float(both) == float((a * 3).sum())
+    with pytest.raises(TypeError, match="args must be"):
+        xr.map_blocks(double_a, ds, args=3)

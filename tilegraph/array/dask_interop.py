@@ -44,9 +44,12 @@ def is_dask_collection(x: Any) -> bool:
 # -- dask arrays into tilegraph ----------------------------------------------------------------
 
 
-def from_dask(x: Any) -> Array:
+def from_dask(x: Any, inputs: Any = ()) -> Array:
     """A tilegraph array computing the dask array ``x``: its tasks join tilegraph's plan
     when the plan is lowered (nothing is computed now), its blocks keep dask's chunks.
+    ``inputs``: tilegraph arrays whose exported tasks ``x``'s graph holds (a dask graph
+    built over tilegraph arrays, as xarray's ``map_blocks`` builds one); they are planned
+    as tilegraph's, and ``x``'s graph reads their blocks from them.
 
     >>> import dask.array as da, numpy as np, tilegraph as tg
     >>> d = da.arange(10, chunks=4) * 2
@@ -82,7 +85,8 @@ def from_dask(x: Any) -> Array:
     def ntasks() -> int:
         return len(holder[0].__dask_graph__())
 
-    return Array(Blocks(label, grid, (), emit, ntasks=ntasks), shape, chunks, x.dtype)
+    deps = tuple(a.collection for a in inputs if isinstance(a, Array))
+    return Array(Blocks(label, grid, deps, emit, ntasks=ntasks), shape, chunks, x.dtype)
 
 
 # -- tilegraph arrays as dask collections ------------------------------------------------------

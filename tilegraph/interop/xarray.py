@@ -92,12 +92,7 @@ def _holds_tilegraph_only(obj: Any) -> bool:
     tilegraph array and no other chunked array (a dask array)."""
     from xarray.namedarray.pycompat import is_chunked_array
 
-    if hasattr(obj, "variables"):  # a Dataset
-        variables = list(obj.variables.values())
-    elif hasattr(obj, "variable"):  # a DataArray
-        variables = [obj.variable, *obj.coords.variables.values()]
-    else:
-        variables = [obj]
+    variables = _variables_of(obj)
     # ``_data``, not ``.data``: that would read a lazily indexed file variable
     datas = [getattr(v, "_data", None) for v in variables]
     chunked = [d for d in datas if is_chunked_array(d)]
@@ -186,10 +181,15 @@ def _map_blocks_keeps_tilegraph() -> None:
 
     def keeping(func: Callable, obj: Any, args: Any = (), kwargs: Any = None,
                 template: Any = None) -> Any:
-        inputs = [obj, *args, *([] if template is None else [template])]
+        given = list(args) if isinstance(args, (list, tuple)) else []  # xarray checks it
+        inputs = [obj, *given, *([] if template is None else [template])]
         tilegraph_in = any(_holds_tilegraph_only(a) for a in inputs if hasattr(a, "dims"))
         out = map_blocks(func, obj, args, kwargs, template)
-        return _dask_to_tilegraph(out) if tilegraph_in else out
+        if not tilegraph_in:
+            return out
+        sources = [v._data for a in inputs if hasattr(a, "dims")
+                   for v in _variables_of(a) if isinstance(v._data, Array)]
+        return _dask_to_tilegraph(out, sources)
 
     keeping.keeps_tilegraph = True  # type: ignore[attr-defined]
     keeping.__doc__ = map_blocks.__doc__
@@ -229,17 +229,28 @@ def _tilegraph_optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
     return dsk
 
 
-def _dask_to_tilegraph(obj: Any) -> Any:
+def _variables_of(obj: Any) -> list:
+    """The variables of a Dataset, a DataArray (its own and its coordinates') or a
+    Variable."""
+    if hasattr(obj, "variables"):
+        return list(obj.variables.values())
+    if hasattr(obj, "variable"):
+        return [obj.variable, *obj.coords.variables.values()]
+    return [obj]
+
+
+def _dask_to_tilegraph(obj: Any, sources: list) -> Any:
     """``obj`` (a Dataset or DataArray) with each dask array among its variables made a
-    tilegraph array computing the same blocks."""
+    tilegraph array computing the same blocks; ``sources``: the tilegraph arrays whose
+    exported tasks their graphs hold (planned once, as tilegraph's)."""
     from tilegraph.array.dask_interop import from_dask, is_dask_collection
 
     if hasattr(obj, "variables"):  # a Dataset
-        changed = {k: v.copy(deep=False, data=from_dask(v.data))
+        changed = {k: v.copy(deep=False, data=from_dask(v.data, sources))
                    for k, v in obj.variables.items() if is_dask_collection(v.data)}
         return obj._replace(variables={**obj.variables, **changed}) if changed else obj
     ds = obj._to_temp_dataset()
-    return obj._from_temp_dataset(_dask_to_tilegraph(ds))
+    return obj._from_temp_dataset(_dask_to_tilegraph(ds, sources))
 
 
 class TilegraphManager(ChunkManagerEntrypoint):
