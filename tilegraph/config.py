@@ -389,7 +389,7 @@ def _scheduler_backend(scheduler: Any, where: str) -> tuple[str, Any]:
             f"{where}: scheduler={scheduler!r} has no meaning in tilegraph; give one of "
             f"{', '.join(map(repr, DASK_SCHEDULERS))}, a distributed.Client, dask's "
             "dask.threaded.get or dask.get, or backend= (one of tilegraph's backends). "
-            "To run the plan through a scheduler function of your own, call "
+            "A scheduler function of your own is taken by compute() and persist(), and by "
             "dask.compute(x, scheduler=...): tilegraph arrays are dask collections")
     if backend == "processes":
         backend = "threads"
@@ -409,6 +409,20 @@ def _scheduler_backend(scheduler: Any, where: str) -> tuple[str, Any]:
     return backend, client
 
 
+def foreign_get(options: Mapping[str, Any]) -> Callable | None:
+    """The scheduler function of the user's own among ``options`` (``scheduler=f``, a
+    callable that is none of dask's named ones, tilegraph's ``get`` or a distributed
+    Client's), or ``None``: ``compute``/``persist`` run their plan through it as dask
+    does, calling ``f(graph, keys, **kwargs)`` on the plan as a dask graph."""
+    scheduler = options.get("scheduler")
+    if (not callable(scheduler) or isinstance(scheduler, str)
+            or _is_distributed_client(scheduler)
+            or _is_distributed_client(getattr(scheduler, "__self__", None))
+            or _dask_get_backend(scheduler) is not None):
+        return None
+    return scheduler
+
+
 def from_dask_keywords(options: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     """``options`` with dask's keywords of ``compute``/``persist`` made tilegraph's:
 
@@ -426,8 +440,10 @@ def from_dask_keywords(options: Mapping[str, Any], where: str) -> Mapping[str, A
     - ``num_workers=n`` -> ``workers=n``.
     - ``optimize_graph=`` is accepted and has no effect (tilegraph always plans).
 
-    Any other ``scheduler=`` (another string, another callable) is refused with an error
+    Any other ``scheduler=`` (another string, a callable here) is refused with an error
     that names it and the schedulers understood; ``scheduler=None`` is the backend as set.
+    (``compute`` and ``persist`` run their plan through a scheduler function of the
+    user's own, as dask does: :func:`foreign_get`.)
     Given with a different ``backend=``, or ``num_workers=`` with a different
     ``workers=``, they are refused as contradictory.
 

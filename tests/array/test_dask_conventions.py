@@ -91,16 +91,27 @@ def test_a_scheduler_with_no_meaning_is_refused_by_name(arrays, bad):
         tg.persist(x, scheduler=bad)
 
 
-def test_a_scheduler_function_of_the_users_own_is_refused_with_the_way_to_run_it(arrays):
-    a, _, x, _ = arrays
+def test_a_scheduler_function_of_the_users_own_gets_the_plan_as_dask_gives_it(arrays):
+    a, b, x, y = arrays
+    calls = []
 
     def my_get(dsk, keys, **kwargs):
+        calls.append(kwargs)
         return dask.get(dsk, keys)
 
-    with pytest.raises(ValueError, match="has no meaning in tilegraph"):
-        x.compute(scheduler=my_get)
-    (got,) = dask.compute(x.sum(), scheduler=my_get)  # the way the message names
+    got = x.sum().compute(scheduler=my_get, num_workers=3)
     np.testing.assert_allclose(got, a.sum(), rtol=1e-5)
+    assert calls == [{"num_workers": 3}]  # dask passes the other keywords on
+    s, other, p = tg.compute(y.sum(axis=1), "kept", x, scheduler=my_get)
+    np.testing.assert_array_equal(s, b.sum(axis=1))
+    assert other == "kept"
+    np.testing.assert_allclose(p, a)
+    (kept,) = tg.persist(y * 2, scheduler=my_get)
+    assert isinstance(kept, tg.Array) and kept.chunks == y.chunks
+    np.testing.assert_array_equal(kept.compute(scheduler="sync"), b * 2)
+    assert len(calls) == 3
+    with pytest.raises(ValueError, match="has no meaning in tilegraph"):
+        tg.to_npy(x, "/nonexistent/never-written.npy", scheduler=my_get)
 
 
 def test_contradictions_are_refused(arrays):

@@ -338,7 +338,11 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     ``scipy.sparse.csr_array`` each, put together by one task of the plan. With
     ``backend="mpi"`` every rank must call it; results of at most ``mpi_broadcast_limit``
     bytes together (1 MiB by default: scalars, small arrays) are returned on every rank,
-    larger ones on rank 0 (the other ranks get ``None`` for each array).
+    larger ones on rank 0 (the other ranks get ``None`` for each array). dask's
+    ``scheduler=`` and ``num_workers=`` are taken
+    (:func:`tilegraph.config.from_dask_keywords`);
+    ``scheduler=f``, a scheduler function of the user's own, gets the plan as a dask graph
+    (``f(graph, keys, **options)``), as ``dask.compute`` gives it.
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
@@ -348,6 +352,12 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     from tilegraph import config
     from tilegraph.array.lowering import compute_arrays
 
+    get = config.foreign_get(options)
+    if get is not None:  # the user's own scheduler function, as dask.compute takes it
+        import dask
+
+        rest = {k: v for k, v in options.items() if k != "scheduler"}
+        return dask.compute(*arrays, scheduler=get, **rest)
     opts = config.resolve(options, "compute()")
     targets = [a._compute_target() for a in arrays if isinstance(a, Array)]
     results = compute_arrays(targets, opts)

@@ -120,6 +120,12 @@ def persist_arrays(*arrays: Any, **options: Any) -> tuple:
     """
     from tilegraph import config
 
+    get = config.foreign_get(options)
+    if get is not None:  # the user's own scheduler function, as dask.persist takes it
+        import dask
+
+        rest = {k: v for k, v in options.items() if k != "scheduler"}
+        return dask.persist(*arrays, scheduler=get, **rest)
     opts = config.resolve(options, "persist()")
     targets = [a for a in arrays if isinstance(a, Array)]
     if not targets:
