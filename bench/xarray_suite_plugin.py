@@ -13,7 +13,9 @@ What it changes, and nothing else:
   for tilegraph too;
 - ``xarray.tests.dask_array_api`` (the namespace the tests build blocked arrays with
   directly, ``da.arange(20, chunks=3)``) is the tilegraph module (its ``array`` is
-  ``asarray``, as dask's: ``tilegraph.array`` is a subpackage);
+  ``asarray``, as dask's: ``tilegraph.array`` is a subpackage), and
+  ``xarray.tests.dask_array_type`` (the type ``test_dask.py`` checks lazy results hold) is
+  ``tilegraph.Array``;
 - the variants of a test parametrized to run on NumPy only (``use_dask=False``,
   ``dask=False``, ``backend="numpy"``) are deselected: they are the same in both runs.
 
@@ -96,6 +98,8 @@ def pytest_configure(config):
         # xarray's tests build blocked arrays directly with ``dask_array_api`` (the dask
         # chunk manager's ``array_api``): the tilegraph manager's is the tilegraph module
         xarray.tests.dask_array_api = _TilegraphNamespace(tilegraph)
+        # the type the tests expect a lazy result to hold (dask's Array): tilegraph's
+        xarray.tests.dask_array_type = tilegraph.Array
     elif _MODE != "dask":
         raise ValueError(f"TILEGRAPH_XARRAY_SUITE={_MODE!r}: use 'tilegraph' or 'dask'")
 
