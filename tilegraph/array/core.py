@@ -171,7 +171,8 @@ class Array:
     def compute(self, **options: Any) -> Any:
         """Run the plan and return a NumPy array (a NumPy scalar for 0-d arrays).
 
-        Options: ``backend=``, ``workers=``, ``retries=``, ``progress=``, ``callbacks=``.
+        Options: ``backend=``, ``workers=``, ``retries=``, ``progress=``, ``callbacks=``,
+        and dask's ``scheduler=``/``num_workers=`` (see :func:`compute`).
         """
         return compute(self, **options)[0]
 
