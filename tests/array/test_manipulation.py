@@ -204,7 +204,7 @@ def test_rechunk_to_one_block_and_auto(xa):
     assert one.npartitions == 1
     check(one, x)
     auto = a.rechunk("auto")
-    # small arrays fit in one ~64 MiB block
+    # small arrays fit in one ~128 MiB block
     assert auto.chunks == tuple((n,) for n in x.shape)
     check(auto, x)
     per_axis = a.rechunk(tuple(-1 for _ in x.shape))
@@ -229,7 +229,7 @@ def test_rechunk_auto_cuts_a_big_array_lazily(forbid_compute):
     assert auto.shape == a.shape
     assert auto.npartitions > 1
     assert all(sum(c) == n for c, n in zip(auto.chunks, a.shape, strict=True))
-    assert math.prod(auto.chunksize) * 8 <= 64 * 2**20
+    assert math.prod(auto.chunksize) * 8 <= 128 * 2**20  # dask's array.chunk-size
 
 
 def test_rechunk_with_a_dict_of_axes():

@@ -7,6 +7,7 @@ array cut into blocks of 3 rows. These functions are pure and look at shapes onl
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate, pairwise
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 
 Chunks = tuple[tuple[int, ...], ...]
 
-AUTO_BLOCK_BYTES = 64 * 2**20
+AUTO_BLOCK_BYTES = 128 * 2**20  # dask's array.chunk-size
 
 
 def _axis_chunks(size: int, spec: Any, axis: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -49,14 +50,21 @@ def _axis_chunks(size: int, spec: Any, axis: int, shape: tuple[int, ...]) -> tup
     )
 
 
-def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> Chunks:
-    """Block sizes per axis from the forms users write.
+def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float, *,
+                     limit: Any = None, previous_chunks: Any = None) -> Chunks:
+    """Block sizes per axis from the forms users write, as ``dask.array``'s
+    ``normalize_chunks`` reads them.
 
-    ``chunks`` may be an int (the same block size on every axis), ``-1``/``None`` (one block
-    along an axis), a tuple with one entry per axis (each an int, -1, ``"auto"`` or a tuple
-    of sizes),
-    a tuple of per-axis tuples, ``"auto"`` (blocks of about 64 MiB) or a size such as
-    ``"10MB"`` (square-ish blocks of about that many bytes).
+    ``chunks`` may be an int (the same block size on every axis), ``-1``/``None`` (one
+    block along an axis), a tuple with one entry per axis (each an int, -1, ``None``,
+    ``"auto"``, a size in bytes such as ``"64 MB"``, or a tuple of sizes), a dict of such
+    entries by axis (axes not named: one block), ``"auto"``, or a size in bytes (every axis
+    ``"auto"`` with blocks of about that size). A 1-d array also takes its block sizes as a
+    flat tuple. The ``"auto"`` axes share what the others leave of a block of about
+    ``limit`` bytes (a size in bytes in ``chunks`` sets it; :data:`AUTO_BLOCK_BYTES`,
+    dask's ``array.chunk-size``, by default), square-ish among themselves, or, given
+    ``previous_chunks`` (a rechunk's current blocks), in the proportions of those blocks
+    (see :func:`auto_chunks`: dask's rules, which give dask's blocks).
 
     >>> normalize_chunks(3, (7, 4))
     ((3, 3, 1), (3, 1))
@@ -64,15 +72,19 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], dtype: Any = float) -> C
     ((3, 3, 1), (4,))
     >>> normalize_chunks(((2, 5), (4,)), (7, 4))
     ((2, 5), (4,))
+    >>> normalize_chunks((2, 5), (7,))
+    ((2, 5),)
     >>> normalize_chunks("800B", (30, 30))
     ((10, 10, 10), (10, 10, 10))
-    >>> normalize_chunks((-1, "auto"), (4096, 8192))  # whole columns, 64 MiB blocks
-    ((4096,), (2048, 2048, 2048, 2048))
+    >>> normalize_chunks((-1, "auto"), (4096, 8192))  # whole columns, 128 MiB blocks
+    ((4096,), (4096, 4096))
+    >>> normalize_chunks(("1 KiB", None), (500, 4), "float32")
+    ((64, 64, 64, 64, 64, 64, 64, 52), (4,))
     """
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"shape {shape} has a negative length")
-    out = _normalize(chunks, shape, dtype)
+    out = _normalize(chunks, shape, dtype, limit, previous_chunks)
     _check_count(math.prod(len(c) for c in out), "in all", shape, None)
     return out
 
@@ -97,62 +109,227 @@ def _check_count(nblocks: int, where: str, shape: tuple[int, ...], step: int | N
             f"than max_tasks={limit:,} a plan may hold; use larger blocks")
 
 
-def _normalize(chunks: Any, shape: tuple[int, ...], dtype: Any) -> Chunks:
-    if isinstance(chunks, str):
-        if chunks == "auto":
-            return auto_chunks(shape, dtype)
-        from tilegraph.util import parse_bytes
+def _bytes(spec: str, shape: tuple[int, ...]) -> int:
+    from tilegraph.util import parse_bytes
 
-        try:
-            target = parse_bytes(chunks)
-        except (TypeError, ValueError):
-            raise ValueError(f"chunks: unknown value {chunks!r} for shape {shape}; use 'auto', "
-                             "a size such as '64MB', an int or a tuple") from None
-        if target < np.dtype(dtype).itemsize:
-            raise ValueError(f"chunks: blocks of {chunks!r} are smaller than one element of "
-                             f"{np.dtype(dtype)}")
-        return auto_chunks(shape, dtype, target)
+    try:
+        return parse_bytes(spec)
+    except (TypeError, ValueError):
+        raise ValueError(f"chunks: unknown value {spec!r} for shape {shape}; use 'auto', a "
+                         "size such as '64MB', an int or a tuple") from None
+
+
+def _normalize(chunks: Any, shape: tuple[int, ...], dtype: Any, limit: Any,
+               previous: Any) -> Chunks:
+    if isinstance(chunks, str):
+        if chunks != "auto":
+            limit = _limit(limit, _bytes(chunks, shape), shape)
+        return _per_axis(["auto"] * len(shape), shape, dtype, limit, previous)
     if chunks is None or (isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool)):
         return tuple(_axis_chunks(s, chunks, a, shape) for a, s in enumerate(shape))
     if isinstance(chunks, dict):
         specs = [chunks.get(a, chunks.get(a - len(shape), -1)) for a in range(len(shape))]
-        return _per_axis(specs, shape, dtype)
+        return _per_axis(specs, shape, dtype, limit, previous)
+    if isinstance(chunks, np.ndarray):
+        chunks = chunks.tolist()
     if isinstance(chunks, Sequence):
+        if (len(shape) == 1 and len(chunks) > 1 and all(
+                isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in chunks)):
+            chunks = (tuple(chunks),)  # a 1-d array's block sizes, given flat
         if len(chunks) != len(shape):
             raise ValueError(
                 f"chunks {chunks!r} has {len(chunks)} entries but the array has "
                 f"{len(shape)} axes (shape {shape})"
             )
-        return _per_axis(list(chunks), shape, dtype)
+        return _per_axis(list(chunks), shape, dtype, limit, previous)
     raise TypeError(f"chunks: cannot read {chunks!r}; use an int, a tuple, or 'auto'")
 
 
-def _per_axis(specs: list[Any], shape: tuple[int, ...], dtype: Any) -> Chunks:
-    """One spec per axis; the axes given as ``"auto"`` share what the others leave of a
-    block of about ``AUTO_BLOCK_BYTES`` (``(-1, "auto")``: whole columns, as many as fit)."""
-    auto = [a for a, c in enumerate(specs) if isinstance(c, str) and c == "auto"]
+def _limit(limit: Any, given: int, shape: tuple[int, ...]) -> int:
+    """The one byte limit of a normalisation: sizes in ``chunks`` must agree with each
+    other and with ``limit``."""
+    if limit is not None:
+        from tilegraph.util import parse_bytes
+
+        if parse_bytes(limit) != given:
+            raise ValueError(f"chunks: block sizes in bytes must agree (and with limit=): "
+                             f"{given} != {parse_bytes(limit)} (shape {shape})")
+    return given
+
+
+def _per_axis(specs: list[Any], shape: tuple[int, ...], dtype: Any, limit: Any,
+              previous: Any) -> Chunks:
+    """One spec per axis; the axes given as ``"auto"`` (or as a size in bytes, which sets
+    the limit) share what the others leave of a block of about the limit."""
+    for a, c in enumerate(specs):
+        if isinstance(c, str) and c != "auto":
+            try:
+                given = _bytes(c, shape)
+            except ValueError:
+                raise TypeError(f"chunks: cannot read {c!r} for axis {a}; use an int, -1, "
+                                "'auto', a size such as '64MB', or a tuple of block "
+                                "sizes") from None
+            limit = _limit(limit, given, shape)
+            specs[a] = "auto"
+    auto = [a for a, c in enumerate(specs) if isinstance(c, str)]
     fixed = {a: _axis_chunks(s, c, a, shape) for a, (s, c) in enumerate(zip(shape, specs,
                                                                           strict=True))
              if a not in auto}
-    if auto:
-        per_block = np.dtype(dtype).itemsize * math.prod(max(c) for c in fixed.values())
-        room = max(1.0, AUTO_BLOCK_BYTES / max(per_block, 1))
-        side = max(1, int(room ** (1.0 / len(auto))))
-        for a in auto:
-            fixed[a] = _axis_chunks(shape[a], min(max(shape[a], 1), side), a, shape)
-    return tuple(fixed[a] for a in range(len(shape)))
+    if not auto:
+        return tuple(fixed[a] for a in range(len(shape)))
+    if 0 in shape:  # an empty array: one block along each "auto" axis
+        return tuple(fixed[a] if a in fixed else _axis_chunks(shape[a], -1, a, shape)
+                     for a in range(len(shape)))
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        raise TypeError("chunks: 'auto' cannot size blocks of Python objects; give the "
+                        "block sizes")
+    if dtype.itemsize == 0:
+        raise ValueError(f"chunks: 'auto' cannot size blocks of {dtype} (0 bytes per "
+                         "element); give the block sizes")
+    from tilegraph.util import parse_bytes
+
+    target = AUTO_BLOCK_BYTES if limit is None else parse_bytes(limit)
+    if target < dtype.itemsize and limit is not None:
+        raise ValueError(f"chunks: blocks of {limit!r} are smaller than one element of "
+                         f"{dtype}")
+    spec = [("auto" if a in auto else fixed[a]) for a in range(len(shape))]
+    if previous is not None:
+        previous = tuple(
+            tuple(int(v) for v in p) if isinstance(p, (tuple, list)) else int(p)
+            for p in previous)
+        if len(previous) != len(shape):
+            raise ValueError(f"chunks: previous_chunks {previous} do not match shape {shape}")
+    done = auto_chunks(spec, shape, target, dtype, previous)
+    return tuple(fixed[a] if a not in auto else _axis_chunks(
+        shape[a], done[a] if isinstance(done[a], tuple) else int(done[a]), a, shape)
+        for a in range(len(shape)))
 
 
-def auto_chunks(shape: tuple[int, ...], dtype: Any, target: int = AUTO_BLOCK_BYTES) -> Chunks:
-    """Square-ish blocks of about ``target`` bytes."""
-    itemsize = np.dtype(dtype).itemsize
-    if not shape:
-        return ()
-    total = math.prod(shape) * itemsize
-    if total <= target:
-        return tuple((s,) if s else (0,) for s in shape)
-    side = max(1, int((target / itemsize) ** (1.0 / len(shape))))
-    return tuple(_axis_chunks(s, min(max(s, 1), side), a, shape) for a, s in enumerate(shape))
+CHUNK_SIZE_TOLERANCE = 1.25  # dask's array.chunk-size-tolerance
+
+
+def _round_to(c: float, s: int) -> int:
+    """A block size near ``c`` for an axis of ``s``: ``int(c)`` (at least 1) when it fits,
+    else the largest multiple of ``s`` below ``c`` (dask's ``round_to``)."""
+    return max(1, int(c)) if c <= s else int(c // s * s)
+
+
+def _largest(entry: Any) -> float:
+    return max(entry) if isinstance(entry, tuple) else entry
+
+
+def _multiplier(limit: int, itemsize: int, largest_block: float, result: dict) -> float:
+    return limit / itemsize / largest_block / math.prod(
+        _largest(r) for r in result.values() if r)
+
+
+def auto_chunks(chunks: list[Any], shape: tuple[int, ...], limit: int, dtype: Any,
+                previous_chunks: Any = None) -> list[Any]:
+    """The ``"auto"`` entries of ``chunks`` (the others block sizes or tuples of them)
+    replaced by block sizes such that a block holds about ``limit`` bytes: dask's rules
+    (``dask.array.core.auto_chunks``), so the same inputs give dask's blocks.
+
+    Without ``previous_chunks`` every ``"auto"`` axis gets the same size, the root of what
+    the fixed axes leave; an axis shorter than that is taken whole and the others share
+    what is left. With ``previous_chunks`` (the blocks a rechunk starts from) each ``"auto"``
+    axis grows or shrinks from its median block by the same factor: growing merges whole
+    previous blocks up to that size (so new blocks are unions of old ones), shrinking
+    rounds to a factor of the axis' most common block; an axis that reaches its length is
+    taken whole and the factor is shared among the rest again. (Previous blocks of length
+    zero are left out; dask counts them, and then cuts a small array in pieces.)
+
+    >>> auto_chunks(["auto", "auto"], (1000, 1000), 80_000, np.dtype(float))
+    [100, 100]
+    >>> auto_chunks([1000, "auto"], (1000, 1000), 80_000, np.dtype(float))
+    [1000, 10]
+    >>> auto_chunks(["auto", 10], (400, 10), 16_000, np.dtype(float),
+    ...             previous_chunks=((50,) * 8, (10,)))
+    [(200, 200), 10]
+    """
+    dtype = np.dtype(dtype)
+    chunks = list(chunks)
+    autos = {i for i, c in enumerate(chunks) if c == "auto"}
+    if not autos:
+        return chunks
+    limit = max(1, int(limit))
+    itemsize = dtype.itemsize
+    largest_block = math.prod(_largest(c) for c in chunks if c != "auto")
+    if previous_chunks:
+        # a previous axis of one block stands for blocks of that size (dask's reading)
+        previous = [_split(s, int(p[0]) if isinstance(p, tuple) and len(p) == 1 else p)
+                    if not isinstance(p, tuple) or len(p) == 1 else tuple(p)
+                    for p, s in zip(previous_chunks, shape, strict=True)]
+        # empty blocks say nothing of the block size (dask's medians would take them)
+        previous = [tuple(c for c in p if c) or p for p in previous]
+        median: dict[int, Any] = {a: float(np.median(previous[a])) for a in autos}
+        result: dict[int, Any] = {}
+        multiplier = _multiplier(limit, itemsize, largest_block, median)
+        if multiplier < 1:
+            result = median  # shrinking updates the medians in place, as dask's does
+        ideal = []
+        for i, s in enumerate(shape):
+            counts = Counter(previous[i])
+            mode, count = max(counts.items(), key=lambda kv: kv[1])
+            ideal.append(mode if mode > 1 and count >= len(previous[i]) / 2 else s)
+        remaining = True
+        reduce_case = multiplier < 1
+        while remaining:
+            last_autos = set(autos)
+            remaining = False
+            for a in sorted(autos):
+                this = multiplier ** (1 / len(last_autos))
+                proposed = median[a] * this
+                max_chunk = proposed * CHUNK_SIZE_TOLERANCE ** (1 / len(last_autos))
+                if proposed > shape[a]:  # the whole axis
+                    chunks[a] = shape[a]
+                    autos.remove(a)
+                    del median[a]
+                    remaining = True
+                    largest_block *= shape[a]
+                    result[a] = (shape[a],)
+                    continue
+                if reduce_case or max(previous[a]) > max_chunk:
+                    result[a] = _round_to(proposed, ideal[a])
+                    if proposed < 1:
+                        remaining = True
+                        autos.discard(a)
+                    continue
+                merged, current = [], 0
+                for c in previous[a]:  # whole previous blocks, merged up to the size
+                    if c + current <= proposed:
+                        current += c
+                    else:
+                        if current > 0:
+                            merged.append(current)
+                        current = c
+                if current > 0:
+                    merged.append(current)
+                result[a] = tuple(merged)
+            if remaining or reduce_case:
+                last = multiplier
+                multiplier = _multiplier(limit, itemsize, largest_block, median)
+                if multiplier != last:
+                    remaining = True
+        for k, v in result.items():
+            chunks[k] = v or 0
+        return chunks
+    size = (limit / itemsize / largest_block) ** (1 / len(autos))
+    small = [i for i in autos if shape[i] < size]
+    if small:
+        for i in small:
+            chunks[i] = (shape[i],) if shape[i] else (0,)
+        return auto_chunks(chunks, shape, limit, dtype)
+    for i in autos:
+        chunks[i] = _round_to(size, shape[i])
+    return chunks
+
+
+def _split(length: int, step: int) -> tuple[int, ...]:
+    if length == 0 or step <= 0:
+        return (length,)
+    full, rest = divmod(length, step)
+    return (step,) * full + ((rest,) if rest else ())
 
 
 def numblocks(chunks: Chunks) -> tuple[int, ...]:

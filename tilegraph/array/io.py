@@ -139,7 +139,7 @@ def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False,
     """A blocked array over any array-like ``x`` with ``shape``, ``dtype`` and
     ``__getitem__`` (an h5py dataset, a zarr array, a netCDF variable, a memory map): each
     task reads its own block, ``x[slices]``, so ``x`` is never read whole. ``chunks``
-    (default ``"auto"``, blocks of about 64 MiB) as for :func:`~tilegraph.from_numpy`;
+    (default ``"auto"``, blocks of about 128 MiB) as for :func:`~tilegraph.from_numpy`;
     ``lock=True`` (or a lock object) serialises the reads, for sources that are not
     thread-safe. A NumPy array (or a list, tuple or scalar, made one as dask's
     ``from_array`` does) gives :func:`~tilegraph.from_numpy`, a dask array

@@ -253,7 +253,7 @@ def warn_tiny_blocks(graph: TaskGraph) -> None:
         warnings.warn(
             f"this plan has {n:,} tasks whose blocks average {human(int(mean))}: the "
             "scheduling of each task will cost more than its work; use larger blocks "
-            "(chunks='auto' gives about 64 MiB, or x.rechunk('auto'))",
+            "(chunks='auto' gives about 128 MiB, or x.rechunk('auto'))",
             PerformanceWarning, stacklevel=4)
 
 

@@ -334,7 +334,9 @@ def _largest_piece(old: Chunks, new: Chunks, itemsize: int) -> int:
 def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
     """The same array with new block sizes. A new block inside one old block is a view;
     one spanning several is assembled from their pieces (or is a view as well, when the
-    blocks are views of one NumPy array).
+    blocks are views of one NumPy array). ``chunks`` as dask's ``rechunk`` reads them: an
+    axis not named in a dict, or ``None`` in a tuple, keeps its blocks, and ``"auto"``
+    axes are sized from the current blocks (dask's rules, so dask's blocks).
 
     A rechunk whose tasks would hold more than ``max_mem`` bytes (default: a quarter of
     the run's memory limit, at most 256 MiB) is planned in stages (:func:`rechunk_plan`),
@@ -350,7 +352,10 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
     if isinstance(chunks, dict):  # axes not named keep their blocks
         chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
                        for a in range(x.ndim))
-    new = normalize_chunks(chunks, x.shape, x.dtype)
+    if isinstance(chunks, (tuple, list)) and len(chunks) == x.ndim:  # None keeps them too
+        chunks = tuple(x.chunks[a] if c is None else c for a, c in enumerate(chunks))
+    # "auto" axes grow or shrink from the current blocks, as dask's rechunk does
+    new = normalize_chunks(chunks, x.shape, x.dtype, previous_chunks=x.chunks)
     given = _max_mem_bytes(max_mem)
     if new == x.chunks:
         return x
