@@ -2,25 +2,41 @@
 ``(seed, i, j)``, so the values never depend on the number of workers or the order in which
 blocks are made. The same ``seed`` and ``chunks`` give the same array every time.
 
+The names and signatures are dask's (``dask.array.random``), which are NumPy's with
+``chunks=``: every distribution of ``numpy.random.Generator`` as a method of
+:class:`Generator` (``default_rng(seed)``) and of :class:`RandomState` (with the legacy
+``randint``, ``random_sample``, ``random_integers``, ``tomaxint``), and as a module
+function drawing from one module-wide :class:`RandomState` (:func:`seed` reseeds it).
+Module functions also take ``seed=`` (tilegraph's own: that array's seed). Parameters may be
+numbers, NumPy arrays or tilegraph arrays; they broadcast with ``size`` as in NumPy, and an
+array parameter is cut into the output's blocks. All draws use NumPy's ``Generator``
+(PCG64), so values differ from dask's and NumPy's for the same seed, as dask's differ from
+NumPy's.
+
 >>> import tilegraph as tg
 >>> a = tg.random.random((4, 4), chunks=2, seed=7).compute()
 >>> b = tg.random.random((4, 4), chunks=2, seed=7).compute(backend="sync")
 >>> bool((a == b).all())
 True
+>>> tg.random.default_rng(1).poisson(3.0, size=(5,), chunks=2).dtype
+dtype('int64')
+>>> tg.random.randint(0, 10, size=(3, 4), chunks=2).shape
+(3, 4)
 """
 
 from __future__ import annotations
 
+import inspect
+import math
+import operator
 import secrets
 from typing import Any
 
 import numpy as np
 
-from tilegraph.array.core import Array
+from tilegraph.array.chunks import normalize_chunks, numblocks
+from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.array.creation import from_block_function
-
-__all__ = ["Generator", "default_rng", "integers", "normal", "random", "standard_normal",
-           "uniform"]
 
 
 class FreshSeed(int):
@@ -69,8 +85,12 @@ def _draw(method: str, seed: tuple[int, ...], shape: tuple[int, ...], params: tu
     return rng.integers(low, high, size=shape, dtype=dtype, endpoint=endpoint)
 
 
-def _make(method: str, shape: Any, chunks: Any, seed: Any, params: tuple, dtype: Any
+def _make(method: str, size: Any, chunks: Any, seed: Any, params: tuple, dtype: Any
           ) -> Array:
+    shape = _size_tuple(size) or ()
+    if any(n < 0 for n in shape):
+        raise ValueError(f"random.{method}: negative dimensions are not allowed, got size "
+                         f"{shape}")
     s = _seed(seed)
     dtype = np.dtype(dtype)
     return from_block_function(
@@ -79,67 +99,449 @@ def _make(method: str, shape: Any, chunks: Any, seed: Any, params: tuple, dtype:
         params=(s, method, *params))
 
 
-def random(shape: Any, chunks: Any = "auto", seed: Any = None, dtype: Any = np.float64
-           ) -> Array:
-    """Uniform floats in [0, 1)."""
-    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"random: dtype must be float32 or float64, got {dtype}")
-    return _make("random", shape, chunks, seed, (), dtype)
+# -- any distribution, with parameters that may be arrays ---------------------------------------
 
 
-def normal(loc: float = 0.0, scale: float = 1.0, size: Any = None, chunks: Any = "auto",
-           seed: Any = None, dtype: Any = np.float64) -> Array:
-    """Normally distributed floats with mean ``loc`` and standard deviation ``scale``."""
+def _draw_method(method: str, seed: tuple[int, ...], shape: tuple[int, ...], extra: int,
+                 args: tuple, kwargs: dict, *arrays: np.ndarray) -> np.ndarray:
+    """A block of ``Generator.<method>``: ``args``/``kwargs`` with ``Dep``-free array
+    parameters substituted from ``arrays`` (``_Slot(i)`` marks where array ``i`` goes)."""
+    rng = _generator(seed[0], tuple(seed[1:]))
+    fill = [a for a in arrays]
+    a = tuple(fill[v.index] if isinstance(v, _Slot) else v for v in args)
+    k = {n: fill[v.index] if isinstance(v, _Slot) else v for n, v in kwargs.items()}
+    size = shape[:len(shape) - extra] if extra else shape
+    return np.asarray(getattr(rng, method)(*a, size=size, **k))
+
+
+class _Slot:
+    """Where the ``index``-th array parameter goes among a draw's arguments."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"_Slot({self.index})"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _Slot) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(("_Slot", self.index))
+
+    def __reduce__(self) -> tuple:
+        return (_Slot, (self.index,))
+
+
+def _size_tuple(size: Any) -> tuple[int, ...] | None:
     if size is None:
-        raise TypeError("normal: give the array shape as size=")
-    if scale < 0:
-        raise ValueError(f"normal: scale must be non-negative, got {scale}")
-    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"normal: dtype must be float32 or float64, got {dtype}")
-    return _make("normal", size, chunks, seed, (loc, scale), dtype)
+        return None
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        return (int(size),)
+    try:
+        if isinstance(size, (str, bytes)):
+            raise TypeError
+        return tuple(operator.index(s) for s in size)
+    except TypeError:
+        raise TypeError(f"size must be an int, a tuple of ints or None, got {size!r}") \
+            from None
 
 
-def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, chunks: Any = "auto",
-            seed: Any = None) -> Array:
-    """Uniform floats in [low, high)."""
-    if size is None:
-        raise TypeError("uniform: give the array shape as size=")
-    return _make("uniform", size, chunks, seed, (low, high), np.float64)
+def _distribution(method: str, seed: Any, args: tuple, kwargs: dict, size: Any,
+                  chunks: Any, extra: tuple[int, ...] = ()) -> Array:
+    """``Generator.<method>(*args, size=..., **kwargs)`` as a blocked array: the output's
+    shape is ``size`` broadcast with the array parameters' shapes (then ``extra`` trailing
+    axes of one block each, for multinomial draws); numbers go to every block, NumPy arrays
+    are cut into the output's blocks, and tilegraph arrays are broadcast and rechunked to
+    them. The dtype, and any invalid parameter, come from NumPy's own call on the
+    parameters (array parameters whole when they are NumPy arrays)."""
+    s = _seed(seed)
+    size_t = _size_tuple(size)
+    args = tuple(np.asarray(v) if isinstance(v, (list, tuple)) else v for v in args)
+    whole = {k: v for k, v in kwargs.items() if k in _WHOLE}
+    kwargs = {k: np.asarray(v) if isinstance(v, (list, tuple)) else v
+              for k, v in kwargs.items() if k not in _WHOLE}
+    values = list(args) + list(kwargs.values())
+    shapes = [v.shape for v in values if isinstance(v, (np.ndarray, Array))]
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes, *([size_t] if size_t is not None else [])))
+    except ValueError:
+        raise ValueError(f"random.{method}: parameters of shapes {shapes} do not broadcast "
+                         f"to size {size_t}") from None
+    if size_t is not None and shape != size_t:
+        raise ValueError(f"random.{method}: parameters of shapes {shapes} broadcast to "
+                         f"{shape}, not to the size {size_t} asked for")
+    probe_args = [_probe_value(v) for v in args]
+    probe_kwargs = {k: _probe_value(v) for k, v in kwargs.items()}
+    probe_kwargs.update(whole)
+    try:
+        sample = getattr(np.random.default_rng(0), method)(*probe_args, **probe_kwargs,
+                                                          size=_probe_size(probe_args,
+                                                                           probe_kwargs))
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise type(exc)(f"random.{method}: {exc}") from None
+    dtype = np.asarray(sample).dtype
+    full_shape = shape + extra
+    norm = normalize_chunks(chunks, shape, dtype) + tuple((e,) for e in extra)
+    arrays = [v for v in values if isinstance(v, (np.ndarray, Array)) and v.ndim]
+    if not arrays:
+        plain = tuple(np.asarray(v)[()] if isinstance(v, (np.ndarray, Array)) else v
+                      for v in args)
+        plain_kw = {k: np.asarray(v)[()] if isinstance(v, (np.ndarray, Array)) else v
+                    for k, v in kwargs.items()}
+        plain_kw.update(whole)
+        if any(isinstance(v, Array) for v in values):  # 0-d lazy parameters
+            return _with_arrays(method, s, args, {**kwargs, **whole}, shape, norm, dtype,
+                                extra)
+        n_extra = len(extra)
+        return from_block_function(
+            f"random-{method}", _draw_method, full_shape, norm, dtype,
+            lambda c, bs: (method, (s, *c), bs, n_extra, plain, plain_kw), kind="random",
+            params=(s, method, tuple(map(repr, plain)), tuple(sorted(
+                (k, repr(v)) for k, v in plain_kw.items()))))
+    return _with_arrays(method, s, args, {**kwargs, **whole}, shape, norm, dtype, extra)
 
 
-def integers(low: int, high: int | None = None, size: Any = None, chunks: Any = "auto",
-             seed: Any = None, dtype: Any = np.int64, endpoint: bool = False) -> Array:
-    """Random integers in [low, high) (or [0, low) with one bound), like
-    ``Generator.integers``."""
-    if size is None:
-        raise TypeError("integers: give the array shape as size=")
-    if high is None:
-        low, high = 0, low
-    if high < low or (high == low and not endpoint):
-        raise ValueError(f"integers: empty range [{low}, {high})")
-    if np.dtype(dtype).kind not in "iu":
-        raise TypeError(f"integers: dtype must be an integer type, got {dtype}")
-    info = np.iinfo(dtype)
-    top = high if endpoint else high - 1
-    if low < info.min or top > info.max:
-        raise ValueError(
-            f"integers: range [{low}, {high}{']' if endpoint else ')'} is out of bounds for "
-            f"{np.dtype(dtype)} (values {info.min} to {info.max})")
-    return _make("integers", size, chunks, seed, (low, high, endpoint), dtype)
+# keyword parameters that are one vector for every draw (not broadcast against ``size``)
+_WHOLE = frozenset({"pvals", "colors", "p"})
 
 
-def standard_normal(size: Any = None, chunks: Any = "auto", seed: Any = None,
-                    dtype: Any = np.float64) -> Array:
-    """Standard normal floats (mean 0, standard deviation 1)."""
-    return normal(0.0, 1.0, size=size, chunks=chunks, seed=seed, dtype=dtype)
+def _probe_value(v: Any) -> Any:
+    if isinstance(v, Array):
+        return np.ones((), dtype=v.dtype) if v.dtype.kind != "b" else np.zeros((), bool)
+    return v
 
 
-class Generator:
+def _probe_size(args: list, kwargs: dict) -> Any:
+    arrays = [v for v in (*args, *kwargs.values()) if isinstance(v, np.ndarray) and v.ndim]
+    return None if arrays else (1,)
+
+
+def _with_arrays(method: str, seed: int, args: tuple, kwargs: dict, shape: tuple[int, ...],
+                 norm: tuple, dtype: np.dtype, extra: tuple[int, ...]) -> Array:
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.scans import broadcast_to
+    from tilegraph.graph.taskgraph import Dep
+
+    chunks = norm[:len(shape)]
+    params: list[Array] = []
+
+    def slot(v: Any) -> Any:
+        if not isinstance(v, (np.ndarray, Array)):
+            return v
+        a = v if isinstance(v, Array) else asarray(v, chunks=-1)
+        if a.shape != shape:
+            a = broadcast_to(a, shape)
+        if a.chunks != chunks:
+            a = a.rechunk(chunks)
+        params.append(a)
+        return _Slot(len(params) - 1)
+
+    a_args = tuple(slot(v) for v in args)
+    a_kwargs = {k: v if k in _WHOLE else slot(v) for k, v in kwargs.items()}
+    keys = [p.collection.key for p in params]
+    n_extra = len(extra)
+    itemsize = dtype.itemsize
+    token = tokenize(f"random-{method}", seed, *params, a_args, a_kwargs, norm, dtype)
+
+    def task_of(c: tuple[int, ...]) -> tuple:
+        bs = tuple(norm[a][k] for a, k in enumerate(c))
+        inner = c[:len(shape)]
+        return (_draw_method, [k(inner) for k in keys],
+                (method, (seed, *c), bs, n_extra, a_args, a_kwargs,
+                 *(Dep(i) for i in range(len(keys)))))
+
+    blocks = apply_blocks(f"random-{method}-{token}", numblocks(norm),
+                          [p.collection for p in params], task_of, kind="map",
+                          name=f"random-{method}",
+                          nbytes=lambda c: itemsize * math.prod(
+                              norm[a][k] for a, k in enumerate(c)))
+    return Array(blocks, shape + extra, norm, dtype)
+
+
+# -- the distributions ----------------------------------------------------------------------------
+
+_REQUIRED = inspect.Parameter.empty
+
+# name -> (parameters with defaults (_REQUIRED: none), Generator method it draws with)
+DISTRIBUTIONS: dict[str, tuple[tuple[tuple[str, Any], ...], str]] = {
+    "beta": ((("a", _REQUIRED), ("b", _REQUIRED)), "beta"),
+    "binomial": ((("n", _REQUIRED), ("p", _REQUIRED)), "binomial"),
+    "chisquare": ((("df", _REQUIRED),), "chisquare"),
+    "exponential": ((("scale", 1.0),), "exponential"),
+    "f": ((("dfnum", _REQUIRED), ("dfden", _REQUIRED)), "f"),
+    "gamma": ((("shape", _REQUIRED), ("scale", 1.0)), "gamma"),
+    "geometric": ((("p", _REQUIRED),), "geometric"),
+    "gumbel": ((("loc", 0.0), ("scale", 1.0)), "gumbel"),
+    "hypergeometric": ((("ngood", _REQUIRED), ("nbad", _REQUIRED), ("nsample", _REQUIRED)),
+                       "hypergeometric"),
+    "laplace": ((("loc", 0.0), ("scale", 1.0)), "laplace"),
+    "logistic": ((("loc", 0.0), ("scale", 1.0)), "logistic"),
+    "lognormal": ((("mean", 0.0), ("sigma", 1.0)), "lognormal"),
+    "logseries": ((("p", _REQUIRED),), "logseries"),
+    "negative_binomial": ((("n", _REQUIRED), ("p", _REQUIRED)), "negative_binomial"),
+    "noncentral_chisquare": ((("df", _REQUIRED), ("nonc", _REQUIRED)),
+                             "noncentral_chisquare"),
+    "noncentral_f": ((("dfnum", _REQUIRED), ("dfden", _REQUIRED), ("nonc", _REQUIRED)),
+                     "noncentral_f"),
+    "pareto": ((("a", _REQUIRED),), "pareto"),
+    "poisson": ((("lam", 1.0),), "poisson"),
+    "power": ((("a", _REQUIRED),), "power"),
+    "rayleigh": ((("scale", 1.0),), "rayleigh"),
+    "standard_cauchy": ((), "standard_cauchy"),
+    "standard_exponential": ((), "standard_exponential"),
+    "standard_gamma": ((("shape", _REQUIRED),), "standard_gamma"),
+    "standard_t": ((("df", _REQUIRED),), "standard_t"),
+    "triangular": ((("left", _REQUIRED), ("mode", _REQUIRED), ("right", _REQUIRED)),
+                   "triangular"),
+    "vonmises": ((("mu", _REQUIRED), ("kappa", _REQUIRED)), "vonmises"),
+    "wald": ((("mean", _REQUIRED), ("scale", _REQUIRED)), "wald"),
+    "weibull": ((("a", _REQUIRED),), "weibull"),
+    "zipf": ((("a", _REQUIRED),), "zipf"),
+}
+
+
+def _no_out(op: str, out: Any) -> None:
+    if out is not None:
+        raise TypeError(f"random.{op}: out= is not supported (tilegraph arrays are lazy)")
+
+
+def _float_dtype(op: str, dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"random.{op}: dtype must be float32 or float64, got {dtype}")
+    return dt
+
+
+class _Draws:
+    """What :class:`Generator` and :class:`RandomState` share: a ``SeedSequence`` whose
+    next child seeds each new array (so the same seed gives the same arrays in the same
+    order), and the distributions (bound as methods from :data:`DISTRIBUTIONS`)."""
+
+    def __init__(self, seed: Any = None):
+        self._reset(seed)
+
+    def _reset(self, seed: Any) -> None:
+        if isinstance(seed, np.random.SeedSequence):
+            self._seq = seed
+            self._fresh = False
+        elif isinstance(seed, _Draws):
+            self._seq = seed._seq.spawn(1)[0]
+            self._fresh = seed._fresh
+        elif isinstance(seed, np.random.BitGenerator):
+            self._seq = seed.seed_seq if isinstance(seed.seed_seq, np.random.SeedSequence) \
+                else np.random.SeedSequence(int(seed.random_raw()))
+            self._fresh = False
+        elif seed is None:
+            self._seq = np.random.SeedSequence(_seed(None))
+            self._fresh = True
+        elif isinstance(seed, (list, tuple, np.ndarray)):
+            self._seq = np.random.SeedSequence([_seed(int(v)) for v in np.ravel(seed)])
+            self._fresh = False
+        else:
+            self._seq = np.random.SeedSequence(_seed(seed))
+            self._fresh = False
+
+    def _next(self) -> int:
+        child = self._seq.spawn(1)[0]
+        value = int(child.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        return FreshSeed(value) if self._fresh else value
+
+    def _distribution(self, method: str, args: tuple, kwargs: dict, size: Any,
+                      chunks: Any, extra: tuple[int, ...] = ()) -> Array:
+        return _distribution(method, self._next(), args, kwargs, size, chunks, extra)
+
+    # -- the draws every generator has (beside DISTRIBUTIONS) ---------------------------
+
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None,
+               chunks: Any = "auto", **kwargs: Any) -> Array:
+        """Normal floats with mean ``loc`` and standard deviation ``scale``."""
+        dtype = kwargs.pop("dtype", np.float64)
+        _no_kwargs("normal", kwargs)
+        if _arrays(loc, scale):
+            return self._distribution("normal", (loc, scale), {}, size, chunks)
+        return normal(loc, scale, size=size, chunks=chunks, seed=self._next(), dtype=dtype)
+
+    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None,
+                chunks: Any = "auto", **kwargs: Any) -> Array:
+        """Uniform floats in [low, high)."""
+        _no_kwargs("uniform", kwargs)
+        if _arrays(low, high):
+            return self._distribution("uniform", (low, high), {}, size, chunks)
+        return uniform(low, high, size=size, chunks=chunks, seed=self._next())
+
+    def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None,
+                        chunks: Any = "auto") -> Array:
+        """Standard normal floats (mean 0, standard deviation 1)."""
+        _no_out("standard_normal", out)
+        return standard_normal(size, chunks=chunks, seed=self._next(), dtype=dtype)
+
+    def multinomial(self, n: Any, pvals: Any, size: Any = None, chunks: Any = "auto"
+                    ) -> Array:
+        """Counts of ``n`` draws over ``len(pvals)`` outcomes, one trailing axis of one
+        block holding the counts."""
+        _not_lazy_param("multinomial", "pvals", pvals)
+        pvals = np.asarray(pvals, dtype=float)
+        if pvals.ndim != 1:
+            raise ValueError("random.multinomial: pvals must be one-dimensional here (dask's "
+                             "form)")
+        return self._distribution("multinomial", (n,), {"pvals": pvals}, size, chunks,
+                                  extra=(len(pvals),))
+
+    def choice(self, a: Any, size: Any = None, replace: bool = True, p: Any = None,
+               axis: int = 0, shuffle: bool = True, chunks: Any = "auto") -> Array:
+        """Values drawn from ``a`` (an int: ``arange(a)``; or a 1-d array, NumPy or
+        tilegraph), with replacement by default, with probabilities ``p``. Without
+        replacement the positions are drawn once, here (a NumPy array of ``size``
+        indices), and the values gathered from ``a`` block by block."""
+        if axis != 0:
+            raise ValueError("random.choice: axis must be 0 since a is one dimensional")
+        _not_lazy_param("choice", "p", p)
+        seed = self._next()
+        if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+            n = int(a)
+            if n < 0:
+                raise ValueError("random.choice: a must be non-negative")
+            source = None
+        else:
+            source = a if isinstance(a, Array) else asarray(np.asarray(a))
+            if source.ndim != 1:
+                raise ValueError("random.choice: a must be one dimensional")
+            n = source.shape[0]
+        if p is not None:
+            p = np.asarray(p, dtype=float)
+            if p.ndim != 1 or p.shape[0] != n:
+                raise ValueError("random.choice: a and p must have the same size")
+            if not np.isclose(p.sum(), 1.0, rtol=1e-7, atol=0):
+                raise ValueError("random.choice: probabilities do not sum to 1")
+        size_t = _size_tuple(size) or ()
+        if n == 0 and math.prod(size_t):
+            raise ValueError("random.choice: a cannot be empty unless no samples are taken")
+        if not replace:
+            from tilegraph.array.indexing import take
+
+            index = np.asarray(_generator(int(seed), ()).choice(
+                n, size=size_t, replace=False, p=p, shuffle=shuffle))
+            if source is None:
+                return asarray(index, chunks=chunks)
+            return take(source, index.reshape(-1), axis=0).reshape(size_t)
+        if source is None:
+            return _distribution("choice", seed, (n,), {"p": p}, size_t, chunks) \
+                if p is not None else _distribution("integers", seed, (0, n), {}, size_t,
+                                                    chunks)
+        return _choice_from(seed, source, p, size_t, chunks)
+
+    def permutation(self, x: Any) -> Array:
+        """A permutation of ``arange(x)`` (an int), or ``x`` with its first axis shuffled.
+        The permutation is drawn here (a NumPy array of the axis' length) and the rows
+        gathered block by block."""
+        from tilegraph.array.indexing import take
+
+        seed = self._next()
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            return asarray(_generator(int(seed), ()).permutation(int(x)))
+        x = x if isinstance(x, Array) else asarray(x)
+        if x.ndim == 0:
+            raise ValueError("random.permutation: x must be an integer or at least "
+                             "1-dimensional")
+        return take(x, _generator(int(seed), ()).permutation(x.shape[0]), axis=0)
+
+
+def _choice_block(seed: tuple[int, ...], shape: tuple[int, ...], p: Any,
+                  a: np.ndarray) -> np.ndarray:
+    return _generator(seed[0], tuple(seed[1:])).choice(a, size=shape, replace=True, p=p)
+
+
+def _choice_from(seed: int, source: Array, p: Any, size: tuple[int, ...], chunks: Any
+                 ) -> Array:
+    """Draws with replacement from the values of ``source`` (made one block, an input of
+    every output block)."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.graph.taskgraph import Dep
+
+    whole = source.rechunk(-1) if source.numblocks != (1,) else source
+    norm = normalize_chunks(chunks, size, source.dtype)
+    key = whole.collection.key((0,))
+    token = tokenize("random-choice", seed, whole, None if p is None else tuple(p), norm)
+    blocks = apply_blocks(
+        f"random-choice-{token}", numblocks(norm), [whole.collection],
+        lambda c: (_choice_block, [key],
+                   ((seed, *c), tuple(norm[a][k] for a, k in enumerate(c)), p, Dep(0))),
+        kind="map", name="random-choice")
+    return Array(blocks, size, norm, source.dtype)
+
+
+def _arrays(*values: Any) -> bool:
+    """Whether any parameter is an array (a tilegraph array, or a NumPy array or sequence
+    of one dimension or more): such parameters broadcast against ``size``."""
+    return any(isinstance(v, Array) or np.ndim(v) for v in values)
+
+
+def _not_lazy_param(op: str, name: str, value: Any) -> None:
+    if isinstance(value, Array):
+        raise TypeError(f"random.{op}: {name} must be known when the array is planned (a "
+                        "NumPy array or a list), not a lazy tilegraph array")
+
+
+def _no_kwargs(op: str, kwargs: dict) -> None:
+    if kwargs:
+        raise TypeError(f"random.{op}: unexpected keyword(s) {sorted(kwargs)}")
+
+
+def _method(name: str, params: tuple[tuple[str, Any], ...], method: str,
+            dtype_of: bool = False) -> Any:
+    """A distribution as a method of :class:`_Draws`, with NumPy's parameter names and
+    defaults, then ``size=`` and ``chunks=`` (and ``dtype=``/``method=`` where NumPy's
+    Generator takes them)."""
+
+    def draw(self: _Draws, *args: Any, **kwargs: Any) -> Array:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        values.pop("self")
+        size, chunks = values.pop("size"), values.pop("chunks")
+        extra = {k: values.pop(k) for k in ("dtype", "method") if k in values}
+        if "dtype" in extra:
+            extra["dtype"] = _float_dtype(name, extra["dtype"])
+        ordered = tuple(values[p] for p, _ in params)
+        return self._distribution(method, ordered, extra, size, chunks)
+
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    parameters += [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
+                   for p, d in params]
+    parameters += [inspect.Parameter("size", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                     default=None),
+                   inspect.Parameter("chunks", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                     default="auto")]
+    if dtype_of:
+        parameters.append(inspect.Parameter("dtype", inspect.Parameter.KEYWORD_ONLY,
+                                            default=np.float64))
+    if name == "standard_exponential":
+        parameters.append(inspect.Parameter("method", inspect.Parameter.KEYWORD_ONLY,
+                                            default="zig"))
+    signature = inspect.Signature(parameters)
+    draw.__signature__ = signature
+    draw.__name__ = draw.__qualname__ = name
+    draw.__doc__ = (f"``numpy.random.Generator.{method}`` as a blocked array of shape "
+                    "``size`` (broadcast with array parameters), in blocks of ``chunks``.")
+    return draw
+
+
+for _name, (_params, _meth) in DISTRIBUTIONS.items():
+    setattr(_Draws, _name, _method(_name, _params, _meth,
+                                   dtype_of=_name in ("standard_exponential",
+                                                      "standard_gamma")))
+
+
+class Generator(_Draws):
     """Random arrays from one seed, as ``numpy.random.default_rng(seed)`` (and dask's
     ``da.random.default_rng``) hands them out: each call draws a new array from the next
     child of the seed's ``SeedSequence``, so the same seed gives the same arrays in the
     same order, and every array's blocks are seeded by block coordinate as in
-    :func:`random`.
+    :func:`random`. ``seed`` may be a non-negative int, a ``SeedSequence``, a NumPy
+    ``BitGenerator`` (its seed sequence), another Generator, or ``None`` (fresh entropy).
 
     >>> import tilegraph as tg
     >>> a = tg.random.default_rng(3).random((4,), chunks=2).compute()
@@ -148,66 +550,215 @@ class Generator:
     True
     """
 
-    def __init__(self, seed: Any = None):
-        if isinstance(seed, np.random.SeedSequence):
-            self._seq = seed
-        elif isinstance(seed, Generator):
-            self._seq = seed._seq.spawn(1)[0]
-        else:
-            self._seq = np.random.SeedSequence(_seed(seed))
-        self._fresh = seed is None or (isinstance(seed, Generator) and seed._fresh)
-
-    def _next(self) -> int:
-        child = self._seq.spawn(1)[0]
-        value = int(child.generate_state(1, np.uint64)[0] >> np.uint64(1))
-        return FreshSeed(value) if self._fresh else value
-
     def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None,
                chunks: Any = "auto") -> Array:
         """Uniform floats in [0, 1)."""
-        _no_out(out)
-        return random(_size(size), chunks=chunks, seed=self._next(), dtype=dtype)
+        _no_out("random", out)
+        return random(size, chunks=chunks, seed=self._next(), dtype=dtype)
 
-    def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None,
-                        chunks: Any = "auto") -> Array:
-        """Standard normal floats."""
-        _no_out(out)
-        return standard_normal(_size(size), chunks=chunks, seed=self._next(), dtype=dtype)
-
-    def normal(self, loc: float = 0.0, scale: float = 1.0, size: Any = None,
-               chunks: Any = "auto") -> Array:
-        """Normal floats with mean ``loc`` and standard deviation ``scale``."""
-        return normal(loc, scale, size=_size(size), chunks=chunks, seed=self._next())
-
-    def uniform(self, low: float = 0.0, high: float = 1.0, size: Any = None,
-                chunks: Any = "auto") -> Array:
-        """Uniform floats in [low, high)."""
-        return uniform(low, high, size=_size(size), chunks=chunks, seed=self._next())
-
-    def integers(self, low: int, high: int | None = None, size: Any = None,
-                 dtype: Any = np.int64, endpoint: bool = False, chunks: Any = "auto"
-                 ) -> Array:
-        """Random integers in [low, high) (or [0, low) with one bound)."""
-        return integers(low, high, size=_size(size), chunks=chunks, seed=self._next(),
+    def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,
+                 endpoint: bool = False, chunks: Any = "auto") -> Array:
+        """Random integers in [low, high) (or [0, low) with one bound; ``endpoint=True``
+        includes ``high``)."""
+        if _arrays(low, high):
+            if high is None:
+                low, high = 0, low
+            return self._distribution("integers", (low, high),
+                                      {"dtype": np.dtype(dtype), "endpoint": endpoint},
+                                      size, chunks)
+        return integers(low, high, size=size, chunks=chunks, seed=self._next(),
                         dtype=dtype, endpoint=endpoint)
+
+    def multivariate_hypergeometric(self, colors: Any, nsample: int, size: Any = None,
+                                    method: str = "marginals", chunks: Any = "auto"
+                                    ) -> Array:
+        """How many of each colour ``nsample`` draws without replacement take from an urn
+        of ``colors`` items, one trailing axis of one block holding the counts."""
+        _not_lazy_param("multivariate_hypergeometric", "colors", colors)
+        colors = np.asarray(colors, dtype=np.int64)
+        if colors.ndim != 1:
+            raise ValueError("random.multivariate_hypergeometric: colors must be "
+                             "one-dimensional")
+        return self._distribution("multivariate_hypergeometric", (),
+                                  {"colors": colors, "nsample": nsample, "method": method},
+                                  size, chunks,
+                                  extra=(len(colors),))
 
     def __repr__(self) -> str:
         return f"tilegraph.random.Generator(entropy={self._seq.entropy})"
 
 
-def _size(size: Any) -> Any:
-    if size is None:
-        raise TypeError("Generator: give the array shape as size= (a tilegraph Generator "
-                        "draws arrays; for one number use numpy.random.default_rng)")
-    return size
+class RandomState(_Draws):
+    """``numpy.random.RandomState``'s methods with ``chunks=``, as dask's
+    ``da.random.RandomState``: each call draws a new array seeded from the next child of
+    ``seed`` (so equal seeds give equal arrays in the same order); :meth:`seed` starts
+    over. The values are drawn with NumPy's ``Generator``, not the legacy Mersenne
+    Twister, so they differ from NumPy's ``RandomState`` for the same seed (dask's differ
+    too).
 
+    >>> import tilegraph as tg
+    >>> state = tg.random.RandomState(1234)
+    >>> state.normal(10, 0.1, size=3, chunks=2).shape
+    (3,)
+    """
 
-def _no_out(out: Any) -> None:
-    if out is not None:
-        raise TypeError("Generator: out= is not supported (tilegraph arrays are lazy)")
+    def seed(self, seed: Any = None) -> None:
+        """Start the sequence of arrays over from ``seed`` (fresh entropy for ``None``)."""
+        self._reset(seed)
+
+    def random_sample(self, size: Any = None, chunks: Any = "auto", **kwargs: Any) -> Array:
+        """Uniform floats in [0, 1)."""
+        dtype = kwargs.pop("dtype", np.float64)
+        _no_kwargs("random_sample", kwargs)
+        return random(size, chunks=chunks, seed=self._next(), dtype=dtype)
+
+    def random(self, size: Any = None, chunks: Any = "auto", **kwargs: Any) -> Array:
+        """Uniform floats in [0, 1) (``random_sample``)."""
+        return self.random_sample(size, chunks, **kwargs)
+
+    def randint(self, low: Any, high: Any = None, size: Any = None, chunks: Any = "auto",
+                dtype: Any = "l", **kwargs: Any) -> Array:
+        """Random integers in [low, high) (or [0, low) with one bound)."""
+        _no_kwargs("randint", kwargs)
+        return Generator.integers(self, low, high, size=size, dtype=dtype, chunks=chunks)
+
+    def random_integers(self, low: Any, high: Any = None, size: Any = None,
+                        chunks: Any = "auto", **kwargs: Any) -> Array:
+        """Random integers in [low, high], both included (or [1, low] with one bound)."""
+        _no_kwargs("random_integers", kwargs)
+        if high is None:
+            low, high = 1, low
+        return Generator.integers(self, low, high, size=size, dtype=np.int64,
+                                  endpoint=True, chunks=chunks)
+
+    def tomaxint(self, size: Any = None, chunks: Any = "auto", **kwargs: Any) -> Array:
+        """Random non-negative integers up to the largest C long."""
+        _no_kwargs("tomaxint", kwargs)
+        top = np.iinfo(np.int_).max
+        return Generator.integers(self, 0, top, size=size, dtype=np.int_, chunks=chunks)
+
+    def __repr__(self) -> str:
+        return f"tilegraph.random.RandomState(entropy={self._seq.entropy})"
 
 
 def default_rng(seed: Any = None) -> Generator:
-    """A :class:`Generator` from ``seed`` (a non-negative int, a ``SeedSequence``, another
-    Generator, or ``None`` for fresh entropy), as ``numpy.random.default_rng``."""
+    """A :class:`Generator` from ``seed`` (a non-negative int, a ``SeedSequence``, a NumPy
+    ``BitGenerator``, another Generator, or ``None`` for fresh entropy), as
+    ``numpy.random.default_rng``."""
     return Generator(seed)
+
+
+# -- module functions: tilegraph's seeded ones, and dask's on one module-wide RandomState ---------
+
+_STATE = RandomState()
+
+
+def seed(seed: Any = None) -> None:
+    """Reseed the module-wide :class:`RandomState` the module functions draw from (as
+    ``da.random.seed``): after ``seed(s)`` the same calls give the same arrays."""
+    _STATE.seed(seed)
+
+
+def _seed_or_next(seed_: Any) -> Any:
+    return _STATE._next() if seed_ is None else seed_
+
+
+def random(size: Any = None, chunks: Any = "auto", seed: Any = None,
+           dtype: Any = np.float64) -> Array:
+    """Uniform floats in [0, 1) of shape ``size``."""
+    dtype = _float_dtype("random", dtype)
+    return _make("random", size, chunks, _seed_or_next(seed), (),
+                 dtype)
+
+
+def random_sample(size: Any = None, chunks: Any = "auto", seed: Any = None) -> Array:
+    """Uniform floats in [0, 1) of shape ``size`` (as :func:`random`)."""
+    return random(size, chunks=chunks, seed=seed)
+
+
+def normal(loc: Any = 0.0, scale: Any = 1.0, size: Any = None, chunks: Any = "auto",
+           seed: Any = None, dtype: Any = np.float64) -> Array:
+    """Normally distributed floats with mean ``loc`` and standard deviation ``scale``."""
+    if _arrays(loc, scale):
+        return _distribution("normal", _seed_or_next(seed), (loc, scale), {}, size, chunks)
+    if scale < 0:
+        raise ValueError(f"random.normal: scale must be non-negative, got {scale}")
+    dtype = _float_dtype("normal", dtype)
+    return _make("normal", size, chunks, _seed_or_next(seed),
+                 (loc, scale), dtype)
+
+
+def uniform(low: Any = 0.0, high: Any = 1.0, size: Any = None, chunks: Any = "auto",
+            seed: Any = None) -> Array:
+    """Uniform floats in [low, high)."""
+    if _arrays(low, high):
+        return _distribution("uniform", _seed_or_next(seed), (low, high), {}, size, chunks)
+    return _make("uniform", size, chunks, _seed_or_next(seed),
+                 (low, high), np.float64)
+
+
+def integers(low: Any, high: Any = None, size: Any = None, chunks: Any = "auto",
+             seed: Any = None, dtype: Any = np.int64, endpoint: bool = False) -> Array:
+    """Random integers in [low, high) (or [0, low) with one bound), like
+    ``Generator.integers``."""
+    if high is None:
+        low, high = 0, low
+    if np.dtype(dtype).kind not in "iu":
+        raise TypeError(f"random.integers: dtype must be an integer type, got {dtype}")
+    if _arrays(low, high):
+        return _distribution("integers", _seed_or_next(seed), (low, high),
+                             {"dtype": np.dtype(dtype), "endpoint": endpoint}, size, chunks)
+    if high < low or (high == low and not endpoint):
+        raise ValueError(f"random.integers: empty range [{low}, {high})")
+    info = np.iinfo(dtype)
+    top = high if endpoint else high - 1
+    if low < info.min or top > info.max:
+        raise ValueError(
+            f"random.integers: range [{low}, {high}{']' if endpoint else ')'} is out of "
+            f"bounds for {np.dtype(dtype)} (values {info.min} to {info.max})")
+    return _make("integers", size, chunks, _seed_or_next(seed),
+                 (low, high, endpoint), dtype)
+
+
+def randint(low: Any, high: Any = None, size: Any = None, chunks: Any = "auto",
+            dtype: Any = "l", seed: Any = None) -> Array:
+    """Random integers in [low, high) (or [0, low) with one bound), as
+    ``numpy.random.randint`` (``dtype`` ``"l"``: a C long)."""
+    return integers(low, high, size=size, chunks=chunks, seed=seed, dtype=dtype)
+
+
+def standard_normal(size: Any = None, chunks: Any = "auto", seed: Any = None,
+                    dtype: Any = np.float64) -> Array:
+    """Standard normal floats (mean 0, standard deviation 1)."""
+    return normal(0.0, 1.0, size=size, chunks=chunks, seed=seed, dtype=dtype)
+
+
+def _module_function(name: str) -> Any:
+    """``name`` drawn from the module-wide :class:`RandomState` (or with ``seed=``)."""
+    bound = getattr(RandomState, name)
+
+    def function(*args: Any, seed: Any = None, **kwargs: Any) -> Array:
+        state = _STATE if seed is None else RandomState(seed)
+        return bound(state, *args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = (bound.__doc__ or "").rstrip() + (
+        " Drawn from the module's RandomState (:func:`seed`), or from ``seed=``.")
+    sig = inspect.signature(bound)
+    params = [p for p in sig.parameters.values() if p.name != "self"]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind ==
+              inspect.Parameter.VAR_KEYWORD else p for p in params if p.kind !=
+              inspect.Parameter.VAR_KEYWORD]
+    params.append(inspect.Parameter("seed", inspect.Parameter.KEYWORD_ONLY, default=None))
+    function.__signature__ = sig.replace(parameters=params)
+    return function
+
+
+_MODULE_NAMES = (*DISTRIBUTIONS, "multinomial", "choice", "permutation", "random_integers")
+for _name in _MODULE_NAMES:
+    if _name not in globals():
+        globals()[_name] = _module_function(_name)
+
+__all__ = sorted({"Generator", "RandomState", "default_rng", "seed", "random",
+                  "random_sample", "normal", "uniform", "integers", "randint",
+                  "standard_normal", *_MODULE_NAMES})
