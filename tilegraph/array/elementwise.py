@@ -141,13 +141,16 @@ _UNSUPPORTED_UFUNC_KWARGS = ("where", "axes", "axis", "signature")
 
 
 def apply_ufunc(ufunc: np.ufunc, *inputs: Any, **kwargs: Any) -> Any:
-    """A NumPy ufunc on blocked arrays (the ``__array_ufunc__`` ``__call__`` path)."""
+    """A NumPy ufunc on blocked arrays (the ``__array_ufunc__`` ``__call__`` path; a
+    generalized ufunc goes to :func:`~tilegraph.array.gufunc.ufunc_call`)."""
+    if ufunc.signature is not None:
+        from tilegraph.array.gufunc import ufunc_call
+
+        return ufunc_call(ufunc, *inputs, **kwargs)
     for k in _UNSUPPORTED_UFUNC_KWARGS:
         if k in kwargs:
             raise TypeError(f"{ufunc.__name__}: the {k}= argument is not supported on "
                             "tilegraph arrays")
-    if ufunc.signature is not None:
-        raise TypeError(f"{ufunc.__name__}: generalized ufuncs are not supported elementwise")
     if ufunc.nout == 1:
         # the result dtype comes from NumPy itself, with dtype=/casting= taken into account
         return elemwise(ufunc, *inputs, kwargs=kwargs or None, name=ufunc.__name__)
@@ -181,7 +184,7 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array | tuple[Array, 
 
 
 def _astype(block: np.ndarray, dtype: np.dtype, casting: str) -> np.ndarray:
-    return block.astype(dtype, casting=casting)
+    return np.asarray(block).astype(dtype, casting=casting)
 
 
 def astype(x: Array, dtype: Any, copy: bool = True, casting: str = "unsafe") -> Array:
@@ -617,3 +620,19 @@ def unravel_index(indices: Any, shape: Any, order: str = "C") -> tuple[Array, ..
 def _unravel_block(block: np.ndarray, shape: tuple[int, ...], order: str,
                    axis: int) -> np.ndarray:
     return np.unravel_index(block, shape, order=order)[axis]
+
+
+def ufunc_outer(ufunc: np.ufunc, a: Any, b: Any, **kwargs: Any) -> Array:
+    """``ufunc.outer(a, b)`` (the ``__array_ufunc__`` ``outer`` path): ``ufunc`` on every
+    pair of an element of ``a`` and one of ``b``, shaped ``a.shape + b.shape``; lazily, as
+    ``a`` with ``b.ndim`` new trailing axes broadcast against ``b``, block by block."""
+    if ufunc.nin != 2:
+        raise ValueError(f"{ufunc.__name__}.outer: outer product only of a ufunc of two "
+                         f"inputs ({ufunc.__name__} takes {ufunc.nin})")
+    if ufunc.signature is not None:
+        raise TypeError(f"{ufunc.__name__}.outer: a generalized ufunc has no outer method "
+                        "(in NumPy too)")
+    a = a if isinstance(a, Array) else asarray(a, chunks=-1)
+    b = b if isinstance(b, Array) else asarray(b, chunks=-1)
+    expanded = a[(Ellipsis, *(None,) * b.ndim)] if b.ndim else a
+    return apply_ufunc(ufunc, expanded, b, **kwargs)

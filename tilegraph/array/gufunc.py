@@ -447,3 +447,125 @@ def _with_core_grid(blocks: Any, ncore: int) -> Any:
 
     keys = blocks.keys.reshape(blocks.grid + (1,) * ncore)
     return remap(f"{blocks.name}-core", keys, [blocks])
+
+
+def _resolved_dtypes(ufunc: np.ufunc, inputs: Sequence[Any], dtype: Any) -> list | None:
+    """The output dtypes NumPy's type resolution gives ``ufunc`` for these inputs (Python
+    scalars as weak scalars, as NumPy treats them), or ``None`` where it cannot say."""
+    given = []
+    for v in inputs:
+        if isinstance(v, (bool, int, float, complex)):
+            given.append(type(v))
+        else:
+            dt = getattr(v, "dtype", None)
+            given.append(np.dtype(dt) if dt is not None else np.asarray(v).dtype)
+    outs = [None if dtype is None else np.dtype(dtype)] * ufunc.nout
+    try:
+        resolved = ufunc.resolve_dtypes((*given, *outs))
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return list(resolved[ufunc.nin:])
+
+
+def ufunc_call(ufunc: np.ufunc, *inputs: Any, axes: Any = None, axis: Any = None,
+               keepdims: bool = False, dtype: Any = None, **kwargs: Any) -> Any:
+    """A generalized ufunc (one with a ``signature``: NumPy's ``vecdot``/``matvec``, the
+    ``numpy.linalg`` kernels, a numba ``@guvectorize`` function) called on tilegraph arrays
+    (the ``__array_ufunc__`` path): :func:`apply_gufunc` with the ufunc's signature, its
+    ``axes``/``axis``/``keepdims``, output dtypes from NumPy's type resolution, and core
+    dimensions made one block when they are split (as NumPy's call needs whole core
+    dimensions). Other keywords (``casting``, ``order``, ...) go to the ufunc per block.
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.arange(6.0).reshape(3, 2), chunks=1)
+    >>> np.vecdot(x, x).compute()
+    array([ 1., 13., 41.])
+    """
+    signature = ufunc.signature
+    name = ufunc.__name__
+    if "?" in signature:
+        raise TypeError(f"{name}: a signature with optional core dimensions ({signature}) "
+                        "takes no axes=/axis=/keepdims= on tilegraph arrays; move the axes "
+                        "with tilegraph.moveaxis first")
+    if "where" in kwargs:
+        raise TypeError(f"{name}: the where= argument is not supported on tilegraph arrays")
+    if kwargs.get("signature") is not None:
+        raise TypeError(f"{name}: the signature= argument (a loop's dtypes) is not supported "
+                        "on tilegraph arrays; cast the inputs with astype instead")
+    kwargs.pop("signature", None)
+    dtypes = _resolved_dtypes(ufunc, inputs, dtype)
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    return apply_gufunc(ufunc, signature, *inputs, axes=axes, axis=axis, keepdims=keepdims,
+                        output_dtypes=dtypes, allow_rechunk=True, **kwargs)
+
+
+class gufunc:
+    """``pyfunc`` bound to a gufunc ``signature`` and the keywords of :func:`apply_gufunc`,
+    as dask's ``da.gufunc``: calling it on arrays is ``apply_gufunc(pyfunc, signature,
+    *args, **keywords)`` (keywords of the call override the bound ones). With
+    ``vectorize=True`` ``pyfunc`` works on one loop element at a time (this is the
+    blocked form of ``np.vectorize(pyfunc, signature=...)``, which itself has no NumPy
+    protocol a lazy array could answer, and computes its arguments whole).
+
+    >>> import numpy as np, tilegraph as tg
+    >>> norm = tg.gufunc(lambda v: np.sqrt((v * v).sum()), signature="(i)->()",
+    ...                  vectorize=True, output_dtypes=float)
+    >>> norm(tg.from_numpy(np.array([[3.0, 4.0], [6.0, 8.0]]), chunks=1)).compute()
+    array([ 5., 10.])
+    """
+
+    _KEYWORDS = ("vectorize", "axes", "axis", "keepdims", "output_sizes", "output_dtypes",
+                 "allow_rechunk", "meta")
+
+    def __init__(self, pyfunc: Callable, *, signature: str | None = None,
+                 vectorize: bool = False, axes: Any = None, axis: Any = None,
+                 keepdims: bool = False, output_sizes: dict | None = None,
+                 output_dtypes: Any = None, allow_rechunk: bool = False, meta: Any = None):
+        if not callable(pyfunc):
+            raise TypeError(f"gufunc: {pyfunc!r} is not callable")
+        self.pyfunc = pyfunc
+        self.signature = signature if signature is not None else getattr(
+            pyfunc, "signature", None)
+        if self.signature is None:
+            raise TypeError("gufunc: give signature= (e.g. '(i)->()')")
+        parse_signature(self.signature)  # a bad signature fails here, not at the call
+        self.vectorize, self.axes, self.axis = vectorize, axes, axis
+        self.keepdims, self.output_sizes = keepdims, output_sizes
+        self.output_dtypes, self.allow_rechunk, self.meta = output_dtypes, allow_rechunk, meta
+        self.__name__ = funcname(pyfunc)
+        self.__doc__ = getattr(pyfunc, "__doc__", None)
+
+    def __repr__(self) -> str:
+        return f"tilegraph.gufunc<{self.__name__}, {self.signature!r}>"
+
+    def __call__(self, *args: Any, allow_rechunk: Any = None, **kwargs: Any) -> Any:
+        bound = {k: getattr(self, k) for k in self._KEYWORDS}
+        if allow_rechunk is not None:
+            bound["allow_rechunk"] = allow_rechunk
+        for k in self._KEYWORDS:
+            if k in kwargs:
+                bound[k] = kwargs.pop(k)
+        return apply_gufunc(self.pyfunc, self.signature, *args, **bound, **kwargs)
+
+
+def as_gufunc(signature: str | None = None, **kwargs: Any) -> Callable[[Callable], gufunc]:
+    """A decorator making a function a :class:`gufunc` of ``signature`` (dask's
+    ``da.as_gufunc``).
+
+    >>> import numpy as np, tilegraph as tg
+    >>> @tg.as_gufunc(signature="(i)->()", output_dtypes=float)
+    ... def mean_of(block):
+    ...     return block.mean(axis=-1)
+    >>> mean_of(tg.from_numpy(np.arange(6.0).reshape(3, 2), chunks=1)).compute()
+    array([0.5, 2.5, 4.5])
+    """
+    unknown = set(kwargs) - set(gufunc._KEYWORDS)
+    if unknown:
+        raise TypeError(f"as_gufunc: unknown keyword(s) {sorted(unknown)}; it takes "
+                        f"signature= and {', '.join(gufunc._KEYWORDS)}")
+
+    def decorate(pyfunc: Callable) -> gufunc:
+        return gufunc(pyfunc, signature=signature, **kwargs)
+
+    return decorate

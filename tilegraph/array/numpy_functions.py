@@ -24,13 +24,13 @@ import numpy as np
 import tilegraph.array.contraction as contraction
 import tilegraph.array.elementwise as elementwise
 import tilegraph.array.indexing as indexing
-import tilegraph.array.linalg as tlinalg
 import tilegraph.array.manipulation as manipulation
 import tilegraph.array.padding as padding
 import tilegraph.array.reductions as reductions
 import tilegraph.array.scans as scans
 import tilegraph.array.sorting as sorting
 import tilegraph.array.statistics as statistics
+import tilegraph.array.ufuncs as ufuncs
 import tilegraph.array.windows as windows
 from tilegraph.array.core import Array, asarray
 
@@ -242,19 +242,6 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: Any = "K",
                 chunks=a.chunks if shape is None else "auto")
 
 
-def _linalg_svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
-                hermitian: bool = False) -> Any:
-    a = asarray(a)
-    if full_matrices and a.ndim == 2 and a.shape[0] != a.shape[1] and compute_uv:
-        raise TypeError("numpy.linalg.svd: full_matrices=True of a non-square matrix is not "
-                        "supported; pass full_matrices=False (tilegraph.linalg.svd)")
-    return tlinalg.svd(a, full_matrices=False, compute_uv=compute_uv)
-
-
-def _linalg_lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
-    return tlinalg.lstsq(a, b, rcond=rcond)
-
-
 IMPLEMENTATIONS: dict[Callable, Callable] = {
     # reductions
     np.sum: reductions.sum, np.prod: reductions.prod, np.mean: reductions.mean,
@@ -307,30 +294,23 @@ IMPLEMENTATIONS: dict[Callable, Callable] = {
         a, 0, dtype, shape=shape),
     # elementwise
     np.where: elementwise.where, np.clip: clip, np.round: round_, np.around: round_,
-    np.real: lambda x: elementwise.elemwise(np.real, x, name="real"),
-    np.imag: lambda x: elementwise.elemwise(np.imag, x, name="imag"),
-    np.nan_to_num: lambda x, copy=True, nan=0.0, posinf=None, neginf=None:
-        elementwise.elemwise(np.nan_to_num, x, kwargs={"nan": nan, "posinf": posinf,
-                                                      "neginf": neginf}, name="nan_to_num"),
     # contractions and linear algebra
     np.matmul: contraction.matmul, np.dot: contraction.dot,
     np.tensordot: contraction.tensordot, np.einsum: contraction.einsum,
     np.outer: contraction.outer,
-    np.linalg.cholesky: tlinalg.cholesky, np.linalg.qr: tlinalg.qr,
-    np.linalg.svd: _linalg_svd, np.linalg.solve: tlinalg.solve, np.linalg.inv: tlinalg.inv,
-    np.linalg.det: tlinalg.det, np.linalg.slogdet: tlinalg.slogdet,
-    np.linalg.lstsq: _linalg_lstsq, np.linalg.norm: tlinalg.norm,
-    np.linalg.matmul: contraction.matmul,
 }
+
+IMPLEMENTATIONS.update(ufuncs.NUMPY_FUNCTIONS)
+# (numpy.linalg's, numpy.fft's and the routines' entries join the table when the package
+# binds it: tilegraph.array.api_table.install; their modules import this one)
 
 # NumPy functions with no blocked implementation, and what to use instead
 ALTERNATIVES: dict[str, str] = {
-    "numpy.linalg.eig": "tilegraph.linalg.svd (or .compute() first)",
-    "numpy.linalg.eigh": "tilegraph.linalg.svd for a symmetric positive semi-definite "
-                         "matrix (or .compute() first)",
-    "numpy.linalg.eigvals": "tilegraph.linalg.svd (or .compute() first)",
-    "numpy.linalg.pinv": "tilegraph.linalg.lstsq (or tilegraph.linalg.svd)",
-    "numpy.linalg.matrix_rank": "tilegraph.linalg.svd(x, compute_uv=False)",
+    "numpy.linalg.eig": "numpy.linalg.eigh for a symmetric or Hermitian matrix, "
+                        "tilegraph.linalg.svd, or .compute() first (eig's dtype, real or "
+                        "complex, depends on the values, which a lazy plan does not know)",
+    "numpy.linalg.eigvals": "numpy.linalg.eigvalsh for a symmetric or Hermitian matrix, or "
+                            ".compute() first (eigvals' dtype depends on the values)",
     "numpy.copyto": "item assignment, dst[...] = src",
     "numpy.put": "item assignment, x[index] = values (or tilegraph.where)",
     "numpy.place": "item assignment with a mask, x[mask] = values",
@@ -348,11 +328,57 @@ ALTERNATIVES: dict[str, str] = {
 def unsupported(func: Callable) -> TypeError:
     """The error for a NumPy function tilegraph does not implement."""
     module = getattr(func, "__module__", "numpy") or "numpy"
-    if module.startswith("numpy.linalg") or module == "numpy.linalg":
-        module = "numpy.linalg"
+    if module.startswith(("numpy.linalg", "numpy.fft")):
+        module = module[:12].rstrip("._")
     elif module.startswith("numpy"):
         module = "numpy"
     name = f"{module}.{getattr(func, '__name__', func)}"
     hint = ALTERNATIVES.get(name)
     advice = (f"use {hint}" if hint else "call .compute() first to get a NumPy array")
     return TypeError(f"{name} is not supported on tilegraph arrays: {advice}")
+
+
+def _arrays_in(value: Any, found: list[Array]) -> None:
+    if isinstance(value, Array):
+        found.append(value)
+    elif type(value) in (list, tuple):
+        for v in value:
+            _arrays_in(v, found)
+    elif type(value) is dict:
+        for v in value.values():
+            _arrays_in(v, found)
+
+
+def _replaced(value: Any, values: dict[int, Any]) -> Any:
+    if isinstance(value, Array):
+        return values[id(value)]
+    if type(value) in (list, tuple):
+        return type(value)(_replaced(v, values) for v in value)
+    if type(value) is dict:
+        return {k: _replaced(v, values) for k, v in value.items()}
+    return value
+
+
+def call_with_scalars(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """A NumPy function with no blocked implementation whose tilegraph arguments are all
+    0-d (a lazy scalar such as ``np.min(x)`` passed where NumPy takes a number: SciPy's
+    ``ndimage.histogram`` calls ``np.linspace(min, max, bins + 1)`` so): the scalars are
+    computed (in one plan) and NumPy's function runs on their values, giving NumPy's
+    result. ``NotImplemented`` when an argument is a tilegraph array of one dimension or
+    more (that is refused by :func:`unsupported`, nothing is computed).
+
+    >>> import numpy as np, tilegraph as tg
+    >>> x = tg.from_numpy(np.array([4.0, 1.0, 3.0]), chunks=2)
+    >>> np.linspace(np.min(x), np.max(x), 4)
+    array([1., 2., 3., 4.])
+    """
+    found: list[Array] = []
+    _arrays_in(args, found)
+    _arrays_in(kwargs, found)
+    if not found or any(a.ndim != 0 or a.is_sparse for a in found):
+        return NotImplemented
+    from tilegraph.array.core import compute
+
+    unique = list({id(a): a for a in found}.values())
+    values = dict(zip((id(a) for a in unique), compute(*unique), strict=True))
+    return func(*_replaced(args, values), **_replaced(kwargs, values))
