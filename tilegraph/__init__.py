@@ -21,9 +21,12 @@ __version__ = "0.1.0"
 # name -> module it comes from (a module itself when the name is the module's last part)
 _NAMES = {
     "lambdapack": "tilegraph.lambdapack",
+    "array": "tilegraph.array",  # the package, which called is dask's da.array(...)
     "array_api": "tilegraph.array.array_api",
     "linalg": "tilegraph.array.linalg",
     "random": "tilegraph.array.random",
+    "fft": "tilegraph.array.fft",
+    "stats": "tilegraph.array.stats",
     "sparse": "tilegraph.array.sparse",
     "CycleError": "tilegraph.graph",
     "GraphBuilder": "tilegraph.graph",

@@ -2,14 +2,22 @@
 :mod:`tilegraph.array.sparse`)."""
 
 import functools as _functools
+import sys as _sys
+import types as _types
 from collections.abc import Callable as _Callable
 from typing import Any as _Any
 
 from tilegraph.array import api_table as _api_table
+from tilegraph.array import dask_names as _dask_names
+from tilegraph.array import (
+    fft,  # tg.fft (tg.stats and tg.random load when first used)
+    ma,
+)
 from tilegraph.array import lp_arrays as _lp_arrays  # noqa: F401  (LambdaPACK front ends)
-from tilegraph.array import ma
 from tilegraph.array import manipulation as _manipulation
+from tilegraph.array import numpy_functions as _numpy_functions
 from tilegraph.array import reductions as _reductions
+from tilegraph.array import ufuncs as _ufuncs
 from tilegraph.array.blockwise import blockwise, reshape_blockwise
 from tilegraph.array.contraction import (
     dot,
@@ -22,6 +30,7 @@ from tilegraph.array.contraction import (
 from tilegraph.array.core import Array, asarray, compute, from_numpy
 from tilegraph.array.creation import arange, eye, full, linspace, ones, zeros
 from tilegraph.array.dask_interop import from_dask
+from tilegraph.array.dask_names import atop, lib
 from tilegraph.array.elementwise import (
     astype,
     elemwise,
@@ -33,6 +42,7 @@ from tilegraph.array.elementwise import (
     unravel_index,
     where,
 )
+from tilegraph.array.gufunc import apply_gufunc, as_gufunc, gufunc
 from tilegraph.array.indexing import (
     argwhere,
     compress,
@@ -42,7 +52,9 @@ from tilegraph.array.indexing import (
     take,
 )
 from tilegraph.array.io import from_array, from_npy, from_zarr, store, to_npy, to_zarr
+from tilegraph.array.io_formats import from_npy_stack, to_hdf5, to_npy_stack
 from tilegraph.array.loops import while_loop
+from tilegraph.array.lowering import PerformanceWarning
 from tilegraph.array.manipulation import concatenate, stack
 from tilegraph.array.methods import persist_arrays as persist
 from tilegraph.array.methods import visualize_arrays as visualize
@@ -60,6 +72,56 @@ from tilegraph.array.numpy_functions import (
 )
 from tilegraph.array.numpy_functions import round_ as round
 from tilegraph.array.padding import pad, roll
+from tilegraph.array.routines import (
+    append,
+    apply_over_axes,
+    array,
+    asanyarray,
+    assert_eq,
+    block,
+    broadcast_arrays,
+    choose,
+    coarsen,
+    delete,
+    diag,
+    digitize,
+    ediff1d,
+    empty,
+    empty_like,
+    fromfunction,
+    full_like,
+    histogram2d,
+    histogramdd,
+    indices,
+    insert,
+    meshgrid,
+    moment,
+    ndim,
+    ones_like,
+    piecewise,
+    push,
+    ravel,
+    reduction,
+    repeat,
+    result_type,
+    rollaxis,
+    rot90,
+    select,
+    shape,
+    shuffle,
+    tile,
+    tri,
+    tril,
+    tril_indices,
+    tril_indices_from,
+    triu,
+    triu_indices,
+    triu_indices_from,
+    unify_chunks,
+    union1d,
+    vdot,
+    zeros_like,
+)
 from tilegraph.array.scans import (
     accumulate,
     broadcast_to,
@@ -148,28 +210,79 @@ swapaxes = _via_method("swapaxes", _manipulation.swapaxes)
 reshape = _via_method("reshape", _manipulation.reshape)
 rechunk = _via_method("rechunk", _manipulation.rechunk)
 
+atleast_1d = _numpy_functions.atleast_nd(1)
+atleast_2d = _numpy_functions.atleast_nd(2)
+atleast_3d = _numpy_functions.atleast_nd(3)
+around = round
+
+
+def fliplr(m: _Any) -> Array:
+    """The array with its columns reversed (axis 1)."""
+    return flip(m, 1)
+
+
+def flipud(m: _Any) -> Array:
+    """The array with its rows reversed (axis 0)."""
+    return flip(m, 0)
+
+
+class _CallablePackage(_types.ModuleType):
+    """``tilegraph.array`` is this package and, called, dask's ``da.array(...)``
+    (:func:`tilegraph.array.routines.array`): ``tg.array`` names both."""
+
+    def __call__(self, *args: _Any, **kwargs: _Any) -> Array:
+        return array(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallablePackage
+
+# dask.array's ufunc names (NumPy's ufuncs, lazy on tilegraph arrays), its other
+# elementwise functions, dtype and constant names, and the names answered with a pointer
+globals().update(_ufuncs.UFUNCS)
+globals().update(_ufuncs.FUNCTIONS)
+globals().update(_dask_names.DTYPES)
+globals().update(_dask_names.CONSTANTS)
+globals().update(_dask_names.FUNCTIONS)
+
 __all__ = [
     "Array",
+    "PerformanceWarning",
     "SparseArray",
     "accumulate",
     "all",
     "allclose",
     "any",
+    "append",
     "apply_along_axis",
+    "apply_gufunc",
+    "apply_over_axes",
     "arange",
     "argmax",
     "argmin",
     "argsort",
     "argtopk",
     "argwhere",
+    "around",
+    "array",
     "array_equal",
+    "as_gufunc",
+    "asanyarray",
     "asarray",
+    "assert_eq",
     "astype",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "atop",
     "average",
     "bincount",
+    "block",
     "blockwise",
+    "broadcast_arrays",
     "broadcast_to",
+    "choose",
     "clip",
+    "coarsen",
     "column_stack",
     "compress",
     "compute",
@@ -180,30 +293,48 @@ __all__ = [
     "cumprod",
     "cumreduction",
     "cumsum",
+    "delete",
+    "diag",
     "diagonal",
     "diff",
+    "digitize",
     "dot",
     "dstack",
+    "ediff1d",
     "einsum",
     "elemwise",
+    "empty",
+    "empty_like",
     "expand_dims",
     "extract",
     "eye",
+    "fft",
     "flatnonzero",
     "flip",
+    "fliplr",
+    "flipud",
     "from_array",
     "from_dask",
     "from_npy",
+    "from_npy_stack",
     "from_numpy",
     "from_scipy",
     "from_zarr",
+    "fromfunction",
     "full",
+    "full_like",
     "gradient",
+    "gufunc",
     "histogram",
+    "histogram2d",
+    "histogramdd",
     "hstack",
+    "indices",
+    "insert",
     "isclose",
     "isin",
     "isnull",
+    "lib",
     "linspace",
     "ma",
     "map_blocks",
@@ -212,7 +343,9 @@ __all__ = [
     "max",
     "mean",
     "median",
+    "meshgrid",
     "min",
+    "moment",
     "moveaxis",
     "nanargmax",
     "nanargmin",
@@ -228,25 +361,38 @@ __all__ = [
     "nanstd",
     "nansum",
     "nanvar",
+    "ndim",
     "nonzero",
     "notnull",
     "ones",
+    "ones_like",
     "outer",
     "overlap",
     "pad",
     "percentile",
     "persist",
+    "piecewise",
     "prod",
     "ptp",
+    "push",
     "quantile",
+    "ravel",
     "ravel_multi_index",
     "rechunk",
+    "reduction",
+    "repeat",
     "reshape",
     "reshape_blockwise",
+    "result_type",
     "roll",
+    "rollaxis",
+    "rot90",
     "round",
     "searchsorted",
+    "select",
     "semiring_matmul",
+    "shape",
+    "shuffle",
     "sliding_window_view",
     "sort",
     "squeeze",
@@ -257,12 +403,24 @@ __all__ = [
     "swapaxes",
     "take",
     "tensordot",
+    "tile",
+    "to_hdf5",
     "to_npy",
+    "to_npy_stack",
     "to_zarr",
     "topk",
     "trace",
     "transpose",
+    "tri",
+    "tril",
+    "tril_indices",
+    "tril_indices_from",
     "trim_internal",
+    "triu",
+    "triu_indices",
+    "triu_indices_from",
+    "unify_chunks",
+    "union1d",
     "unique",
     "unique_all",
     "unique_counts",
@@ -270,9 +428,13 @@ __all__ = [
     "unique_values",
     "unravel_index",
     "var",
+    "vdot",
     "visualize",
     "vstack",
     "where",
     "while_loop",
     "zeros",
+    "zeros_like",
 ]
+__all__ += sorted({*_ufuncs.UFUNCS, *_ufuncs.FUNCTIONS, *_dask_names.DTYPES,
+                    *_dask_names.CONSTANTS, *_dask_names.FUNCTIONS} - set(__all__))

@@ -23,10 +23,15 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 import tilegraph.array.dask_interop as dask_interop
+import tilegraph.array.dask_names as dask_names
 import tilegraph.array.elementwise as elementwise
+import tilegraph.array.fft as fft
+import tilegraph.array.gufunc as gufunc
 import tilegraph.array.methods as methods
 import tilegraph.array.numpy_functions as numpy_functions
+import tilegraph.array.numpy_linalg as numpy_linalg
 import tilegraph.array.reductions as reductions
+import tilegraph.array.routines as routines
 import tilegraph.array.scans as scans
 from tilegraph.array.contraction import dot as _dot
 from tilegraph.array.contraction import matmul as _matmul
@@ -55,30 +60,42 @@ from tilegraph.array.stencil import map_overlap as _map_overlap
 
 def array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any
                 ) -> Any:
-    """NumPy's ufuncs on Arrays: calls block by block (``matmul`` as a contraction),
-    ``reduce`` as a tree reduction, ``accumulate`` as a blocked scan."""
+    """NumPy's ufuncs on Arrays: calls block by block (``matmul`` as a contraction, a
+    generalized ufunc such as ``np.vecdot`` or a numba ``@guvectorize`` function by
+    :func:`~tilegraph.array.gufunc.apply_gufunc` with its signature), ``reduce`` as a tree
+    reduction, ``accumulate`` as a blocked scan, ``outer`` as a broadcast."""
     if kwargs.get("out") is not None:
         raise TypeError(f"{ufunc.__name__}: out= is not supported on tilegraph arrays "
                         "(arrays are lazy; use the returned array, or x[...] = result)")
     kwargs.pop("out", None)
     if method == "__call__":
-        if ufunc is np.matmul:
+        if ufunc is np.matmul and not kwargs:
             return _matmul(*inputs)
+        if ufunc.signature is not None:
+            return gufunc.ufunc_call(ufunc, *inputs, **kwargs)
         return elementwise.apply_ufunc(ufunc, *inputs, **kwargs)
     if method == "reduce":
         return reductions.ufunc_reduce(ufunc, *inputs, **kwargs)
     if method == "accumulate":
         return scans.accumulate(ufunc, *inputs, **kwargs)
+    if method == "outer":
+        return elementwise.ufunc_outer(ufunc, *inputs, **kwargs)
     raise TypeError(f"{ufunc.__name__}.{method} is not supported on tilegraph arrays; "
                     "call .compute() first")
 
 
 def array_function(self: Array, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
     """NumPy's functions on Arrays, by the table
-    :data:`tilegraph.array.numpy_functions.IMPLEMENTATIONS`."""
+    :data:`tilegraph.array.numpy_functions.IMPLEMENTATIONS`; a function not in it runs on
+    the values of 0-d arrays passed as numbers
+    (:func:`~tilegraph.array.numpy_functions.call_with_scalars`) and is refused, naming
+    the alternative, for any other array."""
     impl = numpy_functions.IMPLEMENTATIONS.get(func)
     if impl is None:
-        raise numpy_functions.unsupported(func)
+        out = numpy_functions.call_with_scalars(func, args, kwargs)
+        if out is NotImplemented:
+            raise numpy_functions.unsupported(func)
+        return out
     return impl(*args, **kwargs)
 
 
@@ -267,6 +284,55 @@ def argtopk(self: Array, k: int, axis: int = -1, split_every: Any = None) -> Arr
     return _argtopk(self, k, axis=axis)
 
 
+def choose(self: Array, choices: Any) -> Array:
+    """The elements of ``choices`` that the indices in this array pick (see
+    :func:`tilegraph.choose`)."""
+    from tilegraph.array.routines import choose as _choose
+
+    return _choose(self, choices)
+
+
+def repeat(self: Array, repeats: Any, axis: Any = None) -> Array:
+    """Each element repeated ``repeats`` times along ``axis`` (see
+    :func:`tilegraph.repeat`)."""
+    from tilegraph.array.routines import repeat as _repeat
+
+    return _repeat(self, repeats, axis)
+
+
+def moment(self: Array, order: int, axis: Any = None, dtype: Any = None,
+           keepdims: bool = False, ddof: int = 0, split_every: Any = None,
+           out: Any = None) -> Array:
+    """The ``order``-th central moment (see :func:`tilegraph.moment`)."""
+    from tilegraph.array.routines import moment as _moment
+
+    return _moment(self, order, axis, dtype, keepdims, ddof, split_every, out)
+
+
+def shuffle(self: Array, indexer: Any, axis: int, chunks: Any = "auto") -> Array:
+    """The array reordered along ``axis`` by groups of positions (see
+    :func:`tilegraph.shuffle`)."""
+    from tilegraph.array.routines import shuffle as _shuffle
+
+    return _shuffle(self, indexer, axis, chunks)
+
+
+def A(self: Array) -> Array:
+    """The array itself (dask's, for code written for ``numpy.matrix``)."""
+    return self
+
+
+def __format__(self: Array, spec: str) -> str:
+    """``format(x, ".3f")`` of a 0-d array formats its value (computed); an empty spec, or
+    an array of one dimension or more, formats as ``str(x)``."""
+    if spec and self.ndim == 0:
+        return format(self.compute(), spec)
+    if spec:
+        raise TypeError(f"unsupported format string {spec!r} passed to a tilegraph Array of "
+                        f"shape {self.shape} (only a 0-d array formats its value)")
+    return str(self)
+
+
 def __array_namespace__(self: Array, *, api_version: str | None = None) -> Any:
     """The Array API namespace of tilegraph arrays (:mod:`tilegraph.array.array_api`,
     also ``tilegraph.array_api``)."""
@@ -349,6 +415,18 @@ TABLE: dict[str, Any] = {
     "ptp": ptp,
     "dot": dot,
     # results, files, devices
+    "choose": choose,
+    "repeat": repeat,
+    "moment": moment,
+    "shuffle": shuffle,
+    "view": methods.view,
+    "A": property(A),
+    "partitions": property(methods.blocks),
+    "compute_chunk_sizes": methods.compute_chunk_sizes,
+    "__format__": __format__,
+    "store": methods.store,
+    "to_hdf5": methods.to_hdf5,
+    **dask_names.METHODS,
     "persist": methods.persist,
     "tolist": methods.tolist,
     "item": methods.item,
@@ -369,6 +447,12 @@ def install() -> None:
     for name, value in TABLE.items():
         setattr(Array, name, value)
     register_lazy_source(_is_lazy, from_array)
+    # the NumPy functions whose modules import numpy_functions join its table here
+    numpy_functions.IMPLEMENTATIONS.update(numpy_linalg.IMPLEMENTATIONS)
+    numpy_functions.IMPLEMENTATIONS.update(routines.NUMPY_FUNCTIONS)
+    numpy_functions.IMPLEMENTATIONS.update(
+        {getattr(np.fft, name): getattr(fft, name) for name in fft.__all__
+         if name != "fft_wrap"})
 
 
 __all__ = ["TABLE", "array_function", "array_ufunc", "install"]

@@ -60,8 +60,9 @@ from tilegraph.graph.taskgraph import Dep
 from tilegraph.util import human
 
 __all__ = [
-    "LinAlgError", "cholesky", "det", "inv", "lstsq", "lu", "norm", "qr", "slogdet", "solve",
-    "solve_triangular", "svd", "svd_compressed",
+    "LinAlgError", "cholesky", "compression_level", "compression_matrix", "det", "inv",
+    "lstsq", "lu", "norm", "qr", "sfqr", "slogdet", "solve", "solve_triangular", "svd",
+    "svd_compressed", "svd_flip", "tsqr",
 ]
 
 
@@ -115,9 +116,11 @@ def _zero_tile(g: TaskGrid, tile: tuple, rows: int, cols: int, dtype: np.dtype) 
 
 # -- Cholesky -------------------------------------------------------------------------------
 
-def cholesky(a: Any, upper: bool = False) -> Array:
+def cholesky(a: Any, upper: bool = False, lower: bool | None = None) -> Array:
     """The Cholesky factor of a Hermitian positive definite matrix: lower ``L`` with
     ``a = L @ L^H`` (or upper ``L^H`` with ``upper=True``), as ``numpy.linalg.cholesky``.
+    dask's ``lower=`` is taken too (``lower=False``: the upper factor); note that dask's
+    default is the upper factor and NumPy's (this one's) the lower.
     Only the lower triangle of ``a`` is read. A matrix that is not positive definite raises
     :class:`LinAlgError` (a ``numpy.linalg.LinAlgError``) naming the diagonal block where it
     was detected.
@@ -129,6 +132,8 @@ def cholesky(a: Any, upper: bool = False) -> Array:
     True
     """
     a = _square(a, "cholesky")
+    if lower is not None:
+        upper = not lower
     out = lp_cholesky(a)
     return out.conj().T if upper else out
 
@@ -166,10 +171,11 @@ def solve_triangular(a: Any, b: Any, lower: bool = False, trans: Any = 0,
 ROWS = Kernel(kern.rows, "getitem", "rows")
 
 
-def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
+def tsqr(a: Any, split_every: int = 16, compute_svd: bool = False) -> Any:
     """QR of a tall-skinny matrix with one column of blocks (the columns are put in one
     block if they are not): ``q`` has ``a``'s row blocks, ``r`` is one block. The R factors
-    of the row blocks are combined in a tree, ``split_every`` at a time.
+    of the row blocks are combined in a tree, ``split_every`` at a time. With dask's
+    ``compute_svd=True``: ``(u, s, vt)``, the SVD through the same QR (:func:`svd`).
 
     >>> import numpy as np, tilegraph as tg
     >>> m = np.random.default_rng(0).random((100, 5))
@@ -177,6 +183,8 @@ def tsqr(a: Any, split_every: int = 16) -> tuple[Array, Array]:
     >>> bool(np.allclose((q @ r).compute(), m))
     True
     """
+    if compute_svd:
+        return svd(a)
     return lp_tsqr(a, split_every)
 
 
@@ -267,7 +275,8 @@ def _band_svd_fits(k: int, dtype: np.dtype, compute_uv: bool, shape: tuple[int, 
                          "for the leading k singular triplets")
 
 
-def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
+def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True,
+        coerce_signs: bool = False) -> Any:
     """Singular value decomposition ``a = u @ diag(s) @ vt`` of a matrix, as
     ``numpy.linalg.svd(a, full_matrices=False)`` (``s`` alone with ``compute_uv=False``).
     Singular vectors match NumPy's up to the sign (complex: phase) of each pair
@@ -289,6 +298,9 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
       that task costs about what a dense SVD of a k x k matrix does.
 
     For the leading singular triplets of a large matrix use :func:`svd_compressed`.
+    ``coerce_signs=True`` flips each pair (u_i, v_i) so that the entries of v_i sum to a
+    non-negative number (dask's ``svd_flip``; dask's default, not this one's), which makes
+    the vectors the same whatever the algorithm.
 
     >>> import numpy as np, tilegraph as tg
     >>> m = np.random.default_rng(2).random((50, 4))
@@ -303,6 +315,8 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
     if full_matrices:
         raise ValueError("svd: full_matrices=True is not supported for blocked arrays (the "
                          "full U of a tall matrix is m x m); use full_matrices=False")
+    if coerce_signs and compute_uv:
+        return svd_flip(*svd(a, compute_uv=True))
     a = _matrix(a, "svd")
     m, n = a.shape
     if m < n:  # short-fat: the SVD of the conjugate transpose
@@ -328,12 +342,20 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True) -> Any:
 
 
 def svd_compressed(a: Any, k: int, n_power_iter: int = 2, oversample: int = 10,
-                   seed: Any = None, compute_uv: bool = True) -> Any:
+                   seed: Any = None, compute_uv: bool = True, *, iterator: str = "QR",
+                   n_oversamples: int | None = None, compute: bool = False,
+                   coerce_signs: bool = False) -> Any:
     """The leading ``k`` singular triplets of a matrix of any shape by randomized SVD: a
     Gaussian sketch ``a @ omega`` with ``k + oversample`` columns, ``n_power_iter`` power
     iterations (each re-orthonormalised by TSQR), and the exact SVD of the small projection.
     Returns ``u`` (m x k), ``s`` (k,) and ``vt`` (k x n), or ``s`` with
     ``compute_uv=False``. ``seed`` makes the sketch reproducible.
+
+    dask's keywords are taken: ``n_oversamples`` (``oversample``), ``coerce_signs``
+    (:func:`svd_flip`), ``iterator`` (``"QR"`` or ``"power"``: the iterations are
+    re-orthonormalised either way, which is dask's ``"QR"`` and at least as accurate as
+    its ``"power"``), ``compute`` (nothing to do: one plan computes the sketch once).
+    Note dask's ``n_power_iter`` default is 0.
 
     >>> import numpy as np, tilegraph as tg
     >>> rng = np.random.default_rng(3)
@@ -343,10 +365,14 @@ def svd_compressed(a: Any, k: int, n_power_iter: int = 2, oversample: int = 10,
     >>> bool(np.allclose(s.compute(), np.linalg.svd(m, compute_uv=False)[:5]))
     True
     """
-    from tilegraph.array.random import normal
 
     a = _matrix(a, "svd_compressed")
     m, n = a.shape
+    if iterator not in ("power", "QR"):
+        raise ValueError(f"svd_compressed: iterator must be 'power' or 'QR', got "
+                         f"{iterator!r}")
+    if n_oversamples is not None:
+        oversample = n_oversamples
     for label, value, low in (("k", k, 1), ("n_power_iter", n_power_iter, 0),
                               ("oversample", oversample, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -354,21 +380,69 @@ def svd_compressed(a: Any, k: int, n_power_iter: int = 2, oversample: int = 10,
     if k > min(m, n):
         raise ValueError(f"svd_compressed: k={k} is more than min(m, n) = {min(m, n)} for a "
                          f"matrix of shape {a.shape}")
-    width = min(k + oversample, min(m, n))
-    omega = normal(size=(n, width), chunks=(a.chunks[1], width), seed=seed)
-    if a.dtype != omega.dtype:
-        omega = omega.astype(a.dtype)
-    y = a @ omega
-    q, _ = tsqr(y)
-    for _ in range(n_power_iter):
-        z, _ = tsqr(a.conj().T @ q)
-        q, _ = tsqr(a @ z)
+    q = _range_basis(a, min(k + oversample, min(m, n)), n_power_iter, seed)
     b = q.conj().T @ a  # width x n, short-fat
     ub, s, vt = svd(b, compute_uv=True)
     if not compute_uv:
         return s[:k]
     u = q @ ub
-    return u[:, :k], s[:k], vt[:k]
+    out = u[:, :k], s[:k], vt[:k]
+    return svd_flip(*out) if coerce_signs else out
+
+
+def svd_flip(u: Array, s: Array, vt: Array) -> tuple[Array, Array, Array]:
+    """The SVD ``(u, s, vt)`` with each pair (u_i, v_i) negated where the entries of v_i
+    sum to a negative number (dask's ``svd_flip``): one fixed choice of sign."""
+    signs = 2.0 * ((vt.sum(axis=1) >= 0).astype(vt.dtype) - 0.5)
+    return u * signs[None, :], s, vt * signs[:, None]
+
+
+def compression_level(n: int, q: int, n_oversamples: int = 10,
+                      min_subspace_size: int = 20) -> int:
+    """The width of the sketch of a randomized SVD of ``q`` triplets in a space of ``n``:
+    ``q + n_oversamples``, at least ``min_subspace_size``, at most ``n`` (dask's).
+
+    >>> compression_level(100, 10)
+    20
+    """
+    return min(max(min_subspace_size, q + n_oversamples), n)
+
+
+def compression_matrix(data: Any, q: int, iterator: str = "power", n_power_iter: int = 0,
+                       n_oversamples: int = 10, seed: Any = None, compute: bool = False
+                       ) -> Array:
+    """An orthonormal basis (``m x compression_level(min(m, n), q)``, transposed: dask's
+    ``compression_matrix`` returns its conjugate transpose) of the range of ``data``
+    sketched by a Gaussian matrix, with ``n_power_iter`` re-orthonormalised power
+    iterations, as the first step of :func:`svd_compressed`."""
+    a = _matrix(data, "compression_matrix")
+    if iterator not in ("power", "QR"):
+        raise ValueError(f"compression_matrix: iterator must be 'power' or 'QR', got "
+                         f"{iterator!r}")
+    m, n = a.shape
+    width = compression_level(min(m, n), q, n_oversamples=n_oversamples)
+    return _range_basis(a, width, n_power_iter, seed).conj().T
+
+
+def _range_basis(a: Array, width: int, n_power_iter: int, seed: Any) -> Array:
+    """An orthonormal basis (m x width) of the range of ``a`` sketched by a Gaussian
+    matrix, refined by ``n_power_iter`` power iterations each re-orthonormalised by TSQR."""
+    from tilegraph.array.random import normal
+
+    n = a.shape[1]
+    omega = normal(size=(n, width), chunks=(a.chunks[1], width), seed=seed)
+    if a.dtype != omega.dtype:
+        omega = omega.astype(a.dtype)
+    q, _ = tsqr(a @ omega)
+    for _ in range(n_power_iter):
+        z, _ = tsqr(a.conj().T @ q)
+        q, _ = tsqr(a @ z)
+    return q
+
+
+def sfqr(data: Any, name: str | None = None) -> tuple[Array, Array]:
+    """QR of a short-and-fat matrix (dask's ``sfqr``): :func:`qr`, which takes any shape."""
+    return qr(data)
 
 
 # -- least squares and norms ------------------------------------------------------------------
@@ -702,7 +776,7 @@ def _take_rows(b: Array, order: Array) -> Array:
     return Array(x, b.shape, b.chunks, b.dtype)
 
 
-def solve(a: Any, b: Any, assume_a: str = "gen") -> Array:
+def solve(a: Any, b: Any, assume_a: str = "gen", sym_pos: bool | None = None) -> Array:
     """Solve ``a @ x = b`` for a square ``a``, as ``scipy.linalg.solve``: by LU with
     partial pivoting (``assume_a="gen"``, also used for ``"sym"`` and ``"her"``) or by
     Cholesky (``assume_a="pos"``). A singular matrix raises :class:`LinAlgError` naming
@@ -715,6 +789,8 @@ def solve(a: Any, b: Any, assume_a: str = "gen") -> Array:
     >>> bool(np.allclose(m @ x.compute(), 1))
     True
     """
+    if sym_pos:  # dask's (and old SciPy's) name for assume_a="pos"
+        assume_a = "pos"
     if assume_a not in ("gen", "sym", "her", "pos"):
         raise ValueError(f"solve: assume_a must be 'gen', 'sym', 'her' or 'pos', "
                          f"got {assume_a!r}")

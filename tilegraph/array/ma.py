@@ -35,11 +35,11 @@ import numpy as np
 
 from tilegraph.array.core import Array, asarray
 
-__all__ = ["MaskedArray", "average", "count", "filled", "fix_invalid", "getdata",
-           "getmaskarray", "masked_array", "masked_equal", "masked_greater",
+__all__ = ["MaskedArray", "average", "count", "empty_like", "filled", "fix_invalid",
+           "getdata", "getmaskarray", "masked_array", "masked_equal", "masked_greater",
            "masked_greater_equal", "masked_inside", "masked_invalid", "masked_less",
            "masked_less_equal", "masked_not_equal", "masked_outside", "masked_values",
-           "masked_where"]
+           "masked_where", "nonzero", "ones_like", "set_fill_value", "where", "zeros_like"]
 
 
 def _where(cond: Array, a: Any, b: Any) -> Array:
@@ -75,6 +75,7 @@ class MaskedArray:
                 mask = mask.rechunk(data.chunks)
         self.data = data
         self.mask = mask
+        self.fill_value = None  # set by set_fill_value; NumPy's default for the dtype
 
     # -- what it is ---------------------------------------------------------------------------
 
@@ -112,7 +113,7 @@ class MaskedArray:
         data, mask = compute(self.data, self.mask, **options)
         if data is None:   # an MPI rank other than 0 with a large result
             return None
-        return np.ma.MaskedArray(data, mask=mask)
+        return np.ma.MaskedArray(data, mask=mask, fill_value=self.fill_value)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError("tilegraph.ma.MaskedArray: call .compute() for a numpy.ma array, "
@@ -147,7 +148,10 @@ class MaskedArray:
     # -- reading -------------------------------------------------------------------------------
 
     def filled(self, fill_value: Any = None) -> Array:
-        """The data with ``fill_value`` where masked (default: NumPy's for the dtype)."""
+        """The data with ``fill_value`` where masked (default: the array's fill value,
+        see :func:`set_fill_value`, else NumPy's for the dtype)."""
+        if fill_value is None:
+            fill_value = self.fill_value
         if fill_value is None:
             fill_value = np.ma.default_fill_value(np.zeros((), self.dtype))
         return _where(self.mask, np.asarray(fill_value, dtype=self.dtype)[()], self.data)
@@ -503,3 +507,75 @@ def average(a: Any, axis: Any = None, weights: Any = None) -> Any:
     den = wm.sum(axis=axis)
     n = m.count(axis)
     return m._masked_if_empty(num / _where(den == 0, 1, den), n, axis)
+
+
+def set_fill_value(a: Any, fill_value: Any) -> None:
+    """Set the value :meth:`MaskedArray.filled` and ``compute()`` put where ``a`` is masked
+    (``numpy.ma.set_fill_value``; nothing to do for an array without a mask). The value
+    belongs to ``a`` only: arrays made from it use NumPy's default again."""
+    if not isinstance(a, MaskedArray):
+        return
+    try:
+        value = np.asarray(fill_value).astype(a.dtype, casting="same_kind")[()]
+    except (TypeError, ValueError):
+        raise TypeError(f"ma.set_fill_value: {fill_value!r} is not a valid fill value for "
+                        f"dtype {a.dtype}") from None
+    a.fill_value = value
+
+
+def _like(op: str, a: Any, value: Any, dtype: Any) -> MaskedArray:
+    from tilegraph.array.creation import full
+
+    data, mask = _data(a)
+    out = full(data.shape, value, dtype=data.dtype if dtype is None else dtype,
+               chunks=data.chunks)
+    return MaskedArray(out, mask if mask is not None else False)
+
+
+def zeros_like(a: Any, dtype: Any = None, **kwargs: Any) -> MaskedArray:
+    """Zeros shaped like ``a``, with ``a``'s mask (``numpy.ma.zeros_like``)."""
+    return _like("zeros_like", a, 0, dtype)
+
+
+def ones_like(a: Any, dtype: Any = None, **kwargs: Any) -> MaskedArray:
+    """Ones shaped like ``a``, with ``a``'s mask (``numpy.ma.ones_like``)."""
+    return _like("ones_like", a, 1, dtype)
+
+
+def empty_like(a: Any, dtype: Any = None, **kwargs: Any) -> MaskedArray:
+    """An array shaped like ``a``, with ``a``'s mask (zeros, so every run gives the same
+    values; ``numpy.ma.empty_like``)."""
+    return _like("empty_like", a, 0, dtype)
+
+
+def nonzero(a: Any) -> tuple[Array, ...]:
+    """The indices of the unmasked elements that are not zero, one array per axis
+    (``numpy.ma.nonzero``; two-phase, as :func:`tilegraph.nonzero`)."""
+    from tilegraph.array.indexing import nonzero as _nonzero
+
+    data, mask = _data(a)
+    hit = data != 0
+    return _nonzero(hit if mask is None else hit & ~mask)
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    """``numpy.ma.where``: ``x`` where ``condition`` holds, ``y`` elsewhere, masked where
+    the chosen value is masked or the condition is; with neither ``x`` nor ``y`` the
+    indices where it holds (:func:`nonzero`)."""
+    if x is None and y is None:
+        return nonzero(condition)
+    if x is None or y is None:
+        raise TypeError("ma.where: give both x and y, or neither")
+    cdata, cmask = _data(condition)
+    cond = cdata.astype(bool) if cmask is None else _where(cmask, False, cdata.astype(bool))
+    xd, xm = _data(x)
+    yd, ym = _data(y)
+    data = _where(cond, xd, yd)
+    false = np.zeros((), dtype=bool)
+    mask = _where(cond, false if xm is None else xm, false if ym is None else ym)
+    if cmask is not None:
+        mask = mask | cmask
+    from tilegraph.array.scans import broadcast_to
+
+    mask = broadcast_to(mask, data.shape) if mask.shape != data.shape else mask
+    return MaskedArray(data, mask)

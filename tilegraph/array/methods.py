@@ -454,3 +454,59 @@ def oindex(self: Array) -> _OIndex:
 def vindex(self: Array) -> _VIndex:
     """Point-wise indexing, as dask's ``x.vindex[rows, cols]``."""
     return _VIndex(self)
+
+
+def _view_block(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return np.ascontiguousarray(block).view(dtype)
+
+
+def view(self: Array, dtype: Any = None, order: str = "C") -> Array:
+    """The same bytes read as ``dtype`` (``numpy.ndarray.view``, as dask's ``view``): with
+    a dtype of another size the last axis (``order="C"``) or the first (``"F"``) changes
+    length, and every block along it must hold a whole number of new elements."""
+    from tilegraph.array.elementwise import map_blocks
+
+    if dtype is None:
+        return self.copy()
+    dtype = np.dtype(dtype)
+    if order not in ("C", "F"):
+        raise ValueError(f"view: order must be 'C' or 'F', got {order!r}")
+    old = self.itemsize
+    if dtype.itemsize == old:
+        return map_blocks(_view_block, self, dtype, dtype=dtype, name="view")
+    if self.ndim == 0:
+        raise ValueError(f"view: a 0-d array of {self.dtype} cannot be read as {dtype} "
+                         "(another size)")
+    axis = self.ndim - 1 if order == "C" else 0
+    x = self if order == "C" else self.transpose()
+    last = x.chunks[-1]
+    if any(c * old % dtype.itemsize for c in last):
+        raise ValueError(f"view: the blocks {last} of axis {axis} ({self.dtype}) do not "
+                         f"each hold a whole number of {dtype} elements; rechunk that axis "
+                         "first")
+    chunks = (*x.chunks[:-1], tuple(c * old // dtype.itemsize for c in last))
+    out = map_blocks(_view_block, x, dtype, dtype=dtype, chunks=chunks, name="view")
+    return out if order == "C" else out.transpose()
+
+
+def compute_chunk_sizes(self: Array) -> Array:
+    """The array itself: a tilegraph array's block sizes are always known (sizes that
+    depend on the data are computed when such an array is made), so dask's call has
+    nothing to do."""
+    return self
+
+
+def store(self: Array, target: Any, **kwargs: Any) -> Any:
+    """Write the array into ``target`` (anything that takes item assignment), as
+    ``tilegraph.store(x, target, ...)``."""
+    from tilegraph.array.io import store as _store
+
+    return _store(self, target, **kwargs)
+
+
+def to_hdf5(self: Array, filename: Any, datapath: str, **kwargs: Any) -> None:
+    """Write the array to the dataset ``datapath`` of the HDF5 file ``filename`` (see
+    :func:`tilegraph.to_hdf5`)."""
+    from tilegraph.array.io_formats import to_hdf5 as _to_hdf5
+
+    return _to_hdf5(filename, datapath, self, **kwargs)

@@ -710,19 +710,35 @@ def _diagonal(c: Array) -> Array:
 
 
 def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
-    """The main diagonal of a 2-d array (``offset=0``)."""
+    """``numpy.diagonal``: the ``offset``-th diagonal of the matrices in the plane of
+    ``axis1`` and ``axis2``, as the last axis of the result. Of a 2-d array, each
+    diagonal block's diagonal; of a stack, the diagonal elements gathered block by block
+    (both without gathering a matrix)."""
     a = asarray(a)
-    if a.ndim != 2 or offset != 0 or (axis1 % 2, axis2 % 2) != (0, 1):
-        raise TypeError("diagonal: only the main diagonal of a 2-d array is supported; "
-                        "call .compute() first")
-    n = builtins.min(a.shape)
-    return _diagonal(a[:n, :n])
+    if a.ndim < 2:
+        raise ValueError(f"diagonal: needs an array of at least two dimensions, got shape "
+                         f"{a.shape}")
+    offset = operator.index(offset)
+    ax1, ax2 = (reductions.normalize_axes("diagonal", ax, a.ndim, a.shape)[0]
+                for ax in (axis1, axis2))
+    if ax1 == ax2:
+        raise ValueError("diagonal: axis1 and axis2 cannot be the same")
+    if (ax1, ax2) != (a.ndim - 2, a.ndim - 1):
+        rest = [k for k in range(a.ndim) if k not in (ax1, ax2)]
+        a = a.transpose((*rest, ax1, ax2))
+    rows, cols = a.shape[-2:]
+    start_r, start_c = builtins.max(-offset, 0), builtins.max(offset, 0)
+    n = builtins.max(0, builtins.min(rows - start_r, cols - start_c))
+    if a.ndim == 2 and n:
+        return _diagonal(a[start_r:start_r + n, start_c:start_c + n])
+    r = np.arange(start_r, start_r + n)
+    return a[..., r, r - start_r + start_c]
 
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None
           ) -> Array:
-    """Sum of the main diagonal of a 2-d array."""
-    return reductions.sum(diagonal(a, offset, axis1, axis2), dtype=dtype)
+    """``numpy.trace``: the sums of the ``offset``-th diagonals (see :func:`diagonal`)."""
+    return reductions.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
 # -- closeness -------------------------------------------------------------------------------
