@@ -511,7 +511,7 @@ class gufunc:
     >>> import numpy as np, tilegraph as tg
     >>> norm = tg.gufunc(lambda v: np.sqrt((v * v).sum()), signature="(i)->()",
     ...                  vectorize=True, output_dtypes=float)
-    >>> norm(tg.from_numpy(np.array([[3.0, 4.0], [6.0, 8.0]]), chunks=1)).compute()
+    >>> norm(tg.from_numpy(np.array([[3.0, 4.0], [6.0, 8.0]]), chunks=(1, 2))).compute()
     array([ 5., 10.])
     """
 
@@ -557,7 +557,7 @@ def as_gufunc(signature: str | None = None, **kwargs: Any) -> Callable[[Callable
     >>> @tg.as_gufunc(signature="(i)->()", output_dtypes=float)
     ... def mean_of(block):
     ...     return block.mean(axis=-1)
-    >>> mean_of(tg.from_numpy(np.arange(6.0).reshape(3, 2), chunks=1)).compute()
+    >>> mean_of(tg.from_numpy(np.arange(6.0).reshape(3, 2), chunks=(1, 2))).compute()
     array([0.5, 2.5, 4.5])
     """
     unknown = set(kwargs) - set(gufunc._KEYWORDS)

@@ -127,6 +127,7 @@ def from_npy_stack(dirname: Any, mmap_mode: str | None = "r") -> Array:
     memory map and checked against the ``info`` file's shape and dtype."""
     from tilegraph.array.io import from_npy
     from tilegraph.array.manipulation import concatenate
+    from tilegraph.io.npy import npy_info
 
     if mmap_mode not in ("r", "r+", "c", None):
         raise ValueError(f"from_npy_stack: mmap_mode {mmap_mode!r} must be 'r', 'r+', 'c' "
@@ -144,13 +145,14 @@ def from_npy_stack(dirname: Any, mmap_mode: str | None = "r") -> Array:
         raise ValueError(f"from_npy_stack: axis {axis} is out of range for chunks {chunks}")
     parts = []
     for i, n in enumerate(chunks[axis]):
-        part = from_npy(os.path.join(dirname, f"{i}.npy"),
-                        chunks=tuple((n,) if a == axis else c for a, c in enumerate(chunks)))
+        path = os.path.join(dirname, f"{i}.npy")
+        shape, held = npy_info(path)
         want = tuple(n if a == axis else sum(c) for a, c in enumerate(chunks))
-        if part.shape != want or part.dtype != dtype:
-            raise ValueError(f"from_npy_stack: {i}.npy of {dirname} holds {part.shape} "
-                             f"{part.dtype}, the info says {want} {dtype}")
-        parts.append(part)
+        if tuple(shape) != want or np.dtype(held) != dtype:
+            raise ValueError(f"from_npy_stack: {i}.npy of {dirname} holds {tuple(shape)} "
+                             f"{np.dtype(held)}, the info says {want} {dtype}")
+        parts.append(from_npy(path, chunks=tuple((n,) if a == axis else c
+                                                 for a, c in enumerate(chunks))))
     return parts[0] if len(parts) == 1 else concatenate(parts, axis=axis)
 
 

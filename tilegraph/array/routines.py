@@ -277,9 +277,8 @@ def diag(v: Any, k: int = 0) -> Array:
     if v.ndim != 1:
         raise ValueError(f"diag: input must be 1- or 2-d, got shape {v.shape}")
     n = v.shape[0] + abs(k)
-    if abs(k):
-        pad = full((abs(k),), 0, dtype=v.dtype, chunks=-1)
-        v = manipulation.concatenate([v, pad] if k >= 0 else [pad, v])
+    if abs(k):  # v runs from the diagonal's first element; zeros fill the rest
+        v = manipulation.concatenate([v, full((abs(k),), 0, dtype=v.dtype, chunks=-1)])
     chunks = v.chunks[0]
     rows = arange(n, chunks=(chunks,))[:, None]
     cols = arange(n, chunks=(chunks,))[None, :]
@@ -568,7 +567,9 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
             raise TypeError(f"select: invalid entry {i} in condlist: should be boolean "
                             f"ndarray, got dtype {c.dtype}")
     choices = [c if isinstance(c, Array) else asarray(c) for c in choicelist]
-    dtype = np.result_type(*(c.dtype for c in choices), np.asarray(default))
+    # NumPy's result dtype, from its own select on one-element stand-ins
+    dtype = np.select([np.zeros(1, bool)] * len(choices),
+                      [np.zeros(1, c.dtype) for c in choices], default).dtype
     out: Any = asarray(np.asarray(default, dtype=dtype))
     for cond, choice in zip(reversed(conds), reversed(choices), strict=True):
         out = where(cond, choice.astype(dtype) if choice.dtype != dtype else choice, out)
@@ -816,7 +817,7 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, normed: Any = No
                              f"of arrays, got shape {s.shape}")
         cols = [s[:, i] for i in builtins.range(s.shape[1])]
     d = len(cols)
-    if np.ndim(bins) == 0:
+    if _number(bins):
         bins = [bins] * d
     bins = list(bins)
     if len(bins) != d:
@@ -824,7 +825,7 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, normed: Any = No
     ranges = [None] * d if range is None else list(range)
     if len(ranges) != d:
         raise ValueError(f"histogramdd: {len(ranges)} ranges for {d} dimensions")
-    need = [i for i in builtins.range(d) if np.ndim(bins[i]) == 0 and ranges[i] is None]
+    need = [i for i in builtins.range(d) if _number(bins[i]) and ranges[i] is None]
     if need:  # phase one: the data's range where the edges depend on it
         found = compute(*[f(cols[i]) for i in need for f in (reductions.min,
                                                              reductions.max)])
@@ -833,7 +834,7 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, normed: Any = No
             ranges[i] = (lo, hi) if cols[i].size else (0.0, 1.0)
     edges = []
     for i in builtins.range(d):
-        if np.ndim(bins[i]) == 0:
+        if _number(bins[i]):
             _not_lazy("histogramdd", "bins", bins[i])
             edges.append(np.histogram_bin_edges(np.array([], dtype=float),
                                                 operator.index(bins[i]), range=ranges[i]))
@@ -890,6 +891,11 @@ def _histdd_parts(edges: list[np.ndarray], arrays: list[Array], weighted: bool,
     return Array(tree, shape_, tuple((s,) for s in shape_), dtype)
 
 
+def _number(v: Any) -> bool:
+    """Whether a ``bins`` entry is a count (not a sequence of edges)."""
+    return not isinstance(v, (list, tuple, np.ndarray, Array))
+
+
 def _histdd_task(edges: tuple, weighted: bool, *cols: np.ndarray) -> np.ndarray:
     return _histdd_block(edges, *cols, weights=weighted)
 
@@ -899,7 +905,7 @@ def histogram2d(x: Any, y: Any, bins: Any = 10, range: Any = None, normed: Any =
                 ) -> tuple[Array, np.ndarray, np.ndarray]:
     """``numpy.histogram2d``: the counts of the points ``(x, y)`` (a lazy array) and the
     edges of ``x`` and of ``y`` (see :func:`histogramdd`)."""
-    count = len(bins) if np.ndim(bins) else 1
+    count = 1 if _number(bins) else len(bins)
     if count not in (1, 2):  # one array of edges for both dimensions, as NumPy reads it
         bins = [np.asarray(bins), np.asarray(bins)]
     hist, edges = histogramdd([x, y], bins=bins, range=range, normed=normed,

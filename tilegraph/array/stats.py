@@ -109,11 +109,10 @@ def skew(a: Any, axis: Any = 0, bias: bool = True, nan_policy: str = "propagate"
     n = a.shape[axis]
     mean, (m2, m3) = _moments(a, axis, (2, 3))
     zero = _no_spread(m2, mean, axis)
-    with np.errstate(all="ignore"):
-        vals = where(zero, np.nan, m3 / m2 ** 1.5)
-        if not bias and n > 2:
-            nval = math.sqrt((n - 1.0) * n) / (n - 2.0) * m3 / m2 ** 1.5
-            vals = where(zero, vals, nval)
+    ratio = m3 / where(zero, 1.0, m2) ** 1.5  # no division by zero where there is no spread
+    vals = where(zero, np.nan, ratio)
+    if not bias and n > 2:
+        vals = where(zero, vals, math.sqrt((n - 1.0) * n) / (n - 2.0) * ratio)
     return vals
 
 
@@ -126,12 +125,11 @@ def kurtosis(a: Any, axis: Any = 0, fisher: bool = True, bias: bool = True,
     n = a.shape[axis]
     mean, (m2, m4) = _moments(a, axis, (2, 4))
     zero = _no_spread(m2, mean, axis)
-    with np.errstate(all="ignore"):
-        vals = where(zero, np.nan, m4 / m2 ** 2.0)
-        if not bias and n > 3:
-            nval = 1.0 / (n - 2) / (n - 3) * ((n ** 2 - 1.0) * m4 / m2 ** 2.0
-                                              - 3 * (n - 1) ** 2.0)
-            vals = where(zero, vals, nval + 3.0)
+    ratio = m4 / where(zero, 1.0, m2) ** 2.0  # no division by zero where there is no spread
+    vals = where(zero, np.nan, ratio)
+    if not bias and n > 3:
+        nval = 1.0 / (n - 2) / (n - 3) * ((n ** 2 - 1.0) * ratio - 3 * (n - 1) ** 2.0)
+        vals = where(zero, vals, nval + 3.0)
     return vals - 3 if fisher else vals
 
 
