@@ -4,7 +4,11 @@ arrays builds a lazy tilegraph array with a blocked algorithm (no gather to one 
 
 A NumPy function with no tilegraph implementation fails with a TypeError that names the
 tilegraph alternative where there is one, and otherwise says to call ``.compute()`` first
-(see :data:`ALTERNATIVES` and the list of what is not supported in docs/guide.md).
+(see :data:`ALTERNATIVES` and the list of what is not supported in docs/guide.md); one
+whose tilegraph arguments are all 0-d (lazy scalars passed as numbers) runs on their
+values (:func:`call_with_scalars`). The entries of ``numpy.linalg``, ``numpy.fft`` and
+the routines of :mod:`tilegraph.array.routines` join :data:`IMPLEMENTATIONS` when the
+package binds its table (their modules import this one).
 
 >>> import numpy as np, tilegraph as tg
 >>> x = tg.from_numpy(np.array([3.0, 1.0, 2.0]), chunks=2)
