@@ -15,9 +15,6 @@ import numpy as np
 
 SOURCE = "dask/dask-examples: applications/stencils-with-numba.ipynb"
 RTOL = 0
-TILEGRAPH_EDITS = [('chunks=("64 MB", None, None)',
-                    'chunks=(max(1, 64_000_000 // inp["x"][0].nbytes), None, None)')]
-WHY = "per-axis byte sizes in chunks: the same blocks as dask's '64 MB', as a count"
 
 
 def _smooth(x):
