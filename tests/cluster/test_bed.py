@@ -152,6 +152,16 @@ def test_close_leaves_no_namespace_link_mount_directory_or_process():
         c.run(0, ["true"])
 
 
+@needs_cluster
+def test_signal_handlers_are_the_process_s_own_again_once_its_beds_are_closed():
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    c = Cluster(hosts=1)
+    if before[signal.SIGTERM] is signal.SIG_DFL:  # no other bed open: this one installs
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    c.close()
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
 _OWNER = """
 import subprocess, sys, time
 sys.path.insert(0, {root!r})

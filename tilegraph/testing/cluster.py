@@ -450,17 +450,32 @@ def _on_signal(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signum)
 
 
+_saved_handlers: dict[int, Any] = {}  # what SIGTERM/SIGHUP did before a bed was open
+
+
 def _install_handlers() -> None:
+    """While a bed is open: remove the beds at exit and on SIGTERM/SIGHUP (only where the
+    process left those signals at their default, and only from the main thread)."""
     global _handlers_installed
-    if _handlers_installed:
-        return
-    _handlers_installed = True
-    atexit.register(_close_all)
-    if threading.current_thread() is not threading.main_thread():
+    if not _handlers_installed:
+        _handlers_installed = True
+        atexit.register(_close_all)
+    if _open or threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
+            _saved_handlers[sig] = signal.SIG_DFL
             signal.signal(sig, _on_signal)
+
+
+def _restore_handlers() -> None:
+    """The last open bed is closed: SIGTERM/SIGHUP go back to what they were."""
+    if _open or threading.current_thread() is not threading.main_thread():
+        return
+    for sig, before in list(_saved_handlers.items()):
+        if signal.getsignal(sig) is _on_signal:
+            signal.signal(sig, before)
+        del _saved_handlers[sig]
 
 
 def _die_with_bed() -> None:
@@ -1234,3 +1249,4 @@ class Cluster:
                     p.wait(5)
             self._procs.clear()
             _open.discard(self)
+            _restore_handlers()
