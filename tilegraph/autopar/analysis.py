@@ -63,8 +63,8 @@ from tilegraph.autopar.collector import (
     _Summary,
 )
 from tilegraph.autopar.effects import (
-    _EFFECT_EDGE,
     EDGE_TYPES,
+    EFFECT_EDGE,
     PROCESS_BOUND,
     STATE_CALLS,
     Effect,
@@ -444,7 +444,7 @@ def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Ed
             if e.kind == "file":
                 continue
             key = (e.kind, e.detail if e.kind != "output" else "stream")
-            etype = _EFFECT_EDGE[e.kind]
+            etype = EFFECT_EDGE[e.kind]
             if key in res_writer:
                 add(res_writer[key], i, etype, e.detail)
             if e.mode == "w":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from tilegraph.autopar.effects import _FRESH_BUILTINS, _ITERATOR_CALLS
+from tilegraph.autopar.effects import FRESH_BUILTINS, ITERATOR_CALLS
 
 
 def _names_in_target(t: ast.AST) -> tuple[list[str], list[str]]:
@@ -122,7 +122,7 @@ def _returns_iterator(fn: ast.AST) -> bool:
                 return True
             if isinstance(v, ast.Call):
                 f = v.func
-                if isinstance(f, ast.Name) and f.id in _ITERATOR_CALLS:
+                if isinstance(f, ast.Name) and f.id in ITERATOR_CALLS:
                     return True
                 if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
                         f.value.id == "itertools":
@@ -196,7 +196,7 @@ def _held_roots(value: ast.AST) -> set[str]:
     if isinstance(value, ast.Call):
         name = value.func.id if isinstance(value.func, ast.Name) else \
             value.func.attr if isinstance(value.func, ast.Attribute) else None
-        if name in _FRESH_BUILTINS or name in _COPIES:
+        if name in FRESH_BUILTINS or name in _COPIES:
             return set()
         out: set[str] = set()
         if isinstance(value.func, ast.Attribute):
@@ -218,6 +218,6 @@ def _holds(value: ast.AST, name: str) -> bool:
                           ast.JoinedStr)):
         return False
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-            value.func.id in _FRESH_BUILTINS:
+            value.func.id in FRESH_BUILTINS:
         return False
     return any(_holds(c, name) for c in ast.iter_child_nodes(value))

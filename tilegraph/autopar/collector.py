@@ -27,27 +27,27 @@ from tilegraph.autopar.astnames import (
     _top_bindings,
 )
 from tilegraph.autopar.effects import (
-    _BARRIER_BUILTINS,
-    _BARRIER_CALLS,
-    _BUILTINS,
-    _FILE_CALLS,
-    _FILE_METHODS,
-    _FRESH_BUILTINS,
-    _HOOK_CALLS,
-    _INPLACE_ARG,
-    _ITERATOR_CALLS,
-    _KNOWN_MUTATORS,
-    _LOGGER_SETTERS,
-    _MODULE_READERS,
-    _RANDOM_PURE,
-    _STATELESS_WRAPPERS,
-    _STDIN_CALLS,
-    _STDIN_PATHS,
-    _UNPICKLABLE_CALLS,
+    BARRIER_BUILTINS,
+    BARRIER_CALLS,
+    BUILTINS,
+    FILE_CALLS,
+    FILE_METHODS,
+    FRESH_BUILTINS,
     FROM_SYS_MODULES,
+    HOOK_CALLS,
+    INPLACE_ARG,
+    ITERATOR_CALLS,
+    KNOWN_MUTATORS,
+    LOGGER_SETTERS,
+    MODULE_READERS,
     PURE_METHODS,
+    RANDOM_PURE,
     STATE_CALLS,
+    STATELESS_WRAPPERS,
+    STDIN_CALLS,
+    STDIN_PATHS,
     SYS_HOOKS,
+    UNPICKLABLE_CALLS,
     Effect,
     replaced_builtin,
     replaced_hook,
@@ -592,7 +592,7 @@ class _Collector(ast.NodeVisitor):
         args = node.args
         kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
         if isinstance(func, ast.Name) and not self.is_local(func.id) and \
-                func.id not in self.ctx.user_names and func.id in _BUILTINS:
+                func.id not in self.ctx.user_names and func.id in BUILTINS:
             self._builtin_call(func.id, args, kw)
         elif q is not None:
             self._module_call(q, args, kw, func)
@@ -654,7 +654,7 @@ class _Collector(ast.NodeVisitor):
                 return
             if name in self.ctx.modules or name in self.ctx.user_callables or \
                     name in self.ctx.wrappers or \
-                    (name in _BUILTINS and name not in self.ctx.user_names):
+                    (name in BUILTINS and name not in self.ctx.user_names):
                 return   # (what a partial(f) calls comes in with f: callable_vars)
             self.mutate(name)
         elif isinstance(func, (ast.Subscript, ast.Attribute)):
@@ -701,9 +701,9 @@ class _Collector(ast.NodeVisitor):
             return
         if isinstance(func, ast.Name) and not self.is_local(func.id) and \
                 func.id not in self.ctx.user_names and \
-                func.id in _MODULE_READERS | {"setattr", "delattr"}:
+                func.id in MODULE_READERS | {"setattr", "delattr"}:
             return
-        if q is not None and any(q == p or q.startswith(p) for p, _ in _BARRIER_CALLS):
+        if q is not None and any(q == p or q.startswith(p) for p, _ in BARRIER_CALLS):
             return
         if isinstance(func, ast.Name) and func.id in self.ctx.user_callables:
             fn = self.ctx.summaries.get(func.id)
@@ -719,9 +719,9 @@ class _Collector(ast.NodeVisitor):
             self.change(a)
 
     def _builtin_call(self, name: str, args: list[ast.expr], kw: dict) -> None:
-        if name in _BARRIER_BUILTINS and (name not in ("vars", "locals") or not args) and \
+        if name in BARRIER_BUILTINS and (name not in ("vars", "locals") or not args) and \
                 not (name == "locals" and self.scopes):
-            self.barrier(_BARRIER_BUILTINS[name])
+            self.barrier(BARRIER_BUILTINS[name])
         elif name == "next" and args:
             root = _root_name(args[0])
             if root is not None:
@@ -754,21 +754,21 @@ class _Collector(ast.NodeVisitor):
                 mode = "w"
             target = args[0] if args else kw.get("file")
             if isinstance(target, ast.Constant) and (target.value == 0 or (
-                    isinstance(target.value, str) and target.value in _STDIN_PATHS)):
+                    isinstance(target.value, str) and target.value in STDIN_PATHS)):
                 self.effect("stdin", "stdin", "w")
             self._file(target, mode)
 
     def _module_call(self, q: str, args: list[ast.expr], kw: dict,
                      func: ast.AST | None = None) -> None:
-        for prefix, reason in _BARRIER_CALLS:
+        for prefix, reason in BARRIER_CALLS:
             if q == prefix or q.startswith(prefix):
                 self.barrier(reason)
                 return
-        if q in _HOOK_CALLS:
-            self.barrier(replaced_hook(_HOOK_CALLS[q]))
+        if q in HOOK_CALLS:
+            self.barrier(replaced_hook(HOOK_CALLS[q]))
         elif q == "sys.displayhook":   # it sets builtins._
             self.barrier(replaced_builtin("_"))
-        if q.startswith((*_STDIN_CALLS, "sys.stdin", "sys.__stdin__")) or (
+        if q.startswith((*STDIN_CALLS, "sys.stdin", "sys.__stdin__")) or (
                 q in ("os.read", "os.fdopen") and not (
                 args and isinstance(args[0], ast.Constant) and args[0].value != 0)):
             self.effect("stdin", "stdin", "w")
@@ -786,7 +786,7 @@ class _Collector(ast.NodeVisitor):
                 if q != "decimal.getcontext":  # only reading it, unless changed after
                     self.state(what)
                 break
-        if q.startswith(("random.", "numpy.random.")) and last not in _RANDOM_PURE:
+        if q.startswith(("random.", "numpy.random.")) and last not in RANDOM_PURE:
             self.effect("random", "global", "w")
         if q.startswith(("matplotlib.pyplot.", "pylab.")) or q == "matplotlib.use":
             self.effect("figure", "pyplot", "w")
@@ -807,15 +807,15 @@ class _Collector(ast.NodeVisitor):
                 self.effect("env", "os.environ", "w")
         if q.startswith("sys.path."):
             self.effect("import", "sys.path", "w")
-        for name, (mode, idx) in _FILE_CALLS.items():
+        for name, (mode, idx) in FILE_CALLS.items():
             if q == name or (name.endswith(("_", ".")) and q.startswith(name)):
                 path = None if idx < 0 else (args[idx] if len(args) > idx else None)
                 if idx >= 0 and path is None:
                     path = kw.get("fname") or kw.get("file") or kw.get("path")
                 self._file(path, "w" if mode == "?" else mode)
                 break
-        if q in _INPLACE_ARG:
-            idx = _INPLACE_ARG[q]
+        if q in INPLACE_ARG:
+            idx = INPLACE_ARG[q]
             if len(args) > idx and not (isinstance(args[idx], ast.Name)
                                         and args[idx].id in self.ctx.modules):
                 self.change(args[idx], store=False)
@@ -825,11 +825,11 @@ class _Collector(ast.NodeVisitor):
         self.s.methods.add(attr)
         if isinstance(func.value, ast.Call):
             made_by = self.ctx.qualname(func.value.func)
-            if made_by == "logging.getLogger" and attr in _LOGGER_SETTERS:
+            if made_by == "logging.getLogger" and attr in LOGGER_SETTERS:
                 self.state("logging's configuration")
             elif made_by == "decimal.getcontext" and attr not in PURE_METHODS:
                 self.state("the decimal context")
-        if attr in _FILE_METHODS:
+        if attr in FILE_METHODS:
             receiver = func.value
             path = None
             if isinstance(receiver, ast.Call) and self.ctx.qualname(receiver.func) in (
@@ -838,7 +838,7 @@ class _Collector(ast.NodeVisitor):
             elif attr in ("to_csv", "to_json", "to_parquet", "savefig", "tofile",
                           "to_excel", "to_pickle", "to_html", "to_hdf", "to_feather"):
                 path = args[0] if args else None
-            self._file(path, _FILE_METHODS[attr])
+            self._file(path, FILE_METHODS[attr])
         root = _root_name(func.value)
         if root is None:
             return
@@ -874,9 +874,9 @@ class _Collector(ast.NodeVisitor):
                 continue
             if isinstance(n, ast.Call):
                 fq = self.ctx.qualname(n.func)
-                if isinstance(n.func, ast.Name) and n.func.id in _FRESH_BUILTINS:
+                if isinstance(n.func, ast.Name) and n.func.id in FRESH_BUILTINS:
                     continue
-                if fq is not None and (fq.startswith("math.") or fq in _FRESH_BUILTINS):
+                if fq is not None and (fq.startswith("math.") or fq in FRESH_BUILTINS):
                     continue
                 if isinstance(n.func, ast.Name) and n.func.id in self.ctx.summaries:
                     out |= (self.ctx.summaries[n.func.id].reads - self.ctx.user_callables
@@ -906,7 +906,7 @@ class _Collector(ast.NodeVisitor):
                 return True
             if q in ("open", "io.open", "os.fdopen") and value.args and \
                     isinstance(value.args[0], ast.Constant) and (
-                        value.args[0].value in _STDIN_PATHS or
+                        value.args[0].value in STDIN_PATHS or
                         (value.args[0].value == 0 and type(value.args[0].value) is int)):
                 return True
         if not any(self.ctx.qualname(n) in ("sys.stdin", "sys.__stdin__")
@@ -923,7 +923,7 @@ class _Collector(ast.NodeVisitor):
             q = self.ctx.qualname(value.func)
             if isinstance(value.func, ast.Name) and value.func.id in self.ctx.generators:
                 return True
-            return q in _UNPICKLABLE_CALLS
+            return q in UNPICKLABLE_CALLS
         return False
 
     def _iterator_value(self, value: ast.AST) -> bool:
@@ -934,8 +934,8 @@ class _Collector(ast.NodeVisitor):
             q = self.ctx.qualname(value.func) or ""
             if isinstance(value.func, ast.Name) and value.func.id in self.ctx.iterator_funcs:
                 return True
-            return q in _ITERATOR_CALLS or q.startswith("itertools.") or \
-                q in _UNPICKLABLE_CALLS
+            return q in ITERATOR_CALLS or q.startswith("itertools.") or \
+                q in UNPICKLABLE_CALLS
         return False
 
 
@@ -1067,7 +1067,7 @@ class _Context:
         factory: dict[str, bool] = {}   # every binding a stateless wrapper (partial...)
         for names, value in pairs:
             made = isinstance(value, ast.Call) and \
-                self.qualname(value.func) in _STATELESS_WRAPPERS
+                self.qualname(value.func) in STATELESS_WRAPPERS
             for n in names:
                 factory[n] = factory.get(n, True) and made
             bare = _bare_names(value)
@@ -1104,7 +1104,7 @@ class _Context:
         if isinstance(node, ast.Name):
             if node.id in self.modules:
                 return self.modules[node.id]
-            if node.id in _BUILTINS and node.id not in self.user_names:
+            if node.id in BUILTINS and node.id not in self.user_names:
                 return node.id
             return None
         if isinstance(node, ast.Attribute):
@@ -1256,7 +1256,7 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
         ctx.summaries.setdefault(cls, _Summary())
     # methods of the script's classes that change neither their object nor any global
     for name, keys in methods.items():
-        if name not in _KNOWN_MUTATORS and not any(
+        if name not in KNOWN_MUTATORS and not any(
                 direct[k].mutated_params or direct[k].writes or direct[k].mutates
                 for k in keys):
             ctx.pure_user_methods.add(name)

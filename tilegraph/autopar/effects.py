@@ -16,13 +16,14 @@ EDGE_TYPES = ("def-use", "anti", "output", "output-stream", "file", "cwd", "env"
 """Every edge type, in the order the explanation lists them. ``output-stream`` is the
 effect class ``output`` (named apart from ``output``, the write-after-write edge)."""
 
-_EFFECT_EDGE = {"output": "output-stream", "file": "file", "cwd": "cwd", "env": "env",
-                "random": "random", "figure": "figure", "import": "import", "stdin": "stdin"}
+EFFECT_EDGE = {"output": "output-stream", "file": "file", "cwd": "cwd", "env": "env",
+               "random": "random", "figure": "figure", "import": "import", "stdin": "stdin"}
+"""Effect class -> the type of the edges that order its accesses (``state`` has none: a
+setter of process state is a fence)."""
 
-_BUILTINS = frozenset(dir(builtins))
+BUILTINS = frozenset(dir(builtins))
+"""The names of the builtins (a name the script does not bind is one of them)."""
 
-# Methods that do not change the object they are called on (str, list, dict, set, NumPy,
-# pandas); any other method call on a name counts as a mutation of it.
 PURE_METHODS = frozenset("""
 all any argmax argmin argsort astype conj conjugate copy count cumprod cumsum decode
 describe diagonal dot encode endswith find format get groupby head index isalnum isalpha
@@ -34,14 +35,16 @@ zfill isin unique nunique value_counts agg aggregate total_seconds isoformat str
 hex bit_length as_integer_ratio is_integer union intersection difference
 symmetric_difference issubset issuperset isdisjoint casefold expandtabs
 """.split())
+"""Methods that do not change the object they are called on (str, list, dict, set, NumPy,
+pandas); any other method call on a name counts as a mutation of it."""
 
-# Builtins whose result never aliases their arguments.
-_FRESH_BUILTINS = frozenset("""
+FRESH_BUILTINS = frozenset("""
 len sum abs round int float str bool repr hash isinstance issubclass ord chr range
 format bin oct hex divmod pow callable id ascii complex bytes type print
 """.split())
+"""Builtins whose result never aliases their arguments."""
 
-_BARRIER_BUILTINS = {
+BARRIER_BUILTINS = {
     "exec": "exec() runs code the analysis cannot see",
     "eval": "eval() runs code the analysis cannot see",
     "globals": "globals() exposes every variable",
@@ -53,12 +56,13 @@ _BARRIER_BUILTINS = {
     "quit": "quit() ends the program",
     "compile": "compile() makes code the analysis cannot see",
 }
+"""Builtins a call of which is a barrier -> the reason (``vars`` and ``locals`` only without
+an argument, ``locals`` only at top level)."""
 
 _LOG_HANDLERS = ("logging's handlers other than FileHandler and StreamHandler (rotating "
                  "files, sockets) write lines in the order they come")
 
-# Qualified-name prefixes -> barrier reason.
-_BARRIER_CALLS = (
+BARRIER_CALLS = (
     ("subprocess.", "a subprocess writes to the terminal and files directly"),
     ("os.system", "a shell command writes to the terminal and files directly"),
     ("os.popen", "a shell command writes to the terminal and files directly"),
@@ -81,6 +85,8 @@ _BARRIER_CALLS = (
     ("logging.handlers.", _LOG_HANDLERS),
     ("logging.config.", _LOG_HANDLERS),
 )
+"""Calls that are barriers: (qualified-name prefix, the reason), the first that matches
+applies."""
 
 # Barrier reasons of what lives in one process and cannot be recreated on another: a script
 # with any of them runs serially (its threads, exit handlers and children stay with it).
@@ -107,13 +113,14 @@ SYS_HOOKS = frozenset({
 output by replacing the streams) uses in the process that runs the script: a script that
 assigns one runs serially, in one process."""
 
-# Calls that set such a hook (qualified name -> what it changes).
-_HOOK_CALLS = {
+HOOK_CALLS = {
     "sys.settrace": "sys.settrace", "sys.setprofile": "sys.setprofile",
     "sys.addaudithook": "sys.addaudithook", "sys.set_asyncgen_hooks":
     "sys.set_asyncgen_hooks", "sys.stdout.reconfigure": "sys.stdout",
     "sys.stderr.reconfigure": "sys.stderr", "sys.stdin.reconfigure": "sys.stdin",
 }
+"""Calls that set a hook or stream of ``sys`` (qualified name -> what they change): the
+script then runs serially, in one process (:func:`replaced_hook`)."""
 
 
 def process_bound(reason: str) -> bool:
@@ -137,21 +144,23 @@ def replaced_hook(name: str) -> str:
 FROM_SYS_MODULES = ("changes a module taken from sys.modules, which may be any module "
                     "(the script's own namespace included)")
 
-# Builtins that take a module object without changing it (or only hold it).
-_MODULE_READERS = frozenset("""
+MODULE_READERS = frozenset("""
 getattr hasattr dir id type isinstance issubclass repr str print len hash callable format
 vars ascii bool help dict list tuple set frozenset
 """.split())
+"""Builtins that take a module object without changing it (or only hold it)."""
 
-# Wrappers of a function that keep no state of their own: calling one is calling the
-# function it wraps.
-_STATELESS_WRAPPERS = frozenset({
+STATELESS_WRAPPERS = frozenset({
     "functools.partial", "numpy.vectorize", "numpy.frompyfunc", "operator.itemgetter",
     "operator.attrgetter", "operator.methodcaller"})
+"""Wrappers of a function that keep no state of their own (qualified names): calling one is
+calling the function it wraps."""
 
-# Calls that read the standard input (qualified-name prefixes).
-_STDIN_CALLS = ("fileinput.", "getpass.", "code.interact", "pdb.")
-_STDIN_PATHS = frozenset({"/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"})
+STDIN_CALLS = ("fileinput.", "getpass.", "code.interact", "pdb.")
+"""Calls that read the standard input (qualified-name prefixes)."""
+
+STDIN_PATHS = frozenset({"/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"})
+"""Paths that name the standard input (``open("/dev/stdin")``)."""
 
 STATE_CALLS = {
     "numpy.set_printoptions": "NumPy's print options",
@@ -186,16 +195,17 @@ state (the ``state`` effect class), with what they set. A method called on the r
 ``logging.getLogger(...)`` or ``decimal.getcontext()``, and an assignment to an attribute
 (or an item of an attribute) of a module, set state too."""
 
-# methods of a logger (from logging.getLogger) that change logging's configuration
-_LOGGER_SETTERS = frozenset({"setLevel", "addHandler", "removeHandler", "addFilter",
-                             "removeFilter", "disabled", "propagate"})
+LOGGER_SETTERS = frozenset({"setLevel", "addHandler", "removeHandler", "addFilter",
+                            "removeFilter", "disabled", "propagate"})
+"""Methods of a logger (made by ``logging.getLogger``) that change logging's configuration."""
 
-_RANDOM_PURE = frozenset({"default_rng", "Generator", "RandomState", "SeedSequence", "PCG64",
-                          "PCG64DXSM", "MT19937", "Philox", "SFC64", "BitGenerator",
-                          "Random", "SystemRandom"})
+RANDOM_PURE = frozenset({"default_rng", "Generator", "RandomState", "SeedSequence", "PCG64",
+                         "PCG64DXSM", "MT19937", "Philox", "SFC64", "BitGenerator",
+                         "Random", "SystemRandom"})
+"""Functions of ``random`` and ``numpy.random`` that make a generator of their own instead of
+drawing from (or seeding) the global one."""
 
-# Functions (qualified) that change a positional argument in place: name -> argument index.
-_INPLACE_ARG = {
+INPLACE_ARG = {
     "random.shuffle": 0, "numpy.random.shuffle": 0, "heapq.heappush": 0,
     "heapq.heappop": 0, "heapq.heapify": 0, "heapq.heapreplace": 0, "heapq.heappushpop": 0,
     "bisect.insort": 0, "bisect.insort_left": 0, "bisect.insort_right": 0,
@@ -203,9 +213,9 @@ _INPLACE_ARG = {
     "numpy.putmask": 0, "json.dump": 1, "pickle.dump": 1, "numpy.save": 0,
     "numpy.savetxt": 0, "numpy.savez": 0, "csv.writer": 0, "csv.DictWriter": 0,
 }
+"""Functions (qualified names) that change a positional argument in place -> its index."""
 
-# File functions (qualified): name -> (mode, argument index of the path or -1 for unknown).
-_FILE_CALLS = {
+FILE_CALLS = {
     "numpy.load": ("r", 0), "numpy.loadtxt": ("r", 0), "numpy.genfromtxt": ("r", 0),
     "numpy.fromfile": ("r", 0), "numpy.save": ("w", 0), "numpy.savez": ("w", 0),
     "numpy.savez_compressed": ("w", 0), "numpy.savetxt": ("w", 0),
@@ -222,29 +232,36 @@ _FILE_CALLS = {
     "lzma.open": ("?", 0), "zipfile.ZipFile": ("?", 0), "tarfile.open": ("?", 0),
     "sqlite3.connect": ("w", 0), "pathlib.Path.cwd": ("r", -1),
 }
-_FILE_METHODS = {
+"""File functions (qualified names; a trailing ``.`` or ``_``: every name that begins so) ->
+``(mode, index of the path argument or -1 when unknown)``; mode ``"?"`` counts as a write."""
+
+FILE_METHODS = {
     "to_csv": "w", "to_json": "w", "to_parquet": "w", "to_excel": "w", "to_pickle": "w",
     "to_hdf": "w", "to_feather": "w", "to_html": "w", "savefig": "w", "write_text": "w",
     "write_bytes": "w", "read_text": "r", "read_bytes": "r", "tofile": "w", "mkdir": "w",
     "unlink": "w", "rmdir": "w", "touch": "w", "rename": "w", "replace": "w", "exists": "r",
     "is_file": "r", "is_dir": "r", "iterdir": "r", "glob": "r", "rglob": "r", "stat": "r",
 }
-# Methods of the builtin containers and files that change their object: a method of the
-# script's own classes with one of these names is never taken as read-only.
-_KNOWN_MUTATORS = frozenset("""
+"""Methods that read or write files (pandas, matplotlib, ``pathlib.Path``, NumPy) -> mode."""
+
+KNOWN_MUTATORS = frozenset("""
 append extend insert remove pop clear update add discard sort reverse setdefault popitem
 write writelines fill resize put close flush seek truncate send throw
 """.split())
+"""Methods of the builtin containers and files that change their object: a method of the
+script's own classes with one of these names is never taken as read-only."""
 
-# Builtins that return iterators.
-_ITERATOR_CALLS = frozenset({"iter", "map", "filter", "zip", "enumerate", "reversed"})
-# Calls whose result cannot be moved between processes: their variables stay on one worker.
-_UNPICKLABLE_CALLS = frozenset({
+ITERATOR_CALLS = frozenset({"iter", "map", "filter", "zip", "enumerate", "reversed"})
+"""Builtins that return iterators."""
+
+UNPICKLABLE_CALLS = frozenset({
     "open", "iter", "io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open",
     "zipfile.ZipFile", "tarfile.open", "sqlite3.connect", "socket.socket", "csv.reader",
     "csv.writer", "csv.DictReader", "csv.DictWriter", "tempfile.TemporaryFile",
     "tempfile.NamedTemporaryFile", "threading.Lock", "threading.RLock",
 })
+"""Calls whose result cannot be moved between processes: their variables stay on one
+worker."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from tilegraph.autopar.astnames import (
     _stored_parts,
     _top_bindings,
 )
-from tilegraph.autopar.effects import _BUILTINS, PURE_METHODS
+from tilegraph.autopar.effects import BUILTINS, PURE_METHODS
 
 if TYPE_CHECKING:
     from tilegraph.autopar.collector import _Context, _Summary
@@ -85,7 +85,7 @@ def _immutable_value(node: ast.AST, ctx: _Context) -> bool:
         return True
     if isinstance(node, ast.Name):
         return node.id in ctx.immutables or node.id in ctx.user_callables or \
-            node.id in ctx.modules or (node.id in _BUILTINS and node.id not in ctx.user_names)
+            node.id in ctx.modules or (node.id in BUILTINS and node.id not in ctx.user_names)
     if isinstance(node, ast.Attribute):
         return ctx.qualname(node) is not None
     if isinstance(node, ast.Tuple):
