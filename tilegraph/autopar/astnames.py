@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from tilegraph.autopar.effects import FRESH_BUILTINS, ITERATOR_CALLS
 
 
-def _names_in_target(t: ast.AST) -> tuple[list[str], list[str]]:
+def names_in_target(t: ast.AST) -> tuple[list[str], list[str]]:
     """(names bound, names mutated) by an assignment target."""
     bound: list[str] = []
     mutated: list[str] = []
@@ -19,36 +19,38 @@ def _names_in_target(t: ast.AST) -> tuple[list[str], list[str]]:
         bound.append(t.id)
     elif isinstance(t, (ast.Tuple, ast.List)):
         for e in t.elts:
-            b, m = _names_in_target(e)
+            b, m = names_in_target(e)
             bound += b
             mutated += m
     elif isinstance(t, ast.Starred):
-        return _names_in_target(t.value)
+        return names_in_target(t.value)
     elif isinstance(t, (ast.Subscript, ast.Attribute)):
-        root = _root_name(t)
+        root = root_name(t)
         if root is not None:
             mutated.append(root)
     return bound, mutated
 
 
-def _stored_parts(t: ast.AST) -> list[ast.Attribute | ast.Subscript]:
+def stored_parts(t: ast.AST) -> list[ast.Attribute | ast.Subscript]:
     """The attribute and item targets of an assignment or ``del`` target."""
     if isinstance(t, (ast.Attribute, ast.Subscript)):
         return [t]
     if isinstance(t, ast.Starred):
-        return _stored_parts(t.value)
+        return stored_parts(t.value)
     if isinstance(t, (ast.Tuple, ast.List)):
-        return [p for e in t.elts for p in _stored_parts(e)]
+        return [p for e in t.elts for p in stored_parts(e)]
     return []
 
 
-def _root_name(node: ast.AST) -> str | None:
+def root_name(node: ast.AST) -> str | None:
+    """The name at the root of an expression, through attributes, items and calls (``x`` of
+    ``x.a[0].f()``), or ``None`` (the root is not a name)."""
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _local_names(fn: ast.AST) -> tuple[set[str], set[str]]:
+def local_names(fn: ast.AST) -> tuple[set[str], set[str]]:
     """(local names, names declared global) of a function or lambda body."""
     args = fn.args
     params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
@@ -83,14 +85,17 @@ def _local_names(fn: ast.AST) -> tuple[set[str], set[str]]:
     return local - declared, declared
 
 
-def _strip(node: ast.AST) -> ast.AST:
+def base_attribute(node: ast.AST) -> ast.AST:
+    """The attribute of a name at the bottom of an attribute or item chain (``sys.path`` of
+    ``sys.path[0]`` and of ``sys.path.x``), or the expression the chain starts from when no
+    attribute of a name is in it."""
     while isinstance(node, (ast.Subscript, ast.Attribute)) and not (
             isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
         node = node.value
     return node
 
 
-def _comprehension_locals(node: ast.AST) -> set[str]:
+def comprehension_locals(node: ast.AST) -> set[str]:
     """The names bound by the targets of the comprehensions (or a lambda's parameters)
     inside ``node``."""
     out: set[str] = set()
@@ -98,21 +103,23 @@ def _comprehension_locals(node: ast.AST) -> set[str]:
         if isinstance(n, ast.comprehension):
             out |= {m.id for m in ast.walk(n.target) if isinstance(m, ast.Name)}
         elif isinstance(n, ast.Lambda):
-            out |= _local_names(n)[0]
+            out |= local_names(n)[0]
     return out
 
 
-def _is_immutable_literal(node: ast.AST) -> bool:
+def is_immutable_literal(node: ast.AST) -> bool:
+    """Whether ``node`` is a literal that cannot be changed in place: a constant, a signed
+    constant, or a tuple of them."""
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.UnaryOp):
-        return _is_immutable_literal(node.operand)
+        return is_immutable_literal(node.operand)
     if isinstance(node, ast.Tuple):
-        return all(_is_immutable_literal(e) for e in node.elts)
+        return all(is_immutable_literal(e) for e in node.elts)
     return False
 
 
-def _returns_iterator(fn: ast.AST) -> bool:
+def returns_iterator(fn: ast.AST) -> bool:
     """Whether a function has a ``return`` of a generator expression or of a call to
     ``iter``/``map``/``filter``/``zip``/``enumerate``/``reversed`` or ``itertools``."""
     for n in ast.walk(fn):
@@ -130,7 +137,7 @@ def _returns_iterator(fn: ast.AST) -> bool:
     return False
 
 
-def _top_bindings(st: ast.stmt) -> Iterable[ast.AST]:
+def top_bindings(st: ast.stmt) -> Iterable[ast.AST]:
     """The nodes of a top-level statement outside function bodies and class bodies."""
     stack: list[ast.AST] = [st]
     while stack:
@@ -142,13 +149,13 @@ def _top_bindings(st: ast.stmt) -> Iterable[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _function_nodes(tree: ast.Module) -> list[tuple[str, ast.AST, str | None]]:
+def function_nodes(tree: ast.Module) -> list[tuple[str, ast.AST, str | None]]:
     """(name, node, class name or None) of every function defined outside other functions
     (at top level, inside top-level compound statements or as methods), and lambdas bound
     to a top-level name."""
     out: list[tuple[str, ast.AST, str | None]] = []
     for st in tree.body:
-        for node in _top_bindings(st):
+        for node in top_bindings(st):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 out.append((node.name, node, None))
             elif isinstance(node, ast.ClassDef):
@@ -161,7 +168,7 @@ def _function_nodes(tree: ast.Module) -> list[tuple[str, ast.AST, str | None]]:
     return out
 
 
-def _bare_names(value: ast.AST) -> set[str]:
+def bare_names(value: ast.AST) -> set[str]:
     """The names whose objects ``value`` may hold itself (not those only called or whose
     attributes only are read: ``f`` and ``g`` in ``[f, partial(g, 1)]``, not ``h`` in
     ``h(1)`` nor ``m`` in ``m.x``)."""
@@ -183,12 +190,12 @@ _COPIES = frozenset({"list", "dict", "set", "tuple", "frozenset", "sorted", "byt
 """Functions and methods whose result is a new object (a copy, a string, a number)."""
 
 
-def _held_roots(value: ast.AST) -> set[str]:
+def held_roots(value: ast.AST) -> set[str]:
     """The names whose objects (or objects inside them) the value of ``value`` may be."""
     if isinstance(value, ast.Name):
         return {value.id}
     if isinstance(value, (ast.Attribute, ast.Subscript, ast.Starred)):
-        return _held_roots(value.value)
+        return held_roots(value.value)
     if isinstance(value, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr,
                           ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
                           ast.GeneratorExp)):
@@ -200,17 +207,17 @@ def _held_roots(value: ast.AST) -> set[str]:
             return set()
         out: set[str] = set()
         if isinstance(value.func, ast.Attribute):
-            out |= _held_roots(value.func.value)
+            out |= held_roots(value.func.value)
         for a in [*value.args, *[k.value for k in value.keywords]]:
-            out |= _held_roots(a)
+            out |= held_roots(a)
         return out
     out = set()
     for c in ast.iter_child_nodes(value):
-        out |= _held_roots(c)
+        out |= held_roots(c)
     return out
 
 
-def _holds(value: ast.AST, name: str) -> bool:
+def holds(value: ast.AST, name: str) -> bool:
     """Whether the value of ``value`` may be (or hold) the object of the local ``name``."""
     if isinstance(value, ast.Name):
         return value.id == name
@@ -220,4 +227,4 @@ def _holds(value: ast.AST, name: str) -> bool:
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
             value.func.id in FRESH_BUILTINS:
         return False
-    return any(_holds(c, name) for c in ast.iter_child_nodes(value))
+    return any(holds(c, name) for c in ast.iter_child_nodes(value))

@@ -13,18 +13,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tilegraph.autopar.astnames import (
-    _bare_names,
-    _comprehension_locals,
-    _function_nodes,
-    _held_roots,
-    _is_immutable_literal,
-    _local_names,
-    _names_in_target,
-    _returns_iterator,
-    _root_name,
-    _stored_parts,
-    _strip,
-    _top_bindings,
+    bare_names,
+    base_attribute,
+    comprehension_locals,
+    function_nodes,
+    held_roots,
+    is_immutable_literal,
+    local_names,
+    names_in_target,
+    returns_iterator,
+    root_name,
+    stored_parts,
+    top_bindings,
 )
 from tilegraph.autopar.effects import (
     BARRIER_BUILTINS,
@@ -260,7 +260,7 @@ class _Collector(ast.NodeVisitor):
                     for v in sorted(self._alias_sources(root) - self.ctx.user_callables):
                         self.mutate(v)
                 return
-            r = _root_name(root)
+            r = root_name(root)
             if r is not None:
                 self.mutate(r)
             return
@@ -318,7 +318,7 @@ class _Collector(ast.NodeVisitor):
         if not self.scopes and not self.class_depth:
             self._held_by(node.name, self._default_values(node.args))
         if self.scopes:  # a nested function: its body counts as part of the enclosing one
-            local, _ = _local_names(node)
+            local, _ = local_names(node)
             self.scopes.append(local)
             for st in node.body:
                 self.visit(st)
@@ -335,7 +335,7 @@ class _Collector(ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.visit_arguments(node.args)
-        local, _ = _local_names(node)
+        local, _ = local_names(node)
         self.scopes.append(local)
         self.visit(node.body)
         self.scopes.pop()
@@ -379,7 +379,7 @@ class _Collector(ast.NodeVisitor):
         local: set[str] = set()
         saved = dict(self.comp_roots)
         for gen in node.generators:
-            roots = _held_roots(gen.iter)
+            roots = held_roots(gen.iter)
             for n in ast.walk(gen.target):
                 if isinstance(n, ast.Name):
                     local.add(n.id)
@@ -432,7 +432,7 @@ class _Collector(ast.NodeVisitor):
     def _assign(self, targets: list[ast.AST], value: ast.AST | None) -> None:
         bound_all: set[str] = set()
         for t in targets:
-            bound, mutated = _names_in_target(t)
+            bound, mutated = names_in_target(t)
             bound_all.update(bound)
             for m in mutated:   # changed by _store below
                 if value is not None:
@@ -440,12 +440,12 @@ class _Collector(ast.NodeVisitor):
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Call) and \
                     self.ctx.qualname(t.value.func) == "decimal.getcontext":
                 self.state("the decimal context")
-            for sub in _stored_parts(t):
+            for sub in stored_parts(t):
                 self._store(sub)
             if isinstance(t, ast.Subscript) and self.ctx.qualname(t.value) == "os.environ":
                 self.effect("env", "os.environ", "w")
             if isinstance(t, (ast.Subscript, ast.Attribute)) and \
-                    self.ctx.qualname(_strip(t)) == "sys.path":
+                    self.ctx.qualname(base_attribute(t)) == "sys.path":
                 self.effect("import", "sys.path", "w")
         for t in targets:
             self.visit(t)
@@ -489,7 +489,7 @@ class _Collector(ast.NodeVisitor):
         self.visit(node.annotation)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        bound, mutated = _names_in_target(node.target)
+        bound, mutated = names_in_target(node.target)
         for name in [*bound, *mutated]:
             self.read(name)
         for name in bound:
@@ -506,11 +506,11 @@ class _Collector(ast.NodeVisitor):
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for t in node.targets:
-            _, mutated = _names_in_target(t)
+            _, mutated = names_in_target(t)
             for m in mutated:   # changed by _store below
                 if not self.scopes:
                     self.ctx.del_through.append((self, m))
-            for sub in _stored_parts(t):
+            for sub in stored_parts(t):
                 self._store(sub)
             self.visit(t)
 
@@ -518,7 +518,7 @@ class _Collector(ast.NodeVisitor):
         self.visit(node.iter)
         self._assign([node.target], None)
         src = self._alias_sources(node.iter)
-        bound, _ = _names_in_target(node.target)
+        bound, _ = names_in_target(node.target)
         self.s.aliases.append((set(bound), src))
         for st in [*node.body, *node.orelse]:
             self.visit(st)
@@ -530,7 +530,7 @@ class _Collector(ast.NodeVisitor):
             self.visit(item.context_expr)
             if item.optional_vars is not None:
                 self._assign([item.optional_vars], None)
-                bound, _ = _names_in_target(item.optional_vars)
+                bound, _ = names_in_target(item.optional_vars)
                 self.s.aliases.append((set(bound), self._alias_sources(item.context_expr)))
                 if self._unpicklable_value(item.context_expr):
                     self.s.unpicklable |= set(bound)
@@ -618,7 +618,7 @@ class _Collector(ast.NodeVisitor):
                 elif mq.startswith(("matplotlib.pyplot", "pylab")):
                     self.effect("figure", "pyplot", "w")
         if "out" in kw:
-            root = _root_name(kw["out"])
+            root = root_name(kw["out"])
             if root is not None:
                 self.mutate(root)
         self.generic_visit(node)
@@ -723,7 +723,7 @@ class _Collector(ast.NodeVisitor):
                 not (name == "locals" and self.scopes):
             self.barrier(BARRIER_BUILTINS[name])
         elif name == "next" and args:
-            root = _root_name(args[0])
+            root = root_name(args[0])
             if root is not None:
                 self.mutate(root)
         elif name in ("setattr", "delattr") and args:
@@ -741,7 +741,7 @@ class _Collector(ast.NodeVisitor):
             elif tq in ("sys.stdout", "sys.stderr"):
                 self.effect("output", tq.split(".")[1], "w")
             else:
-                root = _root_name(target)
+                root = root_name(target)
                 if root is not None:
                     self.mutate(root)
         elif name == "open":
@@ -839,7 +839,7 @@ class _Collector(ast.NodeVisitor):
                           "to_excel", "to_pickle", "to_html", "to_hdf", "to_feather"):
                 path = args[0] if args else None
             self._file(path, FILE_METHODS[attr])
-        root = _root_name(func.value)
+        root = root_name(func.value)
         if root is None:
             return
         if root in self.ctx.file_vars_all:
@@ -887,7 +887,7 @@ class _Collector(ast.NodeVisitor):
                 continue
             if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
                               ast.GeneratorExp)):
-                inner = _comprehension_locals(n)
+                inner = comprehension_locals(n)
                 for m in ast.walk(n):
                     if isinstance(m, ast.Name) and not self.is_local(m.id) and \
                             m.id not in inner and m.id not in self.ctx.modules:
@@ -997,9 +997,9 @@ class _Context:
                 if q in ("os.chdir", "os.fchdir"):
                     self.changes_cwd = True
         for st in tree.body:
-            local_targets = {id(m) for n in _top_bindings(st) if isinstance(n, ast.comprehension)
+            local_targets = {id(m) for n in top_bindings(st) if isinstance(n, ast.comprehension)
                              for m in ast.walk(n.target)}
-            for node in _top_bindings(st):
+            for node in top_bindings(st):
                 if id(node) in local_targets:
                     continue
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -1009,10 +1009,10 @@ class _Context:
                             isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
                         self.generators.add(node.name)
                         self.iterator_funcs.add(node.name)
-                    elif not isinstance(node, ast.ClassDef) and _returns_iterator(node):
+                    elif not isinstance(node, ast.ClassDef) and returns_iterator(node):
                         self.iterator_funcs.add(node.name)
                 elif isinstance(node, ast.Assign):
-                    if _is_immutable_literal(node.value):
+                    if is_immutable_literal(node.value):
                         for t in node.targets:
                             if isinstance(t, ast.Name):
                                 const_bound[t.id] += 1
@@ -1037,7 +1037,7 @@ class _Context:
         self.module_imports &= set(self.modules)
         self._values_held(tree)
         for st in tree.body:
-            for node in _top_bindings(st):
+            for node in top_bindings(st):
                 if isinstance(node, ast.ClassDef):
                     self.classes.add(node.name)
                     for attr in _mutable_class_attributes(node, self):
@@ -1052,7 +1052,7 @@ class _Context:
         returns_callable = _functions_returning_callables(tree)
         pairs: list[tuple[set[str], ast.AST]] = []
         for st in tree.body:
-            for node in _top_bindings(st):
+            for node in top_bindings(st):
                 if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     names = {n.id for t in targets for n in ast.walk(t)
@@ -1070,7 +1070,7 @@ class _Context:
                 self.qualname(value.func) in STATELESS_WRAPPERS
             for n in names:
                 factory[n] = factory.get(n, True) and made
-            bare = _bare_names(value)
+            bare = bare_names(value)
             called = {n.func.id for n in ast.walk(value) if isinstance(n, ast.Call)
                       and isinstance(n.func, ast.Name) and n.func.id in returns_callable}
             module = any(self.qualname(n) in ("sys.modules", "importlib.import_module",
@@ -1152,8 +1152,8 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
     class_members: dict[str, list[str]] = defaultdict(list)
     decorated: list[tuple[str, str, str]] = []   # (key, its owner, a decorator of the script)
     nodes = {}
-    for name, node, cls in _function_nodes(tree):
-        local, declared = _local_names(node)
+    for name, node, cls in function_nodes(tree):
+        local, declared = local_names(node)
         params = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
                                   *node.args.kwonlyargs]}
         decorators = getattr(node, "decorator_list", [])

@@ -18,14 +18,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from tilegraph.autopar.astnames import (
-    _bare_names,
-    _held_roots,
-    _holds,
-    _is_immutable_literal,
-    _local_names,
-    _root_name,
-    _stored_parts,
-    _top_bindings,
+    bare_names,
+    held_roots,
+    holds,
+    is_immutable_literal,
+    local_names,
+    root_name,
+    stored_parts,
+    top_bindings,
 )
 from tilegraph.autopar.effects import BUILTINS, PURE_METHODS
 
@@ -50,18 +50,18 @@ def _is_submodule(module: str, name: str) -> bool:
 def _functions_returning_callables(tree: ast.Module) -> set[str]:
     """The script's functions that may return a function: a ``lambda``, a function defined
     in their body, one of the script's functions, or a ``functools.partial``."""
-    top_funcs = {n.name for st in tree.body for n in _top_bindings(st)
+    top_funcs = {n.name for st in tree.body for n in top_bindings(st)
                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     out: set[str] = set()
     for st in tree.body:
-        for fn in _top_bindings(st):
+        for fn in top_bindings(st):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             inner = {n.name for n in ast.walk(fn) if n is not fn and isinstance(
                 n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
             for r in ast.walk(fn):
                 if isinstance(r, ast.Return) and r.value is not None:
-                    held = _bare_names(r.value)
+                    held = bare_names(r.value)
                     if held & (inner | top_funcs) or any(
                             isinstance(n, ast.Lambda) or (isinstance(n, ast.Call) and
                                                           "partial" in ast.unparse(n.func))
@@ -81,7 +81,7 @@ def _immutable_value(node: ast.AST, ctx: _Context) -> bool:
     """Whether the value of ``node`` certainly cannot be changed in place: a literal
     number, string or tuple of them, ``None``, a name only ever bound to one, a builtin,
     a function or class of the script, an attribute of a module (``np.float64``)."""
-    if _is_immutable_literal(node):
+    if is_immutable_literal(node):
         return True
     if isinstance(node, ast.Name):
         return node.id in ctx.immutables or node.id in ctx.user_callables or \
@@ -122,15 +122,15 @@ def _local_aliases(fn: ast.AST, params: set[str], local: set[str]
         if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             pairs.append(({m.id for t in targets for m in ast.walk(t)
-                           if isinstance(m, ast.Name)}, _held_roots(n.value)))
+                           if isinstance(m, ast.Name)}, held_roots(n.value)))
         elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
             pairs.append(({m.id for m in ast.walk(n.target) if isinstance(m, ast.Name)},
-                          _held_roots(n.iter)))
+                          held_roots(n.iter)))
         elif isinstance(n, ast.withitem) and n.optional_vars is not None:
             pairs.append(({m.id for m in ast.walk(n.optional_vars)
-                           if isinstance(m, ast.Name)}, _held_roots(n.context_expr)))
+                           if isinstance(m, ast.Name)}, held_roots(n.context_expr)))
         elif isinstance(n, ast.NamedExpr):
-            pairs.append(({n.target.id}, _held_roots(n.value)))
+            pairs.append(({n.target.id}, held_roots(n.value)))
     out: dict[str, set[str]] = {}
     changed = True
     while changed:
@@ -157,7 +157,7 @@ def _default_state(fn: ast.AST, s: _Summary, ctx: _Context) -> str | None:
     pairs += [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
               if d is not None]
     body = fn.body if isinstance(fn.body, list) else [ast.Return(fn.body)]
-    declared = _local_names(fn)[1] if not isinstance(fn, ast.Lambda) else set()
+    declared = local_names(fn)[1] if not isinstance(fn, ast.Lambda) else set()
     for p, default in pairs:
         if _immutable_value(default, ctx):
             continue
@@ -166,10 +166,10 @@ def _default_state(fn: ast.AST, s: _Summary, ctx: _Context) -> str | None:
             return name
         for n in (m for st in body for m in ast.walk(st)):
             if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) and \
-                    n.value is not None and _holds(n.value, name):
+                    n.value is not None and holds(n.value, name):
                 return name
             if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None and \
-                    _holds(n.value, name):
+                    holds(n.value, name):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 if any(not isinstance(t, ast.Name) or t.id in declared for t in targets):
                     return name   # stored into an object or a global
@@ -185,24 +185,24 @@ def _closure_state(fn: ast.AST) -> bool:
     functions it returns keep state between calls."""
     if isinstance(fn, ast.Lambda):
         return False
-    local = _local_names(fn)[0]
+    local = local_names(fn)[0]
     for inner in ast.walk(fn):
         if inner is fn or not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                  ast.Lambda)):
             continue
         if any(isinstance(n, ast.Nonlocal) for n in ast.walk(inner)):
             return True
-        free = local - _local_names(inner)[0]
+        free = local - local_names(inner)[0]
         for n in ast.walk(inner):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                    n.func.attr not in PURE_METHODS and _root_name(n.func.value) in free:
+                    n.func.attr not in PURE_METHODS and root_name(n.func.value) in free:
                 return True
             targets: list[ast.AST] = []
             if isinstance(n, (ast.Assign, ast.Delete)):
                 targets = list(n.targets)
             elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
                 targets = [n.target]
-            if any(isinstance(t, (ast.Attribute, ast.Subscript)) and _root_name(t) in free
-                   for tt in targets for t in _stored_parts(tt)):
+            if any(isinstance(t, (ast.Attribute, ast.Subscript)) and root_name(t) in free
+                   for tt in targets for t in stored_parts(tt)):
                 return True
     return False

@@ -9,7 +9,8 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tilegraph.autopar.collector import _Collector, _comprehension_locals, _Context, _Summary
+from tilegraph.autopar.astnames import comprehension_locals
+from tilegraph.autopar.collector import _Collector, _Context, _Summary
 from tilegraph.autopar.effects import PURE_METHODS
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def _loaded(node: ast.AST, inner: set[str] = frozenset()) -> list[str]:
     for n in ast.walk(node):
         if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
                           ast.Lambda)):
-            local = _comprehension_locals(n) if not isinstance(n, ast.Lambda) else {
+            local = comprehension_locals(n) if not isinstance(n, ast.Lambda) else {
                 a.arg for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs]}
             out += [m.id for m in ast.walk(n) if isinstance(m, ast.Name)
                     and isinstance(m.ctx, ast.Load) and m.id not in local]
