@@ -57,10 +57,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from tilegraph.autopar.collector import (
-    _Collector,
-    _Context,
-    _summarise_functions,
-    _Summary,
+    Collector,
+    Context,
+    Summary,
+    summarise_functions,
 )
 from tilegraph.autopar.effects import (
     EDGE_TYPES,
@@ -72,9 +72,9 @@ from tilegraph.autopar.effects import (
 )
 from tilegraph.autopar.loopsplit import (
     ForLoop,
-    _loop_split,
     for_loop_parts,
     loop_parts,
+    loop_split,
     sliced_items,
 )
 
@@ -271,16 +271,16 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
     """
     path, source = load_script(path_or_source)
     tree = parse_script(path, source)
-    ctx = _Context(tree)
-    _summarise_functions(ctx, tree)
+    ctx = Context(tree)
+    summarise_functions(ctx, tree)
     lines = source.splitlines()
-    raw: list[tuple[ast.stmt, _Summary]] = []
+    raw: list[tuple[ast.stmt, Summary]] = []
     for st in tree.body:
-        col = _Collector(ctx)
+        col = Collector(ctx)
         col.visit(st)
         s = col.s
         # what the referenced user functions and the called methods do
-        extra = _Summary()
+        extra = Summary()
         for r in s.refs:
             if r in ctx.summaries:
                 extra.merge(ctx.summaries[r])
@@ -357,7 +357,7 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
     for _, s in raw:
         for v in s.mutates:
             changed[v] += 1
-    tasks = [replace(t, loop=_loop_split(st, s, t, ctx, changed)) for t, (st, s) in
+    tasks = [replace(t, loop=loop_split(st, s, t, ctx, changed)) for t, (st, s) in
              zip(tasks, raw, strict=True)]
     tasks = [replace(t, sliced=sliced_items(st, s, ctx)) if t.loop == "split" else t
              for t, (st, s) in zip(tasks, raw, strict=True)]
@@ -398,7 +398,7 @@ def _alias_classes(raw, ctx, names: list[str], ids: dict[str, int]):
     return alias, members, mutated_classes
 
 
-def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Edge]:
+def _edges(info: list[tuple[ast.stmt, Summary, set[str], set[str]]]) -> list[Edge]:
     edges: list[Edge] = []
     seen: set[tuple[int, int, str, str]] = set()
 
@@ -468,7 +468,7 @@ def _edges(info: list[tuple[ast.stmt, _Summary, set[str], set[str]]]) -> list[Ed
     return edges
 
 
-def _fence(s: _Summary) -> tuple[str, str] | None:
+def _fence(s: Summary) -> tuple[str, str] | None:
     """``(edge type, reason)`` when a statement is ordered after every statement before it
     and before every statement after it: a barrier, or a setter of process state."""
     if s.barriers:

@@ -1,6 +1,6 @@
 """What one statement (or a function's body) does to the script's global state: the names it
 reads, binds and changes, its side effects and barriers, the aliases it makes, read from the
-statement's ``ast`` by :class:`_Collector` with the script-wide facts of :class:`_Context`
+statement's ``ast`` by :class:`Collector` with the script-wide facts of :class:`Context`
 (its modules, functions and constants) and the summaries of the script's own functions.
 """
 
@@ -64,7 +64,7 @@ from tilegraph.autopar.held import (
 
 
 @dataclass
-class _Summary:
+class Summary:
     """What a statement, or the body of a function, does to global state."""
 
     reads: set[str] = field(default_factory=set)
@@ -83,7 +83,9 @@ class _Summary:
     called_param_names: set[str] = field(default_factory=set)   # called as functions
     calls_mutating: list[tuple[str, list[str]]] = field(default_factory=list)
 
-    def merge(self, other: _Summary) -> None:
+    def merge(self, other: Summary) -> None:
+        """Add what ``other`` reads, binds, changes, its effects and its barriers (not its
+        references, methods, aliases or what it does to parameters)."""
         self.reads |= other.reads
         self.writes |= other.writes
         self.mutates |= other.mutates
@@ -91,15 +93,15 @@ class _Summary:
         self.barriers += [b for b in other.barriers if b not in self.barriers]
 
 
-class _Collector(ast.NodeVisitor):
-    """Collects a :class:`_Summary` of one top-level statement or one function body."""
+class Collector(ast.NodeVisitor):
+    """Collects a :class:`Summary` of one top-level statement or one function body."""
 
-    def __init__(self, ctx: _Context, local: set[str] | None = None,
+    def __init__(self, ctx: Context, local: set[str] | None = None,
                  params: set[str] | None = None, *,
                  local_aliases: dict[str, set[str]] | None = None,
                  owner_class: str | None = None, cls_param: str | None = None):
         self.ctx = ctx
-        self.s = _Summary()
+        self.s = Summary()
         self.scopes: list[set[str]] = [local] if local is not None else []
         self.params = params or set()
         # local names that may hold (an object inside) a parameter's or a global's object
@@ -623,7 +625,7 @@ class _Collector(ast.NodeVisitor):
                 self.mutate(root)
         self.generic_visit(node)
 
-    def _mutated_arguments(self, name: str, call: ast.Call, fn: _Summary,
+    def _mutated_arguments(self, name: str, call: ast.Call, fn: Summary,
                            params: set[str] | None = None) -> list[ast.expr]:
         """The arguments of a call of the user function ``name`` bound to parameters it
         mutates (or to ``params``; every argument when the call or the signature is not
@@ -942,7 +944,7 @@ class _Collector(ast.NodeVisitor):
 # -- the context of one script -----------------------------------------------------------------
 
 
-class _Context:
+class Context:
     """Facts about the whole script: imports, user functions and classes, constants."""
 
     def __init__(self, tree: ast.Module):
@@ -951,11 +953,11 @@ class _Context:
         self.user_callables: set[str] = set()   # top-level functions, classes and lambdas
         self.user_names: set[str] = set()       # every name bound at top level
         self.generators: set[str] = set()       # user functions that contain yield
-        self.summaries: dict[str, _Summary] = {}
+        self.summaries: dict[str, Summary] = {}
         # a plain function's (positional parameters, keyword-only ones, *args or **kwargs)
         self.signatures: dict[str, tuple[list[str], set[str], bool]] = {}
-        self.method_summaries: dict[str, _Summary] = defaultdict(_Summary)
-        self.del_through: list[tuple[_Collector, str]] = []
+        self.method_summaries: dict[str, Summary] = defaultdict(Summary)
+        self.del_through: list[tuple[Collector, str]] = []
         self.file_vars_all: set[str] = set()
         self.file_var_paths: dict[str, str] = {}
         self.iterators: set[str] = set()         # names bound to iterators (so far)
@@ -1095,7 +1097,7 @@ class _Context:
         self.module_vars -= set(self.modules)
         self.wrappers = {n for n, made in factory.items() if made}
 
-    def declared_global_here(self, col: _Collector) -> set[str]:
+    def declared_global_here(self, col: Collector) -> set[str]:
         return self._globals_decl.get(id(col), set())
 
     def qualname(self, node: ast.AST | None) -> str | None:
@@ -1145,9 +1147,9 @@ class _Context:
         return [str(n) for n in names]
 
 
-def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
+def summarise_functions(ctx: Context, tree: ast.Module) -> None:
     """Every user function's summary, closed over the user functions it references."""
-    direct: dict[str, _Summary] = {}
+    direct: dict[str, Summary] = {}
     methods: dict[str, list[str]] = defaultdict(list)   # method name -> keys
     class_members: dict[str, list[str]] = defaultdict(list)
     decorated: list[tuple[str, str, str]] = []   # (key, its owner, a decorator of the script)
@@ -1162,7 +1164,7 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
         positional = [*node.args.posonlyargs, *node.args.args]
         cls_param = positional[0].arg if cls and "classmethod" in names and positional \
             else None
-        col = _Collector(ctx, local=local | {"__function__"}, params=params,
+        col = Collector(ctx, local=local | {"__function__"}, params=params,
                          local_aliases=_local_aliases(node, params, local), owner_class=cls,
                          cls_param=cls_param)
         ctx._globals_decl[id(col)] = declared
@@ -1222,9 +1224,9 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
         for c in sorted(s.mutates & ctx.user_callables):
             ctx.stateful.setdefault(c, f"{c} is changed by {key}()")
     # close over references: a function includes what the functions it names do
-    closed: dict[str, _Summary] = {}
+    closed: dict[str, Summary] = {}
     for key in direct:
-        total = _Summary()
+        total = Summary()
         seen = {key}
         stack = [key]
         while stack:
@@ -1249,11 +1251,11 @@ def _summarise_functions(ctx: _Context, tree: ast.Module) -> None:
         if "." in key:
             ctx.method_summaries[name].merge(s)
             cls = key.split(".")[0]
-            ctx.summaries.setdefault(cls, _Summary()).merge(s)
+            ctx.summaries.setdefault(cls, Summary()).merge(s)
         else:
             ctx.summaries[name] = s
     for cls in class_members:
-        ctx.summaries.setdefault(cls, _Summary())
+        ctx.summaries.setdefault(cls, Summary())
     # methods of the script's classes that change neither their object nor any global
     for name, keys in methods.items():
         if name not in KNOWN_MUTATORS and not any(

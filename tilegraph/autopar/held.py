@@ -5,8 +5,8 @@ function or class holds from its definition; and the facts of the script this ne
 functions return functions, which values cannot change, which local names may hold a
 parameter's or a global's object).
 
-:func:`tilegraph.autopar.collector._summarise_functions` and the analysis use these to
-mark such functions and classes as keeping state (``_Context.stateful``): every statement
+:func:`tilegraph.autopar.collector.summarise_functions` and the analysis use these to
+mark such functions and classes as keeping state (``Context.stateful``): every statement
 that uses them then runs on one worker, in program order, since a function or class is
 defined by reference on each process and its state cannot move.
 """
@@ -30,7 +30,7 @@ from tilegraph.autopar.astnames import (
 from tilegraph.autopar.effects import BUILTINS, PURE_METHODS
 
 if TYPE_CHECKING:
-    from tilegraph.autopar.collector import _Context, _Summary
+    from tilegraph.autopar.collector import Context, Summary
 
 
 def _is_submodule(module: str, name: str) -> bool:
@@ -77,7 +77,7 @@ _CLASS_BODY_CALLS = frozenset({"property", "staticmethod", "classmethod", "field
                                "complex", "range", "object"})
 
 
-def _immutable_value(node: ast.AST, ctx: _Context) -> bool:
+def _immutable_value(node: ast.AST, ctx: Context) -> bool:
     """Whether the value of ``node`` certainly cannot be changed in place: a literal
     number, string or tuple of them, ``None``, a name only ever bound to one, a builtin,
     a function or class of the script, an attribute of a module (``np.float64``)."""
@@ -93,7 +93,7 @@ def _immutable_value(node: ast.AST, ctx: _Context) -> bool:
     return False
 
 
-def _mutable_class_attributes(cls: ast.ClassDef, ctx: _Context) -> list[str]:
+def _mutable_class_attributes(cls: ast.ClassDef, ctx: Context) -> list[str]:
     """The attributes a class body binds to values that may be changed in place (``items =
     []``), which every object of the class shares."""
     out = []
@@ -146,7 +146,7 @@ def _local_aliases(fn: ast.AST, params: set[str], local: set[str]
     return out
 
 
-def _default_state(fn: ast.AST, s: _Summary, ctx: _Context) -> str | None:
+def _default_state(fn: ast.AST, s: Summary, ctx: Context) -> str | None:
     """The parameter whose default value a function keeps as state (a value that may be
     changed in place, which the function changes, returns, stores or lets a function it
     defines hold), or ``None``."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tilegraph.autopar.astnames import comprehension_locals
-from tilegraph.autopar.collector import _Collector, _Context, _Summary
+from tilegraph.autopar.collector import Collector, Context, Summary
 from tilegraph.autopar.effects import PURE_METHODS
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ def loop_parts(st: ast.stmt) -> tuple[str, ast.expr, ast.Name | None] | None:
     return None
 
 
-def sliced_items(st: ast.stmt, s: _Summary, ctx: _Context) -> str | None:
+def sliced_items(st: ast.stmt, s: Summary, ctx: Context) -> str | None:
     """For a map over items that splits, the variable of its items when the statement reads
     it nowhere but as the items (not in its body, not in the user functions and methods it
     calls): each chunk then needs only its own part of the value, made where the value is;
@@ -212,7 +212,7 @@ def sliced_items(st: ast.stmt, s: _Summary, ctx: _Context) -> str | None:
     return name
 
 
-def _loop_split(st: ast.stmt, s: _Summary, t: Task, ctx: _Context,
+def loop_split(st: ast.stmt, s: Summary, t: Task, ctx: Context,
                 changed: dict[str, int]) -> str | None:
     """``"split"`` when the iterations of a map over items (:func:`loop_parts`) may run in
     chunks on different workers, gathered in order: the items are a variable or a
@@ -230,7 +230,7 @@ def _loop_split(st: ast.stmt, s: _Summary, t: Task, ctx: _Context,
         if isinstance(shape, str):
             return shape
         collected = set(shape.lists) | set(shape.dicts)
-        direct = _Collector(ctx)
+        direct = Collector(ctx)
         direct.visit(st)
         mutated = set(direct.s.mutates)
         for r in direct.s.refs:
