@@ -99,7 +99,8 @@ class Collector(ast.NodeVisitor):
     def __init__(self, ctx: Context, local: set[str] | None = None,
                  params: set[str] | None = None, *,
                  local_aliases: dict[str, set[str]] | None = None,
-                 owner_class: str | None = None, cls_param: str | None = None):
+                 owner_class: str | None = None, cls_param: str | None = None,
+                 declared_global: set[str] | None = None):
         self.ctx = ctx
         self.s = Summary()
         self.scopes: list[set[str]] = [local] if local is not None else []
@@ -112,6 +113,8 @@ class Collector(ast.NodeVisitor):
         self.owner_class = owner_class   # the class whose method this body is
         self.cls_param = cls_param       # a classmethod's first parameter (the class)
         self.class_depth = 0
+        # the names a function body declares ``global``: binding one binds the global
+        self.declared_global = declared_global or set()
 
     # names ----------------------------------------------------------------------------------
 
@@ -142,7 +145,7 @@ class Collector(ast.NodeVisitor):
 
     def bind(self, name: str) -> None:
         if self.scopes:
-            if name in self.ctx.declared_global_here(self):
+            if name in self.declared_global:
                 self.s.writes.add(name)
             return
         if self.class_depth:
@@ -974,7 +977,6 @@ class Context:
         self.stateful: dict[str, str] = {}
         # function or class -> the variables whose objects it holds from its definition
         self.held_by: dict[str, set[str]] = {}
-        self._globals_decl: dict[int, set[str]] = {}
         self.changes_cwd = False
         assigned: dict[str, int] = defaultdict(int)
         const_bound: dict[str, int] = defaultdict(int)
@@ -1097,9 +1099,6 @@ class Context:
         self.module_vars -= set(self.modules)
         self.wrappers = {n for n, made in factory.items() if made}
 
-    def declared_global_here(self, col: Collector) -> set[str]:
-        return self._globals_decl.get(id(col), set())
-
     def qualname(self, node: ast.AST | None) -> str | None:
         """``np.random.rand`` -> ``numpy.random.rand`` when ``np`` is an imported module;
         ``print`` -> ``print``; ``None`` for anything rooted at a variable."""
@@ -1166,8 +1165,7 @@ def summarise_functions(ctx: Context, tree: ast.Module) -> None:
             else None
         col = Collector(ctx, local=local | {"__function__"}, params=params,
                          local_aliases=_local_aliases(node, params, local), owner_class=cls,
-                         cls_param=cls_param)
-        ctx._globals_decl[id(col)] = declared
+                         cls_param=cls_param, declared_global=declared)
         body = node.body if isinstance(node.body, list) else [node.body]
         for st in body:
             col.visit(st)
