@@ -59,7 +59,6 @@ from dataclasses import dataclass, field, replace
 from tilegraph.autopar.collector import (
     Collector,
     Context,
-    Summary,
     summarise_functions,
 )
 from tilegraph.autopar.effects import (
@@ -77,6 +76,7 @@ from tilegraph.autopar.loopsplit import (
     loop_split,
     sliced_items,
 )
+from tilegraph.autopar.summary import Summary
 
 __all__ = ["EDGE_TYPES", "PROCESS_BOUND", "STATE_CALLS", "AnalysisError", "Edge", "Effect",
            "ForLoop", "ScriptGraph", "Task", "analyze", "for_loop_parts", "load_script",

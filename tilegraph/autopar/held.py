@@ -30,7 +30,8 @@ from tilegraph.autopar.astnames import (
 from tilegraph.autopar.effects import BUILTINS, PURE_METHODS
 
 if TYPE_CHECKING:
-    from tilegraph.autopar.collector import Context, Summary
+    from tilegraph.autopar.collector import Context
+    from tilegraph.autopar.summary import Summary
 
 
 def _is_submodule(module: str, name: str) -> bool:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tilegraph.autopar.astnames import comprehension_locals
-from tilegraph.autopar.collector import Collector, Context, Summary
+from tilegraph.autopar.collector import Collector, Context
 from tilegraph.autopar.effects import PURE_METHODS
+from tilegraph.autopar.summary import Summary
 
 if TYPE_CHECKING:
     from tilegraph.autopar.analysis import Task
