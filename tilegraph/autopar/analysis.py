@@ -58,9 +58,9 @@ from dataclasses import dataclass, field, replace
 
 from tilegraph.autopar.collector import (
     Collector,
-    Context,
     summarise_functions,
 )
+from tilegraph.autopar.context import Context
 from tilegraph.autopar.effects import (
     EDGE_TYPES,
     EFFECT_EDGE,

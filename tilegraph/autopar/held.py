@@ -30,7 +30,7 @@ from tilegraph.autopar.astnames import (
 from tilegraph.autopar.effects import BUILTINS, PURE_METHODS
 
 if TYPE_CHECKING:
-    from tilegraph.autopar.collector import Context
+    from tilegraph.autopar.context import Context
     from tilegraph.autopar.summary import Summary
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tilegraph.autopar.astnames import comprehension_locals
-from tilegraph.autopar.collector import Collector, Context
+from tilegraph.autopar.collector import Collector
+from tilegraph.autopar.context import Context
 from tilegraph.autopar.effects import PURE_METHODS
 from tilegraph.autopar.summary import Summary
 
