@@ -23,11 +23,7 @@ from tilegraph.autopar.astnames import (
     top_bindings,
 )
 from tilegraph.autopar.effects import BUILTINS, STATELESS_WRAPPERS
-from tilegraph.autopar.held import (
-    _functions_returning_callables,
-    _is_submodule,
-    _mutable_class_attributes,
-)
+from tilegraph.autopar.held import _mutable_class_attributes
 from tilegraph.autopar.summary import Summary
 
 if TYPE_CHECKING:
@@ -231,3 +227,40 @@ class Context:
         if names is None:
             names = [n for n in dir(mod) if not n.startswith("_")]
         return [str(n) for n in names]
+
+
+def _is_submodule(module: str, name: str) -> bool:
+    """Whether ``from module import name`` binds a module of the standard library (those of
+    other packages are not looked up: that would import them)."""
+    top = module.split(".")[0]
+    if top not in sys.stdlib_module_names:
+        return False
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(f"{module}.{name}") is not None
+    except (ImportError, ValueError, AttributeError):
+        return False
+
+
+def _functions_returning_callables(tree: ast.Module) -> set[str]:
+    """The script's functions that may return a function: a ``lambda``, a function defined
+    in their body, one of the script's functions, or a ``functools.partial``."""
+    top_funcs = {n.name for st in tree.body for n in top_bindings(st)
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    out: set[str] = set()
+    for st in tree.body:
+        for fn in top_bindings(st):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            inner = {n.name for n in ast.walk(fn) if n is not fn and isinstance(
+                n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            for r in ast.walk(fn):
+                if isinstance(r, ast.Return) and r.value is not None:
+                    held = bare_names(r.value)
+                    if held & (inner | top_funcs) or any(
+                            isinstance(n, ast.Lambda) or (isinstance(n, ast.Call) and
+                                                          "partial" in ast.unparse(n.func))
+                            for n in ast.walk(r.value)):
+                        out.add(fn.name)
+    return out

@@ -2,8 +2,7 @@
 names: a default value changed in place (``def f(acc=[])``), a class attribute changed
 through the objects of the class, a decorator whose closure keeps state, the objects a
 function or class holds from its definition; and the facts of the script this needs (which
-functions return functions, which values cannot change, which local names may hold a
-parameter's or a global's object).
+values cannot change, which local names may hold a parameter's or a global's object).
 
 :func:`tilegraph.autopar.collector.summarise_functions` and the analysis use these to
 mark such functions and classes as keeping state (``Context.stateful``): every statement
@@ -14,61 +13,21 @@ defined by reference on each process and its state cannot move.
 from __future__ import annotations
 
 import ast
-import sys
 from typing import TYPE_CHECKING
 
 from tilegraph.autopar.astnames import (
-    bare_names,
     held_roots,
     holds,
     is_immutable_literal,
     local_names,
     root_name,
     stored_parts,
-    top_bindings,
 )
 from tilegraph.autopar.effects import BUILTINS, PURE_METHODS
 
 if TYPE_CHECKING:
     from tilegraph.autopar.context import Context
     from tilegraph.autopar.summary import Summary
-
-
-def _is_submodule(module: str, name: str) -> bool:
-    """Whether ``from module import name`` binds a module of the standard library (those of
-    other packages are not looked up: that would import them)."""
-    top = module.split(".")[0]
-    if top not in sys.stdlib_module_names:
-        return False
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(f"{module}.{name}") is not None
-    except (ImportError, ValueError, AttributeError):
-        return False
-
-
-def _functions_returning_callables(tree: ast.Module) -> set[str]:
-    """The script's functions that may return a function: a ``lambda``, a function defined
-    in their body, one of the script's functions, or a ``functools.partial``."""
-    top_funcs = {n.name for st in tree.body for n in top_bindings(st)
-                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    out: set[str] = set()
-    for st in tree.body:
-        for fn in top_bindings(st):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            inner = {n.name for n in ast.walk(fn) if n is not fn and isinstance(
-                n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-            for r in ast.walk(fn):
-                if isinstance(r, ast.Return) and r.value is not None:
-                    held = bare_names(r.value)
-                    if held & (inner | top_funcs) or any(
-                            isinstance(n, ast.Lambda) or (isinstance(n, ast.Call) and
-                                                          "partial" in ast.unparse(n.func))
-                            for n in ast.walk(r.value)):
-                        out.add(fn.name)
-    return out
 
 
 _CLASS_BODY_CALLS = frozenset({"property", "staticmethod", "classmethod", "field",
