@@ -47,10 +47,10 @@ from tilegraph.autopar.effects import (
     replaced_hook,
 )
 from tilegraph.autopar.held import (
-    _closure_state,
-    _default_state,
-    _immutable_value,
-    _local_aliases,
+    closure_state,
+    default_state,
+    immutable_value,
+    local_aliases_of,
 )
 from tilegraph.autopar.summary import Summary
 
@@ -317,7 +317,7 @@ class Collector(ast.NodeVisitor):
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     held += self._default_values(st.args)
                 elif isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None \
-                        and not _immutable_value(st.value, self.ctx):
+                        and not immutable_value(st.value, self.ctx):
                     held.append(st.value)
             self._held_by(node.name, held)
         self.class_depth += 1
@@ -332,7 +332,7 @@ class Collector(ast.NodeVisitor):
 
     def _default_values(self, args: ast.arguments) -> list[ast.expr]:
         return [d for d in [*args.defaults, *args.kw_defaults]
-                if d is not None and not _immutable_value(d, self.ctx)]
+                if d is not None and not immutable_value(d, self.ctx)]
 
     def _held_by(self, name: str, values: list[ast.expr]) -> None:
         """The function or class ``name`` holds the objects of ``values`` from its
@@ -924,7 +924,7 @@ def summarise_functions(ctx: Context, tree: ast.Module) -> None:
         cls_param = positional[0].arg if cls and "classmethod" in names and positional \
             else None
         col = Collector(ctx, local=local | {"__function__"}, params=params,
-                         local_aliases=_local_aliases(node, params, local), owner_class=cls,
+                         local_aliases=local_aliases_of(node, params, local), owner_class=cls,
                          cls_param=cls_param, declared_global=declared)
         body = node.body if isinstance(node.body, list) else [node.body]
         for st in body:
@@ -936,7 +936,7 @@ def summarise_functions(ctx: Context, tree: ast.Module) -> None:
                for d in [*node.args.defaults, *node.args.kw_defaults] if d is not None
                for n in ast.walk(d)):   # def f(src=sys.stdin): src.read()
             col.effect("stdin", "stdin", "w")
-        held = _default_state(node, col.s, ctx)
+        held = default_state(node, col.s, ctx)
         if held is not None:   # def f(acc=[]): acc.append(1)
             ctx.stateful.setdefault(owner, f"{key}() keeps the object of its default value "
                                            f"of {held} from call to call")
@@ -969,7 +969,7 @@ def summarise_functions(ctx: Context, tree: ast.Module) -> None:
     # changes its cells, an object of a class whose methods change it) keeps that state
     for key, owner, d in decorated:
         wrapper = nodes.get(d)
-        keeps = (wrapper is not None and _closure_state(wrapper)) or any(
+        keeps = (wrapper is not None and closure_state(wrapper)) or any(
             direct[k].mutated_params for k in class_members.get(d, []))
         if keeps:
             ctx.stateful.setdefault(owner, f"{key}() is wrapped by {d}, which keeps state "

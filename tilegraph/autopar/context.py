@@ -23,7 +23,7 @@ from tilegraph.autopar.astnames import (
     top_bindings,
 )
 from tilegraph.autopar.effects import BUILTINS, STATELESS_WRAPPERS
-from tilegraph.autopar.held import _mutable_class_attributes
+from tilegraph.autopar.held import mutable_class_attributes
 from tilegraph.autopar.summary import Summary
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class Context:
             for node in top_bindings(st):
                 if isinstance(node, ast.ClassDef):
                     self.classes.add(node.name)
-                    for attr in _mutable_class_attributes(node, self):
+                    for attr in mutable_class_attributes(node, self):
                         self.class_state[attr].add(node.name)
 
     def _values_held(self, tree: ast.Module) -> None:

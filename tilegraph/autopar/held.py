@@ -37,7 +37,7 @@ _CLASS_BODY_CALLS = frozenset({"property", "staticmethod", "classmethod", "field
                                "complex", "range", "object"})
 
 
-def _immutable_value(node: ast.AST, ctx: Context) -> bool:
+def immutable_value(node: ast.AST, ctx: Context) -> bool:
     """Whether the value of ``node`` certainly cannot be changed in place: a literal
     number, string or tuple of them, ``None``, a name only ever bound to one, a builtin,
     a function or class of the script, an attribute of a module (``np.float64``)."""
@@ -49,18 +49,18 @@ def _immutable_value(node: ast.AST, ctx: Context) -> bool:
     if isinstance(node, ast.Attribute):
         return ctx.qualname(node) is not None
     if isinstance(node, ast.Tuple):
-        return all(_immutable_value(e, ctx) for e in node.elts)
+        return all(immutable_value(e, ctx) for e in node.elts)
     return False
 
 
-def _mutable_class_attributes(cls: ast.ClassDef, ctx: Context) -> list[str]:
+def mutable_class_attributes(cls: ast.ClassDef, ctx: Context) -> list[str]:
     """The attributes a class body binds to values that may be changed in place (``items =
     []``), which every object of the class shares."""
     out = []
     for st in cls.body:
         if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
             v = st.value
-            if _immutable_value(v, ctx):
+            if immutable_value(v, ctx):
                 continue
             if isinstance(v, ast.Call) and (ctx.qualname(v.func) in _CLASS_BODY_CALLS or (
                     isinstance(v.func, ast.Name) and v.func.id in _CLASS_BODY_CALLS)):
@@ -72,7 +72,7 @@ def _mutable_class_attributes(cls: ast.ClassDef, ctx: Context) -> list[str]:
     return out
 
 
-def _local_aliases(fn: ast.AST, params: set[str], local: set[str]
+def local_aliases_of(fn: ast.AST, params: set[str], local: set[str]
                    ) -> dict[str, set[str]]:
     """The local names of a function that may hold (an object inside) the object of a
     parameter or of a global (``xs = acc``, ``row = acc[0]``, ``for row in TABLE``), so
@@ -106,7 +106,7 @@ def _local_aliases(fn: ast.AST, params: set[str], local: set[str]
     return out
 
 
-def _default_state(fn: ast.AST, s: Summary, ctx: Context) -> str | None:
+def default_state(fn: ast.AST, s: Summary, ctx: Context) -> str | None:
     """The parameter whose default value a function keeps as state (a value that may be
     changed in place, which the function changes, returns, stores or lets a function it
     defines hold), or ``None``."""
@@ -119,7 +119,7 @@ def _default_state(fn: ast.AST, s: Summary, ctx: Context) -> str | None:
     body = fn.body if isinstance(fn.body, list) else [ast.Return(fn.body)]
     declared = local_names(fn)[1] if not isinstance(fn, ast.Lambda) else set()
     for p, default in pairs:
-        if _immutable_value(default, ctx):
+        if immutable_value(default, ctx):
             continue
         name = p.arg
         if name in s.mutated_param_names:
@@ -139,7 +139,7 @@ def _default_state(fn: ast.AST, s: Summary, ctx: Context) -> str | None:
     return None
 
 
-def _closure_state(fn: ast.AST) -> bool:
+def closure_state(fn: ast.AST) -> bool:
     """Whether a function defines a function that changes a variable of the enclosing one
     (``nonlocal``, or a change in place of an object the enclosing function binds): the
     functions it returns keep state between calls."""
