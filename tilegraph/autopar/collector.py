@@ -12,7 +12,6 @@ from collections import defaultdict
 
 from tilegraph.autopar.astnames import (
     base_attribute,
-    comprehension_locals,
     function_nodes,
     held_roots,
     local_names,
@@ -27,11 +26,9 @@ from tilegraph.autopar.effects import (
     BUILTINS,
     FILE_CALLS,
     FILE_METHODS,
-    FRESH_BUILTINS,
     FROM_SYS_MODULES,
     HOOK_CALLS,
     INPLACE_ARG,
-    ITERATOR_CALLS,
     KNOWN_MUTATORS,
     LOGGER_SETTERS,
     MODULE_READERS,
@@ -41,7 +38,6 @@ from tilegraph.autopar.effects import (
     STDIN_CALLS,
     STDIN_PATHS,
     SYS_HOOKS,
-    UNPICKLABLE_CALLS,
     Effect,
     replaced_builtin,
     replaced_hook,
@@ -53,6 +49,12 @@ from tilegraph.autopar.held import (
     local_aliases_of,
 )
 from tilegraph.autopar.summary import Summary
+from tilegraph.autopar.values import (
+    alias_sources,
+    iterator_value,
+    stdin_stream,
+    unpicklable_value,
+)
 
 
 class Collector(ast.NodeVisitor):
@@ -224,7 +226,8 @@ class Collector(ast.NodeVisitor):
                 # what a function of the script returns may be an object it reads; an
                 # object a class makes is new
                 if root.func.id not in self.ctx.classes:
-                    for v in sorted(self._alias_sources(root) - self.ctx.user_callables):
+                    held = alias_sources(self.ctx, root, self.is_local)
+                    for v in sorted(held - self.ctx.user_callables):
                         self.mutate(v)
                 return
             r = root_name(root)
@@ -338,7 +341,7 @@ class Collector(ast.NodeVisitor):
         """The function or class ``name`` holds the objects of ``values`` from its
         definition on (default values, class attributes): changing them changes it."""
         for v in values:
-            held = self._alias_sources(v) - {name}
+            held = alias_sources(self.ctx, v, self.is_local) - {name}
             if held:
                 self.ctx.held_by[name] = self.ctx.held_by.get(name, set()) | held
 
@@ -403,7 +406,7 @@ class Collector(ast.NodeVisitor):
             bound_all.update(bound)
             for m in mutated:   # changed by _store below
                 if value is not None:
-                    self.s.aliases.append(({m}, self._alias_sources(value)))
+                    self.s.aliases.append(({m}, alias_sources(self.ctx, value, self.is_local)))
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Call) and \
                     self.ctx.qualname(t.value.func) == "decimal.getcontext":
                 self.state("the decimal context")
@@ -420,12 +423,12 @@ class Collector(ast.NodeVisitor):
             self.visit(value)
             if not self.scopes:
                 names = {n for n in bound_all}
-                self.s.aliases.append((names, self._alias_sources(value)))
-                if self._unpicklable_value(value):
+                self.s.aliases.append((names, alias_sources(self.ctx, value, self.is_local)))
+                if unpicklable_value(self.ctx, value):
                     self.s.unpicklable |= names
-                if self._iterator_value(value):
+                if iterator_value(self.ctx, value):
                     self.ctx.iterators |= names
-                if self._stdin_stream(value):
+                if stdin_stream(self.ctx, value):
                     self.ctx.stdin_vars |= names
                 if isinstance(value, ast.Call) and self.ctx.qualname(value.func) in (
                         "open", "io.open", "codecs.open", "gzip.open"):
@@ -466,7 +469,8 @@ class Collector(ast.NodeVisitor):
             self.change(node.target, store=False)   # x.items += [...] changes the list
         if isinstance(node.target, ast.Name):
             self.bind(node.target.id)
-            self.s.aliases.append(({node.target.id}, self._alias_sources(node.value)))
+            self.s.aliases.append(({node.target.id},
+                                   alias_sources(self.ctx, node.value, self.is_local)))
         else:
             self.visit(node.target)
         self.visit(node.value)
@@ -484,7 +488,7 @@ class Collector(ast.NodeVisitor):
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
         self._assign([node.target], None)
-        src = self._alias_sources(node.iter)
+        src = alias_sources(self.ctx, node.iter, self.is_local)
         bound, _ = names_in_target(node.target)
         self.s.aliases.append((set(bound), src))
         for st in [*node.body, *node.orelse]:
@@ -498,8 +502,9 @@ class Collector(ast.NodeVisitor):
             if item.optional_vars is not None:
                 self._assign([item.optional_vars], None)
                 bound, _ = names_in_target(item.optional_vars)
-                self.s.aliases.append((set(bound), self._alias_sources(item.context_expr)))
-                if self._unpicklable_value(item.context_expr):
+                self.s.aliases.append((set(bound), alias_sources(self.ctx, item.context_expr,
+                                                                 self.is_local)))
+                if unpicklable_value(self.ctx, item.context_expr):
                     self.s.unpicklable |= set(bound)
                     self.s.file_vars |= set(bound)
         for st in node.body:
@@ -815,7 +820,7 @@ class Collector(ast.NodeVisitor):
         elif attr not in PURE_METHODS and attr not in self.ctx.pure_user_methods:
             self.change(func.value, store=False)
             for a in [*args, *kw.values()]:
-                srcs = self._alias_sources(a)
+                srcs = alias_sources(self.ctx, a, self.is_local)
                 if srcs:
                     self.s.aliases.append(({root}, srcs))
 
@@ -826,84 +831,6 @@ class Collector(ast.NodeVisitor):
             if self.ctx.changes_cwd:
                 path = None
         self.effect("file", "?" if path is None else os.path.normpath(path), mode)
-
-    def _alias_sources(self, value: ast.AST) -> set[str]:
-        """Names whose objects the value of ``value`` may hold a reference to (the script's
-        functions and classes included: one that keeps state shares it with what holds
-        it; the analysis drops the others)."""
-        out: set[str] = set()
-        stack = [value]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, ast.Constant):
-                continue
-            if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr)):
-                continue
-            if isinstance(n, ast.Call):
-                fq = self.ctx.qualname(n.func)
-                if isinstance(n.func, ast.Name) and n.func.id in FRESH_BUILTINS:
-                    continue
-                if fq is not None and (fq.startswith("math.") or fq in FRESH_BUILTINS):
-                    continue
-                if isinstance(n.func, ast.Name) and n.func.id in self.ctx.summaries:
-                    out |= (self.ctx.summaries[n.func.id].reads - self.ctx.user_callables
-                            - set(self.ctx.modules))
-            if isinstance(n, ast.Name):
-                if not self.is_local(n.id) and n.id not in self.ctx.modules:
-                    out.add(n.id)
-                continue
-            if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
-                              ast.GeneratorExp)):
-                inner = comprehension_locals(n)
-                for m in ast.walk(n):
-                    if isinstance(m, ast.Name) and not self.is_local(m.id) and \
-                            m.id not in inner and m.id not in self.ctx.modules:
-                        out.add(m.id)
-                continue
-            stack.extend(ast.iter_child_nodes(n))
-        return out
-
-    def _stdin_stream(self, value: ast.AST) -> bool:
-        """Whether ``value`` may be the standard input itself or an iterator over it (its
-        every use may read it): ``sys.stdin``, ``iter(sys.stdin)``, ``csv.reader(...)``,
-        ``(line for line in sys.stdin)``, ``open(0)``, ``fileinput.input()``."""
-        if isinstance(value, ast.Call):
-            q = self.ctx.qualname(value.func) or ""
-            if q.startswith("fileinput."):
-                return True
-            if q in ("open", "io.open", "os.fdopen") and value.args and \
-                    isinstance(value.args[0], ast.Constant) and (
-                        value.args[0].value in STDIN_PATHS or
-                        (value.args[0].value == 0 and type(value.args[0].value) is int)):
-                return True
-        if not any(self.ctx.qualname(n) in ("sys.stdin", "sys.__stdin__")
-                   for n in ast.walk(value)):
-            return False
-        if isinstance(value, ast.Attribute):
-            return True
-        return self._iterator_value(value) or self._unpicklable_value(value)
-
-    def _unpicklable_value(self, value: ast.AST) -> bool:
-        if isinstance(value, ast.GeneratorExp):
-            return True
-        if isinstance(value, ast.Call):
-            q = self.ctx.qualname(value.func)
-            if isinstance(value.func, ast.Name) and value.func.id in self.ctx.generators:
-                return True
-            return q in UNPICKLABLE_CALLS
-        return False
-
-    def _iterator_value(self, value: ast.AST) -> bool:
-        """Whether ``value`` may be an iterator, whose every use may advance it."""
-        if isinstance(value, ast.GeneratorExp):
-            return True
-        if isinstance(value, ast.Call):
-            q = self.ctx.qualname(value.func) or ""
-            if isinstance(value.func, ast.Name) and value.func.id in self.ctx.iterator_funcs:
-                return True
-            return q in ITERATOR_CALLS or q.startswith("itertools.") or \
-                q in UNPICKLABLE_CALLS
-        return False
 
 
 def summarise_functions(ctx: Context, tree: ast.Module) -> None:
