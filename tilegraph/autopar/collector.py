@@ -19,24 +19,11 @@ from tilegraph.autopar.astnames import (
     root_name,
     stored_parts,
 )
+from tilegraph.autopar.calls import collect_call
 from tilegraph.autopar.context import Context
 from tilegraph.autopar.effects import (
-    BARRIER_BUILTINS,
-    BARRIER_CALLS,
-    BUILTINS,
-    FILE_CALLS,
-    FILE_METHODS,
     FROM_SYS_MODULES,
-    HOOK_CALLS,
-    INPLACE_ARG,
     KNOWN_MUTATORS,
-    LOGGER_SETTERS,
-    MODULE_READERS,
-    PURE_METHODS,
-    RANDOM_PURE,
-    STATE_CALLS,
-    STDIN_CALLS,
-    STDIN_PATHS,
     SYS_HOOKS,
     Effect,
     replaced_builtin,
@@ -155,7 +142,7 @@ class Collector(ast.NodeVisitor):
         return isinstance(node, ast.Name) and node.id in names and \
             not self.is_local(node.id) and node.id not in self.ctx.user_names
 
-    def _chain(self, node: ast.AST) -> tuple[ast.AST, list[str | None], bool, bool]:
+    def chain(self, node: ast.AST) -> tuple[ast.AST, list[str | None], bool, bool]:
         """``(root, steps, namespace, of_class)`` of an object expression: the expression at
         its bottom (a name, or a call the chain cannot see through), the attribute names
         (``None`` for an item) from the root outwards, whether it goes through a namespace
@@ -208,7 +195,7 @@ class Collector(ast.NodeVisitor):
         if any(self.ctx.qualname(n) == "sys.modules" for n in ast.walk(obj)):
             self.barrier(FROM_SYS_MODULES)
             return
-        root, steps, namespace, of_class = self._chain(obj)
+        root, steps, namespace, of_class = self.chain(obj)
         if namespace and steps == [] and item:   # vars(m)["x"], m.__dict__["x"]
             item = False
         first = steps[0] if steps else (attr if not item else None)
@@ -559,278 +546,8 @@ class Collector(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        q = self.ctx.qualname(func)
-        args = node.args
-        kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
-        if isinstance(func, ast.Name) and not self.is_local(func.id) and \
-                func.id not in self.ctx.user_names and func.id in BUILTINS:
-            self._builtin_call(func.id, args, kw)
-        elif q is not None:
-            self._module_call(q, args, kw, func)
-        elif isinstance(func, ast.Attribute):
-            self._method_call(func, args, kw)
-        else:
-            self._called_value(func)
-        if isinstance(func, ast.Name) and func.id in self.ctx.user_callables:
-            fn = self.ctx.summaries.get(func.id)
-            if fn is not None and fn.mutated_params:
-                for a in self._mutated_arguments(func.id, node, fn):
-                    self.change(a, store=False)
-            if fn is not None and fn.called_param_names:   # apply(counter, x)
-                for a in self._mutated_arguments(func.id, node, fn, fn.called_param_names):
-                    self._called_value(a)
-        self._called_arguments(func, q, args, kw)
-        self._module_arguments(node, func, q)
-        for a in [*args, *kw.values()]:  # a stateful module handed to a function
-            if isinstance(a, ast.Name) and a.id in self.ctx.modules:
-                mq = self.ctx.modules[a.id]
-                if mq == "random" or mq.startswith("numpy.random"):
-                    self.effect("random", "global", "w")
-                elif mq.startswith(("matplotlib.pyplot", "pylab")):
-                    self.effect("figure", "pyplot", "w")
-        if "out" in kw:
-            root = root_name(kw["out"])
-            if root is not None:
-                self.mutate(root)
+        collect_call(self, node)
         self.generic_visit(node)
-
-    def _mutated_arguments(self, name: str, call: ast.Call, fn: Summary,
-                           params: set[str] | None = None) -> list[ast.expr]:
-        """The arguments of a call of the user function ``name`` bound to parameters it
-        mutates (or to ``params``; every argument when the call or the signature is not
-        plain)."""
-        wanted = fn.mutated_param_names if params is None else params
-        every = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
-        every += [k.value for k in call.keywords]
-        sig = self.ctx.signatures.get(name)
-        if sig is None or sig[2] or any(isinstance(a, ast.Starred) for a in call.args) or \
-                any(k.arg is None for k in call.keywords):
-            return every
-        positional, kwonly, _ = sig
-        if len(call.args) > len(positional):
-            return every
-        out = [a for p, a in zip(positional, call.args, strict=False) if p in wanted]
-        out += [k.value for k in call.keywords
-                if k.arg in wanted or k.arg not in (*positional, *kwonly)]
-        return out
-
-    def _called_value(self, func: ast.AST) -> None:
-        """A value is called (``handler(x)``, ``table[k](x)``): a closure or an object with
-        ``__call__`` may change its own state, so calling a variable changes it; a called
-        parameter is noted (a call of the function then calls its argument)."""
-        if isinstance(func, ast.Name):
-            name = func.id
-            if self.is_local(name):
-                self.s.called_param_names |= self.params_of(name)
-                return
-            if name in self.ctx.modules or name in self.ctx.user_callables or \
-                    name in self.ctx.wrappers or \
-                    (name in BUILTINS and name not in self.ctx.user_names):
-                return   # (what a partial(f) calls comes in with f: callable_vars)
-            self.mutate(name)
-        elif isinstance(func, (ast.Subscript, ast.Attribute)):
-            root, _, _, _ = self._chain(func)
-            if isinstance(root, ast.Name) and root.id not in self.ctx.modules and \
-                    root.id not in self.ctx.user_callables and (
-                        self.is_local(root.id) or root.id in self.ctx.user_names):
-                self.change(func, store=False)
-
-    def _called_arguments(self, func: ast.AST, q: str | None, args: list[ast.expr],
-                          kw: dict) -> None:
-        """The values a builtin or library function calls (``map(f, xs)``, ``sorted(xs,
-        key=f)``, ``functools.reduce(f, xs)``) are called: see :meth:`_called_value`."""
-        name = func.id if self.is_builtin(func, "map", "filter", "sorted", "min", "max",
-                                          "reduce") else q   # type: ignore[attr-defined]
-        called: list[ast.expr] = []
-        if name in ("map", "filter", "functools.reduce", "itertools.starmap",
-                    "itertools.filterfalse", "itertools.takewhile",
-                    "itertools.dropwhile") and args:
-            called.append(args[0])
-        if name in ("sorted", "min", "max", "itertools.groupby") and "key" in kw:
-            called.append(kw["key"])
-        if name == "itertools.accumulate" and len(args) > 1:
-            called.append(args[1])
-        for c in called:
-            if isinstance(c, ast.Name):
-                self._called_value(c)
-
-    def _module_arguments(self, node: ast.Call, func: ast.AST, q: str | None) -> None:
-        """A module object handed to a call may have its attributes changed by it: a
-        setting of process state (``state``), unless the callee only reads it (a builtin
-        such as ``getattr``, a function of the script that stores nothing into that
-        parameter). ``random``, ``numpy.random`` and pyplot have effect classes of their
-        own."""
-        mods = []
-        for a in [*node.args, *[k.value for k in node.keywords]]:
-            a = a.value if isinstance(a, ast.Starred) else a
-            root, steps, _, _ = self._chain(a)   # a module, vars(m) or m.__dict__
-            if not steps and isinstance(root, ast.Name) and not self.is_local(root.id) \
-                    and (root.id in self.ctx.module_imports or
-                         root.id in self.ctx.module_vars):
-                mods.append(a)
-        if not mods:
-            return
-        if isinstance(func, ast.Name) and not self.is_local(func.id) and \
-                func.id not in self.ctx.user_names and \
-                func.id in MODULE_READERS | {"setattr", "delattr"}:
-            return
-        if q is not None and any(q == p or q.startswith(p) for p, _ in BARRIER_CALLS):
-            return
-        if isinstance(func, ast.Name) and func.id in self.ctx.user_callables:
-            fn = self.ctx.summaries.get(func.id)
-            if fn is not None:
-                stored = {id(a) for a in self._mutated_arguments(
-                    func.id, node, fn, fn.stored_param_names)}
-                mods = [a for a in mods if id(a) in stored]
-        for a in mods:
-            mq = self.ctx.modules.get(self._chain(a)[0].id, "")  # type: ignore[attr-defined]
-            if mq == "random" or mq.startswith(("numpy.random", "matplotlib.pyplot",
-                                                "pylab")):
-                continue
-            self.change(a)
-
-    def _builtin_call(self, name: str, args: list[ast.expr], kw: dict) -> None:
-        if name in BARRIER_BUILTINS and (name not in ("vars", "locals") or not args) and \
-                not (name == "locals" and self.scopes):
-            self.barrier(BARRIER_BUILTINS[name])
-        elif name == "next" and args:
-            root = root_name(args[0])
-            if root is not None:
-                self.mutate(root)
-        elif name in ("setattr", "delattr") and args:
-            key = args[1] if len(args) > 1 else None
-            self.change(args[0], key.value if isinstance(key, ast.Constant) and
-                        isinstance(key.value, str) else None)
-        elif name == "input":
-            self.effect("stdin", "stdin", "w")
-            self.effect("output", "stdout", "w")   # the prompt
-        elif name == "print":
-            target = kw.get("file")
-            tq = self.ctx.qualname(target) if target is not None else None
-            if target is None or (isinstance(target, ast.Constant) and target.value is None):
-                self.effect("output", "stdout", "w")
-            elif tq in ("sys.stdout", "sys.stderr"):
-                self.effect("output", tq.split(".")[1], "w")
-            else:
-                root = root_name(target)
-                if root is not None:
-                    self.mutate(root)
-        elif name == "open":
-            mode_node = args[1] if len(args) > 1 else kw.get("mode")
-            if mode_node is None:
-                mode = "r"
-            elif isinstance(mode_node, ast.Constant) and isinstance(mode_node.value, str):
-                mode = "w" if set(mode_node.value) & set("wax+") else "r"
-            else:
-                mode = "w"
-            target = args[0] if args else kw.get("file")
-            if isinstance(target, ast.Constant) and (target.value == 0 or (
-                    isinstance(target.value, str) and target.value in STDIN_PATHS)):
-                self.effect("stdin", "stdin", "w")
-            self._file(target, mode)
-
-    def _module_call(self, q: str, args: list[ast.expr], kw: dict,
-                     func: ast.AST | None = None) -> None:
-        for prefix, reason in BARRIER_CALLS:
-            if q == prefix or q.startswith(prefix):
-                self.barrier(reason)
-                return
-        if q in HOOK_CALLS:
-            self.barrier(replaced_hook(HOOK_CALLS[q]))
-        elif q == "sys.displayhook":   # it sets builtins._
-            self.barrier(replaced_builtin("_"))
-        if q.startswith((*STDIN_CALLS, "sys.stdin", "sys.__stdin__")) or (
-                q in ("os.read", "os.fdopen") and not (
-                args and isinstance(args[0], ast.Constant) and args[0].value != 0)):
-            self.effect("stdin", "stdin", "w")
-        last = q.rsplit(".", 1)[-1]
-        if ".__dict__." in q and last not in PURE_METHODS and \
-                isinstance(func, ast.Attribute):   # m.__dict__.update(...)
-            self.change(func.value, store=False)
-        if q in ("object.__setattr__", "object.__delattr__", "type.__setattr__",
-                 "type.__delattr__") and args:
-            key = args[1] if len(args) > 1 else None
-            self.change(args[0], key.value if isinstance(key, ast.Constant) and
-                        isinstance(key.value, str) else None)
-        for prefix, what in STATE_CALLS.items():
-            if q == prefix or (prefix.endswith(".") and q.startswith(prefix)):
-                if q != "decimal.getcontext":  # only reading it, unless changed after
-                    self.state(what)
-                break
-        if q.startswith(("random.", "numpy.random.")) and last not in RANDOM_PURE:
-            self.effect("random", "global", "w")
-        if q.startswith(("matplotlib.pyplot.", "pylab.")) or q == "matplotlib.use":
-            self.effect("figure", "pyplot", "w")
-        if q in ("os.chdir", "os.fchdir"):
-            self.effect("cwd", "cwd", "w")
-        elif q in ("os.getcwd", "os.path.abspath", "os.path.realpath", "pathlib.Path.cwd"):
-            self.effect("cwd", "cwd", "r")
-        if q in ("os.putenv", "os.unsetenv"):
-            self.effect("env", "os.environ", "w")
-        elif q == "os.getenv":
-            self.effect("env", "os.environ", "r")
-        if q.startswith(("sys.stdout.", "sys.stderr.")):
-            self.effect("output", q.split(".")[1], "w")
-        elif q.startswith(("pprint.", "logging.")) and last not in ("pformat", "getLogger"):
-            self.effect("output", "stdout" if q.startswith("pprint.") else "stderr", "w")
-        if q.startswith("os.environ."):
-            if last not in ("get", "keys", "items", "values", "copy"):
-                self.effect("env", "os.environ", "w")
-        if q.startswith("sys.path."):
-            self.effect("import", "sys.path", "w")
-        for name, (mode, idx) in FILE_CALLS.items():
-            if q == name or (name.endswith(("_", ".")) and q.startswith(name)):
-                path = None if idx < 0 else (args[idx] if len(args) > idx else None)
-                if idx >= 0 and path is None:
-                    path = kw.get("fname") or kw.get("file") or kw.get("path")
-                self._file(path, "w" if mode == "?" else mode)
-                break
-        if q in INPLACE_ARG:
-            idx = INPLACE_ARG[q]
-            if len(args) > idx and not (isinstance(args[idx], ast.Name)
-                                        and args[idx].id in self.ctx.modules):
-                self.change(args[idx], store=False)
-
-    def _method_call(self, func: ast.Attribute, args: list[ast.expr], kw: dict) -> None:
-        attr = func.attr
-        self.s.methods.add(attr)
-        if isinstance(func.value, ast.Call):
-            made_by = self.ctx.qualname(func.value.func)
-            if made_by == "logging.getLogger" and attr in LOGGER_SETTERS:
-                self.state("logging's configuration")
-            elif made_by == "decimal.getcontext" and attr not in PURE_METHODS:
-                self.state("the decimal context")
-        if attr in FILE_METHODS:
-            receiver = func.value
-            path = None
-            if isinstance(receiver, ast.Call) and self.ctx.qualname(receiver.func) in (
-                    "pathlib.Path", "pathlib.PurePath") and receiver.args:
-                path = receiver.args[0]
-            elif attr in ("to_csv", "to_json", "to_parquet", "savefig", "tofile",
-                          "to_excel", "to_pickle", "to_html", "to_hdf", "to_feather"):
-                path = args[0] if args else None
-            self._file(path, FILE_METHODS[attr])
-        root = root_name(func.value)
-        if root is None:
-            return
-        if root in self.ctx.file_vars_all:
-            self.mutate(root)
-            self.effect("file", self.ctx.file_var_paths.get(root, "?"), "w")
-        elif attr not in PURE_METHODS and attr not in self.ctx.pure_user_methods:
-            self.change(func.value, store=False)
-            for a in [*args, *kw.values()]:
-                srcs = alias_sources(self.ctx, a, self.is_local)
-                if srcs:
-                    self.s.aliases.append(({root}, srcs))
-
-    def _file(self, node: ast.AST | None, mode: str) -> None:
-        path = self.ctx.literal_path(node)
-        if path is None or not os.path.isabs(path):
-            self.effect("cwd", "cwd", "r")
-            if self.ctx.changes_cwd:
-                path = None
-        self.effect("file", "?" if path is None else os.path.normpath(path), mode)
 
 
 def summarise_functions(ctx: Context, tree: ast.Module) -> None:
