@@ -56,10 +56,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from tilegraph.autopar.collector import (
-    Collector,
-    summarise_functions,
-)
+from tilegraph.autopar.collector import Collector
 from tilegraph.autopar.context import Context
 from tilegraph.autopar.effects import (
     EDGE_TYPES,
@@ -69,6 +66,7 @@ from tilegraph.autopar.effects import (
     Effect,
     process_bound,
 )
+from tilegraph.autopar.functions import summarise_functions
 from tilegraph.autopar.loopsplit import (
     ForLoop,
     for_loop_parts,

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import ast
 import os
-from collections import defaultdict
 
 from tilegraph.autopar.astnames import (
     base_attribute,
-    function_nodes,
     held_roots,
     local_names,
     names_in_target,
@@ -23,17 +21,13 @@ from tilegraph.autopar.calls import collect_call
 from tilegraph.autopar.context import Context
 from tilegraph.autopar.effects import (
     FROM_SYS_MODULES,
-    KNOWN_MUTATORS,
     SYS_HOOKS,
     Effect,
     replaced_builtin,
     replaced_hook,
 )
 from tilegraph.autopar.held import (
-    closure_state,
-    default_state,
     immutable_value,
-    local_aliases_of,
 )
 from tilegraph.autopar.summary import Summary
 from tilegraph.autopar.values import (
@@ -548,119 +542,3 @@ class Collector(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         collect_call(self, node)
         self.generic_visit(node)
-
-
-def summarise_functions(ctx: Context, tree: ast.Module) -> None:
-    """Every user function's summary, closed over the user functions it references."""
-    direct: dict[str, Summary] = {}
-    methods: dict[str, list[str]] = defaultdict(list)   # method name -> keys
-    class_members: dict[str, list[str]] = defaultdict(list)
-    decorated: list[tuple[str, str, str]] = []   # (key, its owner, a decorator of the script)
-    nodes = {}
-    for name, node, cls in function_nodes(tree):
-        local, declared = local_names(node)
-        params = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
-                                  *node.args.kwonlyargs]}
-        decorators = getattr(node, "decorator_list", [])
-        names = {(d.func if isinstance(d, ast.Call) else d) for d in decorators}
-        names = {d.id for d in names if isinstance(d, ast.Name)}
-        positional = [*node.args.posonlyargs, *node.args.args]
-        cls_param = positional[0].arg if cls and "classmethod" in names and positional \
-            else None
-        col = Collector(ctx, local=local | {"__function__"}, params=params,
-                         local_aliases=local_aliases_of(node, params, local), owner_class=cls,
-                         cls_param=cls_param, declared_global=declared)
-        body = node.body if isinstance(node.body, list) else [node.body]
-        for st in body:
-            col.visit(st)
-        key = f"{cls}.{name}" if cls else name
-        owner = cls or name
-        nodes[key] = node
-        if any(ctx.qualname(n) in ("sys.stdin", "sys.__stdin__")
-               for d in [*node.args.defaults, *node.args.kw_defaults] if d is not None
-               for n in ast.walk(d)):   # def f(src=sys.stdin): src.read()
-            col.effect("stdin", "stdin", "w")
-        held = default_state(node, col.s, ctx)
-        if held is not None:   # def f(acc=[]): acc.append(1)
-            ctx.stateful.setdefault(owner, f"{key}() keeps the object of its default value "
-                                           f"of {held} from call to call")
-            col.s.mutates.add(owner)
-            col.s.reads.add(owner)
-        for d in sorted(names & ctx.user_callables):   # @decorator of the script
-            col.s.refs.add(d)
-            decorated.append((key, owner, d))
-        if key in direct:
-            prev = direct[key]
-            prev.merge(col.s)
-            prev.refs |= col.s.refs
-            prev.methods |= col.s.methods
-            prev.mutated_params |= col.s.mutated_params
-            prev.mutated_param_names |= col.s.mutated_param_names
-            prev.stored_param_names |= col.s.stored_param_names
-            prev.called_param_names |= col.s.called_param_names
-            ctx.signatures.pop(key, None)   # defined twice: either may be called
-        else:
-            direct[key] = col.s
-            a = node.args
-            if not cls and not isinstance(node, ast.Lambda):
-                ctx.signatures[key] = ([p.arg for p in [*a.posonlyargs, *a.args]],
-                                       {p.arg for p in a.kwonlyargs},
-                                       a.vararg is not None or a.kwarg is not None)
-        if cls:
-            methods[name].append(key)
-            class_members[cls].append(key)
-    # a function wrapped by a decorator of the script that keeps state (a closure that
-    # changes its cells, an object of a class whose methods change it) keeps that state
-    for key, owner, d in decorated:
-        wrapper = nodes.get(d)
-        keeps = (wrapper is not None and closure_state(wrapper)) or any(
-            direct[k].mutated_params for k in class_members.get(d, []))
-        if keeps:
-            ctx.stateful.setdefault(owner, f"{key}() is wrapped by {d}, which keeps state "
-                                           "between calls")
-            direct[key].mutates.add(owner)
-            direct[key].reads.add(owner)
-    # a function or class of the script changed by a function (its attributes, a class
-    # attribute changed through an object) keeps that state
-    for key, s in direct.items():
-        for c in sorted(s.mutates & ctx.user_callables):
-            ctx.stateful.setdefault(c, f"{c} is changed by {key}()")
-    # close over references: a function includes what the functions it names do
-    closed: dict[str, Summary] = {}
-    for key in direct:
-        total = Summary()
-        seen = {key}
-        stack = [key]
-        while stack:
-            k = stack.pop()
-            s = direct[k]
-            total.merge(s)
-            if k == key:
-                total.mutated_params |= s.mutated_params
-                total.mutated_param_names |= s.mutated_param_names
-                total.stored_param_names |= s.stored_param_names
-                total.called_param_names |= s.called_param_names
-            nxt = [*s.refs, *[m for name in s.methods for m in methods.get(name, [])]]
-            for r in list(nxt):
-                nxt += class_members.get(r, [])
-            for r in nxt:
-                if r in direct and r not in seen:
-                    seen.add(r)
-                    stack.append(r)
-        closed[key] = total
-    for key, s in closed.items():
-        name = key.split(".")[-1]
-        if "." in key:
-            ctx.method_summaries[name].merge(s)
-            cls = key.split(".")[0]
-            ctx.summaries.setdefault(cls, Summary()).merge(s)
-        else:
-            ctx.summaries[name] = s
-    for cls in class_members:
-        ctx.summaries.setdefault(cls, Summary())
-    # methods of the script's classes that change neither their object nor any global
-    for name, keys in methods.items():
-        if name not in KNOWN_MUTATORS and not any(
-                direct[k].mutated_params or direct[k].writes or direct[k].mutates
-                for k in keys):
-            ctx.pure_user_methods.add(name)

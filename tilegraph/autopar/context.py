@@ -3,7 +3,7 @@ imports bind (and so which names are modules), its functions, classes and genera
 names bound once to a string or only to immutable values, the variables that may hold a
 module object or the script's functions, the class attributes its classes share, and the
 summaries of its functions (filled in by
-:func:`~tilegraph.autopar.collector.summarise_functions`). The collectors add to it as the
+:func:`~tilegraph.autopar.functions.summarise_functions`). The collectors add to it as the
 statements are read in order (iterators, the standard input, files, functions and classes
 that keep state).
 """

@@ -4,7 +4,7 @@ through the objects of the class, a decorator whose closure keeps state, the obj
 function or class holds from its definition; and the facts of the script this needs (which
 values cannot change, which local names may hold a parameter's or a global's object).
 
-:func:`tilegraph.autopar.collector.summarise_functions` and the analysis use these to
+:func:`tilegraph.autopar.functions.summarise_functions` and the analysis use these to
 mark such functions and classes as keeping state (``Context.stateful``): every statement
 that uses them then runs on one worker, in program order, since a function or class is
 defined by reference on each process and its state cannot move.
