@@ -1,7 +1,13 @@
 """What one statement (or a function's body) does to the script's global state: the names it
 reads, binds and changes, its side effects and barriers, the aliases it makes, read from the
-statement's ``ast`` by :class:`Collector` with the script-wide facts of :class:`Context`
-(its modules, functions and constants) and the summaries of the script's own functions.
+statement's ``ast`` by :class:`Collector` into a :class:`~tilegraph.autopar.summary.Summary`,
+with the script-wide facts of the :class:`~tilegraph.autopar.context.Context` (its modules,
+functions and constants, the summaries of its functions).
+
+The collector walks names, scopes, assignments and imports, and follows what a change of an
+object changes (:meth:`Collector.change`); what a call does is read by
+:func:`tilegraph.autopar.calls.collect_call`, what a value may be (aliases, iterators, the
+standard input) by :mod:`tilegraph.autopar.values`.
 """
 
 from __future__ import annotations
@@ -26,9 +32,7 @@ from tilegraph.autopar.effects import (
     replaced_builtin,
     replaced_hook,
 )
-from tilegraph.autopar.held import (
-    immutable_value,
-)
+from tilegraph.autopar.held import immutable_value
 from tilegraph.autopar.summary import Summary
 from tilegraph.autopar.values import (
     alias_sources,
@@ -64,9 +68,13 @@ class Collector(ast.NodeVisitor):
     # names ----------------------------------------------------------------------------------
 
     def is_local(self, name: str) -> bool:
+        """Whether ``name`` is local where the collector is (a function's, a lambda's or a
+        comprehension's name), not a global."""
         return any(name in sc for sc in self.scopes)
 
     def read(self, name: str) -> None:
+        """The statement reads the global ``name`` (using an iterator advances it, using a
+        variable that may hold the script's functions may call them)."""
         if self.is_local(name):
             return
         self.s.reads.add(name)
@@ -89,6 +97,8 @@ class Collector(ast.NodeVisitor):
         return out | (self.local_aliases.get(name, set()) & self.params)
 
     def bind(self, name: str) -> None:
+        """The statement binds ``name``: a global at top level (not in a class body), or
+        in a function that declares it ``global``."""
         if self.scopes:
             if name in self.declared_global:
                 self.s.writes.add(name)
@@ -98,6 +108,10 @@ class Collector(ast.NodeVisitor):
         self.s.writes.add(name)
 
     def mutate(self, name: str) -> None:
+        """The object of ``name`` is changed in place: a global is mutated (a module name
+        is not: its attributes are process state, see :meth:`change`); a local that may
+        hold a parameter's object marks that parameter as changed, and what it may hold
+        besides is changed too."""
         if self.is_local(name):
             held = self.params_of(name)
             if held:
@@ -120,6 +134,7 @@ class Collector(ast.NodeVisitor):
         self.s.reads.add(name)
 
     def effect(self, kind: str, detail: str, mode: str) -> None:
+        """The statement has the side effect ``Effect(kind, detail, mode)``."""
         self.s.effects.add(Effect(kind, detail, mode))
 
     def state(self, what: str) -> None:
@@ -128,6 +143,7 @@ class Collector(ast.NodeVisitor):
         self.effect("state", what, "w")
 
     def barrier(self, reason: str) -> None:
+        """The statement is a barrier, for ``reason`` (each reason once)."""
         if reason not in self.s.barriers:
             self.s.barriers.append(reason)
 
