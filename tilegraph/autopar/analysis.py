@@ -245,29 +245,7 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
     ctx = Context(tree)
     summarise_functions(ctx, tree)
     lines = source.splitlines()
-    raw: list[tuple[ast.stmt, Summary]] = []
-    for st in tree.body:
-        col = Collector(ctx)
-        col.visit(st)
-        s = col.s
-        # what the referenced user functions and the called methods do
-        extra = Summary()
-        for r in s.refs:
-            if r in ctx.summaries:
-                extra.merge(ctx.summaries[r])
-        for m in s.methods:
-            if m in ctx.method_summaries:
-                extra.merge(ctx.method_summaries[m])
-        s.reads |= extra.reads
-        s.writes |= extra.writes
-        s.mutates |= extra.mutates
-        s.reads |= extra.mutates
-        s.effects |= extra.effects
-        s.barriers += [b for b in extra.barriers if b not in s.barriers]
-        ctx.file_vars_all |= s.file_vars
-        raw.append((st, s))
-        for c in sorted(s.mutates & ctx.user_callables):   # f.calls = 0, a.items.append(1)
-            ctx.stateful.setdefault(c, f"{c} is changed at line {st.lineno}")
+    raw = _statement_summaries(ctx, tree)
     # a name defined at top level, or a module, is a global; anything else read is a builtin
     defined = set(ctx.user_names) | set(ctx.modules)
     for _, s in raw:
@@ -333,6 +311,36 @@ def analyze(path_or_source: str | os.PathLike) -> ScriptGraph:
     tasks = [replace(t, sliced=sliced_items(st, s, ctx)) if t.loop == "split" else t
              for t, (st, s) in zip(tasks, raw, strict=True)]
     return ScriptGraph(path, source, tasks, edges, reasons)
+
+
+def _statement_summaries(ctx: Context, tree: ast.Module) -> list[tuple[ast.stmt, Summary]]:
+    """Each top-level statement with the summary of what it does, what the functions it
+    references and the methods it calls do included, read in program order (the context
+    learns the files opened so far and the functions and classes a statement changes)."""
+    raw: list[tuple[ast.stmt, Summary]] = []
+    for st in tree.body:
+        col = Collector(ctx)
+        col.visit(st)
+        s = col.s
+        # what the referenced user functions and the called methods do
+        extra = Summary()
+        for r in s.refs:
+            if r in ctx.summaries:
+                extra.merge(ctx.summaries[r])
+        for m in s.methods:
+            if m in ctx.method_summaries:
+                extra.merge(ctx.method_summaries[m])
+        s.reads |= extra.reads
+        s.writes |= extra.writes
+        s.mutates |= extra.mutates
+        s.reads |= extra.mutates
+        s.effects |= extra.effects
+        s.barriers += [b for b in extra.barriers if b not in s.barriers]
+        ctx.file_vars_all |= s.file_vars
+        raw.append((st, s))
+        for c in sorted(s.mutates & ctx.user_callables):   # f.calls = 0, a.items.append(1)
+            ctx.stateful.setdefault(c, f"{c} is changed at line {st.lineno}")
+    return raw
 
 
 def _replicable_state(t: Task, kinds: set[str]) -> str | None:
