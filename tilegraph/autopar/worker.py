@@ -233,15 +233,13 @@ class _Stream(io.TextIOBase):
         return getattr(self.target, name)
 
 
-def worker_main(conn: Connection, codes: list[Any], path: str, argv: list[str],
-                blas: int = 1, controller: Any = None,
-                stdin: tuple[int, str, str] | None = None) -> None:
-    """The loop of a worker process. Messages are ``(op, token, *payload)``; a request
-    (a token that is not ``None``) gets the reply ``(token, payload)``. ``controller``:
-    the parent's threadpoolctl controller, made before the fork (the BLAS libraries it
-    found are this process's too, so none is imported or scanned again here). ``stdin``:
-    ``(descriptor, encoding, errors)`` of the driving process's standard input, for the
-    steps that read it (:class:`_StdinGate`)."""
+def _prepare_process(path: str, argv: list[str], blas: int, controller: Any
+                     ) -> tuple[dict[str, Any], Any]:
+    """``(namespace, BLAS limits)``: this forked process made ready to run the script's
+    steps: it ignores Ctrl-C (the parent handles it) and dies with its parent, its BLAS
+    libraries run ``blas`` threads (the limits returned must be held for the process's
+    life), and a fresh ``__main__`` module for ``path``, whose namespace is returned, and
+    ``sys.argv`` are the script's."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent(signal.SIGTERM)
@@ -251,12 +249,25 @@ def worker_main(conn: Connection, codes: list[Any], path: str, argv: list[str],
         from threadpoolctl import ThreadpoolController
 
         controller = ThreadpoolController()
-    limits = controller.limit(limits=blas, user_api="blas")  # noqa: F841 (held for life)
+    limits = controller.limit(limits=blas, user_api="blas")
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __builtins__=builtins)
     sys.modules["__main__"] = main
     ns = main.__dict__
     sys.argv = list(argv)
+    return ns, limits
+
+
+def worker_main(conn: Connection, codes: list[Any], path: str, argv: list[str],
+                blas: int = 1, controller: Any = None,
+                stdin: tuple[int, str, str] | None = None) -> None:
+    """The loop of a worker process. Messages are ``(op, token, *payload)``; a request
+    (a token that is not ``None``) gets the reply ``(token, payload)``. ``controller``:
+    the parent's threadpoolctl controller, made before the fork (the BLAS libraries it
+    found are this process's too, so none is imported or scanned again here). ``stdin``:
+    ``(descriptor, encoding, errors)`` of the driving process's standard input, for the
+    steps that read it (:class:`_StdinGate`)."""
+    ns, _limits = _prepare_process(path, argv, blas, controller)   # held for life
     gate = _StdinGate(stdin, sys.stdin)
     sys.stdin = gate
     real_out, real_err = sys.stdout, sys.stderr
