@@ -61,8 +61,19 @@ class Context:
         # function or class -> the variables whose objects it holds from its definition
         self.held_by: dict[str, set[str]] = {}
         self.changes_cwd = False
-        assigned: dict[str, int] = defaultdict(int)
-        const_bound: dict[str, int] = defaultdict(int)
+        self._read_imports(tree)
+        self._read_bindings(tree)
+        self._values_held(tree)
+        for st in tree.body:
+            for node in top_bindings(st):
+                if isinstance(node, ast.ClassDef):
+                    self.classes.add(node.name)
+                    for attr in mutable_class_attributes(node, self):
+                        self.class_state[attr].add(node.name)
+
+    def _read_imports(self, tree: ast.Module) -> None:
+        """The names the script's imports bind (anywhere in it), those certainly bound to
+        module objects, and whether it changes the working directory."""
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -83,6 +94,14 @@ class Context:
                 q = self.qualname(node.func)
                 if q in ("os.chdir", "os.fchdir"):
                     self.changes_cwd = True
+
+    def _read_bindings(self, tree: ast.Module) -> None:
+        """The names bound at top level (outside function bodies), the script's functions,
+        classes, lambdas, generators and functions that return iterators, the names bound
+        once to a string and those only bound to immutable literals; an import name the
+        script rebinds is a variable."""
+        assigned: dict[str, int] = defaultdict(int)
+        const_bound: dict[str, int] = defaultdict(int)
         for st in tree.body:
             local_targets = {id(m) for n in top_bindings(st) if isinstance(n, ast.comprehension)
                              for m in ast.walk(n.target)}
@@ -122,13 +141,6 @@ class Context:
             if name in self.modules and assigned[name]:
                 del self.modules[name]
         self.module_imports &= set(self.modules)
-        self._values_held(tree)
-        for st in tree.body:
-            for node in top_bindings(st):
-                if isinstance(node, ast.ClassDef):
-                    self.classes.add(node.name)
-                    for attr in mutable_class_attributes(node, self):
-                        self.class_state[attr].add(node.name)
 
     def _values_held(self, tree: ast.Module) -> None:
         """The variables that may hold a module object (``m = json``, ``m =
