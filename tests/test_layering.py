@@ -373,3 +373,107 @@ def test_a_backend_is_run_partition_and_transport():
                if callable(value) and not name.startswith("_")}
     assert methods == {"run", "partition", "transport"}
     assert Backend.__abstractmethods__ == {"run"}
+
+
+def _is_private(name: str) -> bool:
+    """``_x`` is private; a dunder (``__all__``, ``__version__``) is not."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(source: str, module: str, modules: set[str], is_package: bool = False
+                  ) -> list[tuple[int, str]]:
+    """``(line, 'tilegraph.x._name')`` of every private name of another module of the
+    package that ``source`` (the text of ``module``, an ``__init__`` when ``is_package``)
+    uses: imported (``from tilegraph.x import _name``, relative imports and those under
+    ``if TYPE_CHECKING:`` too) or read as an attribute of a module it imported
+    (``x._name``, ``tilegraph.x._name``)."""
+    tree = ast.parse(source)
+    package = module if is_package else module.rpartition(".")[0]
+    bound: dict[str, str] = {}   # local name -> the module of the package it is bound to
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "tilegraph":
+                    if a.asname:
+                        bound[a.asname] = a.name
+                    else:
+                        bound["tilegraph"] = "tilegraph"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            if base.split(".")[0] != "tilegraph":
+                continue
+            for a in node.names:
+                if f"{base}.{a.name}" in modules:
+                    bound[a.asname or a.name] = f"{base}.{a.name}"
+                if _is_private(a.name) and base != module:
+                    found.append((node.lineno, f"{base}.{a.name}"))
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+            continue
+        parts, root = [], node.value
+        while isinstance(root, ast.Attribute):
+            parts.append(root.attr)
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in bound:
+            continue
+        target: str | None = bound[root.id]
+        for part in reversed(parts):
+            target = f"{target}.{part}" if f"{target}.{part}" in modules else None
+            if target is None:
+                break
+        if target is not None and target != module:
+            found.append((node.lineno, f"{target}.{node.attr}"))
+    return sorted(found)
+
+
+def test_the_private_name_finder_finds_private_names():
+    modules = {"tilegraph", "tilegraph.a", "tilegraph.a.b", "tilegraph.a.c"}
+    source = ("from typing import TYPE_CHECKING\n"
+              "from tilegraph.a.c import public, _hidden, __version__\n"
+              "from . import c\n"
+              "from .c import _relative\n"
+              "import tilegraph.a.c as other\n"
+              "import tilegraph\n"
+              "if TYPE_CHECKING:\n    from tilegraph.a.c import _Typed\n"
+              "x = other._attr + c._attr2 + tilegraph.a.c._deep + other.public\n"
+              "y = _own + self._method() + c.__doc__\n")
+    assert _private_uses(source, "tilegraph.a.b", modules) == [
+        (2, "tilegraph.a.c._hidden"), (4, "tilegraph.a.c._relative"),
+        (8, "tilegraph.a.c._Typed"), (9, "tilegraph.a.c._attr"), (9, "tilegraph.a.c._attr2"),
+        (9, "tilegraph.a.c._deep")]
+    assert _private_uses("from tilegraph.a.b import _mine\n", "tilegraph.a.b", modules) == []
+
+
+def test_no_autopar_module_uses_a_private_name_of_another_module():
+    """What one module of tilegraph/autopar needs of another is a public name of the
+    module whose job it is (with a docstring), never a private one: the analysis of a
+    script is split by job (effects, astnames, held, summary, context, values, calls,
+    collector, functions, edges, groups, loopsplit, analysis), and a newcomer finds each
+    job's interface in its module."""
+    modules = {_module_of(p) for p in ROOT.rglob("*.py")}
+    offenders = [f"{path.relative_to(ROOT)}:{line} uses {name}"
+                 for path in sorted((ROOT / "autopar").rglob("*.py"))
+                 for line, name in _private_uses(path.read_text(), _module_of(path), modules,
+                                                 path.name == "__init__.py")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_autopar_module_or_function_is_too_long():
+    """No module of tilegraph/autopar is over 700 lines, and no function over 100: when one
+    grows past that, it is split by job."""
+    long_modules, long_functions = [], []
+    for path in sorted((ROOT / "autopar").rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > 700:
+            long_modules.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > 100:
+                    long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} "
+                                          f"{node.name}: {length} lines")
+    assert not long_modules + long_functions, "\n".join(long_modules + long_functions)
