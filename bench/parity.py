@@ -1551,7 +1551,7 @@ class _Forbidden:
     def __init__(self, workers: Any = None):
         pass
 
-    def run(self, execution: Any) -> None:
+    def run(self, part: Any, execution: Any) -> None:
         raise AssertionError(f"computed {execution.ntasks} tasks while building the result")
 
 

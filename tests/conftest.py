@@ -23,7 +23,7 @@ class ComputeForbidden(AssertionError):
 class ForbiddenBackend(Backend):
     name = "forbidden"
 
-    def run(self, execution):
+    def run(self, part, execution):
         raise ComputeForbidden(f"a run of {execution.ntasks} tasks was started")
 
 

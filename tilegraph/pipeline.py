@@ -51,7 +51,7 @@ from tilegraph.plan.explain import Projection, projected_peak
 from tilegraph.plan.fuse import FuseStats, fuse_chains
 from tilegraph.plan.order import order, tile_accumulations
 from tilegraph.plan.place import place
-from tilegraph.runtime.backends import Backend, Transport, create_backend
+from tilegraph.runtime.backends import Backend, Partition, Transport, create_backend
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
 from tilegraph.runtime.memory import (
@@ -367,10 +367,10 @@ def _execute(plan: Plan, backend: Backend, opts: config.Options,
         for fn in subscribers:  # before any result can arrive from another process
             fn(start)
         if transport is None:
-            _drive(execution, backend, None, opts)
+            _drive(part, execution, backend, None, opts)
         else:
             with transport.connect(execution):
-                _drive(execution, backend, transport, opts)
+                _drive(part, execution, backend, transport, opts)
         if execution.error is not None:
             raise execution.error
         _remember(backend, execution, limit, len(part.graph), transport, projection)
@@ -407,15 +407,15 @@ def _progress(backend: Backend, transport: Transport | None, execution: Executio
     return None if own is None else partial(own, execution)
 
 
-def _drive(execution: Execution, backend: Backend, transport: Transport | None,
-           opts: config.Options) -> None:
+def _drive(part: Partition, execution: Execution, backend: Backend,
+           transport: Transport | None, opts: config.Options) -> None:
     """Run this process's part on the backend's workers, with the progress bar if wanted."""
     try:
         if progress_wanted(opts.progress) and not execution.finished:
             with ProgressBar(execution, progress=_progress(backend, transport, execution)):
-                backend.run(execution)
+                backend.run(part, execution)
         else:
-            backend.run(execution)
+            backend.run(part, execution)
     except BaseException as exc:
         execution.cancel(exc)
         raise

@@ -36,10 +36,11 @@ def test_bar_appears_only_for_long_runs():
     g = from_dask(dsk)
     out = g.indices(["all"])
 
+    backend = make_backend("threads", 2)
     stream = Tty()
     ex = Execution(g, out, order(g, out))
     with ProgressBar(ex, delay=0.05, interval=0.01, stream=stream) as bar:
-        make_backend("threads", 2).run(ex)
+        backend.run(backend.partition(g, out, order(g, out)), ex)
     assert bar.shown
     text = stream.getvalue()
     assert "101/101" in text and "tilegraph" in text
@@ -48,7 +49,7 @@ def test_bar_appears_only_for_long_runs():
     stream = Tty()
     ex = Execution(g, out, order(g, out))
     with ProgressBar(ex, delay=30, stream=stream) as bar:
-        make_backend("threads", 2).run(ex)
+        backend.run(backend.partition(g, out, order(g, out)), ex)
     assert not bar.shown and stream.getvalue() == ""
 
 

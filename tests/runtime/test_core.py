@@ -29,6 +29,11 @@ def execution_of(dsk, outputs):
     return Execution(g, out, order(g, out))
 
 
+def run_on(backend, ex):
+    """Drive ``ex`` on ``backend`` as the pipeline does: the run of its partition."""
+    backend.run(backend.partition(ex.graph, ex.outputs, np.asarray(ex.priority)), ex)
+
+
 def test_start_state_literally():
     dsk = {"a": 1, "b": (inc, "a"), "c": (inc, "a"), "d": (add, "b", "c"), "e": (inc, "d")}
     ex = execution_of(dsk, ["e", "b"])
@@ -53,7 +58,7 @@ def test_start_state_literally():
 def test_end_state_keeps_only_outputs():
     dsk = {"a": 1, "b": (inc, "a"), "c": (inc, "a"), "d": (add, "b", "c"), "e": (inc, "d")}
     ex = execution_of(dsk, ["e", "b"])
-    SyncBackend().run(ex)
+    run_on(SyncBackend(), ex)
     snap = ex.snapshot()
     assert snap["results"] == {"b": 2, "e": 5}
     assert snap["state"] == {"a": "released", "b": "done", "c": "released",
@@ -151,7 +156,7 @@ def test_failure_in_an_unrelated_branch_frees_everything():
     g = from_dask(dsk)
     out = g.indices(["z"])
     ex = Execution(g, out, order(g, out))
-    SyncBackend().run(ex)
+    run_on(SyncBackend(), ex)
     assert isinstance(ex.error, ValueError)
     snap = ex.snapshot()
     assert snap["results"] == {}
@@ -406,9 +411,9 @@ def test_stall_is_reported_not_hung():
     b.add("y", inc, deps=["x"])
     g = b.build()
     ex = Execution(g, [0], np.array([0, 1]))  # priorities forced: skips cycle detection
-    make_backend("threads", 2).run(ex)
+    run_on(make_backend("threads", 2), ex)
     assert isinstance(ex.error, SchedulerStalled)
-    SyncBackend().run(ex2 := Execution(g, [0], np.array([0, 1])))
+    run_on(SyncBackend(), ex2 := Execution(g, [0], np.array([0, 1])))
     assert isinstance(ex2.error, SchedulerStalled)
 
 

@@ -83,7 +83,7 @@ from tilegraph.autopar.steps import STATE_PARTS, CodeStep, Part, ScriptError, Sc
 from tilegraph.autopar.worker import worker_main, write_logs
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.plan.place import start_rule
-from tilegraph.runtime.backends import PARALLEL, Backend, Execution
+from tilegraph.runtime.backends import PARALLEL, Backend, Execution, Partition
 from tilegraph.runtime.blas import blas_controller
 from tilegraph.util import cores
 
@@ -191,7 +191,7 @@ class ProcessesBackend(Backend):
         # worker of its own
         return bytearray([PARALLEL]) * len(graph)
 
-    def run(self, execution: Execution) -> None:
+    def run(self, part: Partition, execution: Execution) -> None:
         if self.used:
             raise RuntimeError("a ProcessesBackend runs one graph once; make a new one")
         self.used = True

@@ -7,9 +7,20 @@ backend two things:
   arrive from elsewhere (*external* tasks) and which results made here other processes
   need (*exported* tasks), as a :class:`Partition`. One process (threads, sync) runs
   everything: the trivial partition.
-- ``transport(partition)``: the :class:`Transport` that delivers external results to the
+- ``transport(part)``: the :class:`Transport` that delivers external results to the
   executor (``execution.deliver``) and sends exported ones (``export(i, value)``, called
   by the executor when such a task finishes); ``None`` when nothing crosses processes.
+
+The partition is the run's own object: it holds everything ``transport(part)`` and
+``run(part, execution)`` need of the run, and they read it from the ``part`` they are
+given. A backend that needs more of a run than the fields of :class:`Partition` (MPI's
+destinations of every result, the serverless pool's part of the plan, autopar's record
+of which process holds which variable) returns a subclass of it holding that. The backend
+object keeps nothing of a run (no attribute of a backend is set by ``partition``,
+``transport`` or ``run``; ``tests/test_layering.py`` checks it), so one backend object
+runs any number of plans, one after the other, interleaved or at once from several
+threads, and each run's transport and workers see that run's part only. A transport is
+made for one run and may keep that run's state (what is in flight, what it sent).
 
 A backend whose processes each run the pipeline on the same program (MPI's ranks) also
 carries a :class:`Collective` (``backend.collective``; ``None`` for every other backend):
@@ -23,10 +34,11 @@ returns them only). Without a collective the pipeline does the one-process thing
 (``fn()``, ``[value]``, ``raise error``, ``values()``). ``local_processes`` is the number
 of processes on this host, among which the default memory budget is divided.
 
-``run(execution)`` drives ``execution.worker_loop(w)`` for every worker ``w`` until the run
-is finished and returns only when no worker is left running and ``execution.finish_io()``
-has returned. Ordering, retries, release of results, memory, errors and events all live in
-the executor core, once. A backend that runs task bodies somewhere else passes
+``run(part, execution)`` drives ``execution.worker_loop(w)`` for every worker ``w`` until
+the run is finished (``execution`` runs ``part``: its graph, outputs and priorities) and
+returns only when no worker is left running and ``execution.finish_io()`` has returned.
+Ordering, retries, release of results, memory, errors and events all live in the executor
+core, once. A backend that runs task bodies somewhere else passes
 ``call(func, args, kwargs)`` to ``worker_loop`` (the dask.distributed backend,
 :mod:`tilegraph.runtime.dask_backend`, submits each task there and holds its Future;
 autopar's processes backend runs each step in a worker process). ``run``, ``partition``
@@ -102,14 +114,17 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Partition:
-    """This process's part of a planned graph.
+    """This process's part of a planned graph: the one object of a run that the backend's
+    ``partition`` makes and its ``transport`` and ``run`` are given (see the module
+    docstring).
 
     ``graph``: the tasks run here plus one external task per result that arrives from
     another process; ``outputs``: indices (in ``graph``) of the outputs whose values this
     process returns; ``priority``: a permutation of ``0..len(graph)-1``; ``external``: the
     tasks whose results arrive; ``exported``: the tasks whose results other processes need;
     ``returns``: whether this process returns the outputs' values (rank 0 of MPI does; the
-    others return ``None``)."""
+    others return ``None``). A backend that needs more of the run subclasses it (a frozen
+    dataclass with keyword-only fields of its own)."""
 
     graph: TaskGraph
     outputs: Sequence[int]
@@ -178,9 +193,10 @@ class Collective(ABC):
 
 class Backend(ABC):
     """Base of all backends: ``run`` (abstract), ``partition`` and ``transport``, and the
-    attributes below; see the module docstring for the contract and for the optional
-    capabilities (``task_policy``, ``place_tasks``) the pipeline uses when a backend has
-    them."""
+    attributes below, set when the backend is made and never by a run; see the module
+    docstring for the contract (a run's state lives in the :class:`Partition` that
+    ``partition`` returns, never on the backend) and for the optional capabilities
+    (``task_policy``, ``place_tasks``) the pipeline uses when a backend has them."""
 
     name = "base"
     workers = 1
@@ -190,16 +206,19 @@ class Backend(ABC):
     collective: Collective | None = None  # the steps its processes take together, if any
 
     @abstractmethod
-    def run(self, execution: Execution) -> None:
-        """Drive ``execution.worker_loop`` on every worker until the run is finished."""
+    def run(self, part: Partition, execution: Execution) -> None:
+        """Drive ``execution.worker_loop`` on every worker until the run of ``part`` (which
+        ``execution`` runs) is finished."""
 
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
                   ) -> Partition:
-        """This process's part of ``graph`` (one process: all of it)."""
+        """This process's part of ``graph`` (one process: all of it), a new object per
+        run holding what ``transport`` and ``run`` need of it."""
         return Partition(graph, [int(o) for o in outputs], priority)
 
     def transport(self, part: Partition) -> Transport | None:
-        """How results cross processes for ``part`` (one process: nothing crosses)."""
+        """How results cross processes for ``part`` (one process: nothing crosses): a new
+        transport per run, made of ``part`` alone."""
         return None
 
 
@@ -248,7 +267,7 @@ class SyncBackend(Backend):
     name = "sync"
     workers = 1
 
-    def run(self, execution: Execution) -> None:
+    def run(self, part: Partition, execution: Execution) -> None:
         try:
             _guarded(execution, 0)
         finally:
@@ -276,7 +295,7 @@ class ThreadsBackend(Backend):
     def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
         return threads_policy(graph, seconds) if self.workers > 1 else None
 
-    def run(self, execution: Execution) -> None:
+    def run(self, part: Partition, execution: Execution) -> None:
         workers = _RunWorkers(self.workers)
         per_worker = max(1, cores() // (self.workers * self.share))
         if self.workers > 1 and cores() // self.share > per_worker:

@@ -25,6 +25,7 @@ distributed is imported only when this backend is made.
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Callable
@@ -53,6 +54,7 @@ WORKERS_TIMEOUT = 10.0  # seconds a run waits for a cluster with no workers yet
 LARGE_ARGUMENT = 1 << 20  # bytes: arrays this large in a task's arguments are not sent
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()
+_RUN_NUMBERS = itertools.count(1)  # a run's number in its tasks' keys (next() is atomic)
 
 
 def resolve_client(client: Any) -> Any:
@@ -190,7 +192,6 @@ class DaskBackend(Backend):
             raise RuntimeError(f"the dask cluster at {self.client.scheduler.address} has "
                                "no workers")
         self.processes = len(self.addresses)
-        self._tokens = 0
         # workers in this process (LocalCluster(processes=False)) share its BLAS: limit it
         # so that their threads x BLAS threads = cores, as the threads backend does (dask
         # sets one BLAS thread in the worker processes it starts itself)
@@ -204,9 +205,10 @@ class DaskBackend(Backend):
         calls) made one function of its inputs, so that it runs on the cluster."""
         return Partition(remote_calls(graph), [int(o) for o in outputs], priority)
 
-    def run(self, execution: Execution) -> None:
-        self._tokens += 1
-        run = _Run(self, execution, f"{id(execution):x}-{self._tokens}")
+    def run(self, part: Partition, execution: Execution) -> None:
+        """Submit ``part``'s tasks (which ``execution`` runs) from one loop here; the run's
+        submissions are its own :class:`_Run`, named by a token no other run has."""
+        run = _Run(self, execution, f"{id(execution):x}-{next(_RUN_NUMBERS)}")
         blas = (blas_threads(max(1, cores() // self.local_threads)) if self.local_threads
                 else nullcontext())
         try:

@@ -29,8 +29,10 @@ Waiting ranks sleep between polls.
 
 ``partition`` gives each rank the tasks placed on it, run with the executor core (its own
 worker threads, BLAS threads, memory budget and spill): its local graph holds its own tasks
-plus one *external* task for every block it receives. The transport (``_Exchange``) is a
-communication thread that does all MPI calls:
+plus one *external* task for every block it receives, and the partition
+(:class:`RankPartition`) carries the rank's part of the plan (where each result it makes
+goes) to the run's transport; the backend object keeps nothing of a run. The transport
+(``_Exchange``, one per run) is a communication thread that does all MPI calls:
 
 - when a local task finishes whose result is consumed on other ranks, the result is sent
   once to each of those ranks (non-blocking; NumPy arrays as raw bytes after a small
@@ -59,7 +61,11 @@ removes its spill and staging files and ends by the signal
 (:mod:`tilegraph.runtime.signals`): it tells the others it stops, but waits for none.
 
 Known limits: blocks larger than 2 GiB cannot be sent in one message; a rank that dies
-without raising (killed, segfault) is left to ``mpiexec`` to clean up.
+without raising (killed, segfault) is left to ``mpiexec`` to clean up; a rank takes part
+in one run at a time (a message does not say which run it belongs to: two ``compute()``
+calls at once from two threads of a rank would mix their messages), though the plans of
+several runs may be partitioned before any of them runs, as long as every rank does the
+same in the same order.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -542,13 +549,11 @@ class MPIBackend(Backend):
         self.processes = self.comm.Get_size()
         self.local_processes = _comm_cache["local_size"]
         self.workers = workers or max(1, cores() // self.local_processes)
-        self.bytes_sent = 0
-        self.sent: list[tuple[Any, int]] = []
 
-    def run(self, execution: Execution) -> None:
+    def run(self, part: Partition, execution: Execution) -> None:
         """Drive one rank's local execution with its worker threads (the threads backend,
         sharing this host's cores with the other ranks on it)."""
-        ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(execution)
+        ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(part, execution)
 
     def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
         return threads_policy(graph, seconds) if self.workers > 1 else None
@@ -556,9 +561,11 @@ class MPIBackend(Backend):
     # -- the seam ----------------------------------------------------------------------------
 
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
-                  ) -> Partition:
+                  ) -> RankPartition:
         """This rank's tasks (by the graph's ``worker`` column) plus an external task for
-        every block it receives; the outputs' values are returned on rank 0."""
+        every block it receives, with the rank's part of the plan (``plan``: where each
+        result it makes goes) for its transport; the outputs' values are returned on rank
+        0."""
         col = graph.meta.get("worker")
         if col is None and self.processes == 1:
             col = [0] * len(graph)
@@ -570,14 +577,25 @@ class MPIBackend(Backend):
             raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
                              f"but only {self.processes} MPI ranks run it")
         graph = self.collective.check_same_plan(graph, placement, literals=True)
-        self.placement = placement
         local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
-        self._local = local
-        return Partition(local.graph, local.outputs, local.priority(priority),
-                         local.external, local.exported_tasks, self.rank == 0)
+        return RankPartition(local.graph, local.outputs, local.priority(priority),
+                             local.external, local.exported_tasks, self.rank == 0,
+                             plan=local)
 
     def transport(self, part: Partition) -> Transport:
-        return _Exchange(self, self._local)
+        """The exchange of ``part``'s blocks with the other ranks (a new one per run)."""
+        if not isinstance(part, RankPartition):
+            raise TypeError(f"the MPI backend's transport takes the RankPartition its "
+                            f"partition() made, got {type(part).__name__}")
+        return _Exchange(self, part.plan)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankPartition(Partition):
+    """One rank's part of a run (:meth:`MPIBackend.partition`): a :class:`Partition` with
+    ``plan``, the :class:`_LocalPlan` its transport sends and receives by."""
+
+    plan: _LocalPlan
 
 
 class _LocalPlan:
@@ -629,8 +647,8 @@ class _LocalPlan:
 
 
 class _Exchange(Transport):
-    """The transport of one rank: a communication thread, the only thread making MPI calls
-    during a run."""
+    """The transport of one rank for one run (of ``local``, its part of the plan): a
+    communication thread, the only thread making MPI calls during the run."""
 
     def __init__(self, backend: MPIBackend, local: _LocalPlan):
         self.MPI = _mpi()
@@ -651,7 +669,6 @@ class _Exchange(Transport):
         self.remote_error: tuple[int, bytes | None, str] | None = None
         self.failure: BaseException | None = None
         self.bytes_sent = 0
-        self.sent: list[tuple[Any, int]] = []
         self.old_of_new = local.keep
 
     def export(self, i: int, value: Any) -> None:
@@ -679,8 +696,6 @@ class _Exchange(Transport):
                     thread.join()
                 except KeyboardInterrupt:
                     execution.cancel(KeyboardInterrupt())
-            self.backend.bytes_sent = self.bytes_sent
-            self.backend.sent = self.sent
         if self.failure is not None:
             raise self.failure
         error = execution.error
@@ -771,7 +786,6 @@ class _Exchange(Transport):
                 nbytes = len(payload)
             self.bytes_sent += nbytes
             self.copied += self.pending[-1][2]
-            self.sent.append((gi, dest))
 
     def _receive(self, source: int, tag: int) -> None:
         MPI = self.MPI

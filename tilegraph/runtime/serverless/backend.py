@@ -8,10 +8,13 @@ The backend plugs into the one pipeline through the seam (:mod:`tilegraph.runtim
   rule of :func:`tilegraph.plan.place.place_driver_or_pool`; fusion then fuses chains
   within the pool only.
 - ``partition`` gives the driver's executor its own tasks plus one external task per pool
-  result it needs (the outputs, and the inputs of its stores).
-- the transport (:class:`_Driver`) makes the run: it stores the pool's part of the plan once
-  in the object store (:class:`~tilegraph.runtime.serverless.tasks.GraphTasks`), stores the inputs
-  the pool reads, marks them done (which makes the first tasks ready), and then only
+  result it needs (the outputs, and the inputs of its stores), and carries the pool's part
+  of the plan to the transport (:class:`PoolPartition`); the backend object keeps nothing
+  of a run, so one object runs several plans, one after the other or at once.
+- the transport (:class:`_Driver`, one per run) makes the run: it stores the pool's part
+  of the plan once in the object store
+  (:class:`~tilegraph.runtime.serverless.tasks.GraphTasks`), stores the inputs the pool
+  reads, marks them done (which makes the first tasks ready), and then only
   listens: pool results the driver needs are read from the store and delivered to the
   executor, worker events become the run's events (TaskStart/TaskEnd per worker, retries,
   LeaseExpired, WorkersScaled), expired leases are reclaimed, a task that runs more than
@@ -51,6 +54,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -158,7 +162,9 @@ class ServerlessBackend(Backend):
         return place_driver_or_pool(graph)
 
     def partition(self, graph: TaskGraph, outputs: np.ndarray, priority: np.ndarray
-                  ) -> Partition:
+                  ) -> PoolPartition:
+        """The driver's tasks plus an external task per pool result it reads, with the
+        pool's part of the plan (``pool``) for the run's transport."""
         n = len(graph)
         col = graph.meta.get("worker")
         where = np.asarray(col if col is not None else self.place_tasks(graph, 2),
@@ -178,19 +184,22 @@ class ServerlessBackend(Backend):
         new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
         part_graph = graph.subgraph(keep, detach=needed)
         exported = new_of_old[np.flatnonzero(sent & ~is_data)].tolist()
-        self._run = _GraphRun(graph, where, priority, needed, sent & is_data, new_of_old)
         part_priority = np.argsort(np.argsort(np.asarray(priority)[keep], kind="stable"),
                                    kind="stable")
-        return Partition(part_graph, new_of_old[outputs].tolist(), part_priority,
-                         external=new_of_old[np.flatnonzero(needed)].tolist(),
-                         exported=exported)
+        return PoolPartition(
+            part_graph, new_of_old[outputs].tolist(), part_priority,
+            external=new_of_old[np.flatnonzero(needed)].tolist(), exported=exported,
+            pool=_GraphRun(graph, where, priority, needed, sent & is_data, new_of_old))
 
     def transport(self, part: Partition) -> Transport:
-        self._driver = _Driver(self, self._run, len(part.external))
-        return self._driver
+        """The driver of ``part``'s run on the pool (a new one per run)."""
+        if not isinstance(part, PoolPartition):
+            raise TypeError(f"the serverless backend's transport takes the PoolPartition "
+                            f"its partition() made, got {type(part).__name__}")
+        return _Driver(self, part.pool, len(part.external))
 
-    def run(self, execution: Execution) -> None:
-        self._local.run(execution)
+    def run(self, part: Partition, execution: Execution) -> None:
+        self._local.run(part, execution)
 
     # -- implicit graphs -----------------------------------------------------------------
 
@@ -307,6 +316,15 @@ class ServerlessBackend(Backend):
                 import shutil
 
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolPartition(Partition):
+    """The driver's part of a run (:meth:`ServerlessBackend.partition`): a
+    :class:`Partition` with ``pool``, the pool's part of the plan (:class:`_GraphRun`),
+    which the run's transport stores and listens to."""
+
+    pool: _GraphRun
 
 
 class _GraphRun:
