@@ -8,9 +8,10 @@ import os
 import pytest
 
 import tilegraph
-from tilegraph.autopar.processes import ProcessesBackend
+from tilegraph.autopar.processes import ProcessesBackend, StepsDone
 from tilegraph.autopar.steps import CodeStep, ScriptError
 from tilegraph.graph import GraphBuilder
+from tilegraph.runtime.backends import Partition
 
 
 def _steps(lines, deps, **extra):
@@ -37,11 +38,18 @@ def test_hand_built_steps_share_variables_across_processes():
                {2: [0, 1], 3: [2]}, names=names)
     out = io.StringIO()
     backend = ProcessesBackend(2, filename="<prog>", out=out)
-    tilegraph.pipeline.run(g, g.keys, backend=backend, fuse=False)
+    ends = []
+    tilegraph.pipeline.run(g, g.keys, backend=backend, fuse=False, callbacks=[
+        lambda e: ends.append(e) if isinstance(e, StepsDone) else None])
     assert out.getvalue() == "135\n"
-    assert sum(backend.ran_on) == 4 and backend.transfers >= 1
-    with pytest.raises(RuntimeError, match="runs one graph once"):
-        tilegraph.pipeline.run(g, g.keys, backend=backend, fuse=False)
+    (end,) = ends
+    assert sum(end.tasks_per_worker) == 4 and end.transfers >= 1
+    assert end.bytes_moved == sum(end.bytes_received) > 0
+    # the backend object kept nothing of that run: it runs the graph again, from scratch
+    tilegraph.pipeline.run(g, g.keys, backend=backend, fuse=False)
+    assert out.getvalue() == "135\n135\n"
+    with pytest.raises(TypeError, match="runs the StepsPartition its partition"):
+        backend.run(Partition(g, [], list(range(len(g)))), None)
 
 
 def test_a_failing_step_raises_the_programs_traceback():

@@ -12,7 +12,11 @@ priorities, the events (progress, the HTML report) and the failure rule of progr
 side effects (a step that raises stops the run as the program run in order stops: nothing
 after it starts, everything before it finishes). :class:`ProcessesBackend` is only the seam
 below it: it drives ``Execution.worker_loop`` on one thread per worker process, with a
-``call`` that runs the step in a process.
+``call`` that runs the step in a process. A run's processes and state are its own
+(:class:`StepsPartition`, made by ``partition``): one backend object runs any number of
+graphs, one after the other or at once, and keeps nothing of them. When a run ends, its
+subscribers get a :class:`StepsDone` event (steps per process, values moved and their
+bytes).
 
 Each worker process is forked when the run starts, from this process once it has imported
 tilegraph and NumPy and threadpoolctl has found the BLAS libraries (a worker imports and
@@ -22,7 +26,7 @@ the program's functions and classes pickle by reference. Its ``__file__`` is the
 file name, and tracebacks are cut to the frames of that file (what ``python script.py``
 prints).
 
-Backend state (guarded by ``cond``):
+Run state (of each run, :class:`_StepRun`; guarded by its ``cond``):
 
 ========================  ===============================================================
 field                     meaning
@@ -76,6 +80,7 @@ import sys
 import threading
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tilegraph.autopar.channel import Channel
@@ -85,6 +90,7 @@ from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.plan.place import start_rule
 from tilegraph.runtime.backends import PARALLEL, Backend, Execution, Partition
 from tilegraph.runtime.blas import blas_controller
+from tilegraph.runtime.events import Event
 from tilegraph.util import cores
 
 
@@ -100,8 +106,9 @@ class ProcessesBackend(Backend):
     first on the workers' ``sys.path`` (a script's directory); ``out`` and ``err``: where
     the steps' standard output and error go, in program order; ``stdin``: give the worker
     processes this process's standard input, for the steps marked ``stdin`` (else a
-    step that reads it fails with an error that says so). One backend object runs one graph
-    once."""
+    step that reads it fails with an error that says so). Each run forks its own worker
+    processes and keeps its own state (:class:`StepsPartition`); the backend object holds
+    only these settings."""
 
     name = "processes"
     processes = 1   # one executor; steps are placed on processes when they start
@@ -123,6 +130,61 @@ class ProcessesBackend(Backend):
         self.out = out if out is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
         self.stdin = stdin
+
+    # -- the seam ---------------------------------------------------------------------------
+
+    def task_policy(self, graph: TaskGraph, seconds: Any) -> bytearray | None:
+        # every step runs in a process (the driving thread only waits): always worth a
+        # worker of its own
+        return bytearray([PARALLEL]) * len(graph)
+
+    def partition(self, graph: TaskGraph, outputs: Any, priority: Any) -> StepsPartition:
+        """All of ``graph`` (one executor), with the run's own state (its steps in program
+        order, checked: ``CodeStep`` tasks only, one per program position)."""
+        return StepsPartition(graph, [int(o) for o in outputs], priority,
+                              steps=_StepRun(self, graph))
+
+    def run(self, part: Partition, execution: Execution) -> None:
+        if not isinstance(part, StepsPartition):
+            raise TypeError(f"the processes backend runs the StepsPartition its partition() "
+                            f"made, got {type(part).__name__}")
+        part.steps.run(execution)
+
+
+@dataclass(frozen=True, slots=True)
+class StepsDone(Event):
+    """A run of the processes backend ended (sent to the run's subscribers once its worker
+    processes are gone, whatever happened): ``tasks_per_worker``, the steps each worker
+    process ran (steps run on every process not counted); ``transfers``, the values moved
+    between processes; ``bytes_moved``, their bytes; ``bytes_received``, the bytes loaded
+    into each process."""
+
+    tasks_per_worker: tuple[int, ...]
+    transfers: int
+    bytes_moved: int
+    bytes_received: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepsPartition(Partition):
+    """A run of the processes backend (:meth:`ProcessesBackend.partition`): all of the
+    graph, and ``steps``, the run's own state and worker processes (:class:`_StepRun`)."""
+
+    steps: _StepRun
+
+
+class _StepRun:
+    """One run of a graph of steps: its worker processes and the state of the module
+    docstring (guarded by ``cond``), made for the run and dropped with it. It runs once."""
+
+    def __init__(self, backend: ProcessesBackend, graph: TaskGraph):
+        self.workers = workers = backend.workers
+        self.path = backend.path
+        self.argv = backend.argv
+        self.directory = backend.directory
+        self.out = backend.out
+        self.err = backend.err
+        self.stdin = backend.stdin
         self.cond = threading.Condition(threading.Lock())
         self.steps: dict[int, CodeStep] = {}
         self.owner: dict[str, int] = {}
@@ -154,6 +216,7 @@ class ProcessesBackend(Backend):
         self.used = False
         self._slot = threading.local()
         self._place = start_rule("statement")   # the process of a step, when it starts
+        self._take_steps(graph)
 
     def _take_steps(self, graph: TaskGraph) -> None:
         """The graph's steps, in program order, and who touches which name."""
@@ -184,18 +247,13 @@ class ProcessesBackend(Backend):
             for v in names:
                 self.touches[v] += 1
 
-    # -- the seam ---------------------------------------------------------------------------
-
-    def task_policy(self, graph: TaskGraph, seconds: Any) -> bytearray | None:
-        # every step runs in a process (the driving thread only waits): always worth a
-        # worker of its own
-        return bytearray([PARALLEL]) * len(graph)
-
-    def run(self, part: Partition, execution: Execution) -> None:
+    def run(self, execution: Execution) -> None:
+        """Fork the worker processes and drive the run on them (see the module
+        docstring); the run's subscribers get :class:`StepsDone` at the end."""
         if self.used:
-            raise RuntimeError("a ProcessesBackend runs one graph once; make a new one")
+            raise RuntimeError("a run of the processes backend runs once; partition the "
+                               "graph again")
         self.used = True
-        self._take_steps(execution.graph)
         self.execution = execution
         threads: list[threading.Thread] = []
         try:
@@ -219,6 +277,10 @@ class ProcessesBackend(Backend):
                     except KeyboardInterrupt:   # the run is already cancelled
                         execution.cancel(KeyboardInterrupt())
             execution.finish_io()
+            if execution.emitting:
+                with execution.lock:
+                    execution.send(StepsDone(tuple(self.ran_on), self.transfers,
+                                             self.bytes_moved, tuple(self.bytes_in)))
 
     def _drive(self, execution: Execution, w: int) -> None:
         self._slot.w = w   # so that the report's worker w is mostly process w

@@ -35,7 +35,7 @@ from tilegraph.autopar.analysis import (
     parse_script,
 )
 from tilegraph.autopar.loops import check_workers, chunk_of, guided_sizes
-from tilegraph.autopar.processes import ProcessesBackend
+from tilegraph.autopar.processes import ProcessesBackend, StepsDone
 from tilegraph.autopar.steps import (
     CodeStep,
     Part,
@@ -456,16 +456,23 @@ def run_script(path_or_source: str | os.PathLike, workers: int = 2, *,
                                directory=os.path.dirname(os.path.abspath(path)), out=out,
                                err=err, stdin=stdin)
     tg = script_taskgraph(g, split=workers)
+    done: list[StepsDone] = []   # the run's figures, sent by the backend as it ends
+
+    def figures(event: Any) -> None:
+        if isinstance(event, StepsDone):
+            done.append(event)
+
     try:
         run_pipeline(tg, tg.keys, backend=backend, fuse=False, retries=0, progress=False,
-                     callbacks=tuple(callbacks), report=report)
+                     callbacks=(*callbacks, figures), report=report)
     except ScriptExit as exc:
         if exc.message:
             err.write(exc.message)
         if exc.code:
             raise
-    return RunStats(workers, tuple(backend.ran_on), backend.transfers, backend.bytes_moved,
-                    tuple(backend.bytes_in))
+    (end,) = done
+    return RunStats(workers, end.tasks_per_worker, end.transfers, end.bytes_moved,
+                    end.bytes_received)
 
 
 def has_parallelism(graph: ScriptGraph) -> bool:
