@@ -7,6 +7,7 @@ import ast
 import os
 import pathlib
 import tempfile
+from collections.abc import Iterator
 from operator import add
 
 import numpy as np
@@ -477,3 +478,153 @@ def test_no_autopar_module_or_function_is_too_long():
                     long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} "
                                           f"{node.name}: {length} lines")
     assert not long_modules + long_functions, "\n".join(long_modules + long_functions)
+
+
+SEAM_METHODS = ("partition", "transport", "run")
+
+
+def _base_names(cls: ast.ClassDef) -> set[str]:
+    return {b.id if isinstance(b, ast.Name) else b.attr for b in cls.bases
+            if isinstance(b, (ast.Name, ast.Attribute))}
+
+
+def _backend_classes(trees: dict[str, ast.Module]) -> dict[str, tuple[str, ast.ClassDef]]:
+    """Class name -> (file, class) of ``Backend`` and of every class deriving from it (by
+    the names of its bases, through any number of levels) in ``trees`` (file -> AST)."""
+    classes = [(f, c) for f, tree in trees.items() for c in ast.walk(tree)
+               if isinstance(c, ast.ClassDef)]
+    found = {c.name: (f, c) for f, c in classes if c.name == "Backend"}
+    grew = True
+    while grew:
+        grew = False
+        for f, c in classes:
+            if c.name not in found and _base_names(c) & set(found):
+                found[c.name] = (f, c)
+                grew = True
+    return found
+
+
+def _self_targets(target: ast.AST) -> bool:
+    """Whether an assignment target is (a part of) an attribute of ``self``."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_self_targets(t) for t in target.elts)
+    if isinstance(target, ast.Starred):
+        return _self_targets(target.value)
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        target = target.value
+        if isinstance(target, ast.Name) and target.id == "self":
+            return True
+    return False
+
+
+def _nodes_of(fn: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function, nested functions included, nested classes (whose ``self``
+    is another object) left out."""
+    for node in ast.iter_child_nodes(fn):
+        if isinstance(node, ast.ClassDef):
+            continue
+        yield node
+        yield from _nodes_of(node)
+
+
+def _writes_to_self(fn: ast.AST) -> list[int]:
+    """Lines of ``fn`` that assign to (or delete) an attribute of ``self``, or set one by
+    ``setattr(self, ...)``."""
+    lines = []
+    for node in _nodes_of(fn):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+              and node.args[0].id == "self"
+              and ((isinstance(node.func, ast.Name) and node.func.id == "setattr")
+                   or (isinstance(node.func, ast.Attribute)
+                       and node.func.attr == "__setattr__"))):
+            lines.append(node.lineno)
+        if any(_self_targets(t) for t in targets):
+            lines.append(node.lineno)
+    return lines
+
+
+def _run_state_on_backends(trees: dict[str, ast.Module]) -> tuple[list[str], set[str]]:
+    """Every place where a backend's ``partition``, ``transport`` or ``run`` (or a method
+    of the backend they use, ``self._helper``) sets an attribute of the backend object:
+    ``'file:Class.method:line'``; and the backend classes looked at."""
+    classes = _backend_classes(trees)
+    offenders = []
+    for name, (path, cls) in classes.items():
+        methods: dict[str, ast.FunctionDef] = {}
+        for base in _base_names(cls) & set(classes):  # inherited helpers, one level up
+            methods.update({m.name: m for m in classes[base][1].body
+                            if isinstance(m, ast.FunctionDef)})
+        methods.update({m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)})
+        todo = [m for m in cls.body if isinstance(m, ast.FunctionDef)
+                and m.name in SEAM_METHODS]
+        seen = {m.name for m in todo}
+        while todo:
+            fn = todo.pop()
+            offenders += [f"{path}:{name}.{fn.name}:{line}" for line in _writes_to_self(fn)]
+            for node in _nodes_of(fn):  # the methods it calls or hands on (self._drive)
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                        and node.value.id == "self" and node.attr in methods
+                        and node.attr not in seen):
+                    seen.add(node.attr)
+                    todo.append(methods[node.attr])
+    return sorted(offenders), set(classes)
+
+
+def test_backends_keep_no_run_on_themselves():
+    """A run's state lives in the partition its backend made for it (and in its
+    transport), never on the backend object: no ``partition``, ``transport`` or ``run`` of
+    any backend, nor a method of the backend they use, sets an attribute of ``self``. So
+    one backend object runs several plans, interleaved or at once
+    (``tests/runtime/test_seam.py``)."""
+    trees = {str(path.relative_to(ROOT)): ast.parse(path.read_text())
+             for path in ROOT.rglob("*.py")}
+    offenders, looked_at = _run_state_on_backends(trees)
+    assert not offenders, "\n".join(offenders)
+    assert {"Backend", "SyncBackend", "ThreadsBackend", "MPIBackend", "ServerlessBackend",
+            "DaskBackend", "ProcessesBackend"} <= looked_at
+
+
+def test_the_run_state_rule_finds_a_backend_that_keeps_a_run():
+    source = '''
+class Mine(ThreadsBackend):
+    def partition(self, graph, outputs, priority):
+        self._note(graph)
+        return Partition(graph, outputs, priority)
+
+    def _note(self, graph):
+        self.graphs[len(graph)] = graph
+
+    def transport(self, part):
+        self.count += 1
+
+    def run(self, part, execution):
+        ThreadsBackend.run(self, part, execution)
+        threading.Thread(target=self._loop).start()
+        setattr(self, "last", part)
+        (self.a, b), c = (1, 2), 3
+        local = 1
+        self.workers_of(part).x = local  # another object: allowed
+
+    def _loop(self):
+        def inner():
+            self.done = True
+        inner()
+
+class Unrelated:
+    def run(self, part, execution):
+        self.x = 1
+'''
+    backends_src = 'class Backend:\n    pass\nclass ThreadsBackend(Backend):\n    pass\n'
+    offenders, looked_at = _run_state_on_backends({"a.py": ast.parse(source),
+                                                   "b.py": ast.parse(backends_src)})
+    assert looked_at == {"Backend", "ThreadsBackend", "Mine"}
+    assert offenders == sorted(["a.py:Mine._note:8", "a.py:Mine.transport:11",
+                                "a.py:Mine.run:16", "a.py:Mine.run:17",
+                                "a.py:Mine._loop:23"])
