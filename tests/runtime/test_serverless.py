@@ -1285,9 +1285,14 @@ def test_the_driver_s_blocks_go_up_in_batches_while_the_pool_works(pool, monkeyp
     def slow_provide(self, items):
         if items:
             batches.append((time.perf_counter(), [t for t, _ in items]))
-            time.sleep(0.1)
+            # the later batches take long: a window wide enough for a worker on a busy
+            # machine to start on the first batch's blocks
+            time.sleep(0.1 if len(batches) == 1 else 0.75)
         return provide(self, items)
 
+    deadline = time.monotonic() + 60   # the pool's workers are up (a fresh pool's start)
+    while len(pool.workers()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     monkeypatch.setattr(sl._PoolRun, "provide", slow_provide)
     a = spd(120, seed=3)
     x = tg.from_numpy(a, chunks=20)   # 6 x 6 blocks of the driver's array
