@@ -267,6 +267,56 @@ def test_processes_on_hosts_die_with_the_process_that_made_the_bed(bed):
     assert not _bed_parts(child.pid)
 
 
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+    print("connected")
+except socket.timeout:
+    print("timeout")
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@needs_cluster
+def test_a_host_is_cut_reconnected_killed_and_lost(bed):
+    sink = bed.run(1, [sys.executable, "-c", "import socket, time\n"
+                       f"s = socket.create_server(({bed.address(1)!r}, 7301))\n"
+                       "print('listening', flush=True)\ntime.sleep(600)"],
+                   stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout.readline().strip() == "listening"
+        args = [bed.address(1), "7301"]
+        assert bed.python(0, CONNECT, args=[*args, "5"]).stdout.strip() == "connected"
+        assert bed.connected(1)
+        bed.cut(1)
+        try:
+            assert not bed.connected(1)
+            # nothing answers, not even a reset: the connection times out
+            assert bed.python(0, CONNECT, args=[*args, "1"]).stdout.strip() == "timeout"
+            assert sink.poll() is None  # the host's processes still run
+        finally:
+            bed.reconnect(1)
+        assert bed.connected(1)
+        assert bed.python(0, CONNECT, args=[*args, "5"]).stdout.strip() == "connected"
+        killed = bed.kill(1)
+        assert sink.pid in killed and sink.wait(10) == -signal.SIGKILL
+        assert bed.pids(1) == []
+        # a host that is up, with nothing listening, refuses at once
+        assert bed.python(0, CONNECT, args=[*args, "5"]).stdout.strip() == \
+            "ConnectionRefusedError"
+        sleeper = bed.run(1, ["sleep", "600"])
+        assert bed.lose(1) == [sleeper.pid] and not bed.connected(1)
+        assert bed.python(0, CONNECT, args=[*args, "1"]).stdout.strip() == "timeout"
+    finally:
+        bed.reconnect(1)
+        sink.kill()
+        sink.wait()
+    with pytest.raises(ValueError, match="host must be an index"):
+        bed.cut(5)
+
+
 def test_bad_arguments_are_refused_before_anything_is_made():
     for kwargs, error, match in [
             ({"hosts": 0}, ValueError, "hosts must be an integer from 1 to 200"),

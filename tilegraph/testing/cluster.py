@@ -53,10 +53,14 @@ It needs Linux, root, iproute2 (``ip``, ``tc``) and util-linux (``nsenter``, ``u
 ...     print("2 host0 []")
 2 host0 []
 
+A host can be lost mid-run: :meth:`Cluster.cut` pulls its cable at the switch (its peers
+hear nothing more from it, not even a connection reset), :meth:`Cluster.kill` kills every
+process on it, and :meth:`Cluster.lose` does both, in that order, as a machine that loses
+its power.
+
 Known limits: the hosts share the machine's cores, memory and process ids (a process on
 one host can see, and signal, those of another; the bed never confuses them, as it finds a
-host's processes by their network namespace); a host's loss (killing its processes or
-cutting its link mid-run) is not offered yet.
+host's processes by their network namespace).
 """
 
 from __future__ import annotations
@@ -1031,6 +1035,55 @@ class Cluster:
     def pids(self, host: int | Host) -> list[int]:
         """The processes running on ``host`` (found by their network namespace)."""
         return _pids_in([self.host(host).netns_path])
+
+    # ------------------------------------------------------------------ losing a host
+
+    def cut(self, host: int | Host) -> None:
+        """Pull ``host``'s cable at the switch: its port goes down, so nothing it sends
+        arrives and nothing sent to it arrives; no connection is reset (no RST leaves a
+        host whose link is down), as when a machine loses power or its network. Its
+        processes keep running until :meth:`kill`. :meth:`reconnect` plugs it back."""
+        h = self.host(host)
+        _sh(["ip", "-n", self.switch, "link", "set", f"h{h.index}", "down"],
+            f"cutting {h.name}'s link")
+
+    def reconnect(self, host: int | Host) -> None:
+        """Plug ``host``'s cable back in after :meth:`cut`."""
+        h = self.host(host)
+        _sh(["ip", "-n", self.switch, "link", "set", f"h{h.index}", "up"],
+            f"reconnecting {h.name}")
+
+    def connected(self, host: int | Host) -> bool:
+        """Whether ``host``'s port on the switch is up (not :meth:`cut`)."""
+        h = self.host(host)
+        out = _sh(["ip", "-j", "-n", self.switch, "link", "show", f"h{h.index}"],
+                  f"reading {h.name}'s link")
+        return "UP" in (json.loads(out or "[{}]")[0].get("flags") or [])
+
+    def kill(self, host: int | Host, sig: int = signal.SIGKILL) -> list[int]:
+        """Send ``sig`` (default SIGKILL: no process can clean up) to every process on
+        ``host``, found by its network namespace, and wait (at most 10 s) until they are
+        gone; returns their ids. Their kernel is still there: a peer connected to one of
+        them sees the connection reset, unless the host was :meth:`cut` first (see
+        :meth:`lose`)."""
+        h = self.host(host)
+        pids = _pids_in([h.netns_path])
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            deadline = time.monotonic() + 10.0
+            while _pids_in([h.netns_path]) and time.monotonic() < deadline:
+                time.sleep(0.02)
+                _reap()
+        return pids
+
+    def lose(self, host: int | Host) -> list[int]:
+        """``host`` dies as a machine does when its power goes: its link is cut first
+        (:meth:`cut`: its peers hear nothing more, not even a reset), then every process
+        on it is killed (:meth:`kill`). Returns the ids of the processes killed."""
+        self.cut(host)
+        return self.kill(host)
 
     def traffic(self) -> Traffic:
         """Bytes each host's ``eth0`` has received and sent, read inside the host from
