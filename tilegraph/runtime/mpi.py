@@ -60,8 +60,21 @@ rank stopped by SIGTERM (how ``mpiexec`` stops its ranks) cancels its run as Ctr
 removes its spill and staging files and ends by the signal
 (:mod:`tilegraph.runtime.signals`): it tells the others it stops, but waits for none.
 
+A rank whose host dies (its power or network gone: nothing more comes from it, not even a
+reset) is named on every other rank within ``mpi_timeout``: during a run every rank's
+communication thread sends the others a small heartbeat (every quarter of the timeout, at
+most every 2 s) and receives without blocking, so a rank from which nothing came for
+``mpi_timeout`` seconds fails the run on the rank that noticed with
+:class:`RankLostError` ("MPI rank 2 (on host node7) stopped answering ..."), which that rank
+sends to the others as it would a task's error. The job cannot go on without the rank: the
+error ends it (``python -m mpi4py`` aborts the job on an uncaught exception); a rerun with
+``checkpoint=`` resumes from the blocks that were finished (:mod:`tilegraph.checkpoint`).
+
 Known limits: blocks larger than 2 GiB cannot be sent in one message; a rank that dies
-without raising (killed, segfault) is left to ``mpiexec`` to clean up; a rank takes part
+while its host stays up (killed, a segfault) is usually noticed first by ``mpiexec``, which
+then stops the job; a host lost during the steps before or after a run (the plan check, the
+placement, the results) is named by those steps' own watchdog as a rank that did not call
+``compute()``; a rank takes part
 in one run at a time (a message does not say which run it belongs to: two ``compute()``
 calls at once from two threads of a rank would mix their messages), though the plans of
 several runs may be partitioned before any of them runs, as long as every rank does the
@@ -108,6 +121,8 @@ TAG_DATA = 102
 TAG_ABORT = 103
 TAG_PLAN = 104
 TAG_ROOT = 105
+TAG_BEAT = 106
+BEAT_MAX = 2.0  # seconds between a rank's heartbeats during a run, at most
 _LAUNCHED = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")  # set by mpiexec
 _PIECE = 1 << 28  # bytes of one message of an array sent from a root rank
 _SLEEP_MIN = 50e-6
@@ -138,6 +153,34 @@ class RemoteTaskError(RuntimeError):
 
 class CollectiveTimeoutError(RuntimeError):
     """Some ranks did not join a collective step (``compute()``) within ``mpi_timeout``."""
+
+
+class RankLostError(RuntimeError):
+    """Nothing came from an MPI rank for ``mpi_timeout`` seconds during a run: its host or
+    process is gone, or its network cut. ``rank`` and ``host`` name it."""
+
+    def __init__(self, message: str, rank: int = -1, host: str = ""):
+        super().__init__(message)
+        self.rank = rank
+        self.host = host
+
+    def __reduce__(self) -> tuple:
+        return RankLostError, (str(self), self.rank, self.host)
+
+
+def host_of(rank: int) -> str:
+    """The host name (MPI's processor name) of a rank of tilegraph's communicator, as
+    the ranks told each other when it was set up ('?' before)."""
+    hosts = _comm_cache.get("hosts") or []
+    return hosts[rank] if 0 <= rank < len(hosts) else "?"
+
+
+def _where(ranks: list[int]) -> str:
+    """`` (on hosts node1, node2)``: where ``ranks`` run ('' before the ranks said)."""
+    if not _comm_cache.get("hosts"):
+        return ""
+    where = sorted({host_of(r) for r in ranks})
+    return f" (on host{'s' if len(where) > 1 else ''} {', '.join(where)})"
 
 
 def world(timeout: float = 60.0) -> Any:
@@ -180,6 +223,7 @@ def world(timeout: float = 60.0) -> Any:
     # every rank has joined: the ranks on this host, from their processor names
     hosts = _Steps(new, timeout).exchange(MPI.Get_processor_name(), "the set-up")
     _comm_cache["local_size"] = hosts.count(hosts[new.Get_rank()])
+    _comm_cache["hosts"] = hosts
     return new
 
 
@@ -231,10 +275,11 @@ def share_array(x: Any, root: int = 0, timeout: float = 60.0) -> np.ndarray:
 def _step_error(missing: list[int], rank: int, timeout: float, step: str
                 ) -> CollectiveTimeoutError:
     return CollectiveTimeoutError(
-        f"compute() is collective: ranks {missing} did not call it (MPI rank {rank} waited "
-        f"{timeout:g} s, mpi_timeout, at {step}). Every rank must call compute(), to_npy() "
-        "etc. the same number of times, with the same arrays; do not call them under "
-        "`if rank == 0:`")
+        f"compute() is collective: ranks {missing} did not call it, or are gone"
+        f"{_where(missing)} (MPI rank {rank} waited {timeout:g} s, mpi_timeout, at {step}). "
+        "Every rank must "
+        "call compute(), to_npy() etc. the same number of times, with the same arrays; do "
+        "not call them under `if rank == 0:`")
 
 
 class _Steps:
@@ -670,6 +715,14 @@ class _Exchange(Transport):
         self.failure: BaseException | None = None
         self.bytes_sent = 0
         self.old_of_new = local.keep
+        # liveness: when each rank was last heard from, this rank's heartbeats in flight
+        self.timeout = backend.collective.timeout
+        self.beat_every = min(BEAT_MAX, self.timeout / 4)
+        self.heard = [0.0] * self.size
+        self.beats: list[Any] = []
+        self.next_beat = 0.0
+        # blocks being received: (request, buffer, task, source, pickled, bytes, start)
+        self.receiving: deque[tuple[Any, np.ndarray, int, int, bool, int, float]] = deque()
 
     def export(self, i: int, value: Any) -> None:
         self.sendq.append((i, value))
@@ -719,12 +772,24 @@ class _Exchange(Transport):
         told = False
         sleep = _SLEEP_MIN
         leave_by = None
+        self.heard = [time.monotonic()] * self.size
         while True:
             busy = False
             ex = self.execution
             if ex.finished and ex.error is not None and not told:
                 told = True
                 self._abort_all(ex.error)
+            now = time.monotonic()
+            if now >= self.next_beat:
+                self._beat(now)
+            lost = self._lost(now) if self.failure is None else None
+            if lost is not None:
+                # the run cannot finish: tell the ranks still there, wait for none
+                self.failure = lost
+                ex.cancel(lost)
+                self._abort_all(lost, skip=lost.rank)
+                self.leaving = True
+                self.local_done.set()
             if self.leaving and self.local_done.is_set():
                 # a signal ends this process: its abort message gets a moment to leave,
                 # no barrier is waited for (the other ranks may be stopping too)
@@ -742,12 +807,23 @@ class _Exchange(Transport):
                 busy |= len(still) != len(self.pending)
                 self.pending = still
                 self.copied = sum(p[2] for p in still)
-            for tag in (TAG_ABORT, TAG_HEADER):  # not TAG_PLAN: a rank may be at its next run
+            # not TAG_PLAN: a rank may be at its next run
+            for tag in (TAG_ABORT, TAG_HEADER, TAG_BEAT):
                 while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=tag, status=status):
                     self._receive(status.Get_source(), status.Get_tag())
                     busy = True
+            if self.receiving:
+                still: deque = deque()
+                for item in self.receiving:
+                    if item[0].Test():
+                        self._received(*item[1:])
+                        busy = True
+                    else:
+                        still.append(item)
+                self.receiving = still
             if barrier is None and self.local_done.is_set() and not self.sendq \
-                    and not self.pending and (ex.finished or self.aborted):
+                    and not self.pending and not self.receiving \
+                    and (ex.finished or self.aborted):
                 barrier = self.comm.Ibarrier()
             if barrier is not None and barrier.Test():
                 return
@@ -787,8 +863,34 @@ class _Exchange(Transport):
             self.bytes_sent += nbytes
             self.copied += self.pending[-1][2]
 
+    def _beat(self, now: float) -> None:
+        """Tell every other rank this one is alive (a small message, not waited for)."""
+        self.beats = [r for r in self.beats if not r.Test()]
+        for dest in range(self.size):
+            if dest != self.rank:
+                self.beats.append(self.comm.isend(None, dest=dest, tag=TAG_BEAT))
+        self.next_beat = now + self.beat_every
+
+    def _lost(self, now: float) -> RankLostError | None:
+        """The error naming the first rank nothing came from for ``timeout`` seconds."""
+        for r, t in enumerate(self.heard):
+            if r != self.rank and now - t > self.timeout:
+                host = host_of(r)
+                return RankLostError(
+                    f"MPI rank {r} (on host {host}) stopped answering: nothing came from it "
+                    f"for {now - t:.1f} s (mpi_timeout={self.timeout:g}) during the run, "
+                    f"noticed on rank {self.rank} (on host {host_of(self.rank)}); its host or "
+                    "process is gone, or its network is cut. The job cannot go on without "
+                    "it: run it again (with checkpoint=PATH, a rerun resumes from the "
+                    "blocks that were finished)", r, host)
+        return None
+
     def _receive(self, source: int, tag: int) -> None:
         MPI = self.MPI
+        self.heard[source] = time.monotonic()
+        if tag == TAG_BEAT:
+            self.comm.recv(source=source, tag=TAG_BEAT)
+            return
         if tag == TAG_ABORT:
             info = self.comm.recv(source=source, tag=TAG_ABORT)
             if self.remote_error is None:
@@ -800,24 +902,31 @@ class _Exchange(Transport):
             raise RuntimeError(f"unexpected MPI message with tag {tag} from rank {source}")
         t0 = time.perf_counter()
         gi, dtype, shape = self.comm.recv(source=source, tag=TAG_HEADER)
+        # the data follows its header; received without blocking, so that a rank whose
+        # host dies mid-message is noticed (messages of one source arrive in order)
         if dtype is None:
-            raw = np.empty(shape, dtype=np.uint8)
-            self.comm.Recv([raw, MPI.BYTE], source=source, tag=TAG_DATA)
-            value = pickle.loads(raw) if not self.aborted else None
-            nbytes = int(shape)
+            buf = np.empty(shape, dtype=np.uint8)
+            flat = buf
         else:
-            value = np.empty(shape, dtype=np.dtype(dtype))
-            self.comm.Recv([value.reshape(-1).view(np.uint8), MPI.BYTE], source=source,
-                           tag=TAG_DATA)
-            nbytes = value.nbytes
+            buf = np.empty(shape, dtype=np.dtype(dtype))
+            flat = buf.reshape(-1).view(np.uint8)
+        request = self.comm.Irecv([flat, MPI.BYTE], source=source, tag=TAG_DATA)
+        self.receiving.append((request, buf, gi, source, dtype is None, flat.nbytes, t0))
+
+    def _received(self, buf: np.ndarray, gi: int, source: int, pickled: bool, nbytes: int,
+                  t0: float) -> None:
+        """A block has arrived whole: delivered to the executor."""
+        self.heard[source] = time.monotonic()
         if self.aborted or self.execution.finished:
             return
+        value = pickle.loads(buf) if pickled else buf
         i = int(self.local.new_of_old[gi])
         event = Transfer(self.keys[i], source, self.rank, nbytes, t0, time.perf_counter())
         self.execution.deliver(i, value, event)
 
-    def _abort_all(self, error: BaseException) -> None:
-        """Tell every other rank to stop; they get the pickled exception and its text."""
+    def _abort_all(self, error: BaseException, skip: int = -1) -> None:
+        """Tell every other rank (but ``skip``) to stop; they get the pickled exception
+        and its text."""
         if self.aborted:  # stopped by another rank's abort: nothing to tell
             return
         self.aborted = True
@@ -829,7 +938,7 @@ class _Exchange(Transport):
             blob = None
         info = (self.rank, blob, text)
         for dest in range(self.size):
-            if dest != self.rank:
+            if dest not in (self.rank, skip):
                 self.pending.append((self.comm.issend(info, dest=dest, tag=TAG_ABORT), None,
                                      0))
 
