@@ -339,7 +339,11 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     ``scipy.sparse.csr_array`` each, put together by one task of the plan. With
     ``backend="mpi"`` every rank must call it; results of at most ``mpi_broadcast_limit``
     bytes together (1 MiB by default: scalars, small arrays) are returned on every rank,
-    larger ones on rank 0 (the other ranks get ``None`` for each array). dask's
+    larger ones on rank 0 (the other ranks get ``None`` for each array).
+    ``checkpoint=PATH``: every block of the results is also written to the checkpoint store
+    at ``PATH`` (a directory, made if missing), and a run of the same plan finds there the
+    blocks an earlier run finished and computes only the others, e.g. after a failure
+    (see :mod:`tilegraph.checkpoint`: each block is checked before it is used). dask's
     ``scheduler=`` and ``num_workers=`` are taken
     (:func:`tilegraph.config.from_dask_keywords`);
     ``scheduler=f``, a scheduler function of the user's own, gets the plan as a dask graph
@@ -354,14 +358,18 @@ def compute(*arrays: Any, **options: Any) -> tuple:
     from tilegraph.array.lowering import compute_arrays
 
     get = config.foreign_get(options)
+    checkpoint = options.pop("checkpoint", None)
     if get is not None:  # the user's own scheduler function, as dask.compute takes it
         import dask
 
+        if checkpoint is not None:
+            raise ValueError("compute(): checkpoint= is not taken with a scheduler function "
+                             "of your own (scheduler=...)")
         rest = {k: v for k, v in options.items() if k != "scheduler"}
         return dask.compute(*arrays, scheduler=get, **rest)
     opts = config.resolve(options, "compute()")
     targets = [a._compute_target() for a in arrays if isinstance(a, Array)]
-    results = compute_arrays(targets, opts)
+    results = compute_arrays(targets, opts, checkpoint=checkpoint)
     if results is None:  # an MPI rank other than 0: large results stay on rank 0
         return tuple(None if isinstance(a, Array) else a for a in arrays)
     it = iter(results)

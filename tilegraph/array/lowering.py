@@ -212,16 +212,25 @@ def plan_arrays(arrays: Sequence[Any], fuse: bool = True, *, processes: int | No
     return ArrayPlan(plan, results)
 
 
-def compute_arrays(arrays: Sequence[Any], options: config.Options) -> list[Any] | None:
+def compute_arrays(arrays: Sequence[Any], options: config.Options,
+                   checkpoint: Any = None) -> list[Any] | None:
     """The values of ``arrays`` computed with one shared plan by the pipeline, with the
     run's ``options`` (``None`` on the MPI ranks other than 0 when the results are larger
     than ``mpi_broadcast_limit``). The run's backend is made first, so that the graph is
-    built for the memory limit its processes enforce."""
+    built for the memory limit its processes enforce. ``checkpoint``: the path of a
+    checkpoint store (:mod:`tilegraph.array.checkpointing`)."""
+    if checkpoint is not None:
+        from tilegraph.array import checkpointing
+
+        checkpoint = checkpointing.store_path(checkpoint, "compute()")
     backend, options = pipeline.prepare(options)
     graph, results = lower_arrays(arrays, options)
     if not results.keys:
         return []
     warn_tiny_blocks(graph)
+    if checkpoint is not None:
+        return checkpointing.compute_arrays(arrays, graph, results, checkpoint, backend,
+                                            options)
     return pipeline.run(graph, results.keys, finish=results.assemble, options=options,
                         sized=True, prepared=backend)
 

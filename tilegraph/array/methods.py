@@ -101,8 +101,10 @@ def blocks(self: Array) -> BlockView:
 
 def persist(self: Array, **options: Any) -> Array:
     """Compute every block now and return an Array made of the computed blocks (held in
-    memory): later expressions start from them instead of recomputing ``self``. Options
-    as for :meth:`compute` (dask's ``scheduler=`` and ``num_workers=`` too)."""
+    memory; with ``store=PATH``, written to the checkpoint store at ``PATH`` and read back
+    from it: see :func:`persist_arrays`): later expressions start from them instead of
+    recomputing ``self``. Options as for :meth:`compute` (dask's ``scheduler=`` and
+    ``num_workers=`` too)."""
     return persist_arrays(self, **options)[0]
 
 
@@ -111,6 +113,14 @@ def persist_arrays(*arrays: Any, **options: Any) -> tuple:
     computed now (one shared plan) and returned as an Array of its computed blocks, held
     in memory; other arguments are returned as they are. Options as for
     :func:`~tilegraph.compute` (dask's ``scheduler=`` and ``num_workers=`` too).
+
+    ``store=PATH``: the blocks are written to the checkpoint store at ``PATH`` (a
+    directory, made if missing; see :mod:`tilegraph.checkpoint`) by the tasks that make
+    them, and the arrays returned read them from there, checked at every read, instead of
+    holding them in memory: they survive the process, and a persist of the same arrays
+    (the same plan) after a failure computes only the blocks the store does not hold yet.
+    On several hosts (MPI, dask) the store must be a directory every process sees; with
+    MPI every rank gets the arrays.
 
     >>> import numpy as np, tilegraph as tg
     >>> x = tg.from_numpy(np.arange(6.0), chunks=4)
@@ -121,15 +131,26 @@ def persist_arrays(*arrays: Any, **options: Any) -> tuple:
     from tilegraph import config
 
     get = config.foreign_get(options)
+    store = options.pop("store", None)
     if get is not None:  # the user's own scheduler function, as dask.persist takes it
         import dask
 
+        if store is not None:
+            raise ValueError("persist(): store= is not taken with a scheduler function of "
+                             "your own (scheduler=...)")
         rest = {k: v for k, v in options.items() if k != "scheduler"}
         return dask.persist(*arrays, scheduler=get, **rest)
+    if store is not None:
+        from tilegraph.array import checkpointing
+
+        store = checkpointing.store_path(store, "persist()")
     opts = config.resolve(options, "persist()")
     targets = [a for a in arrays if isinstance(a, Array)]
     if not targets:
         return tuple(arrays)
+    if store is not None:
+        made = iter(checkpointing.persist_arrays(targets, store, opts))
+        return tuple(next(made) if isinstance(a, Array) else a for a in arrays)
     values = _computed_blocks(targets, opts)
     made = iter([from_blocks(v, t.shape, t.chunks, t.dtype)
                  for v, t in zip(values, targets, strict=True)])
