@@ -4,7 +4,12 @@
 writes to this host's ``/tmp`` and to the shared directory ``SHARED``, a read of an input
 in ``SHARED``; each rank prints one line ``RESULT <json>`` (its host, its checks against
 NumPy, what it saw of the files). ``read PATH``: ``from_npy(PATH)`` and a sum, uncaught (a
-path some host lacks aborts the job).
+path some host lacks aborts the job). ``lose STORE TIMEOUT``: a slow computation with the
+checkpoint store ``STORE`` and ``mpi_timeout=TIMEOUT``, during which the test loses a host:
+each rank prints ``READY`` before it starts and then ``RESULT`` with the error it got, and
+leaves at once (a rank is gone: the job cannot finalize). ``resume STORE``: the same
+computation again (each rank prints its tasks, and the blocks taken from the store), then
+without the store, and rank 0 compares the results.
 """
 
 from __future__ import annotations
@@ -96,7 +101,63 @@ def _read(path: str) -> dict:
     return {"sum": float(x.sum().compute(backend="mpi"))}
 
 
+def _slow(b):
+    import time
+
+    # slow while the test loses a host (the environment is not part of the plan: the
+    # rerun is the same plan, without the wait)
+    time.sleep(float(os.environ.get("TG_TEST_SLOW", "0")))
+    return b * 3
+
+
+def _slow_array():
+    import tilegraph as tg
+
+    return tg.random.random((600, 400), chunks=50, seed=7).map_blocks(_slow) + 1
+
+
+def _lose(store: str, timeout: str) -> None:
+    import time
+
+    from tilegraph.runtime.mpi import world
+
+    comm = world()
+    out = {"rank": comm.Get_rank(), "host": socket.gethostname()}
+    x = _slow_array()
+    print("READY", flush=True)
+    try:
+        x.compute(backend="mpi", workers=1, checkpoint=store, mpi_timeout=float(timeout))
+        out["error"] = None
+    except Exception as exc:
+        out.update(error=type(exc).__name__, message=str(exc), notes=getattr(
+            exc, "__notes__", []), lost=getattr(exc, "rank", None), when=time.time())
+    print("RESULT " + json.dumps(out), flush=True)
+    time.sleep(3)  # (the other rank reports too before this one's exit breaks its links)
+    os._exit(0)  # (MPI cannot finalize with a rank gone)
+
+
+def _resume(store: str) -> dict:
+    import numpy as np
+
+    import tilegraph as tg
+    from tilegraph.checkpoint import last_resumed
+    from tilegraph.runtime.mpi import world
+
+    rank = world().Get_rank()
+    got = _slow_array().compute(backend="mpi", workers=1, checkpoint=store)
+    out = {"rank": rank, "resumed": tg.last_run().ntasks, "loaded": last_resumed().loaded,
+           "blocks": last_resumed().blocks}
+    full = _slow_array().compute(backend="mpi", workers=1)
+    out["full"] = tg.last_run().ntasks
+    if rank == 0:
+        out["right"] = bool(np.array_equal(got, full))
+    return out
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
-    result = _values(sys.argv[2]) if mode == "values" else _read(sys.argv[2])
+    if mode == "lose":
+        _lose(sys.argv[2], sys.argv[3])
+    result = (_values(sys.argv[2]) if mode == "values" else
+              _resume(sys.argv[2]) if mode == "resume" else _read(sys.argv[2]))
     print("RESULT " + json.dumps(result), flush=True)

@@ -720,6 +720,7 @@ class _Exchange(Transport):
         self.beat_every = min(BEAT_MAX, self.timeout / 4)
         self.heard = [0.0] * self.size
         self.beats: list[Any] = []
+        self.told: list[Any] = []  # abort messages sent, until received
         self.next_beat = 0.0
         # blocks being received: (request, buffer, task, source, pickled, bytes, start)
         self.receiving: deque[tuple[Any, np.ndarray, int, int, bool, int, float]] = deque()
@@ -790,12 +791,16 @@ class _Exchange(Transport):
                 self._abort_all(lost, skip=lost.rank)
                 self.leaving = True
                 self.local_done.set()
+                # the ranks still there get the error before this one may leave
+                leave_by = now + self.timeout
             if self.leaving and self.local_done.is_set():
                 # a signal ends this process: its abort message gets a moment to leave,
                 # no barrier is waited for (the other ranks may be stopping too)
                 leave_by = leave_by or time.monotonic() + _LEAVE_WAIT
                 self.pending = [p for p in self.pending if not p[0].Test()]
-                if not self.pending or time.monotonic() > leave_by:
+                self.told = [r for r in self.told if not r.Test()]
+                if (not self.pending or (self.failure is not None and not self.told)
+                        or time.monotonic() > leave_by):
                     return
             while self.sendq and (self.copied < self.window or not self.copied):
                 i, value = self.sendq.popleft()
@@ -939,8 +944,9 @@ class _Exchange(Transport):
         info = (self.rank, blob, text)
         for dest in range(self.size):
             if dest not in (self.rank, skip):
-                self.pending.append((self.comm.issend(info, dest=dest, tag=TAG_ABORT), None,
-                                     0))
+                request = self.comm.issend(info, dest=dest, tag=TAG_ABORT)
+                self.pending.append((request, None, 0))
+                self.told.append(request)
 
     def remote_error_for(self, rank: int) -> BaseException:
         """The exception a rank raises for another rank's failure: the task's own exception

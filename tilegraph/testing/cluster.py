@@ -885,12 +885,18 @@ class Cluster:
 
     def _write_agent(self) -> None:
         """The launch agent mpiexec calls instead of ssh: ``agent HOST COMMAND...`` runs
-        the command with ``sh -c`` on the host named (by address or name)."""
+        the command with ``sh -c`` on the host named (by address or name). As ssh's client
+        does, it stays here while the command runs there; when the command ends because
+        its host was lost (:meth:`cut`), it waits, as ssh waits for a machine that stopped
+        answering, until the host is plugged back (then it fails, as ssh does on a reset
+        connection): mpiexec learns of a lost host no sooner than over a real network."""
         cases = []
         for h in self.hosts:
             enter = shlex.join(["nsenter", f"--net={h.netns_path}", f"--mount={h.mnt}",
                                 f"--uts={h.uts}", "--wd=/", "--"])
-            cases.append(f"  {h.address}|{h.name}) exec {enter} /bin/sh -c \"$*\" ;;")
+            cut = shlex.quote(self._cut_mark(h))
+            cases.append(f"  {h.address}|{h.name}) {enter} /bin/sh -c \"$*\"; status=$?; "
+                         f"cut={cut} ;;")
         text = "\n".join([
             "#!/bin/sh",
             f"# mpiexec's launch agent for the emulated cluster {self.tag}: enters a host's",
@@ -898,7 +904,12 @@ class Cluster:
             "host=\"$1\"; shift",
             "case \"$host\" in", *cases,
             "  *) echo \"tilegraph cluster: no host $host in this bed\" >&2; exit 255 ;;",
-            "esac", ""])
+            "esac",
+            "if [ -e \"$cut\" ]; then",
+            "  while [ -e \"$cut\" ]; do sleep 0.2; done",
+            "  exit 255",
+            "fi",
+            "exit $status", ""])
         self.agent = os.path.join(self.dir, "agent")
         fd = os.open(self.agent, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
         with os.fdopen(fd, "w") as f:
@@ -1044,14 +1055,20 @@ class Cluster:
         host whose link is down), as when a machine loses power or its network. Its
         processes keep running until :meth:`kill`. :meth:`reconnect` plugs it back."""
         h = self.host(host)
+        open(self._cut_mark(h), "w").close()  # (the launch agent's sign, see _write_agent)
         _sh(["ip", "-n", self.switch, "link", "set", f"h{h.index}", "down"],
             f"cutting {h.name}'s link")
+
+    def _cut_mark(self, h: Host) -> str:
+        return os.path.join(self.dir, f"cut-{h.name}")
 
     def reconnect(self, host: int | Host) -> None:
         """Plug ``host``'s cable back in after :meth:`cut`."""
         h = self.host(host)
         _sh(["ip", "-n", self.switch, "link", "set", f"h{h.index}", "up"],
             f"reconnecting {h.name}")
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._cut_mark(h))
 
     def connected(self, host: int | Host) -> bool:
         """Whether ``host``'s port on the switch is up (not :meth:`cut`)."""
