@@ -322,7 +322,11 @@ class _Run:
 
     def _raise(self, fut: Any) -> None:
         """Raise the exception of the task that failed first (``fut`` or what it needs)."""
-        exc = fut.exception()
+        exc = fut.exception() if fut.status == "error" else None
+        if exc is None:  # cancelled: no exception to raise (e.g. the client lost the key)
+            exc = RuntimeError(f"the dask cluster gave no result for task {fut.key!r} "
+                               f"(its future is {fut.status}): a worker could not run it "
+                               "(a function it could not import?) or the key was lost")
         key = self._blame(fut.key)
         i = self.keys.get(key, self.keys.get(fut.key))
         if i is not None and isinstance(exc, Exception):
