@@ -136,6 +136,25 @@ def test_outputs_are_gathered():
     assert communication_volume(g, pl, gather_to=1) == (0, 0)
 
 
+def test_small_outputs_are_shared_and_the_transport_s_own_bytes_counted():
+    # x (10 bytes) on worker 1, gathered to 0 (link 2-3, arrives at 4), then shared from 0
+    # with workers 1 and 2 (as MPI returns small results on every rank): 4-5, 5-6, +1
+    g = build([("x", [], 2, 10)])
+    pl = np.array([1])
+    r = simulate(g, pl, 3, model=MODEL, share_limit=10)
+    assert r.shared_bytes == 20 and r.bytes_moved == 30 and r.messages == 3
+    assert r.makespan == 4.0 + 1.0 + 1.0 + 1.0
+    assert simulate(g, pl, 3, model=MODEL, share_limit=9).shared_bytes == 0  # too large
+    # 5 bytes of the transport's own per message: the link takes (10 + 5) / 10 s
+    framed = CostModel(flop_rate=1.0, bandwidth=10.0, latency=1.0, mem_bandwidth=1.0,
+                       task_overhead=0.0, message_bytes=5, task_bytes=7, run_bytes=100)
+    r = simulate(g, pl, 2, model=framed)
+    assert r.makespan == 2.0 + 1.5 + 1.0
+    assert r.bytes_moved == 10 and r.wire_bytes == 10 + 5 + 7 + 100
+    with pytest.raises(ValueError, match="message_bytes must be a number >= 0"):
+        CostModel(message_bytes=-1)
+
+
 def test_ready_tasks_run_in_priority_order():
     # p1 and p2 are both ready on worker 0; d on worker 1 needs p1
     g = build([("p1", [], 1, 0), ("p2", [], 5, 0), ("d", ["p1"], 10, 0)])

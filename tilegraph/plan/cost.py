@@ -9,7 +9,16 @@ product, from the ``flops`` formula of its op kind in :mod:`tilegraph.graph.kind
 temporaries (the executor's estimate, :func:`tilegraph.graph.memory.task_estimates`, from
 the ``temp_factor`` of its kind) once in and once out, ``2 * estimate / mem_bandwidth``.
 Every task also pays ``task_overhead`` (the scheduler's own time). A message of ``b`` bytes
-takes ``latency + b / bandwidth`` to arrive.
+takes ``latency + (b + message_bytes) / bandwidth`` to arrive.
+
+What crosses the network is more than the blocks: each message carries ``message_bytes``
+beyond its block (the transport's header, the framing of the pickled or raw payload, TCP/IP
+headers and acknowledgements), each task costs ``task_bytes`` (a scheduler that ships tasks
+to its workers, as dask's does, sends each task's definition and hears back its end; zero
+when every process plans for itself, as MPI's ranks do) and each run ``run_bytes`` (the
+steps the processes take together: the plan check, the placement, the start and end).
+:meth:`CostModel.wire_bytes` adds them up; their values for a transport are measured
+(``bench/cluster.py --calibrate`` fits them to the bytes the network interfaces counted).
 
 >>> m = CostModel(flop_rate=1e9, bandwidth=1e8, latency=1e-3, mem_bandwidth=1e9,
 ...               task_overhead=0.0)
@@ -32,20 +41,25 @@ class CostModel:
     """Machine parameters, per worker: ``flop_rate`` (flop/s), ``mem_bandwidth`` (bytes/s
     for memory-bound tasks), ``bandwidth`` (bytes/s of one worker's network link),
     ``latency`` (seconds per message) and ``task_overhead`` (seconds of scheduling per
-    task). The defaults are one core of a current server and a 10 Gbit/s network."""
+    task); and what the transport adds on the network: ``message_bytes`` per message,
+    ``task_bytes`` per task, ``run_bytes`` per run (see the module docstring). The defaults
+    are one core of a current server and a 10 Gbit/s network, and blocks alone on it."""
 
     flop_rate: float = 50e9
     mem_bandwidth: float = 5e9
     bandwidth: float = 1.25e9
     latency: float = 20e-6
     task_overhead: float = 10e-6
+    message_bytes: float = 0.0
+    task_bytes: float = 0.0
+    run_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("flop_rate", "mem_bandwidth", "bandwidth"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"CostModel: {name} must be a positive number, got {value!r}")
-        for name in ("latency", "task_overhead"):
+        for name in ("latency", "task_overhead", "message_bytes", "task_bytes", "run_bytes"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"CostModel: {name} must be a number >= 0, got {value!r}")
@@ -64,8 +78,21 @@ class CostModel:
 
     def transfer_seconds(self, nbytes: Any) -> Any:
         """Seconds for a message of ``nbytes`` bytes (a number or an array) to arrive."""
-        return self.latency + np.asarray(nbytes, dtype=np.float64) / self.bandwidth \
-            if isinstance(nbytes, np.ndarray) else self.latency + float(nbytes) / self.bandwidth
+        if isinstance(nbytes, np.ndarray):
+            return self.latency + (np.asarray(nbytes, dtype=np.float64)
+                                   + self.message_bytes) / self.bandwidth
+        return self.latency + (float(nbytes) + self.message_bytes) / self.bandwidth
+
+    def wire_bytes(self, block_bytes: float, messages: int, tasks: int) -> float:
+        """Bytes on the network for ``messages`` messages carrying ``block_bytes`` bytes of
+        blocks in a run of ``tasks`` tasks (see the module docstring).
+
+        >>> CostModel(message_bytes=100, task_bytes=10, run_bytes=1000).wire_bytes(
+        ...     1e6, messages=20, tasks=50)
+        1003500.0
+        """
+        return (float(block_bytes) + messages * self.message_bytes + tasks * self.task_bytes
+                + self.run_bytes)
 
 
 def column(graph: Any, name: str, n: int | None = None) -> np.ndarray:

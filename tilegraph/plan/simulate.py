@@ -16,9 +16,13 @@ to every other worker that has a consumer of it, and to ``gather_to`` if ``i`` i
 placed elsewhere; sends are issued in increasing order of destination worker. Every worker has
 one outgoing link, and its sends use it one after another in the order they are issued: a send
 of ``b`` bytes starts at ``link_start = max(t, end of the previous send on that link)``,
-occupies the link for ``b / bandwidth`` seconds and arrives at
-``link_start + b / bandwidth + latency``. The makespan is the time the last task finished or
-the last gathered output arrived, whichever is later.
+occupies the link for ``(b + message_bytes) / bandwidth`` seconds and arrives at
+``link_start + (b + message_bytes) / bandwidth + latency``. With ``share_limit``, outputs of
+at most that many bytes together are then sent from ``gather_to`` to every other worker
+(as the MPI backend returns small results on every rank), one after another on its link.
+The makespan is the time the last task finished or the last gathered (or shared) output
+arrived, whichever is later. ``wire_bytes`` adds what the transport itself sends
+(:meth:`~tilegraph.plan.cost.CostModel.wire_bytes`).
 
 Memory. The executor's memory model (:func:`tilegraph.graph.memory.task_estimates`), as in
 :func:`~tilegraph.plan.explain.sequential_peak`: a task's output and its temporaries count
@@ -71,7 +75,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -101,6 +105,12 @@ class SimResult:
     """int64[workers], most bytes of blocks held at once by each worker."""
     busy: np.ndarray
     """float64[workers], seconds each worker computed."""
+    wire_bytes: int = 0
+    """Bytes on the network: the blocks, and what the transport adds per message, task
+    and run (:meth:`~tilegraph.plan.cost.CostModel.wire_bytes`)."""
+    shared_bytes: int = 0
+    """Bytes of outputs sent from ``gather_to`` to the other workers (``share_limit``),
+    included in ``bytes_moved``."""
 
     @property
     def utilisation(self) -> float:
@@ -319,6 +329,7 @@ class Simulation:
         self._task_ptr = rows.task_ptr.tolist()
         self._bandwidth = float(model.bandwidth)
         self._latency = float(model.latency)
+        self._message = float(model.message_bytes)
 
         # state
         self.missing = graph.in_degree().tolist()
@@ -418,7 +429,7 @@ class Simulation:
         start = self.link_free[w]
         if start < self.now:
             start = self.now
-        left = start + nbytes / self._bandwidth
+        left = start + (nbytes + self._message) / self._bandwidth
         self.link_free[w] = left
         self._instant(left + self._latency).arriving.append(r)
         return left
@@ -489,15 +500,17 @@ def simulate(
     outputs: Sequence[int] | np.ndarray | None = None,
     model: CostModel | None = None,
     gather_to: int | None = 0,
+    share_limit: int | None = None,
 ) -> SimResult:
     """Simulate running ``graph`` on ``workers`` workers with task ``i`` on ``placement[i]``.
 
     ``priority`` orders ready tasks (lower runs first; ties go to the lower task index) and
     defaults to ``order(graph, outputs)``; ``outputs`` (task indices) default to the tasks
     without consumers; ``model`` defaults to ``CostModel()``; outputs placed elsewhere than
-    ``gather_to`` are sent there at the end (``None``: no gather). The model is described in
-    the module docstring. Raises ``ValueError`` on a bad placement, worker count, priority or
-    ``gather_to``, and if some task can never run (a cycle).
+    ``gather_to`` are sent there at the end (``None``: no gather), and with ``share_limit``,
+    outputs of at most that many bytes together from there to every other worker. The model
+    is described in the module docstring. Raises ``ValueError`` on a bad placement, worker
+    count, priority or ``gather_to``, and if some task can never run (a cycle).
     """
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
@@ -518,4 +531,16 @@ def simulate(
     rank[np.argsort(prio, kind="stable")] = np.arange(n, dtype=np.int64)
     sim = Simulation(graph, pl, nw, out, rank, model, gather_to)
     sim.run()
-    return sim.result()
+    res = sim.result()
+    shared = 0
+    if gather_to is not None and share_limit is not None and nw > 1:
+        total = int(sim.sizes[out].sum())
+        if total <= share_limit:
+            shared = total * (nw - 1)
+            t = res.makespan
+            for _ in range(nw - 1):
+                t += (total + model.message_bytes) / model.bandwidth
+            res = replace(res, makespan=t + model.latency, bytes_moved=res.bytes_moved + shared,
+                          messages=res.messages + nw - 1, shared_bytes=shared)
+    wire = model.wire_bytes(res.bytes_moved, res.messages, n)
+    return replace(res, wire_bytes=round(wire))
