@@ -5,27 +5,26 @@ Each block of the results is written to the store by the task that makes it; bef
 the process that returns the results (the driver, rank 0 of an MPI run) takes from the
 store the blocks that pass every check, the ranks agree on them (one collective step), and
 the plan computes only the others. ``persist(..., store=PATH)`` returns arrays whose blocks
-are read back from the store (checked at every read) instead of being held in memory."""
+are read back from the store (checked at every read) instead of being held in memory
+(made by :mod:`tilegraph.array.methods`: this module imports no Array, as lowering
+imports it)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
 from tilegraph import config, pipeline
-from tilegraph.algebra.blocks import lower, source
-from tilegraph.array.chunks import all_block_slices, block_shape, numblocks
-from tilegraph.array.core import Array, tokenize
+from tilegraph.algebra.blocks import lower
+from tilegraph.array.chunks import all_block_slices, block_shape
 from tilegraph.checkpoint import (
     CheckpointStore,
     Resumed,
     finished_blocks,
     keep_blocks,
     plan_keys,
-    read_block,
     remember,
 )
 from tilegraph.graph.dask_spec import gc_paused
@@ -48,7 +47,7 @@ def store_path(value: Any, where: str) -> str:
 class _Blocks:
     """The blocks of some arrays, in order: task key, planned shape and dtype."""
 
-    def __init__(self, arrays: Sequence[Array]):
+    def __init__(self, arrays: Sequence[Any]):
         self.keys: list[Hashable] = []
         self.shapes: list[tuple[int, ...]] = []
         self.dtypes: list[np.dtype] = []
@@ -83,13 +82,11 @@ class _Blocks:
         return pks, {n: found.get(n) for n in done}
 
 
-def compute_arrays(arrays: Sequence[Array], graph: TaskGraph, results: Any, path: str,
+def compute_arrays(arrays: Sequence[Any], graph: TaskGraph, results: Any, path: str,
                    backend: Any, options: config.Options) -> list[Any] | None:
     """The results of ``arrays`` (lowered to ``graph``, with their outputs ``results``: an
     :class:`~tilegraph.array.lowering.ArrayOutputs`), their finished blocks taken from the
     checkpoint store at ``path`` and the others computed and written there."""
-    from tilegraph.array.lowering import store_block
-
     unique = list({a.name: a for a in results.arrays}.values())
     blocks = _Blocks(unique)
     pks, done = blocks.resume(path, graph, backend)
@@ -112,7 +109,7 @@ def compute_arrays(arrays: Sequence[Array], graph: TaskGraph, results: Any, path
             if buf is not None:
                 if n not in slices:
                     slices[n] = all_block_slices(unique[n].chunks)
-                store_block(buf, slices[n][coord], value)
+                buf.array[slices[n][coord]] = value  # (read back with its planned shape)
                 got[out_key[i]] = None
             else:
                 got[out_key[i]] = value
@@ -127,9 +124,10 @@ def compute_arrays(arrays: Sequence[Array], graph: TaskGraph, results: Any, path
     return finish([])
 
 
-def persist_arrays(arrays: list[Array], path: str, options: config.Options) -> list[Array]:
+def persist_blocks(arrays: list[Any], path: str, options: config.Options) -> list[list[str]]:
     """``arrays`` computed into the checkpoint store at ``path`` (only the blocks it does
-    not hold already), returned as arrays whose blocks are read from it."""
+    not hold already); the plan keys of each array's blocks, in ``np.ndindex`` order (the
+    front end makes arrays that read them: ``persist(..., store=)``)."""
     backend, options = pipeline.prepare(options, None)
     with gc_paused():
         graph = lower([a.collection for a in arrays], options=options).build()
@@ -146,23 +144,6 @@ def persist_arrays(arrays: list[Array], path: str, options: config.Options) -> l
     out = []
     start = 0
     for a in arrays:
-        mine = pks[start:start + a.npartitions]
+        out.append(pks[start:start + a.npartitions])
         start += a.npartitions
-        out.append(_stored(a, path, mine))
     return out
-
-
-def _stored(a: Array, path: str, pks: list[str]) -> Array:
-    """An array of ``a``'s shape, chunks and dtype whose blocks are read (and checked) from
-    the store at ``path``."""
-    grid = numblocks(a.chunks)
-    flat = {coord: n for n, coord in enumerate(np.ndindex(*grid))}
-    itemsize = a.dtype.itemsize
-
-    def task_of(coord: tuple[int, ...]) -> tuple:
-        return read_block, (path, pks[flat[coord]], block_shape(a.chunks, coord), a.dtype)
-
-    name = f"persisted-{tokenize('persisted', path, *pks)}"
-    blocks = source(name, grid, task_of, kind="load", name="persisted", repeatable=True,
-                    nbytes=lambda c: itemsize * math.prod(block_shape(a.chunks, c)))
-    return Array(blocks, a.shape, a.chunks, a.dtype)

@@ -220,17 +220,17 @@ def compute_arrays(arrays: Sequence[Any], options: config.Options,
     built for the memory limit its processes enforce. ``checkpoint``: the path of a
     checkpoint store (:mod:`tilegraph.array.checkpointing`)."""
     if checkpoint is not None:
-        from tilegraph.array import checkpointing
+        from tilegraph.array.checkpointing import compute_arrays as resumed
+        from tilegraph.array.checkpointing import store_path
 
-        checkpoint = checkpointing.store_path(checkpoint, "compute()")
+        checkpoint = store_path(checkpoint, "compute()")
     backend, options = pipeline.prepare(options)
     graph, results = lower_arrays(arrays, options)
     if not results.keys:
         return []
     warn_tiny_blocks(graph)
     if checkpoint is not None:
-        return checkpointing.compute_arrays(arrays, graph, results, checkpoint, backend,
-                                            options)
+        return resumed(arrays, graph, results, checkpoint, backend, options)
     return pipeline.run(graph, results.keys, finish=results.assemble, options=options,
                         sized=True, prepared=backend)
 

@@ -141,20 +141,45 @@ def persist_arrays(*arrays: Any, **options: Any) -> tuple:
         rest = {k: v for k, v in options.items() if k != "scheduler"}
         return dask.persist(*arrays, scheduler=get, **rest)
     if store is not None:
-        from tilegraph.array import checkpointing
+        from tilegraph.array.checkpointing import persist_blocks as persisted
+        from tilegraph.array.checkpointing import store_path
 
-        store = checkpointing.store_path(store, "persist()")
+        store = store_path(store, "persist()")
     opts = config.resolve(options, "persist()")
     targets = [a for a in arrays if isinstance(a, Array)]
     if not targets:
         return tuple(arrays)
     if store is not None:
-        made = iter(checkpointing.persist_arrays(targets, store, opts))
+        made = iter([_stored(t, store, pks) for t, pks in
+                     zip(targets, persisted(targets, store, opts), strict=True)])
         return tuple(next(made) if isinstance(a, Array) else a for a in arrays)
     values = _computed_blocks(targets, opts)
     made = iter([from_blocks(v, t.shape, t.chunks, t.dtype)
                  for v, t in zip(values, targets, strict=True)])
     return tuple(next(made) if isinstance(a, Array) else a for a in arrays)
+
+
+def _stored(a: Array, path: str, pks: list[str]) -> Array:
+    """An array of ``a``'s shape, chunks and dtype whose blocks are read (and checked) from
+    the checkpoint store at ``path`` (their plan keys ``pks``, in ``np.ndindex`` order)."""
+    import math
+
+    from tilegraph.algebra.blocks import source
+    from tilegraph.array.chunks import block_shape, numblocks
+    from tilegraph.array.core import tokenize
+    from tilegraph.checkpoint import read_block
+
+    grid = numblocks(a.chunks)
+    flat = {coord: n for n, coord in enumerate(np.ndindex(*grid))}
+    itemsize = a.dtype.itemsize
+
+    def task_of(coord: tuple[int, ...]) -> tuple:
+        return read_block, (path, pks[flat[coord]], block_shape(a.chunks, coord), a.dtype)
+
+    name = f"persisted-{tokenize('persisted', path, *pks)}"
+    blocks = source(name, grid, task_of, kind="load", name="persisted", repeatable=True,
+                    nbytes=lambda c: itemsize * math.prod(block_shape(a.chunks, c)))
+    return Array(blocks, a.shape, a.chunks, a.dtype)
 
 
 def _computed_blocks(arrays: list[Array], options: Any) -> list[dict]:
