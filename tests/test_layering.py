@@ -628,3 +628,166 @@ class Unrelated:
     assert offenders == sorted(["a.py:Mine._note:8", "a.py:Mine.transport:11",
                                 "a.py:Mine.run:16", "a.py:Mine.run:17",
                                 "a.py:Mine._loop:23"])
+
+
+_BUILDER_PARAMS = frozenset(("key", "keys", "func", "deps", "args", "kwargs", "value"))
+
+
+def _meta_holder(node: ast.AST) -> bool:
+    """Whether ``node`` names a dict of metadata columns: ``meta``, ``x.meta``,
+    ``self._meta``."""
+    return ((isinstance(node, ast.Name) and node.id in ("meta", "_meta"))
+            or (isinstance(node, ast.Attribute) and node.attr in ("meta", "_meta")))
+
+
+def _column_readers(trees: dict[str, ast.Module]) -> dict[tuple[str, str], dict]:
+    """The package's functions that take column names from their callers, by (module,
+    name): those with ``**meta`` (they hand it to a GraphBuilder; any keyword but their
+    own parameters is a column) and those that look up a parameter in a graph's ``meta``
+    (``column(graph, "nbytes")``: the argument at that position is a column)."""
+    found: dict[tuple[str, str], dict] = {}
+    for module, tree in trees.items():
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            a = fn.args
+            params = [p.arg for p in (*a.posonlyargs, *a.args)]
+            own = {*params, *(p.arg for p in a.kwonlyargs)}
+            if a.kwarg is not None and a.kwarg.arg == "meta":
+                found[(module, fn.name)] = {"meta_kwargs": own}
+                continue
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "get" and _meta_holder(node.func.value)
+                        and node.args and isinstance(node.args[0], ast.Name)
+                        and node.args[0].id in params):
+                    name = node.args[0].id
+                    found[(module, fn.name)] = {"param": name, "pos": params.index(name)}
+    return found
+
+
+def _columns_used(trees: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """Every metadata column the package writes or reads, by name -> {'file:line'}: a
+    string key of a dict of columns (``meta["x"]``, ``meta.get("x")``, ``setdefault``,
+    ``pop``, ``"x" in meta``, a ``meta = {"x": ...}`` literal), a keyword of
+    ``with_meta`` and of a GraphBuilder's ``add``/``add_many``/``add_data`` (a call on a
+    name ending in ``builder`` or one passing ``deps=``/``args=``/``kwargs=``), and a
+    column named to the package's functions that pass names on (:func:`_column_readers`:
+    resolved through each file's imports, so ``np.add(out=)`` and an array's
+    ``map_blocks(dtype=)`` are not taken for columns)."""
+    readers = _column_readers(trees)
+    used: dict[str, set[str]] = {}
+
+    def use(name: object, where: str) -> None:
+        if isinstance(name, str):
+            used.setdefault(name, set()).add(where)
+
+    for module, tree in trees.items():
+        local = {name: (m, name) for (m, name) in readers if m == module}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    if (node.module, alias.name) in readers:
+                        local[alias.asname or alias.name] = (node.module, alias.name)
+        for node in ast.walk(tree):
+            where = f"{module}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Subscript) and _meta_holder(node.value) and isinstance(
+                    node.slice, ast.Constant):
+                use(node.slice.value, where)
+            elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and any(
+                    _meta_holder(c) for c in node.comparators):
+                use(node.left.value, where)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                    _meta_holder(t) for t in node.targets):
+                for k in node.value.keys:
+                    if isinstance(k, ast.Constant):
+                        use(k.value, where)
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            keywords = [k.arg for k in node.keywords if k.arg is not None]
+            if (isinstance(func, ast.Attribute) and _meta_holder(func.value)
+                    and func.attr in ("get", "setdefault", "pop") and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                use(node.args[0].value, where)
+            elif name == "with_meta":
+                for k in keywords:
+                    use(k, where)
+            elif name in ("add", "add_many", "add_data") and (
+                    (isinstance(func, ast.Attribute)
+                     and ast.unparse(func.value).lower().endswith("builder"))
+                    or {"deps", "args", "kwargs"} & set(keywords)):
+                for k in keywords:
+                    if k not in _BUILDER_PARAMS:
+                        use(k, where)
+            if not (isinstance(func, ast.Name) and func.id in local):
+                continue
+            rule = readers[local[func.id]]
+            if "meta_kwargs" in rule:
+                for k in keywords:
+                    if k not in rule["meta_kwargs"]:
+                        use(k, where)
+            else:
+                pos, param = rule["pos"], rule["param"]
+                given = ([node.args[pos]] if len(node.args) > pos else
+                         [k.value for k in node.keywords if k.arg == param])
+                for g in given:
+                    if isinstance(g, ast.Constant):
+                        use(g.value, where)
+    return used
+
+
+def _package_trees() -> dict[str, ast.Module]:
+    return {_module_of(p): ast.parse(p.read_text()) for p in ROOT.rglob("*.py")}
+
+
+def test_every_metadata_column_is_declared():
+    """One schema declares the graph's metadata columns (name, type, meaning, writer):
+    every column the package writes or reads is in it, and every declared column is used
+    (a stale declaration would mislead a reader)."""
+    from tilegraph.graph.taskgraph import META_COLUMNS, META_SCHEMA, TaskMeta
+
+    declared = {c.name: c for c in META_SCHEMA}
+    assert len(declared) == len(META_SCHEMA), "a column is declared twice"
+    for c in META_SCHEMA:
+        assert c.type and c.meaning and c.writer, c
+    assert TaskMeta._fields == META_COLUMNS
+    used = _columns_used(_package_trees())
+    undeclared = {k: sorted(v)[:3] for k, v in used.items() if k not in declared}
+    assert not undeclared, f"metadata columns used but not declared in META_SCHEMA: {undeclared}"
+    assert sorted(set(declared) - set(used)) == []
+    # the fusion columns and the builder's are all seen where they are written
+    for column in ("overwrites", "remake", "step_working", "chain_blockwise", "worker",
+                   "serial", "line"):
+        assert column in used, column
+
+
+def test_the_column_scan_finds_each_way_of_writing_a_column():
+    """The scan behind the schema test sees a column however it is written or read (so
+    that test can fail), and takes no other keyword or key for one."""
+    source = '''
+from tilegraph.algebra.blocks import source as src
+from tilegraph.plan.cost import column
+import numpy as np
+def f(graph, builder, b, meta):
+    graph.meta["sub_read"]
+    meta["sub_write"] = 1
+    graph.meta.get("got")
+    meta.setdefault("defaulted", [])
+    if "tested" in graph.meta:
+        pass
+    graph.with_meta(placed=[1])
+    builder.add_data("k", 1, via_builder=3)
+    b.add("k", len, deps=["j"], via_add=2)
+    src("x", (1,), None, via_forwarder=1)
+    column(graph, "via_reader")
+    np.add(1, 2, out=None)
+    b.add(3)
+    meta = {"literal": 1}
+'''
+    trees = {**_package_trees(), "scratch": ast.parse(source)}
+    used = {k for k, where in _columns_used(trees).items()
+            if any(w.startswith("scratch:") for w in where)}
+    assert used == {"sub_read", "sub_write", "got", "defaulted", "tested", "placed",
+                    "via_builder", "via_add", "via_forwarder", "via_reader", "literal"}

@@ -29,23 +29,13 @@ literal container so it is passed as it is. The mode says how much work filling 
 - ``MODE_FLAT``: only top-level markers in ``args``.
 - ``MODE_NESTED``: markers or calls anywhere; filled recursively by :func:`fill`.
 
-Metadata columns (all optional): ``name`` (op name shown in errors and plans), ``kind`` (op
-kind, e.g. ``"load"``, ``"gemm"``: a row of :mod:`tilegraph.graph.kinds`), ``coords`` (block
-coordinates), ``nbytes`` (estimated output bytes), ``cost`` (estimated flops), ``line`` (the
-user's source line, ``"file:line"``), ``retries`` (extra attempts allowed), ``priority`` (lower
-runs first), ``worker`` (the worker a placement assigned, see :func:`tilegraph.plan.place`),
-``overwrites`` (a tuple of the dependency slots a fused task may write over in place, set by
-:func:`tilegraph.plan.fuse.fuse_chains`; see :meth:`TaskGraph.overwritten`), ``serial`` (the
-task's position in the program it comes from, for graphs whose tasks have side effects, such
-as the statements of a script: a failure stops the run as the program run in that order
-would stop, see :class:`tilegraph.runtime.core.Execution`), ``repeatable`` (whether the
-task's own step gives the same result when run again: ``True``, ``False``, or a ``str``
-saying why not; unset, its op kind's row decides: see :meth:`TaskGraph.repeatable`; a source
-sets it when it proves its reads repeatable, e.g. a file whose fingerprint every read
-checks), ``working`` and ``remake`` (of a fused task: the largest working set along its
-chain, and whether every step of it is cheap to make again; set by
-:func:`tilegraph.plan.fuse.fuse_chains`, which also sets a fused task's ``repeatable`` to
-``True`` or to the reason of the first step of its chain that is not).
+Metadata columns (all optional, ``None`` where unset) are declared in one schema,
+:data:`META_SCHEMA`: each column's name, the type of its values, what it means and who
+writes it. A front end sets the columns of :data:`META_COLUMNS` as keywords of
+:class:`GraphBuilder`'s ``add``, ``add_many`` and ``add_data`` (any other name is refused);
+the planner writes the others (``overwrites``, ``remake``, ``step_working``,
+``chain_blockwise``: :func:`tilegraph.plan.fuse.fuse_chains`). ``tests/test_layering.py``
+checks that every column the package reads or writes is declared.
 """
 
 from __future__ import annotations
@@ -62,8 +52,64 @@ MODE_DIRECT = 1
 MODE_FLAT = 2
 MODE_NESTED = 3
 
-META_COLUMNS = ("name", "kind", "coords", "nbytes", "cost", "line", "retries", "priority",
-                "worker", "serial", "working", "repeatable")
+
+class MetaColumn(NamedTuple):
+    """One metadata column of a :class:`TaskGraph`: its ``name``, the ``type`` of a value
+    (``None`` is always allowed: unset), what it means, who writes it, and whether a front
+    end may set it when it adds tasks (``builder``: a keyword of :class:`GraphBuilder`)."""
+
+    name: str
+    type: str
+    meaning: str
+    writer: str
+    builder: bool = True
+
+
+_FUSE = "the planner's fusion (tilegraph.plan.fuse.fuse_chains)"
+
+META_SCHEMA: tuple[MetaColumn, ...] = (
+    MetaColumn("name", "str", "the op name shown in errors and plans; of a fused task, the "
+               "names of its steps joined with '+'", f"front ends; {_FUSE}"),
+    MetaColumn("kind", "str", "the op kind, e.g. 'load', 'gemm': a row of "
+               "tilegraph.graph.kinds (an unknown kind is refused)", "front ends"),
+    MetaColumn("coords", "tuple[int, ...]", "the block coordinates of the task's result",
+               "front ends"),
+    MetaColumn("nbytes", "int", "the estimated bytes of the task's result", "front ends"),
+    MetaColumn("cost", "float", "the estimated flops of the task; of a fused task, of all "
+               "its steps", f"front ends; {_FUSE}"),
+    MetaColumn("line", "str", "the user's source line, 'file:line'", "front ends"),
+    MetaColumn("retries", "int", "extra attempts allowed", "front ends (autopar)"),
+    MetaColumn("priority", "int", "lower runs first; when every task has one, the planner's "
+               "order is not used", "front ends (autopar)"),
+    MetaColumn("worker", "int", "the worker (process) a placement assigned",
+               "the pipeline's placement (tilegraph.pipeline.make_plan, tilegraph.plan.place)"),
+    MetaColumn("serial", "int", "the task's position in the program it comes from, for "
+               "graphs whose tasks have side effects (a script's statements): a failure "
+               "stops the run as the program run in that order would stop",
+               "front ends (autopar)"),
+    MetaColumn("working", "int", "the bytes the task holds while it runs when more than its "
+               "result (a read's buffers); of a fused task, the peak of its steps",
+               f"front ends; {_FUSE}"),
+    MetaColumn("repeatable", "bool | str", "whether the task's own step gives the same "
+               "result when run again (a str: why not); unset, its op kind's row decides "
+               "(TaskGraph.repeatable); of a fused task, True or the reason of the first step "
+               "that is not", f"sources that prove their reads repeatable; {_FUSE}"),
+    MetaColumn("overwrites", "tuple[int, ...]", "the dependency slots a fused task may "
+               "write over in place (TaskGraph.overwritten)", _FUSE, builder=False),
+    MetaColumn("remake", "bool", "of a fused task: whether every step of it is cheap to "
+               "make again", _FUSE, builder=False),
+    MetaColumn("step_working", "int", "of a fused task: the bytes its last step works on "
+               "(a later fusion pass and the memory model read it; set only on fused tasks)",
+               _FUSE, builder=False),
+    MetaColumn("chain_blockwise", "bool", "of a fused task: whether every step of it works "
+               "block by block (read by a later fusion pass)", _FUSE, builder=False),
+)
+"""Every metadata column a :class:`TaskGraph` may carry (see :class:`MetaColumn`)."""
+
+META_COLUMNS = tuple(c.name for c in META_SCHEMA if c.builder)
+"""The columns a front end sets when it adds tasks (the fields of :class:`TaskMeta`)."""
+
+META_DECLARED = frozenset(c.name for c in META_SCHEMA)
 
 
 class GraphError(ValueError):
@@ -409,7 +455,7 @@ class GraphBuilder:
 
         Without ``args`` the call is ``func(*values_of(deps))``. With ``args`` it is
         ``func(*args)`` where ``Dep(j)`` markers in ``args`` stand for the value of ``deps[j]``.
-        Metadata keywords are the columns listed in the module docstring.
+        Metadata keywords are the columns of :data:`META_COLUMNS` (see :data:`META_SCHEMA`).
         """
         if not callable(func):
             raise GraphError(f"task {key!r}: operation {func!r} is not callable")
@@ -559,9 +605,12 @@ class TaskGraph:
 
     def with_meta(self, **columns: list[Any]) -> TaskGraph:
         """The same graph with the metadata ``columns`` added or replaced (one value per
-        task); everything else is shared, not copied."""
+        task; each a column of :data:`META_SCHEMA`); everything else is shared, not copied."""
         meta = dict(self.meta)
         for name, col in columns.items():
+            if name not in META_DECLARED:
+                raise TypeError(f"with_meta(): unknown metadata column {name!r}; declared: "
+                                f"{', '.join(c.name for c in META_SCHEMA)}")
             if len(col) != len(self.keys):
                 raise GraphError(f"metadata column {name!r} has {len(col)} values for "
                                  f"{len(self.keys)} tasks")
