@@ -345,146 +345,225 @@ def _chosen(graph: TaskGraph, outputs: np.ndarray) -> tuple[np.ndarray, bool]:
     return fuse | dup, shared
 
 
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """The columns of the graph being fused that fusion reads per task (lists of
+    ``len(graph)``; ``None`` where the graph has no such column and a missing value makes
+    no difference)."""
+
+    names: list | None
+    costs: list | None
+    nbytes: list | None
+    kinds: list | None
+    rows: dict[Any, Any]  # op kind -> its row of the registry
+    own_working: list  # a task's own working set (a read's buffers)
+    step_working: list  # of tasks fused in an earlier pass: their own step's
+    chain_blockwise: list  # of tasks fused in an earlier pass: all steps blockwise
+    remake: list  # of tasks fused in an earlier pass
+    repeatable: list
+
+    @classmethod
+    def of(cls, graph: TaskGraph) -> _Columns:
+        n = len(graph)
+        meta = graph.meta
+        kinds = meta.get("kind")
+        return cls(names=meta.get("name"), costs=meta.get("cost"), nbytes=meta.get("nbytes"),
+                   kinds=kinds,
+                   rows={k: kind_info(k) for k in set(kinds)} if kinds is not None else {},
+                   own_working=meta.get("working") or [None] * n,
+                   step_working=meta.get("step_working") or [None] * n,
+                   chain_blockwise=meta.get("chain_blockwise") or [None] * n,
+                   remake=meta.get("remake") or [None] * n,
+                   repeatable=meta.get("repeatable") or [None] * n)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fused:
+    """A task with the fused producers it reads inlined into its call: the call, the
+    graph's tasks its dependency slots read (in slot order), and what fusion records of
+    the chain in the task's metadata."""
+
+    func: Callable
+    args: tuple
+    kwargs: dict | None
+    deps: list[int]
+    label: str  # the op names of its steps, joined with "+"
+    cost: float  # the flops of all its steps
+    written: set[int]  # the slots any of its steps writes over in place
+    out: int  # bytes of its result (none for a view)
+    step: int  # bytes its own (last) step works on
+    remake: bool  # every step is cheap to make again
+    blockwise: bool  # every step works block by block
+    repeat: bool | str  # every step gives the same result again, else why not
+
+    def call(self) -> Call:
+        """The task as a step inlined into its consumer."""
+        return Call(self.func, self.args, self.kwargs, mem=(self.out, self.step))
+
+    def working(self) -> int:
+        """The peak bytes of running the task: its inlined steps, then its own step."""
+        held, peak = template_working((self.args, self.kwargs))
+        return max(peak, held + self.step)
+
+
+class _Template:
+    """The argument template of a task being fused, as its producers are inlined: its own
+    dependencies in their new slots (``deps``), the producers to inline as pending markers
+    (``_PENDING_BASE + old slot``)."""
+
+    def __init__(self, graph: TaskGraph, i: int, fuse: np.ndarray):
+        old = graph.dep_idx[graph.dep_ptr[i] : graph.dep_ptr[i + 1]].tolist()
+        self.old = old
+        self.deps: list[int] = []
+        self._slot_of: dict[int, int] = {}
+        mapping = [-1 if fuse[d] else self.slot(d) for d in old]
+        self.mapping = mapping
+
+        def own_slot(d: Dep) -> Dep:
+            j = mapping[d.slot]
+            return Dep(j if j >= 0 else _PENDING_BASE + d.slot)
+
+        args = (tuple(Dep(j) for j in range(len(old))) if graph.modes[i] == MODE_DIRECT
+                else graph.args[i])
+        kwargs = graph.kwargs.get(i)
+        self.args = _map_deps(args, own_slot)
+        self.kwargs = _map_deps(kwargs, own_slot) if kwargs else None
+
+    def slot(self, d: int) -> int:
+        """The new slot of task ``d``, given one if it has none yet."""
+        s = self._slot_of.get(d)
+        if s is None:
+            s = self._slot_of[d] = len(self.deps)
+            self.deps.append(d)
+        return s
+
+    def inline(self, j: int, producer: _Fused) -> list[int]:
+        """Put ``producer`` where old slot ``j`` is read (made once if read by several
+        steps); the new slots of its dependencies."""
+        emap = [self.slot(e) for e in producer.deps]
+        inlined = _map_deps(producer.call(), lambda e: Dep(emap[e.slot]))
+        pending = _PENDING_BASE + j
+        uses = _count_slot((self.args, self.kwargs), pending)
+        if uses > 1:  # read by several steps of this task: made once
+            inlined.shared = uses
+
+        def put(d: Dep) -> Any:
+            return inlined if d.slot == pending else d
+
+        self.args = _map_deps(self.args, put)
+        if self.kwargs:
+            self.kwargs = _map_deps(self.kwargs, put)
+        return emap
+
+
+def _fuse_task(graph: TaskGraph, i: int, fuse: np.ndarray, cols: _Columns,
+               done: dict[int, _Fused]) -> _Fused:
+    """Task ``i`` with its fused producers (in ``done``) inlined into its call."""
+    names, kinds = cols.names, cols.kinds
+    row = cols.rows[kinds[i]] if kinds is not None else None
+    label = [names[i] if names is not None and names[i] else graph.opname(i)]
+    cost = float(cols.costs[i] or 0) if cols.costs is not None else 0.0
+    tmpl = _Template(graph, i, fuse)
+    own_written = graph.overwritten(i)
+    # the new slots of the inputs this call (or a step inlined into it) writes over
+    written = {tmpl.mapping[s] for s in own_written if tmpl.mapping[s] >= 0}
+    remake = True  # every inlined step is cheap to make again
+    repeat: bool | str = True  # every inlined step gives the same block again (else why)
+    block = cols.chain_blockwise[i] if cols.chain_blockwise[i] is not None else (
+        row is not None and row.blockwise)  # every step works block by block
+    for j, d in enumerate(tmpl.old):
+        producer = done.get(d) if fuse[d] else None
+        if producer is None:
+            continue
+        cost += producer.cost
+        remake = remake and producer.remake
+        if repeat is True:
+            repeat = producer.repeat
+        block = block and producer.blockwise
+        emap = tmpl.inline(j, producer)
+        written.update(emap[s] for s in producer.written)
+        if j in own_written:  # written over: the inlined value may be a view of its inputs
+            written.update(emap)
+        label.insert(0, producer.label)
+    func = graph.funcs[i]
+    rewrite = getattr(func, "fuse_rewrite", None)
+    extra = 0
+    if rewrite is not None and not tmpl.kwargs and len(label) > 1:
+        better = rewrite(tmpl.args)
+        if better is not None:
+            func, tmpl.args, extra = better
+    out = int(cols.nbytes[i] or 0) if cols.nbytes is not None else 0
+    if row is not None and row.view:  # shares its input's memory
+        out = 0
+    remake = remake and (cols.remake[i] if cols.remake[i] is not None
+                         else row.remake if row is not None else False)
+    if repeat is True:
+        repeat = _own_repeat(graph, i, cols.repeatable[i], label[-1])
+    return _Fused(func, tmpl.args, tmpl.kwargs, tmpl.deps, "+".join(label), cost, written,
+                  out, _own_step(graph, i, cols, out, extra), remake, block, repeat)
+
+
+def _own_step(graph: TaskGraph, i: int, cols: _Columns, out: int, extra: int) -> int:
+    """The bytes task ``i``'s own step works on: of a task fused in an earlier pass, its
+    recorded step; else its result and temporaries (a ufunc makes none, other steps about
+    ``temp_factor`` results more), or its own working set if larger, plus ``extra`` (of a
+    rewrite of its call)."""
+    if cols.step_working[i] is not None:
+        return cols.step_working[i]
+    kinds = cols.kinds
+    row = cols.rows[kinds[i]] if kinds is not None else None
+    factor = 0.0 if isinstance(graph.funcs[i], np.ufunc) else (
+        row.temp_factor if row is not None else 1.0)
+    return max(int(out * (1 + factor)), cols.own_working[i] or 0) + extra
+
+
+def _uncount_chains(stats: FuseStats, names: list | None, mask: np.ndarray) -> None:
+    """Chains of an earlier pass that are fused further now (the tasks of ``mask``) are
+    no longer chains of their own."""
+    if not stats.chains or names is None:
+        return
+    for i in np.flatnonzero(mask).tolist():
+        left = stats.chains.get(names[i], 0) - 1
+        if left > 0:
+            stats.chains[names[i]] = left
+        elif left == 0:
+            del stats.chains[names[i]]
+
+
 def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[TaskGraph,
                                                                            FuseStats]:
     """The graph without the fused tasks; only their consumers are rewritten, every other
     task's columns are copied as they are."""
     n = len(graph)
-    counts = np.diff(graph.dep_ptr)
-    src = np.repeat(np.arange(n, dtype=np.int64), counts)
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
     absorbs = np.zeros(n, dtype=bool)
     absorbs[src[fuse[graph.dep_idx]]] = True
     absorbs &= ~fuse
-    dep_ptr = graph.dep_ptr.tolist()
-    dep_idx = graph.dep_idx.tolist()
-    names = graph.meta.get("name")
-    costs = graph.meta.get("cost")
-    modes = graph.modes
-    exprs: dict[int, tuple[Any, list[int], str, float, set[int], bool, bool, bool | str]] = {}
-    rewritten: dict[int, tuple[Callable, tuple, dict | None, list[int], str, float, set[int], int,
-                               bool, int, bool, bool | str]] = {}
-    nbytes = graph.meta.get("nbytes")
-    own_working = graph.meta.get("working") or [None] * n  # a task's own, e.g. a read
-    step_working = graph.meta.get("step_working") or [None] * n
-    chain_blockwise = graph.meta.get("chain_blockwise") or [None] * n
-    kinds = graph.meta.get("kind")
-    rows = {k: kind_info(k) for k in set(kinds)} if kinds is not None else {}
-    remake_col = graph.meta.get("remake") or [None] * n  # of tasks fused in earlier passes
-    repeat_col = graph.meta.get("repeatable") or [None] * n
-    if stats.chains and names is not None:  # chains of an earlier pass fused further now
-        for i in np.flatnonzero(fuse | absorbs).tolist():
-            left = stats.chains.get(names[i], 0) - 1
-            if left > 0:
-                stats.chains[names[i]] = left
-            elif left == 0:
-                del stats.chains[names[i]]
+    cols = _Columns.of(graph)
+    _uncount_chains(stats, cols.names, fuse | absorbs)
+    inlined: dict[int, _Fused] = {}
+    rewritten: dict[int, _Fused] = {}
     for i in _work_order(graph, fuse | absorbs):
-        deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
-        if modes[i] == MODE_DIRECT:
-            args: tuple = tuple(Dep(j) for j in range(len(deps)))
-        else:
-            args = graph.args[i]
-        kwargs = graph.kwargs.get(i)
-        label = [names[i] if names is not None and names[i] else graph.opname(i)]
-        cost = float(costs[i] or 0) if costs is not None else 0.0
-        new_deps: list[int] = []
-        slot_of: dict[int, int] = {}
-        mapping = []
-        for d in deps:
-            if fuse[d]:
-                mapping.append(-1)
-                continue
-            s = slot_of.get(d)
-            if s is None:
-                s = slot_of[d] = len(new_deps)
-                new_deps.append(d)
-            mapping.append(s)
-        def own_slot(d: Dep, mapping: list[int] = mapping) -> Dep:
-            # own deps get their new slot; deps to be inlined a pending marker
-            j = mapping[d.slot]
-            return Dep(j if j >= 0 else _PENDING_BASE + d.slot)
-
-        tmpl_args = _map_deps(args, own_slot)
-        tmpl_kwargs = _map_deps(kwargs, own_slot) if kwargs else None
-        # the new slots of the inputs this call (or a step inlined into it) writes over
-        own_written = graph.overwritten(i)
-        written = {mapping[s] for s in own_written if mapping[s] >= 0}
-        remake = True  # every inlined step is cheap to make again
-        repeat: bool | str = True  # every inlined step gives the same block again (else why)
-        block = chain_blockwise[i] if chain_blockwise[i] is not None else (
-            kinds is not None and rows[kinds[i]].blockwise)  # every step works block by block
-        for j, d in enumerate(deps):
-            if not fuse[d] or d not in exprs:
-                continue
-            expr, edeps, elabel, ecost, ewritten, eremake, eblock, erepeat = exprs[d]
-            cost += ecost
-            remake = remake and eremake
-            if repeat is True:
-                repeat = erepeat
-            block = block and eblock
-            emap = []
-            for e in edeps:
-                s = slot_of.get(e)
-                if s is None:
-                    s = slot_of[e] = len(new_deps)
-                    new_deps.append(e)
-                emap.append(s)
-            written.update(emap[s] for s in ewritten)
-            if j in own_written:  # written over: the inlined value may be a view of its inputs
-                written.update(emap)
-            inlined = _map_deps(expr, lambda e, emap=emap: Dep(emap[e.slot]))
-            pending = _PENDING_BASE + j
-            uses = _count_slot((tmpl_args, tmpl_kwargs), pending)
-            if uses > 1:  # read by several steps of this task: made once
-                inlined.shared = uses
-
-            def put(d: Dep, pending: int = pending, inlined: Any = inlined) -> Any:
-                return inlined if d.slot == pending else d
-
-            tmpl_args = _map_deps(tmpl_args, put)
-            if tmpl_kwargs:
-                tmpl_kwargs = _map_deps(tmpl_kwargs, put)
-            label.insert(0, elabel)
-        func = graph.funcs[i]
-        rewrite = getattr(func, "fuse_rewrite", None)
-        extra = 0
-        if rewrite is not None and not tmpl_kwargs and len(label) > 1:
-            better = rewrite(tmpl_args)
-            if better is not None:
-                func, tmpl_args, extra = better
-        text = "+".join(label)
-        out = int(nbytes[i] or 0) if nbytes is not None else 0
-        row = rows[kinds[i]] if kinds is not None else None
-        if row is not None and row.view:  # shares its input's memory
-            out = 0
-        if step_working[i] is not None:  # a task fused in an earlier pass: its own step
-            step = step_working[i]
-        else:
-            # a ufunc makes its result and no temporaries; other steps about temp_factor
-            # results more
-            factor = 0.0 if isinstance(graph.funcs[i], np.ufunc) else (
-                row.temp_factor if row is not None else 1.0)
-            step = max(int(out * (1 + factor)), own_working[i] or 0) + extra
-        remake = remake and (remake_col[i] if remake_col[i] is not None
-                             else row.remake if row is not None else False)
-        if repeat is True:
-            repeat = _own_repeat(graph, i, repeat_col[i], label[-1])
+        task = _fuse_task(graph, i, fuse, cols, inlined)
         if fuse[i]:
-            exprs[i] = (Call(func, tmpl_args, tmpl_kwargs, mem=(out, step)), new_deps, text,
-                        cost, written, remake, block, repeat)
+            inlined[i] = task
         else:
-            held, peak = template_working((tmpl_args, tmpl_kwargs))
-            peak = max(peak, held + step)
-            rewritten[i] = (func, tmpl_args, tmpl_kwargs, new_deps, text, cost, written, peak,
-                            remake, step, block, repeat)
-            stats.chains[text] = stats.chains.get(text, 0) + 1
+            rewritten[i] = task
+            stats.chains[task.label] = stats.chains.get(task.label, 0) + 1
+    fused = _assemble(graph, fuse, absorbs, rewritten)
+    stats.after = len(fused)
+    return fused, stats
 
-    keep = np.flatnonzero(~fuse)
-    new_of_old = np.full(n, -1, dtype=np.int64)
-    new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
+
+def _kept_csr(graph: TaskGraph, keep: np.ndarray, new_of_old: np.ndarray,
+              absorbs: np.ndarray, rewritten: dict[int, _Fused]) -> tuple[np.ndarray,
+                                                                         np.ndarray]:
+    """The dependency CSR of the kept tasks: a task that absorbed none keeps its
+    dependencies (renumbered), a rewritten one gets its new ones."""
+    counts = np.diff(graph.dep_ptr)
     new_counts = counts[keep].copy()
-    for i, (_, _, _, deps, *_) in rewritten.items():
-        new_counts[new_of_old[i]] = len(deps)
+    for i, task in rewritten.items():
+        new_counts[new_of_old[i]] = len(task.deps)
     ptr = np.zeros(len(keep) + 1, dtype=np.int64)
     np.cumsum(new_counts, out=ptr[1:])
     idx = np.empty(int(ptr[-1]), dtype=np.int64)
@@ -496,50 +575,65 @@ def _rebuild(graph: TaskGraph, fuse: np.ndarray, stats: FuseStats) -> tuple[Task
         within = np.arange(int(pc.sum()), dtype=np.int64) - np.repeat(np.cumsum(pc) - pc, pc)
         idx[np.repeat(starts_new, pc) + within] = new_of_old[
             graph.dep_idx[np.repeat(starts_old, pc) + within]]
+    nol = new_of_old.tolist()
+    for i, task in rewritten.items():
+        k = nol[i]
+        idx[ptr[k] : ptr[k + 1]] = [nol[d] for d in task.deps]
+    return ptr, idx
+
+
+def _assemble(graph: TaskGraph, fuse: np.ndarray, absorbs: np.ndarray,
+              rewritten: dict[int, _Fused]) -> TaskGraph:
+    """The graph of the kept tasks (those not ``fuse``d), the ``rewritten`` ones with
+    their new calls, dependencies and fusion columns."""
+    n = len(graph)
+    keep = np.flatnonzero(~fuse)
+    new_of_old = np.full(n, -1, dtype=np.int64)
+    new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
+    ptr, idx = _kept_csr(graph, keep, new_of_old, absorbs, rewritten)
     keep_l = keep.tolist()
+    m = len(keep_l)
     keys = [graph.keys[i] for i in keep_l]
     funcs = [graph.funcs[i] for i in keep_l]
     args_col = [graph.args[i] for i in keep_l]
-    new_modes = bytearray(modes[i] for i in keep_l)
+    modes = bytearray(graph.modes[i] for i in keep_l)
     meta = {c: [col[i] for i in keep_l] for c, col in graph.meta.items()}
-    meta.setdefault("name", [None] * len(keep_l))
-    if any(r[5] for r in rewritten.values()):
-        meta.setdefault("cost", [None] * len(keep_l))
-    if any(r[6] for r in rewritten.values()):
-        meta.setdefault("overwrites", [None] * len(keep_l))
-    meta.setdefault("working", [None] * len(keep_l))
-    meta.setdefault("remake", [None] * len(keep_l))
-    meta.setdefault("repeatable", [None] * len(keep_l))
+    meta.setdefault("name", [None] * m)
+    if any(t.cost for t in rewritten.values()):
+        meta.setdefault("cost", [None] * m)
+    if any(t.written for t in rewritten.values()):
+        meta.setdefault("overwrites", [None] * m)
+    for column in ("working", "remake", "repeatable", "step_working", "chain_blockwise"):
+        meta.setdefault(column, [None] * m)
     nol = new_of_old.tolist()
     kwargs_col = {nol[i]: kw for i, kw in graph.kwargs.items() if nol[i] >= 0}
-    meta.setdefault("step_working", [None] * len(keep_l))
-    meta.setdefault("chain_blockwise", [None] * len(keep_l))
-    for i, (func, t_args, t_kwargs, deps, text, cost, written, peak, remake, step, block,
-            repeat) in rewritten.items():
+    for i, task in rewritten.items():
         k = nol[i]
-        funcs[k] = func
-        idx[ptr[k] : ptr[k + 1]] = [nol[d] for d in deps]
-        args_col[k] = t_args
-        new_modes[k] = MODE_FLAT if all(_is_plain_arg(a) for a in t_args) else MODE_NESTED
-        if t_kwargs:
-            kwargs_col[k] = t_kwargs
+        funcs[k] = task.func
+        args_col[k] = task.args
+        modes[k] = MODE_FLAT if all(_is_plain_arg(a) for a in task.args) else MODE_NESTED
+        if task.kwargs:
+            kwargs_col[k] = task.kwargs
         else:
             kwargs_col.pop(k, None)
-        meta["name"][k] = text
-        if "overwrites" in meta:
-            meta["overwrites"][k] = tuple(sorted(written))
-        meta["working"][k] = peak
-        meta["step_working"][k] = step
-        meta["chain_blockwise"][k] = block
-        meta["remake"][k] = remake
-        meta["repeatable"][k] = repeat
-        if cost:
-            meta["cost"][k] = cost
+        _record(meta, k, task)
     index = dict(zip(keys, range(len(keys)), strict=True))
-    fused = TaskGraph(keys=keys, index=index, funcs=funcs, args=args_col, kwargs=kwargs_col,
-                      modes=new_modes, dep_ptr=ptr, dep_idx=idx, meta=meta)
-    stats.after = len(fused)
-    return fused, stats
+    return TaskGraph(keys=keys, index=index, funcs=funcs, args=args_col, kwargs=kwargs_col,
+                     modes=modes, dep_ptr=ptr, dep_idx=idx, meta=meta)
+
+
+def _record(meta: dict[str, list], k: int, task: _Fused) -> None:
+    """Write what fusion knows of the fused ``task`` into row ``k`` of its columns."""
+    meta["name"][k] = task.label
+    if "overwrites" in meta:
+        meta["overwrites"][k] = tuple(sorted(task.written))
+    meta["working"][k] = task.working()
+    meta["step_working"][k] = task.step
+    meta["chain_blockwise"][k] = task.blockwise
+    meta["remake"][k] = task.remake
+    meta["repeatable"][k] = task.repeat
+    if task.cost:
+        meta["cost"][k] = task.cost
 
 
 def _own_repeat(graph: TaskGraph, i: int, value: Any, label: str) -> bool | str:
