@@ -158,6 +158,65 @@ def test_a_pull_never_numbers_a_task_on_the_walks_path():
     assert ranked(g, ["e", "c"]) == ["t", "p", "c", "e"]
 
 
+def circulation(t, sources, levels=2, nlat=6, nlon=256, step=1, steps_per_day=24):
+    """A zonal-mean diagnostic of four variables in time blocks (bench/pangeo.py's
+    ``circulation``): each variable's zonal mean, the anomalies against it, the zonal means
+    of products of the anomalies of different variables, each made daily."""
+    shape, chunks = (t, levels, nlat, nlon), (step, levels, nlat, nlon)
+    u, v, temp, w = (sources(shape, chunks, seed) for seed in range(4))
+    zonal = [tg.mean(x, axis=-1, keepdims=True) for x in (u, v, temp, w)]
+    ua, va, ta, wa = (x - m for x, m in zip((u, v, temp, w), zonal, strict=True))
+    fluxes = [tg.mean(ua * va, axis=-1), tg.mean(va * ta, axis=-1), tg.mean(ua * wa, axis=-1)]
+    diagnostics = [tg.squeeze(m, axis=-1) for m in zonal] + fluxes
+    days = t // steps_per_day
+    return (u, v, temp, w), [
+        tg.mean(tg.reshape(d, (days, steps_per_day, levels, nlat)), axis=1)
+        for d in diagnostics]
+
+
+def random_sources(dtype=np.float32):
+    def make(shape, chunks, seed):
+        return tg.random.random(shape, chunks=chunks, seed=seed, dtype=dtype)
+    return make
+
+
+def test_a_time_steps_blocks_their_zonal_means_and_anomaly_products_run_together():
+    """The group rule: a time step's four blocks are each read by their zonal mean and
+    by their anomaly, whose products need the other variables' blocks of that step: they
+    run together, so each block is made once and released (not held, or made again, until
+    the walk reaches the other outputs)."""
+    _, outs = circulation(48, random_sources())
+    plan = plan_arrays(outs)
+    g, pr = plan.graph, plan.plan.priority
+    kinds = g.meta["kind"]
+    steps = [g.keys[i][1] for i in np.argsort(pr) if kinds[i] == "random"]
+    for k in range(48):  # the blocks of a step among those of at most two steps
+        at = [n for n, s in enumerate(steps) if s == k]
+        assert len(at) == 4 and at[-1] - at[0] < 8, (k, steps[max(0, at[0] - 4):at[-1] + 4])
+    block = 2 * 6 * 256 * 4
+    peak, _ = sequential_peak(g, plan.plan.outputs, pr)
+    assert peak <= 6 * block  # a step's four blocks and two anomalies; not a variable's 48
+
+
+@pytest.mark.parametrize("step", [1, 5])  # 5: an uneven last time block
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_zonal_diagnostic_makes_each_block_once_under_a_few_steps_of_memory(step, dtype):
+    inputs, outs = circulation(48, random_sources(dtype), step=step)
+    block = 2 * 6 * 256 * np.dtype(dtype).itemsize * step
+    got = tg.compute(*outs, memory_limit=3 * 4 * block, workers=2)  # three steps' blocks
+    run = tg.last_run()
+    assert run.spilled_bytes == 0 and run.recomputed_bytes == 0
+    u, v, temp, w = (x.compute() for x in inputs)
+    zonal = [x.mean(axis=-1, keepdims=True) for x in (u, v, temp, w)]
+    ua, va, ta, wa = (x - m for x, m in zip((u, v, temp, w), zonal, strict=True))
+    want = [m[..., 0] for m in zonal] + [(ua * va).mean(-1), (va * ta).mean(-1),
+                                         (ua * wa).mean(-1)]
+    for g, d in zip(got, want, strict=True):
+        assert g.dtype == dtype and g.shape == (2, 2, 6)
+        np.testing.assert_allclose(g, d.reshape(2, 24, 2, 6).mean(axis=1),
+                                   rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+
+
 # -- contractions larger than memory run in tiles -----------------------------------------
 
 

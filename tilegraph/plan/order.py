@@ -28,8 +28,21 @@ rules co-schedule the consumers of a block instead, across every output:
   into), they all get their numbers at once, so the block is read once and released, not
   held (or remade, if it can be) until the walk reaches its last piece.
 
+- **group**: when a pull finds nothing to do and a waiting consumer reads a block the
+  memory manager would otherwise drop and make again (a random or constant block: it
+  counts as nothing released above, so its other consumers were left to the walk, and
+  each later pass would make it again), the consumers run now together with whatever
+  they need and the consumers of all that, as far as each can join (at most
+  ``GROUP_LIMIT`` tasks, none on the walk's path): a time step's blocks of u, v, t and w,
+  their zonal means, the anomalies against them and the zonal means of the anomalies'
+  products. A task whose consumer cannot join is held; the largest held task leaves the
+  group (with what needs it) until what is released is ``GROUP_GAIN`` times what is
+  held. Each block is then made once, where the walk alone would make every variable's
+  blocks for its own zonal means and then again for the products.
+
 The walk stays linear in the edges: each task keeps the count of its dependencies still
-unnumbered, and a pull looks at no more than ``PULL_LIMIT`` tasks.
+unnumbered, a pull looks at no more than ``PULL_LIMIT`` tasks and a group at no more than
+``GROUP_LIMIT``.
 """
 
 from __future__ import annotations
@@ -41,6 +54,8 @@ import numpy as np
 from tilegraph.graph.taskgraph import CycleError, TaskGraph
 
 PULL_LIMIT = 8  # tasks a shared block's other consumers may pull in (and consumers looked at)
+GROUP_LIMIT = 32  # tasks that may join a shared block's consumers to run with them
+GROUP_GAIN = 4  # a group runs early only if it releases this many times what it holds
 
 
 class _Walk:
@@ -118,6 +133,8 @@ class _Walk:
                     continue
             if waiting and len(cons) > 1 and len(waiting) <= PULL_LIMIT:
                 pulled = self._pull(t, waiting)
+                if not pulled and self._remade_later(waiting):
+                    pulled = self._group(waiting)
                 for p in pulled:
                     self.number(p)
                 work.extend(reversed(pulled))
@@ -187,6 +204,106 @@ class _Walk:
             return []
         return [*pulled, *ends]
 
+    def _remade_later(self, consumers: list[int]) -> bool:
+        """Whether one of ``consumers`` reads a numbered block that the memory manager
+        would drop and make again were the consumer left to the walk (a second pass over
+        that input)."""
+        seen, remake, ptr, idx = self.seen, self.remake, self.ptr, self.idx
+        return any(remake[d] and seen[d] == 2
+                   for c in consumers for d in idx[ptr[c] : ptr[c + 1]])
+
+    def _group(self, consumers: list[int]) -> list[int]:
+        """What to number so that the waiting ``consumers`` of a shared block run now,
+        together with every consumer of what they make or need that can join them: a
+        consumer joins with the unnumbered tasks it needs (none on the walk's path, at most
+        ``GROUP_LIMIT`` tasks in all); each task that joins brings in its own consumers
+        the same way. A task one of whose consumers does not join is held; while what is
+        held is not ``GROUP_GAIN`` times less than what is released (:meth:`_weigh`), the
+        largest held task leaves, with what needs it. A time step's blocks, its zonal
+        means, the anomalies against them and the products of the anomalies of different
+        variables run together so, and each block is made once. In dependency order;
+        ``[]`` when nothing is left."""
+        seen, needed, cptr, cidx = self.seen, self.needed, self.cptr, self.cidx
+        inside: dict[int, None] = {}  # in dependency order
+        queue = list(consumers)
+        for c in queue:  # (grows as tasks join)
+            if c in inside or seen[c] or not needed[c]:
+                continue
+            joined = self._needs(c, inside, GROUP_LIMIT - len(inside))
+            if joined is None:
+                continue
+            for a in joined:
+                inside[a] = None
+                queue.extend(cidx[cptr[a] : cptr[a + 1]])
+        while inside:
+            held, released = self._weigh(inside)
+            if sum(size for size, _ in held) * GROUP_GAIN < released:
+                return list(inside)
+            if not held:
+                return []
+            out = {max(held)[1]}
+            for a in inside:  # (dependency order: a task after what it needs)
+                if any(d in out for d in self.idx[self.ptr[a] : self.ptr[a + 1]]):
+                    out.add(a)
+            inside = {a: None for a in inside if a not in out}
+        return []
+
+    def _needs(self, c: int, inside: dict[int, None], budget: int) -> list[int] | None:
+        """``c`` after the unnumbered tasks it needs that are not ``inside``, in dependency
+        order; ``None`` when one is on the walk's path or they are more than ``budget``."""
+        seen, ptr, idx = self.seen, self.ptr, self.idx
+        out: list[int] = []
+        added: set[int] = set()
+        stack = [(c, ptr[c])]
+        while stack:
+            i, p = stack[-1]
+            end = ptr[i + 1]
+            while p < end:
+                d = idx[p]
+                p += 1
+                s = seen[d]
+                if s == 1:
+                    return None  # on the walk's path: the walk makes it
+                if s == 0 and d not in inside and d not in added:
+                    stack[-1] = (i, p)
+                    stack.append((d, ptr[d]))
+                    break
+            else:
+                stack.pop()
+                added.add(i)
+                out.append(i)
+                if len(out) > budget:
+                    return None
+        return out
+
+    def _weigh(self, inside: dict[int, None]) -> tuple[list[tuple[int, int]], int]:
+        """What numbering ``inside`` now holds and releases: held, ``(bytes, task)`` of
+        what joins and has a consumer that does not (or is an output); released, the bytes
+        of what joins and is read by several that all join, and of the numbered blocks
+        whose consumers not yet numbered all join or are on the walk's path."""
+        seen, needed, size, remaining = self.seen, self.needed, self.size, self.remaining
+        cptr, cidx, ptr, idx, is_output = self.cptr, self.cidx, self.ptr, self.idx, self.is_output
+        held: list[tuple[int, int]] = []
+        released = 0
+        before: dict[int, int] = {}  # numbered block -> its consumers that join
+        for a in inside:
+            cons = cidx[cptr[a] : cptr[a + 1]]
+            if is_output[a] or any(needed[e] and not seen[e] and e not in inside for e in cons):
+                held.append((size[a], a))
+            elif len(cons) > 1:
+                released += size[a]
+            for d in idx[ptr[a] : ptr[a + 1]]:
+                if seen[d] == 2:
+                    before[d] = before.get(d, 0) + 1
+        for d, joining in before.items():
+            if is_output[d]:
+                continue
+            rest = remaining[d] - joining
+            if rest == 0 or (rest > 0 and all(
+                    seen[e] == 1 for e in cidx[cptr[d] : cptr[d + 1]]
+                    if e not in inside and seen[e] != 2)):
+                released += size[d]
+        return held, released
 
 def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
     """Priority of every task (a permutation of ``0..n-1``; lower runs first).
