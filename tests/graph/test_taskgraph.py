@@ -83,6 +83,27 @@ def test_bad_tasks_are_rejected_with_the_key_named():
         b2.build()
 
 
+def test_only_declared_metadata_columns_are_set():
+    from tilegraph.graph.taskgraph import META_COLUMNS, META_SCHEMA
+
+    b = GraphBuilder()
+    b.add_data("x", 1, nbytes=8)
+    b.add("y", add, deps=["x", "x"], kind="elementwise")
+    g = b.build()
+    placed = g.with_meta(worker=[0, 1])
+    assert placed.meta["worker"] == [0, 1] and g.meta.get("worker") is None
+    with pytest.raises(TypeError, match="unknown metadata column 'colour'; declared: name"):
+        g.with_meta(colour=["red", "blue"])
+    with pytest.raises(GraphError, match="'worker' has 1 values for 2 tasks"):
+        g.with_meta(worker=[0])
+    # the planner's own columns are declared but not a front end's to set
+    planner = [c.name for c in META_SCHEMA if not c.builder]
+    assert planner == ["overwrites", "remake", "step_working", "chain_blockwise"]
+    assert not set(planner) & set(META_COLUMNS)
+    with pytest.raises(TypeError, match="unknown task metadata 'step_working'"):
+        GraphBuilder().add_data("z", 1, step_working=3)
+
+
 def test_missing_key_queries():
     g = diamond()
     with pytest.raises(KeyError, match="key 'zz' is not in the task graph"):
