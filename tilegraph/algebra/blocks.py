@@ -26,6 +26,14 @@ a replacement of itself, given which collections consume which in this plan, e.g
 of stencil steps whose intermediates nothing else reads becomes one step. A replacement has
 the same name and keys, so its consumers do not change.
 
+Lowering is demand-driven (culling before planning): starting from the blocks of the
+results, each collection says which blocks of its inputs its wanted blocks read, by the
+rule of the operator that made it (:data:`BLOCK_RULES`, keyed by the collection's ``op``),
+and emits the tasks of its wanted blocks only. A slice of a large array plans the blocks it
+reads, not the whole array; a result that reads all of its inputs (a full reduction) asks
+for them whole without listing them. A collection whose operator has no rule is planned
+whole, with every block of its inputs.
+
 A plan is lowered for one run: :func:`lower` and :func:`count_tasks` take the run's
 completed options (a :class:`tilegraph.config.Options` whose ``memory_limit`` is what each
 process of the run enforces), and a :class:`RunBlocks` collection, whose tasks depend on
@@ -36,14 +44,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tilegraph.graph.taskgraph import Dep, GraphBuilder
 
 Coord = tuple[int, ...]
-Emitter = Callable[[GraphBuilder], None]
+# ``emit(builder)`` emits every task of a collection; the emitter of a collection whose
+# operator has a rule in BLOCK_RULES also takes ``coords``: the sorted coordinates of the
+# blocks to emit (None: all)
+Emitter = Callable[..., None]
 
 
 class Blocks:
@@ -51,9 +62,12 @@ class Blocks:
 
     ``keys`` is an object array of shape ``grid`` holding each block's task key; by default
     ``(name, *coord)``. ``deps`` are the collections whose tasks this one's tasks consume.
+    ``op`` names the operator that made it, whose rule in :data:`BLOCK_RULES` plans some of
+    its blocks only (``"custom"``: no rule, it is always planned whole), and ``spec`` holds
+    what that rule reads (the index maps, the task function, ...).
     """
 
-    __slots__ = ("_keys", "_ntasks", "deps", "emit", "grid", "name", "rewrite")
+    __slots__ = ("_keys", "_ntasks", "deps", "emit", "grid", "name", "op", "rewrite", "spec")
 
     def __init__(
         self,
@@ -63,6 +77,8 @@ class Blocks:
         emit: Emitter | None = None,
         keys: np.ndarray | None = None,
         ntasks: int | Callable[[], int] | None = None,
+        op: str = "custom",
+        spec: Any = None,
     ):
         self.name = name
         self.grid = tuple(int(g) for g in grid)
@@ -72,6 +88,8 @@ class Blocks:
         if keys is not None and keys.shape != self.grid:
             raise ValueError(f"keys of shape {keys.shape} do not match grid {self.grid}")
         self._keys = keys
+        self.op = op
+        self.spec = spec
         # ``rewrite(consumers, replaced)``: a replacement of this collection in a plan, or
         # None; ``consumers`` maps each collection's name to the names of the collections
         # that read it (None for a result of the plan), ``replaced`` the replacements made
@@ -129,6 +147,18 @@ class Blocks:
         if self.emit is not None:
             self.emit(builder)
 
+    def expand(self, options: Any = None) -> list[Blocks] | None:
+        """The collections this one is lowered as for a run of ``options``, inputs first,
+        the last one named as this one (a rechunk's stages), each then planned on its own
+        (so only the blocks wanted of each); ``None``: it is lowered as it is."""
+        return None
+
+    def with_rule_of(self, other: Blocks) -> Blocks:
+        """This collection, planned by ``other``'s rule (``op`` and ``spec``): for a
+        collection made as a copy of another (returns itself)."""
+        self.op, self.spec = other.op, other.spec
+        return self
+
 
 class RunBlocks(Blocks):
     """A collection whose tasks depend on the run it is lowered for: :meth:`lower_into`
@@ -137,7 +167,7 @@ class RunBlocks(Blocks):
     ``None`` for a graph lowered for no run (each such collection says what it plans then).
     A rechunk's stages, chosen for the run's memory limit, are one. Made of two functions,
     ``emit_for(builder, options)`` and ``count_for(options)``, or a subclass overrides the
-    two methods."""
+    two methods (and :meth:`Blocks.expand`, to be planned stage by stage)."""
 
     __slots__ = ("count_for", "emit_for")
 
@@ -161,26 +191,290 @@ class RunBlocks(Blocks):
         self.emit_for(builder, options)
 
 
+# -- demand: which blocks a plan reads ----------------------------------------------------------
+
+
+class Demand:
+    """The blocks of each collection of a plan that its results read: ``wanted`` maps a
+    collection's name to ``None`` (every block) or a set of block coordinates; a collection
+    not in it is not read at all. Built from the results down (:func:`plan_order` order,
+    reversed): each collection's rule adds the blocks its own wanted blocks read."""
+
+    __slots__ = ("_by_name", "wanted")
+
+    def __init__(self, colls: Sequence[Blocks]):
+        self.wanted: dict[str, set[Coord] | None] = {}
+        self._by_name = {c.name: c for c in colls}
+
+    def every(self, coll: Blocks) -> None:
+        """Every block of ``coll`` is read."""
+        self.wanted[coll.name] = None
+
+    def some(self, coll: Blocks, coords: Iterable[Coord]) -> None:
+        """The blocks ``coords`` of ``coll`` are read."""
+        name = coll.name
+        if name in self.wanted:
+            have = self.wanted[name]
+            if have is not None:
+                have.update(coords)
+        else:
+            self.wanted[name] = set(coords)
+
+    def keys(self, keys: Iterable[Hashable]) -> bool:
+        """The blocks whose task keys are ``keys`` are read. False (and nothing is known)
+        when a key is not the key of a block of a collection of the plan: the caller then
+        reads every block of its inputs."""
+        by_name, wanted = self._by_name, self.wanted
+        for k in keys:
+            if type(k) is not tuple or not k:
+                return False
+            coll = by_name.get(k[0])
+            if coll is None or len(k) != len(coll.grid) + 1:
+                return False
+            coord = k[1:]
+            if coll._keys is not None and coll._keys[coord] != k:
+                return False
+            have = wanted.get(coll.name, False)
+            if have is False:
+                wanted[coll.name] = {coord}
+            elif have is not None:
+                have.add(coord)
+        return True
+
+
+def _all_inputs(coll: Blocks, demand: Demand) -> bool:
+    for d in coll.deps:
+        demand.every(d)
+    return True
+
+
+class BlockRule(NamedTuple):
+    """How lowering plans some of the blocks of a collection made by one operator.
+
+    ``needs(coll, coords, demand)`` adds to ``demand`` the blocks of the inputs that the
+    blocks ``coords`` of ``coll`` read (``coords`` None: all of its blocks; an operator
+    whose blocks together read all of their inputs says so without listing them); it returns
+    False when it cannot tell, and every block of the inputs is read then.
+    ``count(coll, coords)`` is the number of tasks the blocks ``coords`` take. The
+    collection's emitter makes the tasks of some blocks only (see :data:`Emitter`)."""
+
+    needs: Callable[[Blocks, set[Coord] | None, Demand], bool]
+    count: Callable[[Blocks, set[Coord]], int]
+
+
+def _count_blocks(coll: Blocks, coords: set[Coord]) -> int:
+    return len(coords)
+
+
+def _needs_nothing(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    return True
+
+
+def _needs_map(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    if coords is None:
+        return _all_inputs(coll, demand)
+    inputs, maps = coll.spec
+    for inp, m in zip(inputs, maps, strict=True):
+        demand.some(inp, coords if m is None else {m(c) for c in coords})
+    return True
+
+
+def _needs_apply(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    task_of, covers, domain = coll.spec
+    if coords is None:
+        if covers is True:
+            return _all_inputs(coll, demand)
+        if covers is not False:
+            (inp,) = coll.deps
+            demand.some(inp, covers())
+            return True
+        coords = domain() if domain is not None else np.ndindex(*coll.grid)
+    return demand.keys(k for c in coords for k in task_of(c)[1])
+
+
+def _needs_remap(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    covers = coll.spec
+    if coords is None:
+        if covers:
+            return _all_inputs(coll, demand)
+        return demand.keys(coll.keys.flat)
+    keys = coll.keys
+    return demand.keys(keys[c] for c in coords)
+
+
+def _needs_flat_map(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    if coords is None:
+        return _all_inputs(coll, demand)
+    inp, owner = coll.spec
+    demand.some(inp, {owner[c][0] for c in coords})
+    return True
+
+
+def _count_flat_map(coll: Blocks, coords: set[Coord]) -> int:
+    owner = coll.spec[1]
+    return len({owner[c][0] for c in coords}) + len(coords)
+
+
+def _needs_join(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    if coords is None:
+        return _all_inputs(coll, demand)
+    left, right, pairs = coll.spec
+    demand.some(left, {pairs[n][0] for (n,) in coords})
+    demand.some(right, {pairs[n][1] for (n,) in coords})
+    return True
+
+
+def _needs_reduce(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    if coords is None:
+        return _all_inputs(coll, demand)
+    inp, members, _ = coll.spec
+    demand.some(inp, {c for out in coords for c in members(out)})
+    return True
+
+
+def _count_reduce(coll: Blocks, coords: set[Coord]) -> int:
+    _, members, split_every = coll.spec
+    return sum(_tree_count(len(members(out)), split_every) for out in coords)
+
+
+def _needs_group_by_join(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
+    if coords is None:
+        return _all_inputs(coll, demand)
+    left, right, pairs_of, _ = coll.spec
+    lefts: set[Coord] = set()
+    rights: set[Coord] = set()
+    for out in coords:
+        for lc, rc in pairs_of(out):
+            lefts.add(tuple(lc))
+            rights.add(tuple(rc))
+    demand.some(left, lefts)
+    demand.some(right, rights)
+    return True
+
+
+def _count_group_by_join(coll: Blocks, coords: set[Coord]) -> int:
+    _, _, pairs_of, chains = coll.spec
+    total = 0
+    for out in coords:
+        npairs = len(pairs_of(out))
+        total += max(npairs, 1) + (1 if min(chains, npairs) > 1 else 0)
+    return total
+
+
+BLOCK_RULES: dict[str, BlockRule] = {
+    "source": BlockRule(_needs_nothing, _count_blocks),
+    "map": BlockRule(_needs_map, _count_blocks),
+    "apply": BlockRule(_needs_apply, _count_blocks),
+    "remap": BlockRule(_needs_remap, lambda coll, coords: 0),
+    "flat_map": BlockRule(_needs_flat_map, _count_flat_map),
+    "join": BlockRule(_needs_join, _count_blocks),
+    "reduce": BlockRule(_needs_reduce, _count_reduce),
+    "group_by_join": BlockRule(_needs_group_by_join, _count_group_by_join),
+}
+"""The rule of each operator by which lowering plans some blocks of a collection (see
+:class:`BlockRule`); a module that makes collections of its own kind registers theirs
+(:func:`register_block_rule`)."""
+
+
+def register_block_rule(op: str, rule: BlockRule) -> None:
+    """Plan the collections whose ``op`` is ``op`` by ``rule`` (idempotent)."""
+    BLOCK_RULES[op] = rule
+
+
+def plan_order(roots: Iterable[Blocks], options: Any = None) -> list[Blocks]:
+    """The collections that lowering ``roots`` for a run of ``options`` emits, each once
+    (by name), inputs before consumers, after the collections' rewrites, with every
+    collection that is lowered as several (:meth:`Blocks.expand`) replaced by them."""
+    roots = list(roots)
+    order = _postorder(roots, set(), _rewrites(roots))
+    out: list[Blocks] = []
+    seen: set[str] = set()
+    for coll in order:
+        inner = coll.expand(options)
+        for c in (coll,) if inner is None else inner:
+            if c.name not in seen:
+                seen.add(c.name)
+                out.append(c)
+    return out
+
+
+def demand_of(order: Sequence[Blocks], roots: Iterable[Blocks]) -> Demand:
+    """Which blocks of the collections ``order`` (:func:`plan_order`) the results
+    ``roots`` read, all of whose blocks are wanted (see :class:`Demand`)."""
+    demand = Demand(order)
+    for r in roots:
+        demand.every(r)
+    wanted = demand.wanted
+    for coll in reversed(order):
+        name = coll.name
+        if name not in wanted:
+            continue
+        coords = wanted[name]
+        if coords is not None and len(coords) >= coll.nblocks:
+            coords = wanted[name] = None
+        rule = BLOCK_RULES.get(coll.op)
+        if rule is None:
+            wanted[name] = None
+            _all_inputs(coll, demand)
+        elif not rule.needs(coll, coords, demand):
+            _all_inputs(coll, demand)
+    return demand
+
+
+class LoweringPlan:
+    """The collections of a plan of ``roots`` for a run of ``options``
+    (:func:`plan_order`) and the blocks of each that the results read
+    (:func:`demand_of`): :meth:`count` and :meth:`lower` plan those blocks only."""
+
+    __slots__ = ("demand", "options", "order")
+
+    def __init__(self, roots: Iterable[Blocks], options: Any = None):
+        roots = list(roots)
+        self.options = options
+        self.order = plan_order(roots, options)
+        self.demand = demand_of(self.order, roots)
+
+    def wanted(self) -> Iterable[tuple[Blocks, set[Coord] | None]]:
+        """Each collection read, inputs first, with its blocks read (None: all)."""
+        wanted = self.demand.wanted
+        for coll in self.order:
+            if coll.name in wanted:
+                yield coll, wanted[coll.name]
+
+    def count(self) -> int:
+        """Tasks that :meth:`lower` emits (before fusion), without emitting them."""
+        total = 0
+        for coll, coords in self.wanted():
+            total += (coll.count(self.options) if coords is None
+                      else BLOCK_RULES[coll.op].count(coll, coords))
+        return total
+
+    def lower(self, builder: GraphBuilder | None = None) -> GraphBuilder:
+        """Emit the tasks of the blocks read into ``builder`` (a new one by default)."""
+        builder = builder if builder is not None else GraphBuilder()
+        for coll, coords in self.wanted():
+            if coords is None:
+                coll.lower_into(builder, self.options)
+            elif coll.emit is not None:
+                coll.emit(builder, sorted(coords))
+        return builder
+
+
 def count_tasks(roots: Iterable[Blocks], options: Any = None) -> int:
     """Tasks that lowering ``roots`` for a run of ``options`` would emit (before fusion),
-    without emitting them."""
-    roots = list(roots)
-    return sum(c.count(options) for c in _postorder(roots, set(), _rewrites(roots)))
+    without emitting them: those of the blocks the results read."""
+    return LoweringPlan(roots, options).count()
 
 
 def lower(roots: Iterable[Blocks], builder: GraphBuilder | None = None,
           options: Any = None) -> GraphBuilder:
-    """Emit the tasks of ``roots`` and everything they depend on, each collection once (by
-    name), inputs before consumers, after the collections' rewrites. ``options``: the
-    completed options of the run the graph is lowered for
+    """Emit the tasks that make ``roots`` (all of their blocks), each collection once (by
+    name), inputs before consumers, after the collections' rewrites, each collection's
+    tasks only for the blocks the results read (see the module docstring). ``options``:
+    the completed options of the run the graph is lowered for
     (:func:`tilegraph.config.per_process`), handed to the collections whose tasks depend on
     the run (:class:`RunBlocks`); ``None``: for no run (a drawing, a test of structure)."""
-    builder = builder if builder is not None else GraphBuilder()
-    roots = list(roots)
-    seen: set[str] = set()
-    for coll in _postorder(roots, seen, _rewrites(roots)):
-        coll.lower_into(builder, options)
-    return builder
+    return LoweringPlan(roots, options).lower(builder)
 
 
 def _rewrites(roots: list[Blocks]) -> dict[str, Blocks]:
@@ -231,14 +525,15 @@ def source(label: str, grid: Sequence[int], task_of: Callable[[Coord], tuple], *
            ) -> Blocks:
     """Blocks made from nothing: ``task_of(coord)`` gives ``(func, args)`` (loads, creation).
     Per-block metadata may be given as callables of the coordinate."""
+    grid = tuple(grid)
 
-    def emit(builder: GraphBuilder) -> None:
-        for coord in np.ndindex(*grid):
+    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
+        for coord in np.ndindex(*grid) if coords is None else coords:
             func, args = task_of(coord)
             builder.add((label, *coord), func, deps=(), args=args,
                         **_meta_at(meta, coord))
 
-    return Blocks(label, grid, (), emit)
+    return Blocks(label, grid, (), emit, op="source")
 
 
 def _meta_at(meta: dict[str, Any], coord: Coord) -> dict[str, Any]:
@@ -276,9 +571,9 @@ def map_blocks(
     static_meta = {k: v for k, v in meta.items() if not callable(v)}
     dynamic_meta = {k: v for k, v in meta.items() if callable(v)}
 
-    def emit(builder: GraphBuilder) -> None:
+    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
         add = builder.add
-        for coord in np.ndindex(*grid):
+        for coord in np.ndindex(*grid) if coords is None else coords:
             deps = [inp.key(coord if m is None else m(coord))
                     for inp, m in zip(inputs, maps, strict=True)]
             m = dict(static_meta)
@@ -296,7 +591,7 @@ def map_blocks(
                                  for a in template)
                 add((label, *coord), func, deps=unique, args=template, kwargs=kw, **m)
 
-    return Blocks(label, grid, _unique_colls(inputs), emit)
+    return Blocks(label, grid, _unique_colls(inputs), emit, op="map", spec=(inputs, maps))
 
 
 def _unique_colls(colls: Iterable[Blocks]) -> list[Blocks]:
@@ -311,24 +606,44 @@ def apply_blocks(
     grid: Sequence[int],
     inputs: Sequence[Blocks],
     task_of: Callable[[Coord], tuple[Callable, list, tuple | None]],
+    *,
+    covers: bool | Callable[[], Iterable[Coord]] = True,
+    domain: Callable[[], Iterable[Coord]] | None = None,
     **meta: Any,
 ) -> Blocks:
     """The general per-coordinate task: ``task_of(coord)`` returns ``(func, deps, args)``
     where ``deps`` are task keys and ``args`` a template with ``Dep`` markers (or ``None``
-    for ``func(*deps)``)."""
+    for ``func(*deps)``).
+
+    The blocks some of its blocks read are found from their tasks' ``deps``. ``covers``
+    says which blocks of its inputs all of its blocks together read: ``True``, every block
+    (most operations), so that a plan of all of them reads its inputs whole without listing
+    the blocks; ``False``, those their tasks name (each task is made twice then); or a
+    function listing the blocks of its one input that they read (a slice). ``domain()``,
+    if given, lists the coordinates that have a block (in order), when not every
+    coordinate of ``grid`` has one (found when the whole collection is planned, not
+    before)."""
     grid = tuple(grid)
 
-    def emit(builder: GraphBuilder) -> None:
-        for coord in np.ndindex(*grid):
+    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
+        if coords is None:
+            coords = np.ndindex(*grid) if domain is None else domain()
+        for coord in coords:
             func, deps, args = task_of(coord)
             builder.add((label, *coord), func, deps=deps, args=args, **_meta_at(meta, coord))
 
-    return Blocks(label, grid, _unique_colls(inputs), emit)
+    ntasks = None if domain is None else (lambda: sum(1 for _ in domain()))
+    return Blocks(label, grid, _unique_colls(inputs), emit, ntasks=ntasks, op="apply",
+                  spec=(task_of, covers, domain))
 
 
-def remap(label: str, keys: np.ndarray, inputs: Sequence[Blocks]) -> Blocks:
-    """A collection whose blocks are existing blocks, arranged by ``keys`` (no tasks)."""
-    return Blocks(label, keys.shape, _unique_colls(inputs), None, keys=keys)
+def remap(label: str, keys: np.ndarray, inputs: Sequence[Blocks], *, covers: bool = False
+          ) -> Blocks:
+    """A collection whose blocks are existing blocks, arranged by ``keys`` (no tasks).
+    ``covers``: every block of the inputs is one of its blocks (a concatenation), so that a
+    plan of all of them reads the inputs whole without looking at the keys."""
+    return Blocks(label, keys.shape, _unique_colls(inputs), None, keys=keys, op="remap",
+                  spec=covers)
 
 
 def _pick(i: int) -> Callable[[tuple], Any]:
@@ -366,15 +681,22 @@ def flat_map(
     if missing:
         raise ValueError(f"flat_map: output block {missing[0]} is made by no input block")
 
-    def emit(builder: GraphBuilder) -> None:
-        for coord in coll.coords():
+    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
+        if coords is None:
+            sources: Iterable[Coord] = coll.coords()
+            outs: Iterable[tuple[Coord, tuple[Coord, int]]] = owner.items()
+        else:
+            outs = [(out, owner[out]) for out in coords]
+            sources = sorted({src for _, (src, _) in outs})
+        for coord in sources:
             builder.add((label + "-parts", *coord), func, deps=[coll.key(coord)],
                         **_meta_at(meta, coord))
-        for out, (coord, n) in owner.items():
+        for out, (coord, n) in outs:
             builder.add((label, *out), _pick(n), deps=[(label + "-parts", *coord)],
                         kind="getitem", coords=out)
 
-    return Blocks(label, grid, (coll,), emit, ntasks=coll.nblocks + math.prod(grid))
+    return Blocks(label, grid, (coll,), emit, ntasks=coll.nblocks + math.prod(grid),
+                  op="flat_map", spec=(coll, owner))
 
 
 def join(
@@ -396,8 +718,9 @@ def join(
         by_key.setdefault(on_right(rc), []).append(rc)
     pairs = [(lc, rc) for lc in left.coords() for rc in by_key.get(on_left(lc), ())]
 
-    def emit(builder: GraphBuilder) -> None:
-        for n, (lc, rc) in enumerate(pairs):
+    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
+        for (n,) in ((n,) for n in range(len(pairs))) if coords is None else coords:
+            lc, rc = pairs[n]
             deps = [left.key(lc), right.key(rc)]
             if deps[0] == deps[1]:
                 builder.add((label, n), func, deps=deps[:1], args=(Dep(0), Dep(0)),
@@ -406,7 +729,7 @@ def join(
                 builder.add((label, n), func, deps=deps, **_meta_at(meta, (n,)))
 
     return Blocks(label, (len(pairs),), _unique_colls([left, right]), emit,
-                  ntasks=len(pairs)), pairs
+                  ntasks=len(pairs), op="join", spec=(left, right, pairs)), pairs
 
 
 def combine_all(op: Callable) -> Callable:
@@ -421,6 +744,15 @@ def combine_all(op: Callable) -> Callable:
     return combine
 
 
+def _tree_count(n: int, split_every: int) -> int:
+    """Tasks of a reduction tree of fan-in ``split_every`` over ``n`` blocks."""
+    total = 0
+    while n > split_every:
+        total += sum(1 for g in range(0, n, split_every) if n - g > 1)
+        n = -(-n // split_every)
+    return total + 1
+
+
 def reduce_by_key(
     label: str,
     coll: Blocks,
@@ -428,27 +760,37 @@ def reduce_by_key(
     grid: Sequence[int],
     op: Callable[[Any, Any], Any],
     split_every: int = 8,
+    members: Callable[[Coord], Sequence[Coord]] | None = None,
     **meta: Any,
 ) -> Blocks:
     """Combine the blocks of ``coll`` that share an output coordinate ``key_of(coord)``
     with the associative ``op``, as a tree with fan-in ``split_every``. ``nbytes=`` (a
-    value or a callable of the output coordinate) sizes the tree's inner steps too."""
+    value or a callable of the output coordinate) sizes the tree's inner steps too.
+    ``members(out)``, when given, lists the blocks of ``coll`` whose key is ``out`` (in the
+    order of ``coll.coords()``: the order ``op`` combines them), so that the blocks of a
+    few outputs are found without listing every block of ``coll`` (and the keys are not
+    checked); otherwise they are grouped, and checked, now."""
     if split_every < 2:
         raise ValueError(f"split_every must be at least 2, got {split_every}")
     grid = tuple(grid)
-    groups: dict[Coord, list[Hashable]] = {c: [] for c in np.ndindex(*grid)}
-    for coord in coll.coords():
-        out = tuple(key_of(coord))
-        if out not in groups:
-            raise ValueError(f"reduce_by_key: key {out} of block {coord} is outside grid {grid}")
-        groups[out].append(coll.key(coord))
-    empty = [c for c, g in groups.items() if not g]
-    if empty:
-        raise ValueError(f"reduce_by_key: no block reduces into output {empty[0]}")
+    if members is None:
+        groups: dict[Coord, list[Coord]] = {c: [] for c in np.ndindex(*grid)}
+        for coord in coll.coords():
+            out = tuple(key_of(coord))
+            if out not in groups:
+                raise ValueError(
+                    f"reduce_by_key: key {out} of block {coord} is outside grid {grid}")
+            groups[out].append(coord)
+        empty = [c for c, g in groups.items() if not g]
+        if empty:
+            raise ValueError(f"reduce_by_key: no block reduces into output {empty[0]}")
+        members = groups.__getitem__
     combine = combine_all(op)
+    key = coll.key
 
-    def emit(builder: GraphBuilder) -> None:
-        for out, keys in groups.items():
+    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
+        for out in np.ndindex(*grid) if coords is None else coords:
+            keys = [key(c) for c in members(out)]
             at = _meta_at(meta, out)
             level = 0
             while len(keys) > split_every:
@@ -466,16 +808,10 @@ def reduce_by_key(
             builder.add((label, *out), combine, deps=keys, **at)
 
     def count() -> int:
-        total = 0
-        for keys in groups.values():
-            n = len(keys)
-            while n > split_every:
-                total += sum(1 for g in range(0, n, split_every) if n - g > 1)
-                n = -(-n // split_every)
-            total += 1
-        return total
+        return sum(_tree_count(len(members(out)), split_every) for out in np.ndindex(*grid))
 
-    return Blocks(label, grid, (coll,), emit, ntasks=count)
+    return Blocks(label, grid, (coll,), emit, ntasks=count, op="reduce",
+                  spec=(coll, members, split_every))
 
 
 def group_by_join(
@@ -520,10 +856,10 @@ def group_by_join(
     prod_name = label + "-acc"
     product, accumulate, add = semiring.product, semiring.accumulate, semiring.add
 
-    def emit(builder: GraphBuilder) -> None:
+    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
         badd = builder.add
         lkey, rkey = left.key, right.key
-        for out in np.ndindex(*grid):
+        for out in np.ndindex(*grid) if coords is None else coords:
             pairs = list(pairs_of(out))
             extra = {k: (v(out) if callable(v) else v) for k, v in meta.items()}
             if not pairs:
@@ -563,12 +899,8 @@ def group_by_join(
                 badd((label, *out), combine_all(add), deps=ends, kind="reduce", nbytes=nb,
                      coords=out, **extra)
 
-    def count() -> int:
-        total = 0
-        for out in np.ndindex(*grid):
-            npairs = len(pairs_of(out))
-            total += max(npairs, 1) + (1 if min(chains, npairs) > 1 else 0)
-        return total
-
-    return Blocks(label, grid, _unique_colls([left, right]), emit,
-                  ntasks=count if ntasks is None else int(ntasks))
+    blocks = Blocks(label, grid, _unique_colls([left, right]), emit, op="group_by_join",
+                    spec=(left, right, pairs_of, chains))
+    blocks._ntasks = (lambda: _count_group_by_join(blocks, np.ndindex(*grid))) \
+        if ntasks is None else int(ntasks)
+    return blocks

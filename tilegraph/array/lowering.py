@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph import config, pipeline
-from tilegraph.algebra.blocks import count_tasks, lower
+from tilegraph.algebra.blocks import LoweringPlan
 from tilegraph.array.chunks import all_block_slices
 from tilegraph.graph.dask_spec import gc_paused
 from tilegraph.graph.taskgraph import Dep, Lit, TaskGraph
@@ -139,15 +139,17 @@ def lower_arrays(arrays: Sequence[Any], options: config.Options | None = None
     ``options`` (completed for its backend: :func:`tilegraph.config.per_process`; by
     default those in force, for one process: :func:`planning_options`), with a store task
     per block of every multi-block result. A plan of more than ``options.max_tasks`` tasks
-    is refused before anything is built (the run's one check of its size)."""
+    is refused before anything is built (the run's one check of its size). Only the
+    blocks the results read are planned (a slice of a large array plans what it reads:
+    :class:`~tilegraph.algebra.blocks.LoweringPlan`)."""
     if options is None:
         options = planning_options("lower_arrays()")
     stores = sum(a.npartitions for a in {a.name: a for a in arrays}.values()
                  if a.npartitions > 1)
-    colls = [a.collection for a in arrays]
-    pipeline.check_plan_size(count_tasks(colls, options) + stores, options.max_tasks)
+    plan = LoweringPlan([a.collection for a in arrays], options)
+    pipeline.check_plan_size(plan.count() + stores, options.max_tasks)
     with gc_paused():
-        builder = lower(colls, options=options)
+        builder = plan.lower()
         keys: list[Hashable] = []
         buffers: list[OutputBuffer | None] = []
         single: list[Hashable | None] = []
@@ -273,9 +275,10 @@ def run_blocks(colls: Sequence[Any], options: config.Options,
     :func:`tilegraph.pipeline.prepare`; by default made here). Returns whether the results
     were gathered in this process (False on MPI ranks but 0)."""
     backend, options = pipeline.prepare(options, backend)
-    pipeline.check_plan_size(count_tasks(colls, options), options.max_tasks)
+    plan = LoweringPlan(colls, options)
+    pipeline.check_plan_size(plan.count(), options.max_tasks)
     with gc_paused():
-        builder = lower(colls, options=options)
+        builder = plan.lower()
     outputs = list(dict.fromkeys(c.key(coord) for c in colls for coord in c.coords()))
     graph = builder.build()
     return pipeline.run(graph, outputs, options=options, sized=True,
