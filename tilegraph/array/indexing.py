@@ -450,8 +450,8 @@ def take(x: Any, indices: Any, axis: int | None = None, *,
                 (axis, shape, dtype, Lit(plan), *[Dep(i) for i in range(len(keys))]))
 
     itemsize = dtype.itemsize
-    blocks = apply_blocks(f"take-{token}", grid, [x.collection], task_of, kind="getitem",
-                          name="take",
+    blocks = apply_blocks(f"take-{token}", grid, [x.collection], task_of, covers=False,
+                          kind="getitem", name="take",
                           nbytes=lambda c: itemsize * math.prod(
                               chunks[a][k] for a, k in enumerate(c)))
     out = Array(blocks, tuple(sum(c) for c in chunks), chunks, dtype)

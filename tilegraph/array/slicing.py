@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -163,6 +164,17 @@ def getitem_basic(x: Array, index: Any) -> Array:
     def nbytes(coord: tuple[int, ...]) -> int:
         return itemsize * math.prod(chunks[a][k] for a, k in enumerate(coord))
 
-    blocks = apply_blocks(name, grid, [x.collection], task_of, kind="getitem", name="getitem",
-                          nbytes=nbytes)
+    def reads() -> Iterable[tuple[int, ...]]:
+        """The input blocks the slice reads: per input axis, those its pieces cut."""
+        per_axis: list[list[int]] = [[] for _ in range(x.ndim)]
+        for (kind, ax), plan in zip(out_axes, axis_plan, strict=True):
+            if kind != "new":
+                per_axis[ax] = sorted({b for b, _, _ in plan})
+        for ax, (b, _) in fixed.items():
+            per_axis[ax] = [b]
+        return itertools.product(*per_axis)
+
+    # a slice reads the input blocks it overlaps only
+    blocks = apply_blocks(name, grid, [x.collection], task_of, covers=reads, kind="getitem",
+                          name="getitem", nbytes=nbytes)
     return Array(blocks, shape, chunks, x.dtype)

@@ -204,30 +204,44 @@ def _overlap_all(x: Array, depths: list[tuple[int, int]], bounds: list[Any]) -> 
 
     offsets = [o for o in itertools.product(*[(-1, 0, 1) if a in halo_axes else (0,)
                                               for a in range(n)]) if any(o)]
-    # which source blocks each offset's slab collection must cut
-    needed: dict[tuple[int, ...], set[tuple[int, ...]]] = {o: set() for o in offsets}
-    for c in np.ndindex(*grid):
-        for o in offsets:
-            s = neighbour(c, o)
-            if s is not None:
-                needed[o].add(s)
 
-    def slab_collection(o: tuple[int, ...]) -> Blocks:
+    def sources_of(o: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The blocks whose slab at offset ``o`` some block's halo takes, in order: per
+        axis the blocks a step of ``o[a]`` reaches from some block (none when no block
+        reaches one: a single block along a non-periodic axis)."""
+        axes = []
+        for a, step in enumerate(o):
+            reach = {(j + step) % grid[a] for j in range(grid[a])
+                     if not step or sides[a][j][0 if step < 0 else 1] == "slab"}
+            axes.append(sorted(reach))
+        return list(itertools.product(*axes))
+
+    def slab_collection(o: tuple[int, ...]) -> Any:
         label = f"overlap-slab{''.join('-0+'[d + 1] for d in o)}-{token}"
-        sources = sorted(needed[o])
 
-        def emit(builder: Any) -> None:
-            for s in sources:
+        def task_of(s: tuple[int, ...]) -> tuple:
+            return _take_copy, [key(s)], (Dep(0), Lit(region(s, o)))
+
+        def emit(builder: Any, coords: Any = None) -> None:
+            for s in sources_of(o) if coords is None else coords:
+                cut = region(s, o)
                 nbytes = itemsize * math.prod(
                     (sl.stop - sl.start) if sl.stop is not None else x.chunks[a][s[a]]
-                    for a, sl in enumerate(region(s, o)))
-                builder.add((label, *s), _take_copy, deps=[key(s)],
-                            args=(Dep(0), Lit(region(s, o))), kind="rechunk", name="halo",
-                            nbytes=nbytes, coords=s)
+                    for a, sl in enumerate(cut))
+                builder.add((label, *s), _take_copy, deps=[key(s)], args=(Dep(0), Lit(cut)),
+                            kind="rechunk", name="halo", nbytes=nbytes, coords=s)
 
-        return Blocks(label, grid, [x.collection], emit, ntasks=len(sources))
+        # only the blocks some halo takes have a slab (listed when the whole collection is
+        # planned; a plan of a few blocks asks for their neighbours' slabs only): planned
+        # as apply_blocks' are, by the blocks their tasks read
+        return Blocks(label, grid, [x.collection], emit,
+                      ntasks=lambda: len(sources_of(o)), op="apply",
+                      spec=(task_of, True, lambda: sources_of(o)))
 
-    slabs = {o: slab_collection(o) for o in offsets if needed[o]}
+    # an offset's slabs exist when some block along each of its axes has that neighbour
+    slabs = {o: slab_collection(o) for o in offsets
+             if all(any(sides[a][j][0 if step < 0 else 1] == "slab" for j in range(grid[a]))
+                    for a, step in enumerate(o) if step)}
 
     def widths_of(a: int, j: int) -> tuple[int, int]:
         return tuple(depths[a][side] if sides[a][j][side] is not None else 0
