@@ -33,7 +33,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks, combine_all, group_by_join
+from tilegraph.algebra.blocks import (
+    BlockRule,
+    Blocks,
+    Demand,
+    combine_all,
+    group_by_join,
+    register_block_rule,
+)
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.algebra.semiring import PLUS_TIMES, SEMIRINGS, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
@@ -84,10 +91,10 @@ def _tree_join(label: str, left: Blocks, right: Blocks, grid: tuple[int, int], n
     product, combine = semiring.product, combine_all(semiring.add)
     part_label, tree_label = label + "-part", label + "-tree"
 
-    def emit(builder: GraphBuilder) -> None:
+    def emit(builder: GraphBuilder, coords: Any = None) -> None:
         add = builder.add
         lkey, rkey = left.key, right.key
-        for out in np.ndindex(*grid):
+        for out in np.ndindex(*grid) if coords is None else coords:
             i, j = out
             nb = nbytes(out)
             keys = []
@@ -115,15 +122,35 @@ def _tree_join(label: str, left: Blocks, right: Blocks, grid: tuple[int, int], n
                     nxt.append(key)
                 keys, level = nxt, level + 1
 
-    def count() -> int:
-        n, total = nk, nk
-        while n > 1:
-            total += sum(1 for g in range(0, n, TREE_FAN_IN) if n - g > 1)
-            n = -(-n // TREE_FAN_IN)
-        return total * math.prod(grid)
-
     return Blocks(label, grid, [left] if left.name == right.name else [left, right], emit,
-                  ntasks=count)
+                  ntasks=math.prod(grid) * _tree_tasks(nk), op="tree_join",
+                  spec=(left, right, nk))
+
+
+def _tree_tasks(nk: int) -> int:
+    """Tasks of one output block of :func:`_tree_join`: ``nk`` products and the tree."""
+    n, total = nk, nk
+    while n > 1:
+        total += sum(1 for g in range(0, n, TREE_FAN_IN) if n - g > 1)
+        n = -(-n // TREE_FAN_IN)
+    return total
+
+
+def _tree_join_needs(coll: Blocks, coords: Any, demand: Demand) -> bool:
+    """Output block (i, j) of :func:`_tree_join` reads row i of the left operand's
+    blocks and column j of the right's."""
+    left, right, nk = coll.spec
+    if coords is None:
+        for d in coll.deps:
+            demand.every(d)
+        return True
+    demand.some(left, {(i, k) for i, _ in coords for k in range(nk)})
+    demand.some(right, {(k, j) for _, j in coords for k in range(nk)})
+    return True
+
+
+register_block_rule("tree_join", BlockRule(
+    _tree_join_needs, lambda coll, coords: len(coords) * _tree_tasks(coll.spec[2])))
 
 
 def semiring_matmul(a: Any, b: Any, semiring: Semiring | str = PLUS_TIMES) -> Array:
@@ -327,10 +354,13 @@ def _panel_matmul(a: Array, b: Array, dtype: np.dtype) -> Array | None:
     groups = [_group(chunks[0], want), _group(chunks[1], want)]
     inner, itemsize = a.shape[1], dtype.itemsize
 
-    def emit(builder: GraphBuilder) -> None:
+    def emit(builder: GraphBuilder, coords: Any = None) -> None:
+        wanted = None if coords is None else set(coords)
         for rg in groups[0]:
             r0, r1 = starts[0][rg[0]], starts[0][rg[-1] + 1]
             for cg in groups[1]:
+                if wanted is not None and not _tile_blocks(rg, cg) & wanted:
+                    continue  # a tile of which no block is wanted
                 c0, c1 = starts[1][cg[0]], starts[1][cg[-1] + 1]
                 nb = itemsize * (r1 - r0) * (c1 - c0)
                 cost = _FLOPS(r1 - r0, inner, c1 - c0)
@@ -344,6 +374,8 @@ def _panel_matmul(a: Array, b: Array, dtype: np.dtype) -> Array | None:
                             nbytes=nb, coords=(rg[0], cg[0]))
                 for i in rg:
                     for j in cg:
+                        if wanted is not None and (i, j) not in wanted:
+                            continue
                         local = (slice(starts[0][i] - r0, starts[0][i + 1] - r0),
                                  slice(starts[1][j] - c0, starts[1][j + 1] - c0))
                         builder.add((name, i, j), _view, deps=[tile], args=(Dep(0), local),
@@ -354,8 +386,26 @@ def _panel_matmul(a: Array, b: Array, dtype: np.dtype) -> Array | None:
         tiles = len(groups[0]) * len(groups[1])
         return math.prod(grid) + (0 if tiles == math.prod(grid) else tiles)
 
-    return Array(Blocks(name, grid, (), emit, ntasks=count), (a.shape[0], b.shape[1]),
-                 chunks, dtype)
+    return Array(Blocks(name, grid, (), emit, ntasks=count, op="panels", spec=groups),
+                 (a.shape[0], b.shape[1]), chunks, dtype)
+
+
+def _tile_blocks(rows: list[int], cols: list[int]) -> set[tuple[int, int]]:
+    return {(i, j) for i in rows for j in cols}
+
+
+def _panel_count(coll: Blocks, coords: Any) -> int:
+    """Tasks of some blocks of :func:`_panel_matmul`: one per block, and the tile task of
+    each tile of several blocks that holds one of them."""
+    rows, cols = coll.spec
+    row_of = {i: n for n, g in enumerate(rows) for i in g}
+    col_of = {j: n for n, g in enumerate(cols) for j in g}
+    tiles = {(row_of[i], col_of[j]) for i, j in coords}
+    return len(coords) + sum(1 for r, c in tiles if len(rows[r]) * len(cols[c]) > 1)
+
+
+# the panels read in-memory arrays, no collection
+register_block_rule("panels", BlockRule(lambda coll, coords, demand: True, _panel_count))
 
 
 def _dense_only(op: str, *operands: Any) -> None:

@@ -446,7 +446,7 @@ def _with_core_grid(blocks: Any, ncore: int) -> Any:
     from tilegraph.algebra.blocks import remap
 
     keys = blocks.keys.reshape(blocks.grid + (1,) * ncore)
-    return remap(f"{blocks.name}-core", keys, [blocks])
+    return remap(f"{blocks.name}-core", keys, [blocks], covers=True)
 
 
 def _resolved_dtypes(ufunc: np.ufunc, inputs: Sequence[Any], dtype: Any) -> list | None:

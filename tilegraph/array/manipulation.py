@@ -460,6 +460,11 @@ class RechunkBlocks(RunBlocks):
     def _collections(self, options: Any) -> list[Blocks]:
         return _new_collections(self.stages(options).collection, self.deps[0])
 
+    def expand(self, options: Any = None) -> list[Blocks]:
+        """Its stages for a run of ``options``, each planned on its own (the blocks a
+        slice of the result reads, and the stages' blocks those read)."""
+        return self._collections(options)
+
     def lower_into(self, builder: Any, options: Any = None) -> None:
         for coll in self._collections(options):
             coll.lower_into(builder, options)
@@ -597,6 +602,7 @@ class SplitBlocks(Blocks):
 
     def __init__(self, blocks: Blocks, coarser: Array):
         super().__init__(blocks.name, blocks.grid, blocks.deps, blocks.emit)
+        self.with_rule_of(blocks)
         self.coarser = coarser
 
 
@@ -720,7 +726,7 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Array:
     chunks = tuple(sum((a.chunks[axis] for a in aligned), ()) if i == axis else common[i]
                    for i in range(nd))
     name = f"concatenate-{tokenize('concatenate', *aligned, axis)}"
-    blocks = remap(name, keys, [a.collection for a in aligned])
+    blocks = remap(name, keys, [a.collection for a in aligned], covers=True)
     shape = tuple(sum(c) for c in chunks)
     return Array(blocks, shape, chunks, dtype)
 

@@ -8,6 +8,7 @@ are as stable as NumPy's two-pass variance without reading the data twice.
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -143,7 +144,8 @@ def reduction(
     # (min, argmax, ... of nothing is an error); when the reduced extent is not empty they
     # give None, which the combine step skips.
     empty = set()
-    if builtins.all(x.shape[a] > 0 for a in axes):
+    if builtins.all(x.shape[a] > 0 for a in axes) and builtins.any(
+            0 in x.chunks[a] for a in axes):
         empty = {c for c in np.ndindex(*grid)
                  if builtins.any(x.chunks[a][c[a]] == 0 for a in axes)}
     if empty:
@@ -174,10 +176,18 @@ def reduction(
             kind="partial", name=f"{op}-partial", nbytes=part_bytes,
         )
     out_grid = tuple(1 if a in axes else g for a, g in enumerate(grid))
+    reduced = [range(g) for g in grid]
+
+    def members(out: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The partials that combine into output block ``out``, in the grid's order."""
+        return list(itertools.product(*(reduced[a] if a in axes else (k,)
+                                        for a, k in enumerate(out))))
+
     tree = reduce_by_key(
         f"{op}-combine-{token}", parts,
         lambda c: tuple(0 if a in axes else k for a, k in enumerate(c)), out_grid, combine,
-        split_every=split_every, kind="reduce", name=f"{op}-combine", nbytes=part_bytes,
+        split_every=split_every, members=members, kind="reduce", name=f"{op}-combine",
+        nbytes=part_bytes,
     )
     out_chunks = tuple((1,) if a in axes else c for a, c in enumerate(x.chunks))
     finish = _finish(aggregate, axes, keepdims, dtype)
