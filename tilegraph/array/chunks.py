@@ -350,6 +350,21 @@ def block_slices(chunks: Chunks, coord: Sequence[int]) -> tuple[slice, ...]:
     return tuple(out)
 
 
+class BlockSlices:
+    """``block_slices`` of any block by its coordinate (``slices[coord]``), from slices
+    made once per axis: as :func:`all_block_slices` without listing every block (a plan
+    of a few blocks of a large array looks up those only)."""
+
+    __slots__ = ("_axes",)
+
+    def __init__(self, chunks: Chunks):
+        self._axes = [[slice(o, o + s) for o, s in zip(offsets(sz), sz, strict=False)]
+                      for sz in chunks]
+
+    def __getitem__(self, coord: Sequence[int]) -> tuple[slice, ...]:
+        return tuple(axis[c] for axis, c in zip(self._axes, coord, strict=True))
+
+
 def all_block_slices(chunks: Chunks) -> dict[tuple[int, ...], tuple[slice, ...]]:
     """``block_slices`` for every block, computed once per axis."""
     axes = [[slice(o, o + s) for o, s in zip(offsets(sz), sz, strict=False)] for sz in chunks]

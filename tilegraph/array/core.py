@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.algebra.blocks import Blocks
-from tilegraph.array.chunks import Chunks, all_block_slices, normalize_chunks, numblocks
+from tilegraph.array.chunks import Chunks, normalize_chunks, numblocks, offsets
 from tilegraph.util import human
 
 _session = os.urandom(4).hex()
@@ -242,7 +242,7 @@ class ViewBlocks(Blocks):
     __slots__ = ("array",)
 
     def __init__(self, name: str, grid: Sequence[int], emit: Callable, array: np.ndarray):
-        super().__init__(name, grid, (), emit)
+        super().__init__(name, grid, (), emit, op="source")  # emit(builder, coords=None)
         self.array = array
 
 
@@ -276,13 +276,14 @@ def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None,
     chunks = normalize_chunks(chunks, x.shape, x.dtype)
     name = name or unique_name("array")
     grid = numblocks(chunks)
-    slices = all_block_slices(chunks)
+    starts = [offsets(c) for c in chunks]
 
     from tilegraph.graph.taskgraph import GraphBuilder
 
-    def emit(builder: GraphBuilder) -> None:
+    def emit(builder: GraphBuilder, coords: Any = None) -> None:
         itemsize = x.itemsize
-        for coord, slc in slices.items():
+        for coord in np.ndindex(*grid) if coords is None else coords:
+            slc = tuple(slice(o[c], o[c + 1]) for o, c in zip(starts, coord, strict=True))
             nb = itemsize * math.prod(s.stop - s.start for s in slc)
             builder.add((name, *coord), _view, args=(x, slc), kind="load", nbytes=nb,
                         coords=coord, repeatable=True)  # a view of the array the plan holds

@@ -20,7 +20,13 @@ import numpy as np
 
 from tilegraph import pipeline
 from tilegraph.algebra.blocks import Blocks, source
-from tilegraph.array.chunks import all_block_slices, block_shape, normalize_chunks, numblocks
+from tilegraph.array.chunks import (
+    BlockSlices,
+    all_block_slices,
+    block_shape,
+    normalize_chunks,
+    numblocks,
+)
 from tilegraph.array.core import Array, tokenize, unique_name
 from tilegraph.array.manipulation import RechunkBlocks, SplitBlocks
 from tilegraph.array.sparse import SparseArray, sparse_block_nbytes
@@ -58,7 +64,7 @@ def _reader_array(op: str, reader: Any, path: str, shape: tuple[int, ...], dtype
     (made again under memory pressure) is the block read first, or an error: the tasks are
     repeatable (:meth:`~tilegraph.graph.TaskGraph.repeatable`)."""
     chunks = normalize_chunks(chunks, shape, dtype)
-    slices = all_block_slices(chunks)
+    slices = BlockSlices(chunks)
     name = f"{op}-{tokenize(op, snap, chunks)}"
     itemsize = dtype.itemsize
     extra = () if ledger is None else (ledger,)
@@ -227,7 +233,7 @@ def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False,
         raise TypeError("from_array: arrays of Python objects are not supported")
     lock = _lock("from_array", lock)
     chunks = normalize_chunks(chunks, shape, dtype)
-    slices = all_block_slices(chunks)
+    slices = BlockSlices(chunks)
     name = unique_name("from_array")
     itemsize = dtype.itemsize
     declared = True if repeatable else (
@@ -267,7 +273,7 @@ def _from_mapped_file(path: str, layout: tuple, chunks: Any, lock: Any,
     _lock("from_array", lock)
     shape, dtype = layout[1], np.dtype(layout[2])
     chunks = normalize_chunks(chunks, shape, dtype)
-    slices = all_block_slices(chunks)
+    slices = BlockSlices(chunks)
     ledger = shared_ledger(path)
     inode = Lit(file_identity(path)[:2])  # the file mapped now, whatever its path shows later
     itemsize = dtype.itemsize

@@ -23,7 +23,7 @@ import numpy as np
 
 from tilegraph import pipeline
 from tilegraph.algebra.blocks import Blocks, lower
-from tilegraph.array.chunks import all_block_slices, numblocks
+from tilegraph.array.chunks import numblocks
 from tilegraph.array.core import Array, asarray, unique_name
 from tilegraph.config import Options
 from tilegraph.graph.dask_spec import gc_paused
@@ -43,15 +43,15 @@ def from_blocks(values: dict[tuple[int, ...], Any], shape: tuple[int, ...],
     missing block is a placeholder, filled in when the plan runs)."""
     name = name or unique_name("blocks")
     itemsize = np.dtype(dtype).itemsize
-    slices = all_block_slices(chunks)
+    grid = numblocks(chunks)
 
-    def emit(builder: GraphBuilder) -> None:
-        for coord, slc in slices.items():
-            nb = itemsize * math.prod(s.stop - s.start for s in slc)
+    def emit(builder: GraphBuilder, coords: Any = None) -> None:
+        for coord in np.ndindex(*grid) if coords is None else coords:
+            nb = itemsize * math.prod(chunks[a][k] for a, k in enumerate(coord))
             builder.add_data((name, *coord), values.get(coord), kind="load", nbytes=nb,
                              coords=coord)
 
-    return Array(Blocks(name, numblocks(chunks), (), emit), shape, chunks, dtype)
+    return Array(Blocks(name, grid, (), emit, op="source"), shape, chunks, dtype)
 
 
 class _Plan:
