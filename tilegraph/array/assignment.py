@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks
+from tilegraph.algebra.blocks import BlockRule, Blocks, Demand, register_block_rule
 from tilegraph.array.chunks import offsets
 from tilegraph.array.core import Array, tokenize
 from tilegraph.graph.taskgraph import Dep, Lit
@@ -373,8 +373,10 @@ def _rebuilt(x: Array, label: str, tasks: dict, values: list[Array],
     itemsize = x.itemsize
     chunks = x.chunks
 
-    def emit(builder: Any) -> None:
-        for coord, parts in tasks.items():
+    def emit(builder: Any, coords: Any = None) -> None:
+        todo = tasks.items() if coords is None else [(c, tasks[c]) for c in coords
+                                                     if c in tasks]
+        for coord, parts in todo:
             nb = itemsize * math.prod(chunks[a][i] for a, i in enumerate(coord))
             deps: list[Any] = [xkey(coord)]
             args: list[Any] = [Dep(0)]
@@ -393,8 +395,27 @@ def _rebuilt(x: Array, label: str, tasks: dict, values: list[Array],
     for a in values:
         deps.setdefault(a.collection.name, a.collection)
     blocks = Blocks(label, x.collection.grid, list(deps.values()), emit, keys=keys,
-                    ntasks=len(tasks))
+                    ntasks=len(tasks), op="rebuilt", spec=(x.collection, tasks))
     return Array(blocks, x.shape, x.chunks, x.dtype)
+
+
+def _rebuilt_needs(coll: Blocks, coords: Any, demand: Demand) -> bool:
+    """The blocks some blocks of a :func:`_rebuilt` array read: a replaced block reads
+    the old block and its value's blocks, any other block is the old one."""
+    if coords is None:
+        for d in coll.deps:
+            demand.every(d)
+        return True
+    old, tasks = coll.spec
+    keys = []
+    for c in coords:
+        keys.append(old.key(c))
+        keys.extend(v for v in tasks.get(c, ()) if not isinstance(v, Lit))
+    return demand.keys(keys)
+
+
+register_block_rule("rebuilt", BlockRule(
+    _rebuilt_needs, lambda coll, coords: sum(1 for c in coords if c in coll.spec[1])))
 
 
 def _alias(x: Array) -> Array:

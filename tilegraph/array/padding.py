@@ -333,8 +333,9 @@ def _index_piece(x: Array, axis: int, first: int, width: int, mode: str, odd: bo
         return _index_block, unique, args
 
     token = tokenize("pad-index", x, axis, first, width, mode, odd)
+    # a piece reads the blocks near the array's edge only (not all of them)
     blocks = apply_blocks(f"pad-{mode}-{token}", numblocks(chunks), [x.collection], task_of,
-                          kind="getitem", name=f"pad-{mode}")
+                          covers=False, kind="getitem", name=f"pad-{mode}")
     return Array(blocks, tuple(builtins.sum(c) for c in chunks), chunks, x.dtype)
 
 

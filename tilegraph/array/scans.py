@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import apply_blocks
+from tilegraph.algebra.blocks import BlockRule, apply_blocks, register_block_rule
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.graph.taskgraph import Dep
 
@@ -204,8 +204,11 @@ def _shifted(label: str, grid: tuple[int, ...], inputs: list, task_of: Any, axis
     ``(label, ..., j, ...)``."""
     from tilegraph.algebra.blocks import Blocks
 
-    def emit(builder: Any) -> None:
-        for c in np.ndindex(*grid):
+    def emit(builder: Any, coords: Any = None) -> None:
+        # ``coords``: carries wanted, by their own coordinate (along the axis 1 .. g)
+        todo = np.ndindex(*grid) if coords is None else (
+            (*o[:axis], o[axis] - 1, *o[axis + 1:]) for o in coords if o[axis])
+        for c in todo:
             func, deps, args = task_of(c)
             out = (*c[:axis], c[axis] + 1, *c[axis + 1:])
             builder.add((label, *out), func, deps=deps, args=args, kind="reduce",
@@ -216,8 +219,32 @@ def _shifted(label: str, grid: tuple[int, ...], inputs: list, task_of: Any, axis
     for c in np.ndindex(*keys.shape):
         keys[c] = (label, *c)
     blocks = Blocks(label, keys.shape, inputs, emit, keys=keys,
-                    ntasks=math.prod(grid))
+                    ntasks=math.prod(grid), op="carries", spec=axis)
     return blocks
+
+
+def _carries_needs(coll: Any, coords: Any, demand: Any) -> bool:
+    """The blocks some carries of :func:`_shifted` read: the carry into block ``j`` is
+    made from the carry into block ``j - 1`` (down to block 1), and each of those from
+    the totals (or scanned blocks) before it; the chain is added to the carries
+    wanted."""
+    if coords is None:
+        for d in coll.deps:
+            demand.every(d)
+        return True
+    axis = coll.spec
+    chain = {(*o[:axis], j, *o[axis + 1:]) for o in coords for j in range(1, o[axis] + 1)}
+    demand.some(coll, chain)
+    (totals,) = coll.deps
+    demand.some(totals, {(*o[:axis], o[axis] - 1, *o[axis + 1:]) for o in chain})
+    return True
+
+
+def _count_carries(coll: Any, coords: Any) -> int:
+    return sum(1 for o in coords if o[coll.spec] > 0)
+
+
+register_block_rule("carries", BlockRule(_carries_needs, _count_carries))
 
 
 def _identity(block: Any) -> Any:
