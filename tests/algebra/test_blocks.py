@@ -29,6 +29,7 @@ from tilegraph.algebra import (
     remap,
     source,
 )
+from tilegraph.algebra.blocks import BLOCK_RULES, BlockRule, LoweringPlan, register_block_rule
 from tilegraph.graph import Dep, GraphError
 from tilegraph.runtime.events import Release, TaskEnd
 
@@ -548,3 +549,153 @@ def test_remap_rejects_coordinates_outside_its_grid():
     shifted = map_blocks("s", np.negative, [t], (2,), index_maps=[lambda c: (c[0] - 1,)])
     with pytest.raises(IndexError, match="outside the grid"):
         lower([shifted])
+
+
+# -- demand: only the blocks the results read are planned --------------------------------------
+
+
+def planned(*roots) -> set:
+    """The task keys of lowering ``roots``, checked against the count made without
+    emitting them."""
+    graph = lower(list(roots)).build()
+    assert LoweringPlan(list(roots)).count() == len(graph)
+    return set(graph.keys)
+
+
+def pick(coll: Blocks, *coords) -> Blocks:
+    """A result made of some blocks of ``coll`` (a remap: no tasks of its own)."""
+    keys = np.empty(len(coords), dtype=object)
+    for n, c in enumerate(coords):
+        keys[n] = coll.key(c)
+    return remap(f"pick-{coll.name}", keys, [coll])
+
+
+def test_a_map_plans_the_blocks_its_index_maps_name():
+    x = blocked_source("x", np.arange(12.0).reshape(3, 4), ((1, 1, 1), (1, 1, 2)))
+    r = blocked_source("r", np.arange(4.0), ((1, 1, 2),))
+    out = map_blocks("f", operator.add, [x, r], x.grid, index_maps=[None, lambda c: (c[1],)])
+    assert planned(pick(out, (1, 2))) == {("f", 1, 2), ("x", 1, 2), ("r", 2)}
+    assert planned(out) == {*x.keys.flat, *r.keys.flat, *out.keys.flat}
+    values = run_all(pick(out, (1, 2), (2, 0)))
+    np.testing.assert_array_equal(values[(0,)], np.array([[6.0 + 2.0, 7.0 + 3.0]]))
+
+
+def test_apply_blocks_plans_the_blocks_its_tasks_read():
+    x = np.arange(9.0)
+    bx = blocked_source("x", x, ((2, 3, 4),))
+
+    def task_of(coord):
+        deps = [bx.key((j,)) for j in range(coord[0] + 1)]
+        return (lambda *blocks: sum(float(b.sum()) for b in blocks)), deps, None
+
+    for covers in (True, False):
+        out = apply_blocks(f"cum{covers}", (3,), [bx], task_of, covers=covers)
+        assert planned(pick(out, (1,))) == {(f"cum{covers}", 1), ("x", 0), ("x", 1)}
+        assert run_all(pick(out, (1,))) == {(0,): x[:5].sum()}
+    # a slice-like collection: all of its blocks read two blocks of its input
+    two = apply_blocks("two", (2,), [bx], lambda c: (np.negative, [bx.key((2 * c[0],))],
+                                                     None), covers=lambda: [(0,), (2,)])
+    assert planned(two) == {("two", 0), ("two", 1), ("x", 0), ("x", 2)}
+    same = apply_blocks("same", (2,), [bx], lambda c: (np.negative, [bx.key((2 * c[0],))],
+                                                       None), covers=False)
+    assert planned(same) == {("same", 0), ("same", 1), ("x", 0), ("x", 2)}
+
+
+def test_apply_blocks_with_a_domain_plans_the_blocks_that_exist():
+    bx = blocked_source("x", np.arange(6.0), ((2, 2, 2),))
+    odd = apply_blocks("odd", (3,), [bx], lambda c: (np.negative, [bx.key(c)], None),
+                       domain=lambda: [(0,), (2,)])
+    assert odd.ntasks == 2
+    assert planned(odd) == {("odd", 0), ("odd", 2), *bx.keys.flat}
+    assert planned(pick(odd, (2,))) == {("odd", 2), ("x", 2)}
+
+
+def test_remap_plans_the_blocks_it_picks():
+    bx = blocked_source("x", np.arange(6.0), ((2, 2, 2),))
+    by = blocked_source("y", np.arange(6.0), ((2, 2, 2),))
+    both = remap("xy", np.concatenate([bx.keys, by.keys]), [bx, by], covers=True)
+    assert planned(both) == {*bx.keys.flat, *by.keys.flat}
+    assert planned(pick(both, (4,))) == {("y", 1)}
+    assert planned(remap("r", bx.keys[::2].copy(), [bx])) == {("x", 0), ("x", 2)}
+
+
+def test_flat_map_join_and_reduce_plan_what_some_outputs_read():
+    x = np.arange(12.0)
+    bx = blocked_source("x", x, ((3, 3, 3, 3),))
+    halves = flat_map("split", _halves, bx, lambda c: [(2 * c[0],), (2 * c[0] + 1,)], (8,))
+    assert planned(pick(halves, (5,))) == {("split", 5), ("split-parts", 2), ("x", 2)}
+    assert run_all(pick(halves, (5,)))[(0,)].tolist() == [7.0, 8.0]
+    pairs_coll, pairs = join("j", bx, bx, lambda c: c[0] % 2, lambda c: c[0] % 2, operator.add)
+    n = pairs.index(((1,), (3,)))
+    assert planned(pick(pairs_coll, (n,))) == {("j", n), ("x", 1), ("x", 3)}
+    for members in (None, lambda o: [(o[0],), (o[0] + 2,)]):
+        sums = reduce_by_key("s", bx, lambda c: (c[0] % 2,), (2,), operator.add,
+                             members=members)
+        assert planned(pick(sums, (1,))) == {("s", 1), ("x", 1), ("x", 3)}
+        np.testing.assert_array_equal(run_all(pick(sums, (1,)))[(0,)], x[3:6] + x[9:12])
+
+
+def test_group_by_join_plans_a_row_and_a_column_for_an_output_block():
+    a = blocked_source("a", np.ones((4, 6)), ((2, 2), (2, 2, 2)))
+    b = blocked_source("b", np.ones((6, 4)), ((2, 2, 2), (2, 2)))
+    out = group_by_join("mm", a, b, matmul_pairs(3), (2, 2), PLUS_TIMES)
+    keys = planned(pick(out, (0, 1)))
+    assert {k for k in keys if k[0] in ("a", "b")} == {
+        ("a", 0, 0), ("a", 0, 1), ("a", 0, 2), ("b", 0, 1), ("b", 1, 1), ("b", 2, 1)}
+    assert sum(1 for k in keys if k[0].startswith("mm")) == 3  # a product, 2 accumulations
+    np.testing.assert_array_equal(run_all(pick(out, (0, 1)))[(0,)], np.full((2, 2), 6.0))
+
+
+def test_a_collection_without_a_rule_is_planned_whole():
+    bx = blocked_source("x", np.arange(6.0), ((2, 2, 2),))
+
+    def emit(builder):
+        for c in bx.coords():
+            builder.add(("own", *c), np.negative, deps=[bx.key(c)])
+
+    own = Blocks("own", bx.grid, [bx], emit)
+    assert own.op == "custom" and own.op not in BLOCK_RULES
+    assert planned(pick(own, (1,))) == {*own.keys.flat, *bx.keys.flat}
+
+
+def test_a_task_reading_a_key_that_is_no_block_plans_its_inputs_whole():
+    x = np.arange(12.0)
+    bx = blocked_source("x", x, ((3, 3, 3, 3),))
+    halves = flat_map("split", _halves, bx, lambda c: [(2 * c[0],), (2 * c[0] + 1,)], (8,))
+    # reads a flat_map's inner task (its "-parts" key), which no block rule knows
+    whole = apply_blocks("whole", (1,), [halves],
+                         lambda c: (operator.itemgetter(1), [("split-parts", 1)], None))
+    keys = planned(whole)
+    assert keys >= {*bx.keys.flat, *halves.keys.flat} and ("whole", 0) in keys
+    np.testing.assert_array_equal(run_all(whole)[(0,)], x[4:6])
+
+
+def test_a_registered_rule_plans_some_blocks_of_its_collections():
+    bx = blocked_source("x", np.arange(6.0), ((2, 2, 2),))
+
+    def emit(builder, coords=None):
+        for c in bx.coords() if coords is None else coords:
+            builder.add(("neg", *c), np.negative, deps=[bx.key(c)])
+
+    def needs(coll, coords, demand):
+        demand.some(bx, bx.coords() if coords is None else coords)
+        return True
+
+    register_block_rule("test-negative", BlockRule(needs, lambda coll, coords: len(coords)))
+    try:
+        neg = Blocks("neg", bx.grid, [bx], emit, op="test-negative")
+        assert planned(pick(neg, (2,))) == {("neg", 2), ("x", 2)}
+        assert planned(neg) == {*neg.keys.flat, *bx.keys.flat}
+    finally:
+        del BLOCK_RULES["test-negative"]
+
+
+def test_demand_lists_the_blocks_each_collection_reads():
+    bx = blocked_source("x", np.arange(8.0), ((2, 2, 2, 2),))
+    y = map_blocks("y", np.negative, [bx], bx.grid)
+    z = map_blocks("z", np.negative, [bx], bx.grid)
+    plan = LoweringPlan([pick(y, (3,), (1,)), z])
+    assert plan.demand.wanted == {"pick-y": None, "y": {(1,), (3,)}, "z": None, "x": None}
+    plan = LoweringPlan([pick(y, (3,), (1,))])
+    assert plan.demand.wanted["x"] == {(1,), (3,)}
+    assert [c.name for c, _ in plan.wanted()] == ["x", "y", "pick-y"]
