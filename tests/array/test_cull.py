@@ -133,6 +133,8 @@ OPS_1D = {
     "argmax axis 0": (lambda: _x().argmax(axis=0), lambda: X.argmax(axis=0)),
     "ravel": (lambda: _computed(X).reshape(-1), lambda: X.reshape(-1)),
     "arange": (lambda: tg.arange(0, 41, chunks=6), lambda: np.arange(0, 41)),
+    "diagonal": (lambda: tg.diagonal(tg.from_numpy(X[:19, :19], chunks=4) * 2),
+                 lambda: np.diagonal(X[:19, :19] * 2)),
 }
 
 SLICES_2D = [np.s_[6:9, 5:7], np.s_[4:12, 14:19], np.s_[-4:, -6:-1], np.s_[::7, -1],

@@ -705,7 +705,7 @@ def _diagonal(c: Array) -> Array:
     token = tokenize("diagonal", c)
     blocks = apply_blocks(f"diagonal-{token}", (len(c.chunks[0]),), [c.collection],
                           lambda i: (_diag_block, [key((i[0], i[0]))], None),
-                          kind="getitem", name="diagonal")
+                          covers=False, kind="getitem", name="diagonal")  # (i, i) only
     return Array(blocks, (c.shape[0],), (c.chunks[0],), c.dtype)
 
 
