@@ -27,6 +27,7 @@ from tilegraph.algebra import (
     map_blocks,
     reduce_by_key,
     remap,
+    remap_by,
     source,
 )
 from tilegraph.algebra.blocks import BLOCK_RULES, BlockRule, LoweringPlan, register_block_rule
@@ -699,3 +700,17 @@ def test_demand_lists_the_blocks_each_collection_reads():
     plan = LoweringPlan([pick(y, (3,), (1,))])
     assert plan.demand.wanted["x"] == {(1,), (3,)}
     assert [c.name for c, _ in plan.wanted()] == ["x", "y", "pick-y"]
+
+
+def test_remap_by_names_blocks_by_a_function_of_the_coordinate():
+    bx = blocked_source("x", np.arange(6.0), ((2, 2, 2),))
+    by = blocked_source("y", -np.arange(4.0), ((1, 3),))
+    both = remap_by("xy", (5,), lambda c: bx.key(c) if c[0] < 3 else by.key((c[0] - 3,)),
+                    [bx, by], covers=True)
+    assert both.key((4,)) == ("y", 1) and both.keys[2] == ("x", 2)
+    with pytest.raises(IndexError, match="outside the grid"):
+        both.key((5,))
+    assert planned(pick(both, (3,))) == {("y", 0)}
+    assert planned(both) == {*bx.keys.flat, *by.keys.flat}
+    np.testing.assert_array_equal(assemble(run_all(both), both.grid),
+                                  np.concatenate([np.arange(6.0), -np.arange(4.0)]))

@@ -13,6 +13,7 @@ from tilegraph.algebra.blocks import (
     map_blocks,
     reduce_by_key,
     remap,
+    remap_by,
     source,
 )
 from tilegraph.algebra.grid import Kernel, TaskGrid, TaskRecord, task_grid
@@ -46,6 +47,7 @@ __all__ = [
     "map_blocks",
     "reduce_by_key",
     "remap",
+    "remap_by",
     "source",
     "task_grid",
 ]

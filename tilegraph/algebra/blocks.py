@@ -16,7 +16,8 @@ Operators (each returns a new :class:`Blocks`):
 - :func:`group_by_join`: join, a per-pair function, and a reduce by output key, fused, under
   a :class:`~tilegraph.algebra.semiring.Semiring`. The reduce accumulates each product into
   its output block as it is made, so a blocked matmul never holds its N^3 products;
-- :func:`remap`: a new grid whose blocks are existing blocks (concatenation, block transpose).
+- :func:`remap`: a new grid whose blocks are existing blocks (block transpose, a pick of
+  blocks), or :func:`remap_by` with the keys given by a function (concatenation).
 
 Collections are shared by name: two collections with the same name are the same tasks, which
 is how common subexpressions are shared when a plan is lowered.
@@ -298,8 +299,8 @@ def _needs_remap(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> boo
         if covers:
             return _all_inputs(coll, demand)
         return demand.keys(coll.keys.flat)
-    keys = coll.keys
-    return demand.keys(keys[c] for c in coords)
+    key = coll.key
+    return demand.keys(key(c) for c in coords)
 
 
 def _needs_flat_map(coll: Blocks, coords: set[Coord] | None, demand: Demand) -> bool:
@@ -644,6 +645,42 @@ def remap(label: str, keys: np.ndarray, inputs: Sequence[Blocks], *, covers: boo
     plan of all of them reads the inputs whole without looking at the keys."""
     return Blocks(label, keys.shape, _unique_colls(inputs), None, keys=keys, op="remap",
                   spec=covers)
+
+
+class KeyedBlocks(Blocks):
+    """A collection whose blocks are existing blocks named by a function of the coordinate,
+    ``key_of`` (no tasks, no array of keys until one is asked for): see :func:`remap_by`."""
+
+    __slots__ = ("key_of",)
+
+    def __init__(self, name: str, grid: Sequence[int], key_of: Callable[[Coord], Hashable],
+                 deps: Iterable[Blocks], covers: bool):
+        super().__init__(name, grid, deps, None, op="remap", spec=covers)
+        self.key_of = key_of
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Object array of the blocks' keys (made when first asked for)."""
+        if self._keys is None:
+            keys = np.empty(self.grid, dtype=object)
+            for coord in np.ndindex(*self.grid):
+                keys[coord] = self.key_of(coord)
+            self._keys = keys
+        return self._keys
+
+    def key(self, coord: Coord) -> Hashable:
+        coord = tuple(coord)
+        if len(coord) != len(self.grid) or not all(
+                0 <= c < g for c, g in zip(coord, self.grid, strict=True)):
+            raise IndexError(f"block {coord} is outside the grid {self.grid} of {self.name!r}")
+        return self.key_of(coord)
+
+
+def remap_by(label: str, grid: Sequence[int], key_of: Callable[[Coord], Hashable],
+             inputs: Sequence[Blocks], *, covers: bool = False) -> Blocks:
+    """As :func:`remap`, with the key of block ``coord`` given by ``key_of(coord)``, so
+    that no block is listed until a plan asks for it (a concatenation of large arrays)."""
+    return KeyedBlocks(label, grid, key_of, _unique_colls(inputs), covers)
 
 
 def _pick(i: int) -> Callable[[tuple], Any]:

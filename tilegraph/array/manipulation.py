@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks, RunBlocks, apply_blocks, remap
+from tilegraph.algebra.blocks import Blocks, RunBlocks, apply_blocks, remap_by
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import (
     Chunks,
@@ -722,11 +722,18 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Array:
         aligned.append(a.rechunk(want) if want != a.chunks else a)
     if len(aligned) == 1:
         return aligned[0]
-    keys = np.concatenate([a.collection.keys for a in aligned], axis=axis)
     chunks = tuple(sum((a.chunks[axis] for a in aligned), ()) if i == axis else common[i]
                    for i in range(nd))
     name = f"concatenate-{tokenize('concatenate', *aligned, axis)}"
-    blocks = remap(name, keys, [a.collection for a in aligned], covers=True)
+    # the first block of each input along the axis, for the block of a coordinate
+    starts = list(itertools.accumulate((a.numblocks[axis] for a in aligned), initial=0))
+    colls = [a.collection for a in aligned]
+
+    def key_of(c: tuple[int, ...]) -> Any:
+        n = bisect_right(starts, c[axis]) - 1
+        return colls[n].key((*c[:axis], c[axis] - starts[n], *c[axis + 1:]))
+
+    blocks = remap_by(name, numblocks(chunks), key_of, colls, covers=True)
     shape = tuple(sum(c) for c in chunks)
     return Array(blocks, shape, chunks, dtype)
 
