@@ -714,3 +714,13 @@ def test_remap_by_names_blocks_by_a_function_of_the_coordinate():
     assert planned(both) == {*bx.keys.flat, *by.keys.flat}
     np.testing.assert_array_equal(assemble(run_all(both), both.grid),
                                   np.concatenate([np.arange(6.0), -np.arange(4.0)]))
+
+
+def test_blocks_planned_for_a_part_have_keys_of_python_ints():
+    bx = blocked_source("x", np.arange(8.0), ((2, 2, 2, 2),))
+    out = map_blocks("f", np.negative, [bx], bx.grid,
+                     index_maps=[lambda c: (np.int64(c[0]),)])
+    keys = planned(pick(out, (2,)))
+    assert keys == {("f", 2), ("x", 2)}
+    assert all(type(v) is int for k in keys for v in k[1:])
+    np.testing.assert_array_equal(run_all(pick(out, (2,)))[(0,)], [-4.0, -5.0])

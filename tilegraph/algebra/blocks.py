@@ -457,7 +457,8 @@ class LoweringPlan:
             if coords is None:
                 coll.lower_into(builder, self.options)
             elif coll.emit is not None:
-                coll.emit(builder, sorted(coords))
+                # coordinates as Python ints (a rule may give NumPy's): they make task keys
+                coll.emit(builder, sorted(tuple(map(int, c)) for c in coords))
         return builder
 
 
