@@ -312,3 +312,13 @@ def test_every_operator_of_the_algebra_has_a_rule():
         assert op in BLOCK_RULES
     assert algebra.map_blocks("m", abs, [algebra.source("s", (2,), lambda c: (abs, (1,)))],
                               (2,)).op == "map"
+
+
+@pytest.mark.parametrize("op", ["elementwise", "map_overlap reflect", "matmul", "cumsum"])
+def test_a_block_of_a_result_plans_what_it_reads(op):
+    make, ref = OPS_2D[op]
+    whole = make()
+    part = whole.blocks[1, -1]  # a block of the result (x.blocks), uneven along axis 1
+    assert planned_keys(part) == culled_keys(whole, part)
+    rows, cols = (np.cumsum((0, *c)) for c in whole.chunks)
+    np.testing.assert_allclose(part.compute(), ref()[rows[1]:rows[2], cols[-2]:cols[-1]])
