@@ -11,7 +11,9 @@ held, beside the simulator's blocks held).
 What is measured: for dask, the bytes the hosts sent during the run less what reached the
 driver outside (the gathered results, in "to driver"); for MPI, the bytes each rank's host
 sent during its compute() (read by the rank from its own ``/sys/class/net/eth0``), summed,
-beside the block bytes the ranks sent (``last_run().bytes_sent``). Both include the
+beside the block bytes the ranks sent (``last_run().bytes_sent``) and the TCP segments the
+hosts sent again (a resent segment is counted twice by the interface; on a loaded machine
+this alone can put the counters several times above the blocks). Both include the
 protocol's own bytes (TCP/IP headers, dask's messages, the ranks' collective steps), which
 the simulator does not model; the results gathered on rank 0 are counted by both.
 
@@ -169,6 +171,15 @@ def _tx_bytes() -> int:
         return int(f.read())
 
 
+def _retransmitted() -> int:
+    """TCP segments this network namespace has sent again (``RetransSegs`` of
+    ``/proc/net/snmp``): a segment lost to the shaping's queue or to a slow receiver is
+    counted by the interface twice, which the simulator cannot predict."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("RetransSegs")])
+
+
 def _status(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -209,19 +220,21 @@ def rank_main(names: list[str], scale: float) -> None:
         xs = arrays(name, scale)
         comm.Barrier()
         start = _reset_peak()
-        tx0 = _tx_bytes()
+        tx0, re0 = _tx_bytes(), _retransmitted()
         t0 = time.perf_counter()
         got = tg.compute(*xs, backend="mpi", workers=1)
         seconds = time.perf_counter() - t0
-        tx = _tx_bytes() - tx0
+        tx, again = _tx_bytes() - tx0, _retransmitted() - re0
         run = tg.last_run()
         sent = comm.gather(tx)
+        resent = comm.gather(again)
         blocks = comm.gather(run.bytes_sent)
         held = comm.gather(run.peak_bytes)
         rss = comm.gather(_peak_growth(start))
         if rank == 0:
             print("FIGURES " + json.dumps({
                 "workload": name, "seconds": seconds, "measured": sum(sent),
+                "retransmitted": sum(resent),
                 "blocks_sent": sum(blocks), "peak_held": max(held), "peak_rss": max(rss),
                 "right": _check(name, list(got), scale)}), flush=True)
 
@@ -310,7 +323,8 @@ def compare(args: argparse.Namespace) -> None:
                 f"{measured / sim['wire']:.2f}" if sim["wire"] else "-",
                 str(sim["messages"]),
                 f"{_human(f['to_driver'])} ({_human(sim['output_bytes'])} results)"
-                if backend == "dask" else f"{_human(f['blocks_sent'])} blocks",
+                if backend == "dask" else
+                f"{_human(f['blocks_sent'])} blocks, {f['retransmitted']} segments resent",
                 _human(f["peak_rss"]) + (f" ({_human(f['peak_held'])} held)"
                                          if "peak_held" in f else ""),
                 _human(sim["peak"]), "yes" if f["right"] else "NO"])
