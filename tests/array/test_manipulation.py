@@ -276,13 +276,14 @@ def test_staged_rechunk_time_blocks_to_space_blocks(dtype):
     """The all-to-all of climate data (time blocks to space blocks, uneven edges): under a
     small ``max_mem`` every stage appears, each task holds at most ``max_mem``, no task
     reads every source block, and the values are NumPy's."""
-    from tilegraph.array.manipulation import rechunk_plan
+    from tilegraph.array.rechunking import plan_rechunk
 
     x = make((41, 13, 17), dtype)
     a = tg.from_numpy(x, chunks=(1, 13, 17)) + np.zeros((), dtype)  # one-step time blocks
     budget = 64 * 13 * 17 // 2 * x.itemsize  # holds about half the array
     out = a.rechunk((41, 3, 4), max_mem=budget)
-    stages = [name for name, _ in rechunk_plan(a.chunks, out.chunks, x.itemsize, budget)]
+    stages = [name for name, _ in plan_rechunk(a.chunks, out.chunks, x.itemsize,
+                                               budget).stages]
     assert stages == ["rechunk-gather", "rechunk-split", "rechunk-merge", "rechunk"]
     assert out.chunks == ((41,), (3, 3, 3, 3, 1), (4, 4, 4, 4, 1))
     check(out, x)
@@ -370,7 +371,7 @@ def test_rechunk_store_is_cleaned_when_the_run_fails(tmp_path):
             raise RuntimeError("boom in a space block")
         return block
 
-    out = a.rechunk((40, 2, 8), max_mem="8KB").map_blocks(boom)
+    out = a.rechunk((40, 2, 8), max_mem="16KB").map_blocks(boom)
     with pytest.raises(RuntimeError, match="boom in a space block"):
         out.compute(memory_limit="30KB", spill_dir=str(tmp_path))
     assert "rechunk-store" in _names(out, memory_limit="30KB")
@@ -394,12 +395,13 @@ def test_staged_pieces_travel_with_their_bytes(tmp_path):
     import os
     import pickle
 
-    from tilegraph.io.staging import StagedPieces, load_pieces, stage_pieces
+    from tilegraph.io.staging import HANDLE_BYTES, StagedPieces, load_pieces, stage_pieces
 
     x = make((6, 9), "int64")
     cuts = ((slice(0, 6), slice(0, 4)), (slice(0, 6), slice(4, 9)))
+    starts = (0, 6 * 4 * 8)  # bytes: the first piece is 6 x 4
     h = stage_pieces(x, cuts, str(tmp_path))
-    assert h.stored_bytes == x.nbytes and h.nbytes < 200
+    assert h.stored_bytes == x.nbytes and h.nbytes == HANDLE_BYTES
     payload = pickle.dumps(h)
     assert len(payload) > x.nbytes  # the bytes travel, not the path
     moved = pickle.loads(payload)
@@ -408,13 +410,13 @@ def test_staged_pieces_travel_with_their_bytes(tmp_path):
         tmp_path)
     assert os.path.getsize(moved.path) == x.nbytes
     os.remove(h.path)  # the copy reads its own file
-    np.testing.assert_array_equal(moved.piece(1), x[cuts[1]])
+    np.testing.assert_array_equal(moved.piece(starts[1], (6, 5)), x[cuts[1]])
     h = stage_pieces(x, cuts, str(tmp_path))
-    for k, cut in enumerate(cuts):
-        np.testing.assert_array_equal(h.piece(k), x[cut])
-        np.testing.assert_array_equal(moved.piece(k), x[cut])
-    back = load_pieces((6, 9), x.dtype, ((0, 1, (slice(None), slice(4, 9))),
-                                         (1, 0, (slice(None), slice(0, 4)))), moved, h)
+    for start, cut in zip(starts, cuts, strict=True):
+        np.testing.assert_array_equal(h.piece(start, x[cut].shape), x[cut])
+        np.testing.assert_array_equal(moved.piece(start, x[cut].shape), x[cut])
+    back = load_pieces((6, 9), x.dtype, ((0, starts[1], (6, 5), (slice(None), slice(4, 9))),
+                                         (1, 0, (6, 4), (slice(None), slice(0, 4)))), moved, h)
     np.testing.assert_array_equal(back, x)
     path = h.path
     assert path is not None and os.path.exists(path)
@@ -446,7 +448,7 @@ def test_a_received_handle_is_stored_in_the_temp_dir_when_its_spill_dir_is_not_h
     gc.collect()
     moved = pickle.loads(payload)
     assert moved.path.startswith(str(here)) and moved.parent is None
-    np.testing.assert_array_equal(moved.piece(0), x)
+    np.testing.assert_array_equal(moved.piece(0, (5, 7)), x)
     del moved
     gc.collect()
     assert _staging_dirs(here) == [] and os.listdir(here) == []
@@ -461,7 +463,7 @@ def test_a_missing_store_file_is_an_error_naming_it(tmp_path):
     with open(h.path, "r+b") as f:
         f.truncate(8)
     with pytest.raises(OSError, match=re.escape(os.path.basename(h.path))):
-        h.piece(0)
+        h.piece(0, (4, 4))
 
 
 def test_rechunk_budget_follows_the_run_s_memory_limit():
@@ -511,21 +513,23 @@ def test_bad_max_mem_is_refused(forbid_compute, max_mem, error, match):
 def test_staged_rechunk_of_any_chunks_under_any_budget(data, xa):
     """Whatever the blocks and the budget: NumPy's values, and when staged, no task holds
     more than the one-stage plan's largest."""
-    from tilegraph.array.manipulation import _direct_need, rechunk_plan
+    from tilegraph.array.rechunking import direct_need, plan_rechunk, smallest_limit
 
     x, a = xa
     a = a + np.zeros((), a.dtype)  # blocks that are results, not views of one array
     new = data.draw(chunks_for(x.shape), label="new")
     budget = data.draw(st.integers(1, max(2, 3 * x.nbytes)), label="budget")
-    stages = rechunk_plan(a.chunks, new, x.itemsize, budget)
-    assert stages[-1] == ("rechunk", new)
-    sizes = [a.chunks, *(c for _, c in stages)]
-    staged = max(_direct_need(p, q, x.itemsize) for p, q in itertools.pairwise(sizes))
-    assert staged <= _direct_need(a.chunks, new, x.itemsize)
+    plan = plan_rechunk(a.chunks, new, x.itemsize, budget)  # for no run: in memory
+    assert plan.stages[-1] == ("rechunk", new)
+    assert all(name != "rechunk-store" for name, _ in plan.stages)
+    sizes = [a.chunks, *(c for _, c in plan.stages)]
+    staged = max(direct_need(p, q, x.itemsize) for p, q in itertools.pairwise(sizes))
+    assert staged == plan.need <= direct_need(a.chunks, new, x.itemsize)
     out = a.rechunk(new)
     assert out.chunks == new
     check(out, x)
-    for coord, value in block_values(out, memory_limit=4 * budget).items():  # as staged
+    limit = max(4 * budget, smallest_limit(a.chunks, new, x.itemsize))  # else refused
+    for coord, value in block_values(out, memory_limit=limit).items():  # as staged
         assert_array_equal(value, x[tg.array.chunks.block_slices(new, coord)])
 
 

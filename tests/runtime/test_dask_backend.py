@@ -126,7 +126,7 @@ def test_a_rechunk_through_its_store_runs_on_worker_processes(tmp_path):
                                   dashboard_address=":0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as c:
         x = np.random.default_rng(0).random((40, 9, 11))
-        out = (tg.from_numpy(x, chunks=(3, 9, 11)) + 0).rechunk((40, 2, 3), max_mem="4KB")
+        out = (tg.from_numpy(x, chunks=(3, 9, 11)) + 0).rechunk((40, 2, 3), max_mem="12KB")
         run = tg.config.per_process(tg.config.resolve({"memory_limit": "30KB"}, "test"), 1)
         graph = tg.algebra.lower([out.collection], options=run).build()
         assert "rechunk-store" in {graph.opname(i) for i in range(len(graph))}

@@ -25,8 +25,9 @@ from tilegraph.array.chunks import (
     offsets,
 )
 from tilegraph.array.core import Array, ViewBlocks, asarray, dense_only, from_numpy, tokenize
+from tilegraph.array.rechunking import RechunkPlan, least_holds, plan_rechunk, smallest_limit
 from tilegraph.graph.taskgraph import Call, Dep, Lit
-from tilegraph.util import human, parse_bytes
+from tilegraph.util import cores, human, parse_bytes
 
 
 def _block_nbytes(chunks: Chunks, itemsize: int):
@@ -168,167 +169,26 @@ def _max_mem_bytes(max_mem: Any) -> int | None:
     return int(value)
 
 
-def _task_budget(max_mem: int | None, memory: int | None) -> int:
-    """Bytes one rechunk task may hold (its inputs and its output): ``max_mem`` when given,
-    else a quarter of ``memory`` (the memory limit each process of the run enforces), at
-    most ``RECHUNK_TASK_CAP``; ``RECHUNK_TASK_CAP`` for a plan made for no run."""
+def _task_budget(max_mem: int | None, memory: int | None, workers: int = 1) -> int:
+    """Bytes one rechunk task should hold (its inputs, output and temporaries):
+    ``max_mem`` when given, else ``memory`` (the memory limit each process of the run
+    enforces) shared by the ``workers`` of a process with as much again for the blocks
+    they make, at most ``RECHUNK_TASK_CAP``; ``RECHUNK_TASK_CAP`` for a plan made for no
+    run."""
     if max_mem is not None:
         return max_mem
     if memory is None:
         return RECHUNK_TASK_CAP
-    return max(1, min(memory // 4, RECHUNK_TASK_CAP))
+    return max(1, min(memory // (2 * max(1, workers)), RECHUNK_TASK_CAP))
 
 
-def _largest(sizes: tuple[int, ...]) -> int:
-    return max(sizes) if sizes else 0
-
-
-def _grouped(sizes: tuple[int, ...], k: int) -> tuple[int, ...]:
-    """Runs of ``k`` consecutive blocks merged into one."""
-    return tuple(sum(sizes[i:i + k]) for i in range(0, len(sizes), k)) or sizes
-
-
-def _consolidate(chunks: Chunks, want: Sequence[int], itemsize: int, budget: int) -> Chunks:
-    """``chunks`` with runs of consecutive blocks merged on the axes where a block is
-    smaller than ``want``, the most lacking axis first, while the largest merged block
-    stays within ``budget`` bytes. Each step at most doubles a run, and the last one is
-    found by bisection: O(blocks x log blocks) per axis."""
-    nd = len(chunks)
-    prefix = [np.concatenate(([0], np.cumsum(c, dtype=np.int64))) for c in chunks]
-    k = [1] * nd
-    done = [len(c) <= 1 for c in chunks]
-
-    def size(a: int, ka: int) -> int:
-        p = prefix[a]
-        starts = np.arange(0, len(p) - 1, ka)
-        return int((p[np.minimum(starts + ka, len(p) - 1)] - p[starts]).max())
-
-    def fits(a: int, ka: int) -> bool:
-        return itemsize * size(a, ka) * math.prod(
-            size(b, k[b]) for b in range(nd) if b != a) <= budget
-
-    while True:
-        lacking = [(want[a] / max(size(a, k[a]), 1), a) for a in range(nd)
-                   if not done[a] and size(a, k[a]) < want[a]]
-        if not lacking:
-            break
-        _, a = max(lacking)
-        trial = min(2 * k[a], len(chunks[a]))
-        if fits(a, trial):
-            k[a] = trial
-            done[a] = k[a] >= len(chunks[a])
-            continue
-        lo, hi = k[a], trial  # lo fits, hi does not: the largest run that fits
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if fits(a, mid) else (lo, mid)
-        k[a] = lo
-        done[a] = True
-    return tuple(_grouped(c, ka) for c, ka in zip(chunks, k, strict=True))
-
-
-def _direct_need(old: Chunks, new: Chunks, itemsize: int) -> int:
-    """Bytes the largest task of a one-stage rechunk holds: the old blocks it reads and
-    the new block it makes (the axes are independent, so the largest is their product)."""
-    reads = 1
-    for o, n in zip(old, new, strict=True):
-        reads *= max((sum(o[p[0]] for p in pieces) for pieces in _axis_pieces(o, n)),
-                     default=0)
-    return itemsize * (reads + math.prod(_largest(n) for n in new))
-
-
-def rechunk_plan(old: Chunks, new: Chunks, itemsize: int, budget: int,
-                 memory: int | None = None) -> list[tuple[str, Chunks]]:
-    """The stages of a rechunk from ``old`` to ``new`` blocks whose tasks should hold at
-    most ``budget`` bytes: (op name, block sizes after the stage), the last one ``new``.
-
-    One stage when its largest task fits (each new block assembled from the old blocks it
-    overlaps). Otherwise, as rechunker plans it: *write groups* (runs of new blocks merged,
-    on the axes where the old blocks are larger, up to half the budget), *read groups*
-    (runs of old blocks merged where the write groups are larger: ``rechunk-gather``), and
-    the pieces where the two meet: each read group is cut into pieces, each write group is
-    assembled from its pieces, and the new blocks are views of the write groups. Between
-    the cut and the assembly every piece may be held at once (each write group needs a
-    piece of every read group in an all-to-all rechunk). A rechunk whose own blocks are
-    larger than the budget keeps one stage when staging would not make its tasks smaller.
-
-    Where the pieces wait is chosen by the bytes each way moves, for ``memory`` (the memory
-    limit of the run; ``None``: in memory). In memory, the cut copies each piece
-    (``rechunk-split``, so that the read group is released), the assembly copies it again
-    (``rechunk-merge``), and the pieces beyond what the limit holds are spilled and read
-    back besides. When the array is larger than half of ``memory`` (most pieces would be
-    spilled), they go to an intermediate store on disk instead
-    (:mod:`tilegraph.io.staging`): each read group writes its pieces to one file straight
-    from the block (``rechunk-store``) and each write group reads its pieces from those
-    files (``rechunk-load``), every byte written and read once and no piece held in memory.
-    There, old blocks are merged into read groups only where the pieces would otherwise be
-    smaller than ``PIECE_MIN`` (the merge copies the whole array).
-
-    >>> rechunk_plan(((2, 2),), ((1, 1, 1, 1),), 8, 1 << 20)
-    [('rechunk', ((1, 1, 1, 1),))]
-    >>> rechunk_plan(((1, 1, 1, 1), (4,)), ((4,), (1, 1, 1, 1)), 8, 100)
-    [('rechunk-split', ((1, 1, 1, 1), (1, 1, 1, 1))), ('rechunk', ((4,), (1, 1, 1, 1)))]
-    >>> rechunk_plan(((1, 1, 1, 1), (4,)), ((4,), (1, 1, 1, 1)), 8, 100, memory=200)
-    [('rechunk-store', ((4,), (1, 1, 1, 1)))]
-    """
-    groups = _groups(old, new, itemsize, budget)
-    if groups is None:
-        return [("rechunk", new)]
-    read, write = groups
-    stages = _group_stages(old, read, write, itemsize, memory, budget)
-    if write != new:
-        stages.append(("rechunk", new))
-    elif stages[-1][0] == "rechunk-merge":
-        stages[-1] = ("rechunk", new)  # the assembly makes the new blocks themselves
-    return stages
-
-
-PIECE_MIN = 1 << 20  # bytes: stored pieces smaller than this are gathered first
-
-
-def _groups(old: Chunks, new: Chunks, itemsize: int, budget: int
-            ) -> tuple[Chunks, Chunks] | None:
-    """The read and write groups of a staged rechunk, or ``None`` when one stage fits the
-    budget (or staging would not make the tasks smaller)."""
-    direct = _direct_need(old, new, itemsize)
-    if direct <= budget or old == new:
-        return None
-    half = max(1, budget // 2)
-    write = _consolidate(new, [_largest(o) for o in old], itemsize, half)
-    read = _consolidate(old, [_largest(w) for w in write], itemsize, half)
-    stages = _group_stages(old, read, write, itemsize, None)
-    sizes = [old, *(c for _, c in stages)]
-    if write != new:
-        sizes.append(new)
-    staged = max(_direct_need(a, b, itemsize) for a, b in itertools.pairwise(sizes))
-    return (read, write) if staged < direct else None
-
-
-def _group_stages(old: Chunks, read: Chunks, write: Chunks, itemsize: int,
-                  memory: int | None, budget: int | None = None) -> list[tuple[str, Chunks]]:
-    """The stages from ``old`` blocks to the write groups: through the intermediate store
-    on disk when the array is larger than half of ``memory`` (or when only that way keeps
-    every task within ``budget``), else in memory."""
-    pieces = tuple(common_refinement(r, w) for r, w in zip(read, write, strict=True))
-    stages: list[tuple[str, Chunks]] = []
-    for name, chunks in (("rechunk-gather", read), ("rechunk-split", pieces),
-                         ("rechunk-merge", write)):
-        if chunks != (stages[-1][1] if stages else old):
-            stages.append((name, chunks))
-    if memory is None:
-        return stages
-    sizes = [old, *(c for _, c in stages)]
-    if itemsize * math.prod(map(sum, old)) > memory // 2 or (budget is not None and max(
-            _direct_need(a, b, itemsize) for a, b in itertools.pairwise(sizes)) > budget):
-        if _largest_piece(old, write, itemsize) >= PIECE_MIN:
-            read = old  # pieces large enough: no gathering copy
-        return ([("rechunk-gather", read)] if read != old else []) + [("rechunk-store", write)]
-    return stages
-
-
-def _largest_piece(old: Chunks, new: Chunks, itemsize: int) -> int:
-    return itemsize * math.prod(_largest(common_refinement(o, n))
-                                for o, n in zip(old, new, strict=True))
+def _workers(options: Any) -> int:
+    """The workers each process of a run of ``options`` runs tasks on: the ones asked
+    for, else one per core (the threads backend's default, and a bound for the others);
+    one for a plan made for no run."""
+    if options is None:
+        return 1
+    return options.workers or cores()
 
 
 def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
@@ -338,16 +198,18 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
     axis not named in a dict, or ``None`` in a tuple, keeps its blocks, and ``"auto"``
     axes are sized from the current blocks (dask's rules, so dask's blocks).
 
-    A rechunk whose tasks would hold more than ``max_mem`` bytes (default: a quarter of
-    the run's memory limit, at most 256 MiB) is planned in stages (:func:`rechunk_plan`),
-    so that an all-to-all rechunk (time blocks to space blocks) runs under any memory
-    limit a few blocks large. Its pieces wait in memory, or in an intermediate store on
-    disk (in the run's ``spill_dir``) when the array is larger than half the run's memory
-    limit. Both choices are made when the graph is built for a run, for the limit each of
-    its processes enforces (an MPI rank's share of the host by default), so
-    ``compute(memory_limit=...)`` decides them. An explicit ``max_mem`` that even staged
-    tasks cannot meet (blocks larger than it) is refused here, with the block sizes that
-    would."""
+    A rechunk whose tasks would hold more than its budget is planned in stages
+    (:mod:`tilegraph.array.rechunking`): read and write groups, their pieces in memory or
+    in an intermediate store on disk (in the run's ``spill_dir``), and intermediate blocks
+    when the pieces would be tiny, so that an all-to-all rechunk (time blocks to space
+    blocks) runs under any memory limit a few blocks large. The budget is ``max_mem``
+    when given, else the run's memory limit per process shared by its workers, with room
+    for what they make (at most 256 MiB a task); when no plan fits it, the plan fits the
+    limit itself. These choices are made when the graph is built for a run, for the limit
+    each of its processes enforces (an MPI rank's share of the host by default), so
+    ``compute(memory_limit=...)`` decides them; a limit under which no plan fits is refused
+    then, naming the smallest that works. An explicit ``max_mem`` that even staged tasks
+    cannot meet (blocks larger than it) is refused here, with the smallest that would."""
     x = asarray(x)
     if isinstance(chunks, dict):  # axes not named keep their blocks
         chunks = tuple(chunks.get(a, chunks.get(a - x.ndim, x.chunks[a]))
@@ -363,13 +225,13 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
         # blocks that are views of one NumPy array: any new block is a view too
         return from_numpy(x.collection.array, chunks=new)
     if given is not None:
-        need = _least_need(x.chunks, new, x.itemsize, given)
+        need = least_holds(x.chunks, new, x.itemsize)
         if need > given:
             raise ValueError(
                 f"rechunk: blocks of {human(blocks_bytes(x.chunks, x.dtype))} into blocks of "
                 f"{human(blocks_bytes(new, x.dtype))} need tasks of about {human(need)}, "
-                f"more than max_mem={human(given)}: give a larger max_mem or rechunk from "
-                "smaller blocks")
+                f"more than max_mem={human(given)}: give a larger max_mem (at least "
+                f"{human(need)}) or rechunk from smaller blocks")
     if all(len(pieces) == 1 for o, n in zip(x.chunks, new, strict=True)
            for pieces in _axis_pieces(o, n)):
         # every new block inside one old block: staging cannot make a task smaller
@@ -379,26 +241,14 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
                  x.shape, new, x.dtype)
 
 
-def _least_need(old: Chunks, new: Chunks, itemsize: int, budget: int) -> int:
-    """Bytes the largest task of the best plan under ``budget`` holds, whichever memory
-    limit the run has: its pieces in memory or through the store on disk."""
-    needs = []
-    for memory in (None, 0):  # in memory; through the store whenever it stages
-        stages = rechunk_plan(old, new, itemsize, budget, memory)
-        sizes = [old, *(c for _, c in stages)]
-        needs.append(max(_stage_need(name, a, b, itemsize) for (name, _), (a, b)
-                         in zip(stages, itertools.pairwise(sizes), strict=True)))
-    return min(needs)
-
-
 class RechunkBlocks(RunBlocks):
     """A rechunk of the array of ``source`` blocks (``shape``, ``chunks``, ``dtype``) to
     ``new`` blocks whose stages are chosen for the run it is lowered for
-    (:class:`~tilegraph.algebra.blocks.RunBlocks`): one stage when its tasks fit the budget
-    (``max_mem``, else a quarter of the run's ``memory_limit``, at most
-    ``RECHUNK_TASK_CAP``), else write groups (:func:`_groups`) whose pieces wait in memory
-    or in the intermediate store under the run's ``spill_dir`` (:func:`_group_stages`).
-    Lowered for no run, it is planned for unbounded memory (tasks of at most
+    (:class:`~tilegraph.algebra.blocks.RunBlocks`) by
+    :func:`~tilegraph.array.rechunking.plan_rechunk`: for the budget (``max_mem``, else the
+    run's ``memory_limit`` shared by the workers of a process, at most
+    ``RECHUNK_TASK_CAP``), that limit and the run's ``spill_dir``, where the intermediate
+    store goes. Lowered for no run, it is planned for unbounded memory (tasks of at most
     ``RECHUNK_TASK_CAP``, pieces in memory). Its blocks are the last stage's tasks, named
     ``name``. The plans made so far are kept (not pickled)."""
 
@@ -423,32 +273,54 @@ class RechunkBlocks(RunBlocks):
         """The array rechunked."""
         return Array(self.deps[0], self.shape, self.chunks, self.dtype)
 
+    def plan(self, options: Any) -> RechunkPlan:
+        """The stages chosen for a run of ``options`` (``None``: for no run). A memory
+        limit under which no plan fits is refused (:class:`MemoryLimitError` naming the
+        smallest limit that works)."""
+        memory = None if options is None else options.memory_limit
+        workers = _workers(options)
+        budget = _task_budget(self.max_mem, memory, workers)
+        limit = self.max_mem if self.max_mem is not None else memory
+        itemsize = np.dtype(self.dtype).itemsize
+        plan = plan_rechunk(self.chunks, self.new, itemsize, budget, limit=limit,
+                            memory=memory, workers=workers)
+        if limit is not None and plan.holds > limit:
+            from tilegraph.runtime.memory import MemoryLimitError
+
+            if self.max_mem is not None:
+                what = "max_mem"
+                least = least_holds(self.chunks, self.new, itemsize, memory=memory)
+            else:
+                what, least = "memory_limit", smallest_limit(self.chunks, self.new, itemsize)
+            raise MemoryLimitError(
+                f"rechunk of a {self.shape} {np.dtype(self.dtype)} array from blocks of "
+                f"{human(blocks_bytes(self.chunks, self.dtype))} into blocks of "
+                f"{human(blocks_bytes(self.new, self.dtype))}: its tasks need about "
+                f"{human(plan.holds)} (a block, a piece in flight and the intermediate "
+                f"store's handles), more than {what}={human(limit)} per process: give a "
+                f"{what} of at least {human(least)} ({least} bytes), or rechunk from or "
+                "to smaller blocks")
+        return plan
+
     def stages(self, options: Any) -> Array:
         """The plan for a run of ``options`` (``None``: for no run), as the Array of its
         last stage, whose collections lead back to the source's (made once per budget,
-        memory limit and directory)."""
+        memory limit, workers and directory)."""
         memory = None if options is None else options.memory_limit
         spill_dir = None if options is None else options.spill_dir
-        budget = _task_budget(self.max_mem, memory)
-        key = (budget, memory, spill_dir)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._plan(budget, memory, spill_dir)
-        return plan
+        key = (memory, _workers(options), spill_dir)
+        built = self._plans.get(key)
+        if built is None:
+            built = self._plans[key] = self._build(self.plan(options).stages, spill_dir)
+        return built
 
-    def _plan(self, budget: int, memory: int | None, spill_dir: str | None) -> Array:
-        x, new = self.source, self.new
-        groups = _groups(x.chunks, new, x.itemsize, budget)
-        if groups is None:
-            return _rechunk_stage(x, new, "rechunk", self.name)
-        read, write = groups
-        y = x
-        stages = _group_stages(x.chunks, read, write, x.itemsize, memory, budget)
+    def _build(self, stages: Sequence[tuple[str, Chunks]], spill_dir: str | None) -> Array:
+        y = self.source
         for k, (name, chunks) in enumerate(stages):
-            last = self.name if k == len(stages) - 1 and write == new else None
-            y = (_rechunk_through_store(y, chunks, spill_dir, last) if name == "rechunk-store"
-                 else _rechunk_stage(y, chunks, name, last))
-        return y if write == new else _rechunk_stage(y, new, "rechunk", self.name)
+            label = self.name if k == len(stages) - 1 else None
+            y = (_rechunk_through_store(y, chunks, spill_dir, label) if name == "rechunk-store"
+                 else _rechunk_stage(y, chunks, name, label))
+        return y
 
     def coarser(self, options: Any) -> Array | None:
         """For a run of ``options``: when its last stage only cuts the blocks of the stage
@@ -489,9 +361,17 @@ def _rechunk_through_store(x: Array, new: Chunks, parent: str | None,
     """A stage through the intermediate store on disk (:mod:`tilegraph.io.staging`), in a
     directory under ``parent`` (the run's ``spill_dir``; ``None``: the temp directory): one
     ``rechunk-store`` task per block of ``x`` writes its pieces (where the new blocks cut it)
-    to a file and returns a handle of a few bytes; one ``rechunk-load`` task per new block
-    (named ``label``) reads its pieces from the handles of the blocks it overlaps."""
-    from tilegraph.io.staging import load_pieces, stage_pieces
+    to a file and returns a handle of ``HANDLE_BYTES``; one ``rechunk-load`` task per new
+    block (named ``label``) reads its pieces from the handles of the blocks it overlaps, at
+    the offsets the plan knows (:func:`~tilegraph.io.staging.piece_offsets`). Each holds
+    its block and a slab of at most ``STAGE_BUFFER`` bytes besides."""
+    from tilegraph.io.staging import (
+        HANDLE_BYTES,
+        copy_bytes,
+        load_pieces,
+        piece_offsets,
+        stage_pieces,
+    )
 
     old = x.chunks
     per_axis = [_axis_pieces(o, n) for o, n in zip(old, new, strict=True)]
@@ -504,33 +384,40 @@ def _rechunk_through_store(x: Array, new: Chunks, parent: str | None,
             for b, src, _ in pieces:
                 where[a][b, k] = len(cuts[a][b])
                 cuts[a][b].append(src)
+    lengths = [[tuple(s.stop - s.start for s in block) for block in axis] for axis in cuts]
     token = tokenize("rechunk-store", x, new, parent)
     xkey = x.collection.key
     itemsize = x.itemsize
+    starts: dict[tuple[int, ...], np.ndarray] = {}
 
     def store_of(coord: tuple[int, ...]) -> tuple:
         slices = tuple(itertools.product(*(cuts[a][b] for a, b in enumerate(coord))))
         return stage_pieces, [xkey(coord)], (Dep(0), Lit(slices), parent)
 
-    def largest(coord: tuple[int, ...]) -> int:
-        return itemsize * math.prod(max(s.stop - s.start for s in cuts[a][b])
-                                    for a, b in enumerate(coord))
+    def store_working(coord: tuple[int, ...]) -> int:
+        return copy_bytes(itemsize * math.prod(max(lengths[a][b])
+                                               for a, b in enumerate(coord)))
 
     stored = apply_blocks(
         f"rechunk-store-{token}", numblocks(old), [x.collection], store_of, kind="stage",
-        name="rechunk-store", working=largest, nbytes=lambda c: 64 + 24 * math.prod(
-            len(cuts[a][b]) for a, b in enumerate(c)))
+        name="rechunk-store", working=store_working, nbytes=lambda c: HANDLE_BYTES)
     skey = stored.key
-    counts = [[len(c) for c in axis] for axis in cuts]
+
+    def offsets_of(block: tuple[int, ...]) -> np.ndarray:
+        got = starts.get(block)
+        if got is None:
+            got = starts[block] = piece_offsets([lengths[a][b] for a, b in enumerate(block)])
+        return got
 
     def load_of(coord: tuple[int, ...]) -> tuple:
         keys, placements = [], []
         for combo in itertools.product(*(per_axis[a][k] for a, k in enumerate(coord))):
-            index = np.ravel_multi_index(
-                tuple(where[a][p[0], coord[a]] for a, p in enumerate(combo)),
-                tuple(counts[a][p[0]] for a, p in enumerate(combo)))
-            placements.append((len(keys), int(index), tuple(p[2] for p in combo)))
-            keys.append(skey(tuple(p[0] for p in combo)))
+            block = tuple(p[0] for p in combo)
+            index = tuple(where[a][p[0], coord[a]] for a, p in enumerate(combo))
+            shape = tuple(p[2].stop - p[2].start for p in combo)
+            placements.append((len(keys), int(offsets_of(block)[index]) * itemsize, shape,
+                               tuple(p[2] for p in combo)))
+            keys.append(skey(block))
         return (load_pieces, keys, (block_shape(new, coord), x.dtype, Lit(tuple(placements)),
                                     *[Dep(i) for i in range(len(keys))]))
 
@@ -538,21 +425,13 @@ def _rechunk_through_store(x: Array, new: Chunks, parent: str | None,
         piece = max((math.prod(p[2].stop - p[2].start for p in combo)
                      for combo in itertools.product(
                          *(per_axis[a][k] for a, k in enumerate(coord)))), default=0)
-        return itemsize * (piece + math.prod(new[a][k] for a, k in enumerate(coord)))
+        return copy_bytes(itemsize * piece) + itemsize * math.prod(
+            new[a][k] for a, k in enumerate(coord))
 
     blocks = apply_blocks(label or f"rechunk-load-{token}", numblocks(new), [stored],
                           load_of, kind="rechunk", name="rechunk-load",
                           nbytes=_block_nbytes(new, itemsize), working=load_working)
     return Array(blocks, x.shape, new, x.dtype)
-
-
-def _stage_need(name: str, old: Chunks, new: Chunks, itemsize: int) -> int:
-    """Bytes the largest task of one stage holds: a stored stage's tasks hold one old block
-    (writing its pieces) or one new block (reading them), and a piece besides."""
-    if name != "rechunk-store":
-        return _direct_need(old, new, itemsize)
-    piece = _largest_piece(old, new, itemsize)
-    return piece + itemsize * max(math.prod(map(_largest, old)), math.prod(map(_largest, new)))
 
 
 def _rechunk_stage(x: Array, new: Chunks, name: str, label: str | None = None) -> Array:
