@@ -34,8 +34,10 @@ The memory of a task is the executor's estimate of it (:func:`tilegraph.graph.me
 over the op-kind registry, inputs included, as admission and ``check_fits`` count it), for
 the chains fusion makes of it: a gather fused into the store that reads it, a load fused
 into the store of the next stage. A stage through the store also holds the handles of all
-its stored blocks until the last load has run; the plan counts them with the task that
-runs beside them.
+its stored blocks until its last load has run (an all-to-all's first load needs them all):
+the plan counts them beside its largest task (``holds``). They are what limits a rechunk
+of very many tiny blocks: a limit must hold ``HANDLE_BYTES`` per block of the largest
+stage besides a few blocks.
 
 Choosing (:func:`plan_rechunk`): with ``budget`` the bytes a task should hold (the limit
 divided among the workers of a process, with room for the blocks they make), the plan is
@@ -269,7 +271,7 @@ def _through_store(old: Chunks, read: Chunks, write: Chunks, new: Chunks, stages
         if chunks != chain[-1]:
             chain.append(chunks)
     steps = [_Stage(p, q, itemsize) for p, q in itertools.pairwise(chain)]
-    needs, holds, cost = [], [], 0.0
+    needs, handles, cost = [], 0, 0.0
     names: list[tuple[str, Chunks]] = []
     if read != old:
         gather = _Stage(old, read, itemsize)
@@ -287,9 +289,8 @@ def _through_store(old: Chunks, read: Chunks, write: Chunks, new: Chunks, stages
         needs.append(step.load if last else HANDLE_BYTES * step.count + step.b + max(
             step.copy, steps[j + 1].copy, HANDLE_BYTES))
         # every handle of the stage (and those the next stage's stores made) may wait
-        # beside the load that runs
-        handles = step.na + (0 if last else step.nb)
-        holds.append(HANDLE_BYTES * handles + step.b + step.copy)
+        # beside any task that runs
+        handles = max(handles, step.na + (0 if last else step.nb))
         cost += step.store_cost()
         names.append(("rechunk-store", chain[j + 1]))
     if write != new:
@@ -298,7 +299,7 @@ def _through_store(old: Chunks, read: Chunks, write: Chunks, new: Chunks, stages
         cost += cut.direct_cost()
         names.append(("rechunk", new))
     need = max(needs, default=0)
-    return RechunkPlan(tuple(names), need, max([need, *holds]), cost)
+    return RechunkPlan(tuple(names), need, need + HANDLE_BYTES * handles, cost)
 
 
 def _in_memory(old: Chunks, read: Chunks, write: Chunks, new: Chunks,
@@ -328,10 +329,12 @@ def _in_memory(old: Chunks, read: Chunks, write: Chunks, new: Chunks,
 
 
 def _groups(old: Chunks, new: Chunks, itemsize: int, cap: int) -> list[tuple[Chunks, Chunks]]:
-    """Read and write groups for group sizes from ``cap / 2`` down to the blocks
-    themselves, halving: ``(read, write)``, each pair once."""
+    """Read and write groups for group sizes of a power of two bytes, from the largest at
+    most ``cap / 2`` down to the blocks themselves: ``(read, write)``, each pair once (the
+    same sizes whatever ``cap``, so that a plan made for one limit is among those weighed
+    for a larger one)."""
     out: list[tuple[Chunks, Chunks]] = []
-    size = max(cap // 2, 1)
+    size = 1 << (max(cap // 2, 1).bit_length() - 1)
     while True:
         write = consolidate(new, [_largest(o) for o in old], itemsize, size)
         read = consolidate(old, [_largest(w) for w in write], itemsize, size)

@@ -65,19 +65,25 @@ from tilegraph.debris import SPILL_PREFIX, disown, own, owner_tag, remove_dead_s
 
 
 class _Folder:
-    """One directory of staged files, removed when no handle refers to it any more."""
+    """One directory of staged files, removed when no handle refers to it any more;
+    ``parent``: the directory it is in (``None``: the temp directory)."""
 
     def __init__(self, parent: str | None):
+        self.parent = parent
         self.path = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-", dir=parent)
         own(self.path)  # removed too if a signal stops the run (tilegraph.runtime.signals)
         self._count = 0
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _remove_folder, self.path)
 
-    def new_file(self) -> str:
+    def new_file(self) -> int:
+        """The number of a new file (its path: :meth:`file`)."""
         with self._lock:
             self._count += 1
-            return os.path.join(self.path, f"{self._count}.pieces")
+            return self._count
+
+    def file(self, number: int) -> str:
+        return os.path.join(self.path, f"{number}.pieces")
 
 
 def _remove_folder(path: str) -> None:
@@ -110,7 +116,7 @@ def _remove(path: str) -> None:
 
 
 STAGE_BUFFER = 1 << 20  # bytes: a piece that is not contiguous goes through buffers this large
-HANDLE_BYTES = 512  # bytes a handle holds in memory (its object, path and finalizer)
+HANDLE_BYTES = 128  # bytes a handle holds in memory (its object and two ints)
 
 
 def slabs(shape: tuple[int, ...], itemsize: int, limit: int
@@ -153,32 +159,38 @@ def copy_bytes(piece_nbytes: int) -> int:
 
 
 class StagedPieces:
-    """The pieces of one old block in the intermediate store: the file ``path`` of
+    """The pieces of one old block in the intermediate store: file ``number`` of
     ``folder`` (removed with the handle) holds them one after another, ``stored_bytes`` in
     all, in the order of the cuts :func:`stage_pieces` was given; where each piece starts
     is the plan's to know (:func:`piece_offsets`), so the handle's size does not grow with
-    its pieces. ``nbytes`` is what a run holds in memory for it (``HANDLE_BYTES``).
-    ``parent``: the directory the folder is in (the run's ``spill_dir``; ``None``: the
-    temp directory), where a process that receives the handle stores it again."""
+    its pieces. ``nbytes`` is what a run holds in memory for it (``HANDLE_BYTES``: a few
+    machine words; the file is removed when it is collected, by ``__del__`` rather than a
+    finalizer object of its own)."""
 
-    __slots__ = (
-        "__weakref__",
-        "_finalizer",
-        "_folder",
-        "dtype",
-        "parent",
-        "path",
-        "stored_bytes",
-    )
+    __slots__ = ("_folder", "dtype", "number", "stored_bytes")
 
-    def __init__(self, dtype: np.dtype, stored_bytes: int, path: str, folder: _Folder,
-                 parent: str | None = None):
+    def __init__(self, dtype: np.dtype, stored_bytes: int, number: int, folder: _Folder):
         self.dtype = np.dtype(dtype)
         self.stored_bytes = int(stored_bytes)
-        self.path = path
-        self.parent = parent
+        self.number = number
         self._folder = folder  # keeps the directory while the file is in it
-        self._finalizer = weakref.finalize(self, _remove, path)
+
+    def __del__(self) -> None:
+        try:
+            os.remove(self._folder.file(self.number))
+        except Exception:  # gone already, or the interpreter is ending (the folder goes)
+            pass
+
+    @property
+    def path(self) -> str:
+        """The file that holds the pieces."""
+        return self._folder.file(self.number)
+
+    @property
+    def parent(self) -> str | None:
+        """The directory the store's folder is in (the run's ``spill_dir``; ``None``: the
+        temp directory), where a process that receives the handle stores it again."""
+        return self._folder.parent
 
     @property
     def nbytes(self) -> int:
@@ -187,13 +199,14 @@ class StagedPieces:
     def read_into(self, offset: int, out: np.ndarray) -> None:
         """The bytes at ``offset`` of the file into ``out`` (a C-contiguous array)."""
         buf = out.reshape(-1).view(np.uint8)
+        path = self.path
         if offset < 0 or offset + buf.size > self.stored_bytes:
-            raise ValueError(f"the rechunk's intermediate file {self.path!r} holds "
+            raise ValueError(f"the rechunk's intermediate file {path!r} holds "
                              f"{self.stored_bytes} bytes: no {buf.size} bytes at {offset}")
-        with open(self.path, "rb", buffering=0) as f:
+        with open(path, "rb", buffering=0) as f:
             got = os.preadv(f.fileno(), [buf], offset)
         if got != buf.size:
-            raise OSError(f"the rechunk's intermediate file {self.path!r} holds {got} of the "
+            raise OSError(f"the rechunk's intermediate file {path!r} holds {got} of the "
                           f"{buf.size} bytes at {offset} (was it removed or truncated?)")
 
     def piece(self, offset: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -233,11 +246,12 @@ def piece_offsets(lengths: Sequence[Sequence[int]]) -> np.ndarray:
     return starts.reshape(sizes.shape)
 
 
-def _write_file(folder: _Folder, chunks: Iterable[Any], what: str) -> tuple[str, int]:
-    """A new file of ``folder`` holding the buffers ``chunks`` one after another, and its
-    size; a failed write removes it and raises an ``OSError`` naming it and ``what`` was
-    written."""
-    path = folder.new_file()
+def _write_file(folder: _Folder, chunks: Iterable[Any], what: str) -> tuple[int, int]:
+    """A new file of ``folder`` holding the buffers ``chunks`` one after another: its
+    number and size; a failed write removes it and raises an ``OSError`` naming it and
+    ``what`` was written."""
+    number = folder.new_file()
+    path = folder.file(number)
     size = 0
     try:
         with open(path, "wb", buffering=0) as f:
@@ -247,12 +261,13 @@ def _write_file(folder: _Folder, chunks: Iterable[Any], what: str) -> tuple[str,
                 while view:
                     n = f.write(view)
                     view = view[n:]
+                view = chunk = None  # a slab is released before the next is made
     except OSError as exc:
         _remove(path)
         raise OSError(exc.errno, f"writing {what} to its intermediate store (spill_dir "
                                  f"{os.path.dirname(folder.path)!r}) failed: "
                                  f"{exc.strerror}", path) from exc
-    return path, size
+    return number, size
 
 
 def _contiguous_runs(piece: np.ndarray) -> Iterator[np.ndarray]:
@@ -280,8 +295,8 @@ def stage_pieces(block: np.ndarray, cuts: Sequence[tuple[slice, ...]],
                 yield from _contiguous_runs(piece)
 
     folder = _folder(parent)
-    path, size = _write_file(folder, pieces(), "a rechunk's pieces")
-    return StagedPieces(block.dtype, size, path, folder, parent=parent)
+    number, size = _write_file(folder, pieces(), "a rechunk's pieces")
+    return StagedPieces(block.dtype, size, number, folder)
 
 
 def _arrived(dtype: np.dtype, stored_bytes: int, data: bytes, parent: str | None
@@ -295,9 +310,9 @@ def _arrived(dtype: np.dtype, stored_bytes: int, data: bytes, parent: str | None
     if parent is not None and not os.path.isdir(parent):
         parent = None
     folder = _folder(parent)
-    path, _ = _write_file(folder, [data], "the pieces of a rechunk received from another "
-                                          "process")
-    return StagedPieces(dtype, stored_bytes, path, folder, parent=parent)
+    number, _ = _write_file(folder, [data], "the pieces of a rechunk received from another "
+                                            "process")
+    return StagedPieces(dtype, stored_bytes, number, folder)
 
 
 def load_pieces(shape: tuple[int, ...], dtype: np.dtype,
