@@ -90,11 +90,16 @@ class _Axis(NamedTuple):
     b: int  # the longest ``b`` block
     na: int  # ``a`` blocks
     nb: int  # ``b`` blocks
+    shared: bool  # some ``a`` block and some ``b`` block are the same range
 
 
 def _axis(a: tuple[int, ...], b: tuple[int, ...]) -> _Axis:
+    """The sizes of one axis of a stage from blocks ``a`` to blocks ``b`` (a block of
+    ``b`` that is empty reads the ``a`` block where it stands, as the stage's task does)."""
     oa = np.concatenate(([0], np.cumsum(a, dtype=np.int64)))
     ob = np.concatenate(([0], np.cumsum(b, dtype=np.int64)))
+    at = np.minimum(np.searchsorted(ob, oa[:-1]), len(b) - 1)
+    shared = bool(np.any((ob[at] == oa[:-1]) & (ob[at + 1] == oa[1:])))
     lo, hi = ob[:-1], ob[1:]
     na = len(a)
     first = np.clip(np.searchsorted(oa, lo, "right") - 1, 0, max(na - 1, 0))
@@ -105,7 +110,7 @@ def _axis(a: tuple[int, ...], b: tuple[int, ...]) -> _Axis:
     cuts = np.union1d(oa, ob)
     return _Axis(int(count.max(initial=1)), int(extent.max(initial=0)),
                  int(count.sum()), int(np.diff(cuts).max(initial=0)),
-                 max(a, default=0), max(b, default=0), na, len(b))
+                 max(a, default=0), max(b, default=0), na, len(b), shared)
 
 
 class _Stage:
@@ -125,6 +130,9 @@ class _Stage:
         self.na = math.prod(x.na for x in axes)
         self.nb = math.prod(x.nb for x in axes)
         self.views = all(x.count == 1 for x in axes)
+        # a block of ``a`` read by one task alone, which reads nothing else: fusion makes
+        # the two one task, holding both blocks
+        self.one_to_one = all(x.shared for x in axes)
         self.nbytes = itemsize * math.prod(sum(p) for p in a)
 
     @property
@@ -295,6 +303,8 @@ def _through_store(old: Chunks, read: Chunks, write: Chunks, new: Chunks, stages
         names.append(("rechunk-store", chain[j + 1]))
     if write != new:
         cut = _Stage(write, new, itemsize)
+        if cut.one_to_one:  # a load fused into the one view of its block
+            needs[-1] += cut.b
         needs.append(cut.direct)
         cost += cut.direct_cost()
         names.append(("rechunk", new))
@@ -317,15 +327,19 @@ def _in_memory(old: Chunks, read: Chunks, write: Chunks, new: Chunks,
         names.append(("rechunk", new))
     elif names and names[-1][0] == "rechunk-merge":
         names[-1] = ("rechunk", new)  # the assembly makes the new blocks themselves
-    need, cost, before = 0, 0.0, old
+    cost, before = 0.0, old
+    needs: list[int] = []
     for name, chunks in names:
         stage = _Stage(before, chunks, itemsize)
-        need = max(need, stage.direct)
+        # a block read by one task alone, which reads nothing else, is fused into it: the
+        # chain holds what the first task of it does and each block it makes
+        fused = needs[-1] + stage.b if needs and stage.one_to_one else 0
+        needs.append(max(stage.direct, fused))
         cost += stage.direct_cost() + (stage.nbytes * COPY_SECONDS if name == "rechunk-split"
                                        else 0.0)
         before = chunks
-    return RechunkPlan(tuple(names), need, need, cost,
-                       itemsize * math.prod(map(sum, old)))
+    need = max(needs, default=0)
+    return RechunkPlan(tuple(names), need, need, cost, itemsize * math.prod(map(sum, old)))
 
 
 def _groups(old: Chunks, new: Chunks, itemsize: int, cap: int) -> list[tuple[Chunks, Chunks]]:
