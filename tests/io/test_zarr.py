@@ -345,9 +345,9 @@ def test_a_staged_rechunk_is_written_as_its_write_groups_chosen_for_the_run(tmp_
     import tilegraph as tg
     from tilegraph.runtime.events import TaskEnd
 
-    a = np.arange(48 * 10 * 12, dtype=np.float64).reshape(48, 10, 12)
-    out = (tg.from_numpy(a, chunks=(3, 10, 12)) + 0).rechunk((48, 2, 3), max_mem="16KB")
-    for limit in ("1MB", "60KB"):  # pieces in memory, then through the store
+    a = np.arange(32 * 40 * 40, dtype=np.float64).reshape(32, 40, 40)  # 400 KiB
+    out = (tg.from_numpy(a, chunks=(1, 40, 40)) + 0).rechunk((32, 2, 2), max_mem="32KB")
+    for limit in ("2MB", "300KB"):  # pieces in memory, then through the store
         opts = tg.config.per_process(tg.config.resolve({"memory_limit": limit}, "test"), 1)
         groups = out.collection.coarser(opts)
         assert groups is not None and groups.npartitions < out.npartitions
@@ -355,8 +355,8 @@ def test_a_staged_rechunk_is_written_as_its_write_groups_chosen_for_the_run(tmp_
         path = str(tmp_path / f"{limit}.zarr")
         out.to_zarr(path, memory_limit=limit, callbacks=[ends.append])
         z = zarr.open_array(path, mode="r")
-        assert z.chunks == (48, 2, 3)
+        assert z.chunks == (32, 2, 2)
         assert_array_equal(z[...], a)
         writes = [e for e in ends if isinstance(e, TaskEnd) and "write" in e.name]
         assert len(writes) == groups.npartitions
-        assert (tg.last_run().staged_bytes > 0) == (limit == "60KB")
+        assert (tg.last_run().staged_bytes > 0) == (limit == "300KB")
