@@ -524,7 +524,8 @@ def test_staged_rechunk_of_any_chunks_under_any_budget(data, xa):
     assert all(name != "rechunk-store" for name, _ in plan.stages)
     sizes = [a.chunks, *(c for _, c in plan.stages)]
     staged = max(direct_need(p, q, x.itemsize) for p, q in itertools.pairwise(sizes))
-    assert staged == plan.need <= direct_need(a.chunks, new, x.itemsize)
+    # (the plan's need counts the chains fusion makes of a stage and the next, too)
+    assert staged <= plan.need <= direct_need(a.chunks, new, x.itemsize)
     out = a.rechunk(new)
     assert out.chunks == new
     check(out, x)

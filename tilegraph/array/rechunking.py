@@ -303,7 +303,7 @@ def _through_store(old: Chunks, read: Chunks, write: Chunks, new: Chunks, stages
         names.append(("rechunk-store", chain[j + 1]))
     if write != new:
         cut = _Stage(write, new, itemsize)
-        if cut.one_to_one:  # a load fused into the one view of its block
+        if cut.one_to_one and needs:  # a load fused into the one view of its block
             needs[-1] += cut.b
         needs.append(cut.direct)
         cost += cut.direct_cost()
