@@ -511,23 +511,23 @@ def _rank_missing(step: int) -> dict:
     """On every rank under mpiexec: rank 1 leaves before the ``step``-th collective step."""
     from mpi4py import MPI
 
-    from tilegraph.runtime import mpi
+    from tilegraph.runtime import mpi_steps
 
     rank = MPI.COMM_WORLD.Get_rank()
     x = tg.from_numpy(np.ones((40, 40)), chunks=10)
     if rank == 1:
         if step == 0:
             return {"rank": rank}
-        begin, seen = mpi._Steps._begin, [0]
+        begin, seen = mpi_steps.Steps._begin, [0]
 
         def leave_at(self: Any) -> int:
-            if "comm" in mpi._comm_cache:
+            if "comm" in mpi_steps.comm_cache:
                 seen[0] += 1
                 if seen[0] == step:
                     raise InjectedFault("rank 1 leaves")
             return begin(self)
 
-        mpi._Steps._begin = leave_at
+        mpi_steps.Steps._begin = leave_at
     t0 = time.monotonic()
     try:
         (x @ x).sum().compute(backend="mpi", mpi_timeout=2)

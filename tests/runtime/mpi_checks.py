@@ -370,24 +370,24 @@ def _missing(step: int) -> dict:
     from mpi4py import MPI
 
     import tilegraph as tg
-    from tilegraph.runtime import mpi
+    from tilegraph.runtime import mpi_steps
 
     rank = MPI.COMM_WORLD.Get_rank()
     x = tg.from_numpy(np.ones((40, 40)), chunks=10)
     if rank == 1:
         if step == 0:
             return {"rank": rank, "error": None}
-        begin = mpi._Steps._begin
+        begin = mpi_steps.Steps._begin
         seen = [0]
 
         def leave_at(self):  # the step-th step after the set-up is never taken
-            if _comm_cache_ready(mpi):
+            if _comm_cache_ready(mpi_steps):
                 seen[0] += 1
                 if seen[0] == step:
                     raise _Skip
             return begin(self)
 
-        mpi._Steps._begin = leave_at
+        mpi_steps.Steps._begin = leave_at
     t0 = time.monotonic()
     try:
         got = (x @ x).sum().compute(backend="mpi", mpi_timeout=2)
@@ -399,9 +399,9 @@ def _missing(step: int) -> dict:
     return {"rank": rank, "error": None, "value": float(got), "seconds": time.monotonic() - t0}
 
 
-def _comm_cache_ready(mpi) -> bool:
+def _comm_cache_ready(mpi_steps) -> bool:
     """Whether the communicator's set-up (its own first step) is over."""
-    return "comm" in mpi._comm_cache
+    return "comm" in mpi_steps.comm_cache
 
 
 if __name__ == "__main__":

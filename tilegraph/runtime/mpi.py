@@ -19,20 +19,21 @@ values of every task that differs (pickled by cloudpickle), and every rank runs 
 
 Every step the ranks take together (the set-up of tilegraph's communicator, the plan check,
 the placement, the memory check, the start of the run, the results, the report) is made of
-point-to-point messages without blocking, under a watchdog (:class:`_Steps`): a rank that
-waited ``mpi_timeout`` seconds (the collective's ``timeout``) fails with "compute() is
-collective: ranks [1, 2] did not call it (... at the plan check)", naming the ranks whose
-message never came (a script that calls ``compute()`` on rank 0 only, or once more on one
-rank). Only the communicator's own duplication (``Idup``) cannot name the missing ranks;
-``tilegraph run`` makes it as every rank starts (:mod:`tilegraph.runtime.mpi_start`).
-Waiting ranks sleep between polls.
+point-to-point messages without blocking, under a watchdog
+(:class:`~tilegraph.runtime.mpi_steps.Steps`): a rank that waited ``mpi_timeout`` seconds
+(the collective's ``timeout``) fails with "compute() is collective: ranks [1, 2] did not
+call it (... at the plan check)", naming the ranks whose message never came (a script that
+calls ``compute()`` on rank 0 only, or once more on one rank). Only the communicator's
+own duplication (``Idup``) cannot name the missing ranks; ``tilegraph run`` makes it as
+every rank starts (:mod:`tilegraph.runtime.mpi_start`). Waiting ranks sleep between polls.
 
 ``partition`` gives each rank the tasks placed on it, run with the executor core (its own
 worker threads, BLAS threads, memory budget and spill): its local graph holds its own tasks
 plus one *external* task for every block it receives, and the partition
 (:class:`RankPartition`) carries the rank's part of the plan (where each result it makes
 goes) to the run's transport; the backend object keeps nothing of a run. The transport
-(``_Exchange``, one per run) is a communication thread that does all MPI calls:
+(:class:`~tilegraph.runtime.mpi_exchange.Exchange`, one per run) is a communication
+thread that does all MPI calls:
 
 - when a local task finishes whose result is consumed on other ranks, the result is sent
   once to each of those ranks (non-blocking; NumPy arrays as raw bytes after a small
@@ -79,26 +80,24 @@ in one run at a time (a message does not say which run it belongs to: two ``comp
 calls at once from two threads of a rank would mix their messages), though the plans of
 several runs may be partitioned before any of them runs, as long as every rank does the
 same in the same order.
+
+The module holds the backend, its options and the steps of a run's collective; the
+communicator, the watchdog of the steps and the MPI errors are in
+:mod:`tilegraph.runtime.mpi_steps`, a rank's part of the plan and its transport in
+:mod:`tilegraph.runtime.mpi_exchange` (their public names are importable from here too).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import sys
-import threading
-import time
-import traceback
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
-from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
+from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.backends import (
     Backend,
     BackendOption,
@@ -111,296 +110,39 @@ from tilegraph.runtime.backends import (
 )
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.digest import PlanValues, describe_part, differing_parts
-from tilegraph.runtime.events import Transfer, nbytes_of
+from tilegraph.runtime.events import nbytes_of
 from tilegraph.runtime.memory import MemoryLimitError
-from tilegraph.runtime.signals import Terminated
-from tilegraph.util import cores, positive_seconds, unique
+from tilegraph.runtime.mpi_exchange import (  # noqa: F401 - re-exported
+    BEAT_MAX,
+    SEND_COPIES,
+    SEND_SHARE,
+    Exchange,
+    LocalPlan,
+)
+from tilegraph.runtime.mpi_steps import (  # noqa: F401 - re-exported
+    TAG_ABORT,
+    TAG_BEAT,
+    TAG_DATA,
+    TAG_HEADER,
+    TAG_PLAN,
+    TAG_ROOT,
+    CollectiveTimeoutError,
+    RankLostError,
+    RemoteTaskError,
+    Steps,
+    comm_cache,
+    host_of,
+    share_array,
+    world,
+)
+from tilegraph.util import cores, positive_seconds
 
-TAG_HEADER = 101
-TAG_DATA = 102
-TAG_ABORT = 103
-TAG_PLAN = 104
-TAG_ROOT = 105
-TAG_BEAT = 106
-BEAT_MAX = 2.0  # seconds between a rank's heartbeats during a run, at most
-_LAUNCHED = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")  # set by mpiexec
-_PIECE = 1 << 28  # bytes of one message of an array sent from a root rank
-_SLEEP_MIN = 50e-6
-_SLEEP_MAX = 2e-3
-SEND_COPIES = 32 << 20  # bytes the transport pickles or copies to send, in flight at most
-SEND_SHARE = 8  # ... and at most this fraction of the rank's memory limit (1/8)
-_WATCH_SLEEP_MAX = 0.01  # seconds between polls of a rank waiting for the others
-_LEAVE_WAIT = 0.2  # seconds a rank stopped by a signal gives its abort messages to leave
-
-_comm_cache: dict[str, Any] = {}
 T = TypeVar("T")
-
-
-def _mpi() -> Any:
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:  # pragma: no cover - the [mpi] extra is installed in tests
-        raise ImportError(
-            "backend='mpi' needs mpi4py and an MPI library: install the MPI extra from the "
-            "checkout, pip install -e '.[mpi]'"
-        ) from exc
-    return MPI
-
-
-class RemoteTaskError(RuntimeError):
-    """A task failed on another rank; raised on the ranks where the original cannot be."""
-
-
-class CollectiveTimeoutError(RuntimeError):
-    """Some ranks did not join a collective step (``compute()``) within ``mpi_timeout``."""
-
-
-class RankLostError(RuntimeError):
-    """Nothing came from an MPI rank for ``mpi_timeout`` seconds during a run: its host or
-    process is gone, or its network cut. ``rank`` and ``host`` name it."""
-
-    def __init__(self, message: str, rank: int = -1, host: str = ""):
-        super().__init__(message)
-        self.rank = rank
-        self.host = host
-
-    def __reduce__(self) -> tuple:
-        return RankLostError, (str(self), self.rank, self.host)
-
-
-def host_of(rank: int) -> str:
-    """The host name (MPI's processor name) of a rank of tilegraph's communicator, as
-    the ranks told each other when it was set up ('?' before)."""
-    hosts = _comm_cache.get("hosts") or []
-    return hosts[rank] if 0 <= rank < len(hosts) else "?"
-
-
-def _where(ranks: list[int]) -> str:
-    """`` (on hosts node1, node2)``: where ``ranks`` run ('' before the ranks said)."""
-    if not _comm_cache.get("hosts"):
-        return ""
-    where = sorted({host_of(r) for r in ranks})
-    return f" (on host{'s' if len(where) > 1 else ''} {', '.join(where)})"
-
-
-def world(timeout: float = 60.0) -> Any:
-    """tilegraph's own communicator (a duplicate of ``COMM_WORLD``, made once per process,
-    so its messages never mix with the user's).
-
-    Making it is the first collective of all: every rank must arrive. It is made without
-    blocking (``Idup``) and waited for under the watchdog: a rank that waited ``timeout``
-    seconds (the backend passes the ``mpi_timeout`` option) raises
-    :class:`CollectiveTimeoutError`.
-    Which ranks are missing cannot be known at this step (the communicator that would ask
-    them does not exist yet); ``tilegraph run`` makes the communicator as every rank starts,
-    so that a later ``compute()`` called on some ranks only is named rank by rank. A rank
-    that timed out waits for the same duplicate again at its next call."""
-    comm = _comm_cache.get("comm")
-    if comm is not None:
-        return comm
-    MPI = _mpi()
-    pending = _comm_cache.get("pending")
-    if pending is None:
-        pending = _comm_cache["pending"] = MPI.COMM_WORLD.Idup()
-    new, request = pending
-    deadline = time.monotonic() + timeout
-    sleep = _SLEEP_MIN
-    while not request.Test():
-        if time.monotonic() > deadline:
-            size = MPI.COMM_WORLD.Get_size()
-            raise CollectiveTimeoutError(
-                f"compute() is collective: not every one of the {size} MPI ranks called it "
-                f"(MPI rank {MPI.COMM_WORLD.Get_rank()} waited {timeout:g} s, mpi_timeout, "
-                "for the others to set up tilegraph's communicator, the first step of the "
-                "first compute(); the missing ranks cannot be named at this step: "
-                "`tilegraph run` sets it up as every rank starts and names them). Every "
-                "rank must call compute(), to_npy() etc. the same number of times, with "
-                "the same arrays; do not call them under `if rank == 0:`")
-        sleep = min(_WATCH_SLEEP_MAX, sleep * 2)
-        time.sleep(sleep)
-    del _comm_cache["pending"]
-    _comm_cache["comm"] = new
-    # every rank has joined: the ranks on this host, from their processor names
-    hosts = _Steps(new, timeout).exchange(MPI.Get_processor_name(), "the set-up")
-    _comm_cache["local_size"] = hosts.count(hosts[new.Get_rank()])
-    _comm_cache["hosts"] = hosts
-    return new
-
-
-def share_array(x: Any, root: int = 0, timeout: float = 60.0) -> np.ndarray:
-    """Rank ``root``'s array ``x`` on every rank of ``COMM_WORLD`` (a collective: every rank
-    calls it; ``x`` may be ``None`` on the other ranks, whose shape and dtype come from the
-    root too). Sent in pieces of at most 256 MiB under the watchdog (``timeout`` seconds;
-    ``from_numpy`` passes the ``mpi_timeout`` option): a rank that never calls it is
-    named. Outside MPI (one process) ``x`` itself is returned."""
-    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or root < 0:
-        raise ValueError(f"root must be a rank number (an int >= 0), got {root!r}")
-    if "mpi4py.MPI" not in sys.modules and not any(v in os.environ for v in _LAUNCHED):
-        return np.asarray(x)  # not launched by mpiexec: one process, nothing to send
-    comm = world(timeout)
-    rank, size = comm.Get_rank(), comm.Get_size()
-    if root >= size:
-        raise ValueError(f"root={root}, but there are only {size} MPI rank(s)")
-    header: Any = None
-    if rank == root:
-        try:
-            x = np.asarray(x)
-            if x.dtype.hasobject:
-                raise TypeError("arrays of Python objects cannot be sent between ranks")
-            header = ("array", x.shape, x.dtype)
-        except Exception as exc:
-            header = ("error", f"{type(exc).__name__}: {exc}")
-    steps = _Steps(comm, timeout)
-    heads = steps.exchange(header, f"from_numpy(root={root})")
-    kind, *rest = heads[root]
-    if kind == "error":
-        raise ValueError(f"from_numpy(root={root}): rank {root}'s data cannot be sent: "
-                         f"{rest[0]}")
-    shape, dtype = rest
-    MPI = _mpi()
-    if rank == root:
-        flat = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
-        requests = [comm.Issend([flat[i:i + _PIECE], MPI.BYTE], dest=r, tag=TAG_ROOT)
-                    for r in range(size) if r != root
-                    for i in range(0, max(len(flat), 1), _PIECE) if len(flat)]
-        MPI.Request.Waitall(requests)  # every rank is here (the exchange above)
-        return x
-    out = np.empty(shape, dtype=dtype)
-    flat = out.reshape(-1).view(np.uint8)
-    for i in range(0, len(flat), _PIECE):
-        comm.Recv([flat[i:i + _PIECE], MPI.BYTE], source=root, tag=TAG_ROOT)
-    return out
-
-
-def _step_error(missing: list[int], rank: int, timeout: float, step: str
-                ) -> CollectiveTimeoutError:
-    return CollectiveTimeoutError(
-        f"compute() is collective: ranks {missing} did not call it, or are gone"
-        f"{_where(missing)} (MPI rank {rank} waited {timeout:g} s, mpi_timeout, at {step}). "
-        "Every rank must "
-        "call compute(), to_npy() etc. the same number of times, with the same arrays; do "
-        "not call them under `if rank == 0:`")
-
-
-class _Steps:
-    """The collective steps of tilegraph's communicator, made of point-to-point messages
-    under the watchdog instead of MPI's blocking collectives, so that no step can wait
-    forever: a rank that waited ``timeout`` seconds for another fails, naming the ranks
-    that never came.
-
-    Steps are numbered (the same count on every rank that takes them all); each message
-    carries its step's number and a kind. A message left over from a step that failed
-    earlier on this rank is dropped; one from a rank already at a later step (it skipped
-    this one) is an error. Sends stay referenced until they complete."""
-
-    def __init__(self, comm: Any, timeout: float):
-        self.comm = comm
-        self.timeout = timeout
-        self.rank = comm.Get_rank()
-        self.size = comm.Get_size()
-
-    def _begin(self) -> int:
-        seq = _comm_cache["steps"] = _comm_cache.get("steps", 0) + 1
-        return seq
-
-    def _post(self, dest: int, message: tuple) -> None:
-        _comm_cache.setdefault("sends", []).append(
-            self.comm.isend(message, dest=dest, tag=TAG_PLAN))
-
-    def _await(self, sources: list[int], seq: int, step: str, *, watched: bool = True
-               ) -> dict[int, tuple[str, Any]]:
-        """The next message of step ``seq`` from each of ``sources``: ``{rank: (kind,
-        payload)}``. ``watched=False``: no time limit (the sources are known to be at this
-        step and working)."""
-        MPI = _mpi()
-        comm, status = self.comm, MPI.Status()
-        got: dict[int, tuple[str, Any]] = {}
-        ahead: dict[int, int] = {}
-        deadline = time.monotonic() + self.timeout
-        sleep = _SLEEP_MIN
-        while len(got) + len(ahead) < len(sources):
-            busy = False
-            for source in sources:
-                # only the ranks not heard from: the next message of one that was may
-                # already belong to the next step
-                while source not in got and source not in ahead and comm.Iprobe(
-                        source=source, tag=TAG_PLAN, status=status):
-                    their_seq, kind, payload = comm.recv(source=source, tag=TAG_PLAN)
-                    busy = True
-                    if their_seq == seq:
-                        got[source] = (kind, payload)
-                    elif their_seq > seq:  # only after a step failed on some ranks
-                        ahead[source] = their_seq
-            if len(got) + len(ahead) == len(sources):
-                break
-            if watched and time.monotonic() > deadline:
-                missing = [r for r in sources if r not in got and r not in ahead]
-                raise _step_error(missing, self.rank, self.timeout, step)
-            sleep = _SLEEP_MIN if busy else min(_WATCH_SLEEP_MAX, sleep * 2)
-            if not busy:
-                time.sleep(sleep)
-        if ahead:
-            raise CollectiveTimeoutError(
-                f"compute() is collective: ranks {sorted(ahead)} called it more often than "
-                f"MPI rank {self.rank} (they are at step {max(ahead.values())}, this rank at "
-                f"{seq}, {step}); every rank must call compute() the same number of times")
-        return got
-
-    def _settle(self) -> None:
-        """Wait (at most ``timeout``) for this rank's sends to complete; the values are
-        small or their receivers are waiting for them."""
-        MPI = _mpi()
-        sends = _comm_cache.get("sends", [])
-        deadline = time.monotonic() + self.timeout
-        while sends and not MPI.Request.Testall(sends) and time.monotonic() < deadline:
-            time.sleep(_SLEEP_MAX)
-        _comm_cache["sends"] = [r for r in sends if not r.Test()]
-
-    def exchange(self, value: Any, step: str, *, root: int | None = None) -> list[Any] | None:
-        """Every rank's ``value`` in rank order, on every rank (``root=None``) or on rank
-        ``root`` only (``None`` on the others)."""
-        seq = self._begin()
-        others = [r for r in range(self.size) if r != self.rank]
-        for dest in others if root is None else ([root] if root != self.rank else []):
-            self._post(dest, (seq, "value", value))
-        out = None
-        if root is None or root == self.rank:
-            got = self._await(others, seq, step)
-            got[self.rank] = ("value", value)
-            out = [got[r][1] for r in range(self.size)]
-        self._settle()
-        return out
-
-    def from_root(self, fn: Callable[[], T], step: str) -> T:
-        """``fn()`` computed on rank 0 and known to every rank; an error in ``fn`` is raised
-        on every rank. Rank 0 says it has arrived before it starts: the others wait for that
-        under the watchdog, then for the value as long as ``fn`` takes."""
-        seq = self._begin()
-        if self.rank == 0:
-            others = list(range(1, self.size))
-            for dest in others:
-                self._post(dest, (seq, "here", None))
-            try:
-                value = fn()
-            except BaseException as exc:
-                for dest in others:
-                    self._post(dest, (seq, "error", f"{type(exc).__name__}: {exc}"))
-                self._settle()
-                raise
-            for dest in others:
-                self._post(dest, (seq, "value", value))
-            self._settle()
-            return value
-        self._await([0], seq, step)
-        kind, payload = self._await([0], seq, step, watched=False)[0]
-        if kind == "error":
-            raise RemoteTaskError(f"{step} failed on MPI rank 0: {payload}")
-        return payload
 
 
 class RankCollective(Collective):
     """The steps the ranks of ``comm`` take together during one ``compute()`` (the
-    collective of :class:`MPIBackend`), each under the watchdog of :class:`_Steps`: a rank
+    collective of :class:`MPIBackend`), each under the watchdog of :class:`Steps`: a rank
     that waited ``timeout`` seconds fails, naming the ranks that never came."""
 
     def __init__(self, comm: Any, timeout: float = 60.0, values: str = "same"):
@@ -410,9 +152,9 @@ class RankCollective(Collective):
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
 
-    def steps(self) -> _Steps:
+    def steps(self) -> Steps:
         """The watchdog of the next steps, under the current ``timeout``."""
-        return _Steps(self.comm, self.timeout)
+        return Steps(self.comm, self.timeout)
 
     def decide(self, fn: Callable[[], T]) -> T:
         """``fn()`` computed on rank 0 and sent to every rank (e.g. the placement)."""
@@ -592,13 +334,13 @@ class MPIBackend(Backend):
         self.collective = RankCollective(self.comm, timeout, values)
         self.rank = self.comm.Get_rank()
         self.processes = self.comm.Get_size()
-        self.local_processes = _comm_cache["local_size"]
+        self.local_processes = comm_cache["local_size"]
         self.workers = workers or max(1, cores() // self.local_processes)
 
     def run(self, part: Partition, execution: Execution) -> None:
         """Drive one rank's local execution with its worker threads (the threads backend,
         sharing this host's cores with the other ranks on it)."""
-        ThreadsBackend(self.workers, share=_comm_cache["local_size"]).run(part, execution)
+        ThreadsBackend(self.workers, share=comm_cache["local_size"]).run(part, execution)
 
     def task_policy(self, graph: TaskGraph, seconds: np.ndarray) -> bytearray | None:
         return threads_policy(graph, seconds) if self.workers > 1 else None
@@ -622,7 +364,7 @@ class MPIBackend(Backend):
             raise ValueError(f"the plan was placed on {placement.max() + 1} workers, "
                              f"but only {self.processes} MPI ranks run it")
         graph = self.collective.check_same_plan(graph, placement, literals=True)
-        local = _LocalPlan(graph, placement, outputs, self.rank, self.processes)
+        local = LocalPlan(graph, placement, outputs, self.rank, self.processes)
         return RankPartition(local.graph, local.outputs, local.priority(priority),
                              local.external, local.exported_tasks, self.rank == 0,
                              plan=local)
@@ -632,338 +374,15 @@ class MPIBackend(Backend):
         if not isinstance(part, RankPartition):
             raise TypeError(f"the MPI backend's transport takes the RankPartition its "
                             f"partition() made, got {type(part).__name__}")
-        return _Exchange(self, part.plan)
+        return Exchange(self, part.plan)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RankPartition(Partition):
     """One rank's part of a run (:meth:`MPIBackend.partition`): a :class:`Partition` with
-    ``plan``, the :class:`_LocalPlan` its transport sends and receives by."""
+    ``plan``, the :class:`LocalPlan` its transport sends and receives by."""
 
-    plan: _LocalPlan
-
-
-class _LocalPlan:
-    """One rank's part of the plan: its tasks plus external tasks for blocks it receives."""
-
-    def __init__(self, graph: TaskGraph, placement: np.ndarray, outputs: np.ndarray,
-                 rank: int, size: int):
-        n = len(graph)
-        # literal data tasks are known to every rank: never sent
-        is_data = np.frombuffer(bytes(graph.modes), dtype=np.uint8) == MODE_DATA
-        mine = (placement == rank) | is_data
-        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
-        dep = graph.dep_idx
-        # blocks this rank receives: inputs of its tasks made elsewhere (+ outputs on rank 0)
-        needed = np.zeros(n, dtype=bool)
-        needed[dep[mine[src] & ~mine[dep]]] = True
-        outputs = np.asarray(outputs, dtype=np.int64)
-        if rank == 0:
-            needed[outputs[~mine[outputs]]] = True
-        keep = np.flatnonzero(mine | needed)
-        self.graph = graph.subgraph(keep, detach=needed)
-        new_of_old = np.full(n, -1, dtype=np.int64)
-        new_of_old[keep] = np.arange(len(keep), dtype=np.int64)
-        self.keep = keep
-        self.new_of_old = new_of_old
-        self.external = new_of_old[np.flatnonzero(needed)].tolist()
-        self.outputs = new_of_old[outputs].tolist() if rank == 0 else []
-        # where each local result goes: every other rank consuming it, once (+ rank 0 for
-        # outputs made here)
-        remote = mine[dep] & ~mine[src] & ~is_data[dep]
-        pairs = unique(dep[remote] * size + placement[src[remote]]).tolist()
-        dests: dict[int, list[int]] = {}
-        for code in pairs:
-            dests.setdefault(int(new_of_old[code // size]), []).append(int(code % size))
-        if rank != 0:
-            for o in outputs[mine[outputs]].tolist():
-                lst = dests.setdefault(int(new_of_old[o]), [])
-                if 0 not in lst:
-                    lst.append(0)
-        self.dests = dests
-        self.exported_tasks = list(dests)
-
-    def priority(self, priority: np.ndarray) -> np.ndarray:
-        """The global priorities of the kept tasks, re-ranked to ``0..m-1``."""
-        sub = np.asarray(priority)[self.keep]
-        ranks = np.empty(len(sub), dtype=np.int64)
-        ranks[np.argsort(sub, kind="stable")] = np.arange(len(sub), dtype=np.int64)
-        return ranks
-
-
-class _Exchange(Transport):
-    """The transport of one rank for one run (of ``local``, its part of the plan): a
-    communication thread, the only thread making MPI calls during the run."""
-
-    def __init__(self, backend: MPIBackend, local: _LocalPlan):
-        self.MPI = _mpi()
-        self.backend = backend
-        self.comm = backend.comm
-        self.rank = backend.rank
-        self.size = backend.processes
-        self.local = local
-        self.keys = local.graph.keys
-        self.sendq: deque[tuple[int, Any]] = deque()  # (local task, result) to send, in order
-        # (request, object kept alive until done, bytes of it the transport made to send)
-        self.pending: list[tuple[Any, Any, int]] = []
-        self.copied = 0  # sum of the last field of ``pending``: about ``window`` at most
-        self.window = SEND_COPIES  # (set for the run by ``connect``)
-        self.local_done = threading.Event()
-        self.aborted = False
-        self.leaving = False
-        self.remote_error: tuple[int, bytes | None, str] | None = None
-        self.failure: BaseException | None = None
-        self.bytes_sent = 0
-        self.old_of_new = local.keep
-        # liveness: when each rank was last heard from, this rank's heartbeats in flight
-        self.timeout = backend.collective.timeout
-        self.beat_every = min(BEAT_MAX, self.timeout / 4)
-        self.heard = [0.0] * self.size
-        self.beats: list[Any] = []
-        self.told: list[Any] = []  # abort messages sent, until received
-        self.next_beat = 0.0
-        # blocks being received: (request, buffer, task, source, pickled, bytes, start)
-        self.receiving: deque[tuple[Any, np.ndarray, int, int, bool, int, float]] = deque()
-
-    def export(self, i: int, value: Any) -> None:
-        self.sendq.append((i, value))
-
-    @contextmanager
-    def connect(self, execution: Execution) -> Iterator[None]:
-        """Meet the other ranks, exchange blocks while the run goes on, and on leaving
-        finish every send and raise another rank's failure (or this rank's MPI error)."""
-        self.execution = execution
-        limit = execution.memory.limit  # the copies in flight count beside what it holds
-        self.window = SEND_COPIES if limit is None else min(SEND_COPIES, limit // SEND_SHARE)
-        self.backend.collective.steps().exchange(None, "the start of the run")
-        thread = threading.Thread(target=self.loop, name="tilegraph-mpi", daemon=True)
-        thread.start()
-        try:
-            yield
-        except Terminated:
-            self.leaving = True  # the process ends by a signal: tell the others, wait for none
-            raise
-        finally:
-            self.local_done.set()
-            while thread.is_alive():
-                try:
-                    thread.join()
-                except KeyboardInterrupt:
-                    execution.cancel(KeyboardInterrupt())
-        if self.failure is not None:
-            raise self.failure
-        error = execution.error
-        if error is not None and not isinstance(error, RemoteTaskError):
-            raise error  # this rank's own failure (or Ctrl-C)
-        if self.remote_error is not None:
-            raise self.remote_error_for(self.rank)
-
-    def loop(self) -> None:
-        try:
-            self._loop()
-        except BaseException as exc:  # an MPI error: end the local run, report it
-            self.failure = exc
-            self.execution.cancel(exc)
-            self.local_done.set()
-
-    def _loop(self) -> None:
-        MPI = self.MPI
-        status = MPI.Status()
-        barrier = None
-        told = False
-        sleep = _SLEEP_MIN
-        leave_by = None
-        self.heard = [time.monotonic()] * self.size
-        while True:
-            busy = False
-            ex = self.execution
-            if ex.finished and ex.error is not None and not told:
-                told = True
-                self._abort_all(ex.error)
-            now = time.monotonic()
-            if now >= self.next_beat:
-                self._beat(now)
-            lost = self._lost(now) if self.failure is None else None
-            if lost is not None:
-                # the run cannot finish: tell the ranks still there, wait for none
-                self.failure = lost
-                ex.cancel(lost)
-                self._abort_all(lost, skip=lost.rank)
-                self.leaving = True
-                self.local_done.set()
-                # the ranks still there get the error before this one may leave
-                leave_by = now + self.timeout
-            if self.leaving and self.local_done.is_set():
-                # a signal ends this process: its abort message gets a moment to leave,
-                # no barrier is waited for (the other ranks may be stopping too)
-                leave_by = leave_by or time.monotonic() + _LEAVE_WAIT
-                self.pending = [p for p in self.pending if not p[0].Test()]
-                self.told = [r for r in self.told if not r.Test()]
-                if (not self.pending or (self.failure is not None and not self.told)
-                        or time.monotonic() > leave_by):
-                    return
-            while self.sendq and (self.copied < self.window or not self.copied):
-                i, value = self.sendq.popleft()
-                if not self.aborted:
-                    self._send(i, value)
-                busy = True
-            if self.pending:
-                still = [p for p in self.pending if not p[0].Test()]
-                busy |= len(still) != len(self.pending)
-                self.pending = still
-                self.copied = sum(p[2] for p in still)
-            # not TAG_PLAN: a rank may be at its next run
-            for tag in (TAG_ABORT, TAG_HEADER, TAG_BEAT):
-                while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=tag, status=status):
-                    self._receive(status.Get_source(), status.Get_tag())
-                    busy = True
-            if self.receiving:
-                still: deque = deque()
-                for item in self.receiving:
-                    if item[0].Test():
-                        self._received(*item[1:])
-                        busy = True
-                    else:
-                        still.append(item)
-                self.receiving = still
-            if barrier is None and self.local_done.is_set() and not self.sendq \
-                    and not self.pending and not self.receiving \
-                    and (ex.finished or self.aborted):
-                barrier = self.comm.Ibarrier()
-            if barrier is not None and barrier.Test():
-                return
-            sleep = _SLEEP_MIN if busy else min(_SLEEP_MAX, sleep * 2)
-            if not busy:
-                time.sleep(sleep)
-
-    def _send(self, i: int, value: Any) -> None:
-        MPI = self.MPI
-        gi = int(self.old_of_new[i])
-        payload = buf = None  # copied or pickled once for every destination
-        for dest in self.local.dests[i]:
-            if isinstance(value, np.ndarray) and not value.dtype.hasobject:
-                # (np.ascontiguousarray would make a 0-d array 1-d)
-                if buf is None:
-                    buf = value if value.flags.c_contiguous else value.copy(order="C")
-                header = (gi, buf.dtype.str if buf.dtype.fields is None else buf.dtype.descr,
-                          buf.shape)
-                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None,
-                                     0))
-                flat = buf.reshape(-1).view(np.uint8)
-                made = 0 if buf is value else buf.nbytes
-                self.pending.append(
-                    (self.comm.Issend([flat, MPI.BYTE], dest=dest, tag=TAG_DATA), buf, made))
-                nbytes = buf.nbytes
-            else:
-                if payload is None:
-                    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-                header = (gi, None, len(payload))
-                self.pending.append((self.comm.issend(header, dest=dest, tag=TAG_HEADER), None,
-                                     0))
-                arr = np.frombuffer(payload, dtype=np.uint8)
-                self.pending.append(
-                    (self.comm.Issend([arr, MPI.BYTE], dest=dest, tag=TAG_DATA), arr,
-                     arr.nbytes))
-                nbytes = len(payload)
-            self.bytes_sent += nbytes
-            self.copied += self.pending[-1][2]
-
-    def _beat(self, now: float) -> None:
-        """Tell every other rank this one is alive (a small message, not waited for)."""
-        self.beats = [r for r in self.beats if not r.Test()]
-        for dest in range(self.size):
-            if dest != self.rank:
-                self.beats.append(self.comm.isend(None, dest=dest, tag=TAG_BEAT))
-        self.next_beat = now + self.beat_every
-
-    def _lost(self, now: float) -> RankLostError | None:
-        """The error naming the first rank nothing came from for ``timeout`` seconds."""
-        for r, t in enumerate(self.heard):
-            if r != self.rank and now - t > self.timeout:
-                host = host_of(r)
-                return RankLostError(
-                    f"MPI rank {r} (on host {host}) stopped answering: nothing came from it "
-                    f"for {now - t:.1f} s (mpi_timeout={self.timeout:g}) during the run, "
-                    f"noticed on rank {self.rank} (on host {host_of(self.rank)}); its host or "
-                    "process is gone, or its network is cut. The job cannot go on without "
-                    "it: run it again (with checkpoint=PATH, a rerun resumes from the "
-                    "blocks that were finished)", r, host)
-        return None
-
-    def _receive(self, source: int, tag: int) -> None:
-        MPI = self.MPI
-        self.heard[source] = time.monotonic()
-        if tag == TAG_BEAT:
-            self.comm.recv(source=source, tag=TAG_BEAT)
-            return
-        if tag == TAG_ABORT:
-            info = self.comm.recv(source=source, tag=TAG_ABORT)
-            if self.remote_error is None:
-                self.remote_error = info
-            self.aborted = True
-            self.execution.cancel(RemoteTaskError(f"the run was aborted by rank {info[0]}"))
-            return
-        if tag != TAG_HEADER:  # pragma: no cover - data always follows its header
-            raise RuntimeError(f"unexpected MPI message with tag {tag} from rank {source}")
-        t0 = time.perf_counter()
-        gi, dtype, shape = self.comm.recv(source=source, tag=TAG_HEADER)
-        # the data follows its header; received without blocking, so that a rank whose
-        # host dies mid-message is noticed (messages of one source arrive in order)
-        if dtype is None:
-            buf = np.empty(shape, dtype=np.uint8)
-            flat = buf
-        else:
-            buf = np.empty(shape, dtype=np.dtype(dtype))
-            flat = buf.reshape(-1).view(np.uint8)
-        request = self.comm.Irecv([flat, MPI.BYTE], source=source, tag=TAG_DATA)
-        self.receiving.append((request, buf, gi, source, dtype is None, flat.nbytes, t0))
-
-    def _received(self, buf: np.ndarray, gi: int, source: int, pickled: bool, nbytes: int,
-                  t0: float) -> None:
-        """A block has arrived whole: delivered to the executor."""
-        self.heard[source] = time.monotonic()
-        if self.aborted or self.execution.finished:
-            return
-        value = pickle.loads(buf) if pickled else buf
-        i = int(self.local.new_of_old[gi])
-        event = Transfer(self.keys[i], source, self.rank, nbytes, t0, time.perf_counter())
-        self.execution.deliver(i, value, event)
-
-    def _abort_all(self, error: BaseException, skip: int = -1) -> None:
-        """Tell every other rank (but ``skip``) to stop; they get the pickled exception
-        and its text."""
-        if self.aborted:  # stopped by another rank's abort: nothing to tell
-            return
-        self.aborted = True
-        text = "".join(traceback.format_exception(error))
-        try:
-            blob: bytes | None = pickle.dumps(error)
-            pickle.loads(blob)
-        except Exception:
-            blob = None
-        info = (self.rank, blob, text)
-        for dest in range(self.size):
-            if dest not in (self.rank, skip):
-                request = self.comm.issend(info, dest=dest, tag=TAG_ABORT)
-                self.pending.append((request, None, 0))
-                self.told.append(request)
-
-    def remote_error_for(self, rank: int) -> BaseException:
-        """The exception a rank raises for another rank's failure: the task's own exception
-        (unpickled) with a note naming the rank, or a RemoteTaskError with its traceback."""
-        source, blob, text = self.remote_error
-        exc: BaseException | None = None
-        if blob is not None:
-            try:
-                exc = pickle.loads(blob)
-            except Exception:
-                exc = None
-        if exc is None:
-            exc = RemoteTaskError(f"a task failed on MPI rank {source}:\n{text}")
-        else:
-            exc.add_note(f"tilegraph: traceback on MPI rank {source}:\n{text.rstrip()}")
-        exc.add_note(f"tilegraph: raised on MPI rank {source}; this is rank {rank}")
-        return exc
+    plan: LocalPlan
 
 
 def _check_mpi_timeout(value: Any) -> float:
