@@ -1280,7 +1280,7 @@ def test_the_driver_s_blocks_go_up_in_batches_while_the_pool_works(pool, monkeyp
     from tilegraph.runtime.serverless import backend as sl
 
     batches: list[tuple[float, list[str]]] = []
-    provide = sl._PoolRun.provide
+    provide = sl.PoolRun.provide
 
     def slow_provide(self, items):
         if items:
@@ -1293,7 +1293,7 @@ def test_the_driver_s_blocks_go_up_in_batches_while_the_pool_works(pool, monkeyp
     deadline = time.monotonic() + 60   # the pool's workers are up (a fresh pool's start)
     while len(pool.workers()) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    monkeypatch.setattr(sl._PoolRun, "provide", slow_provide)
+    monkeypatch.setattr(sl.PoolRun, "provide", slow_provide)
     a = spd(120, seed=3)
     x = tg.from_numpy(a, chunks=20)   # 6 x 6 blocks of the driver's array
     events: list = []
@@ -1315,7 +1315,7 @@ def test_the_driver_s_blocks_go_up_in_batches_while_the_pool_works(pool, monkeyp
         return slow_provide(self, items)
 
     batches.clear()
-    monkeypatch.setattr(sl._PoolRun, "provide", failing_provide)
+    monkeypatch.setattr(sl.PoolRun, "provide", failing_provide)
     with pytest.raises(OSError, match="No space left"):
         tg.linalg.cholesky(x).compute(backend="serverless", pool=pool, progress=False)
     deadline = time.monotonic() + 10   # a task the failure caught running ends first
