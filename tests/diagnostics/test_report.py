@@ -338,7 +338,7 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
         raise RuntimeError("disk on fire")
         yield ""
 
-    monkeypatch.setattr(report, "_memory_chart", broken)
+    monkeypatch.setattr(report, "memory_chart", broken)
     for name in ("new.html", "old.html"):
         with pytest.raises(RuntimeError, match="disk on fire"):
             write_report(tmp_path / name, [data])
