@@ -9,8 +9,8 @@
 """
 
 from tilegraph.lambdapack import library
+from tilegraph.lambdapack.ir import ProgramError
 from tilegraph.lambdapack.kernels import KERNELS, LPKernel, register_kernel
-from tilegraph.lambdapack.lang import ProgramError
 from tilegraph.lambdapack.program import DAG, Program, program
 
 __all__ = ["DAG", "KERNELS", "LPKernel", "Program", "ProgramError", "library", "program",

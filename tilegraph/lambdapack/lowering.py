@@ -12,8 +12,8 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from tilegraph.graph.taskgraph import Dep, GraphBuilder
+from tilegraph.lambdapack.ir import Access, Affine, IntExpr, Node
 from tilegraph.lambdapack.kernels import LPKernel
-from tilegraph.lambdapack.lang import Access, Affine, IntExpr, Node
 
 
 class _Lowering:

@@ -18,16 +18,9 @@ from typing import Any
 import numpy as np
 
 from tilegraph.lambdapack.drawing import _Drawing
+from tilegraph.lambdapack.ir import Access, Loop, Node, ProgramError, ProgramIR, Statement
 from tilegraph.lambdapack.kernels import KERNELS, LPKernel
-from tilegraph.lambdapack.lang import (
-    Access,
-    Loop,
-    Node,
-    ProgramError,
-    ProgramIR,
-    Statement,
-    parse,
-)
+from tilegraph.lambdapack.lang import parse
 from tilegraph.lambdapack.lowering import _Lowering
 from tilegraph.lambdapack.solve import (
     Elimination,

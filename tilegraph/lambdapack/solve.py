@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.lambdapack.lang import (
+from tilegraph.lambdapack.ir import (
     COMPILE_LOCK,
     FUNCTIONS,
     Access,
