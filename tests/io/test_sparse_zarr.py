@@ -283,3 +283,22 @@ def test_malformed_group_is_a_clear_error(tmp_path):
         tg.from_zarr(tmp_path / "bad.zarr")
     with pytest.raises(ValueError, match="not a sparse zarr group"):
         read_sparse_zarr_block(tmp_path, (0, 0))
+
+
+def test_names_keep_their_module_for_pickles_and_plan_digests():
+    """The reader and writer live in tilegraph.io.sparse_zarr but are named by
+    tilegraph.io.zarr_store, the module name pickles, plan digests and checkpoint plan keys
+    record for them (a digest names a function by its __module__ and __qualname__)."""
+    import pickle
+
+    from tilegraph.io import sparse_zarr, zarr_store
+
+    for name in sparse_zarr.__all__:
+        obj = getattr(sparse_zarr, name)
+        assert getattr(zarr_store, name) is obj
+        if callable(obj):
+            assert obj.__module__ == "tilegraph.io.zarr_store"
+            assert pickle.loads(pickle.dumps(obj)) is obj
+            assert b"tilegraph.io.zarr_store" in pickle.dumps(obj)
+    assert SparseZarrWriter.write_block.__module__ == "tilegraph.io.zarr_store"
+    assert SparseZarrWriter.temp_path.fget.__module__ == "tilegraph.io.zarr_store"

@@ -5,7 +5,7 @@ soon as the block is made, into a temporary file or directory that is renamed in
 only when every block is written. A failed or interrupted write leaves nothing at the path.
 
 A :class:`~tilegraph.array.sparse.SparseArray` is stored as a zarr group holding the CSR (or
-CSC) arrays of every block (the layout is described in :mod:`tilegraph.io.zarr_store`);
+CSC) arrays of every block (the layout is described in :mod:`tilegraph.io.sparse_zarr`);
 :func:`from_zarr` recognises such a group and gives back a SparseArray with the same blocks.
 """
 
@@ -439,7 +439,7 @@ def to_zarr(x: Array, path: str | os.PathLike, overwrite: bool = False, **option
     made regular if they are not); the array appears at ``path`` only when complete.
 
     A SparseArray is written as a zarr v3 group holding the CSR (CSC) arrays of each of its
-    blocks, as they are (see :mod:`tilegraph.io.zarr_store`), also atomically.
+    blocks, as they are (see :mod:`tilegraph.io.sparse_zarr`), also atomically.
 
     >>> import os, shutil, tempfile, numpy as np, tilegraph as tg
     >>> d = tempfile.mkdtemp()

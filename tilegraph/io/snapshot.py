@@ -13,7 +13,7 @@ that a rewrite of its values replaces; a memory map's file may be written throug
 itself. Their readers also keep a :class:`ReadLedger`: the fingerprint (inode, size and
 modification time) of each part (a chunk file and its directory, a sparse block's files, the
 mapped file) as the first read saw it (at that read, every part of an array of at most
-``BASELINE_CHUNKS`` chunks, :mod:`tilegraph.io.zarr_store`), compared at every later read
+``BASELINE_CHUNKS`` chunks, :mod:`tilegraph.io.zarr_common`), compared at every later read
 (a block made again after it was dropped under memory pressure, a second array over the same
 input) and before and after each read. A part read in another state is an
 :class:`InputChangedError`: the run never mixes what a source held at two moments.
