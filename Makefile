@@ -47,8 +47,10 @@ run: $(RUN_STAMP)
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check tilegraph tests bench
 
+# two processes (pytest-xdist), a test file each at a time: most tests wait on ranks,
+# servers and subprocesses, so two keep the 2 cores busy
 test: lint sysdeps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # dask's own array, bag and delayed test modules, on dask's scheduler and with every compute
 # routed through tilegraph.get, compared test by test (long: about half an hour).
