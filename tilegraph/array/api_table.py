@@ -209,6 +209,7 @@ def _reduction_method(name: str) -> Callable:
 
     method.__name__ = name
     method.__doc__ = f"Like ``numpy.ndarray.{name}``, computed blockwise with a tree reduction."
+    method.operation = impl  # what it calls (tilegraph.api_index lists it)
     return method
 
 
@@ -220,6 +221,7 @@ def _scan_method(name: str) -> Callable:
 
     method.__name__ = name
     method.__doc__ = f"Like ``numpy.ndarray.{name}``, a blocked scan (flattened by default)."
+    method.operation = impl
     return method
 
 

@@ -401,6 +401,7 @@ def inplace(name: str) -> Callable:
     method.__doc__ = (f"``x {name}= y`` as in NumPy: the result keeps ``x``'s shape and dtype "
                       "(cast with ``same_kind``) and ``x`` is rebound to it; arrays built "
                       "from ``x`` earlier keep the old values.")
+    method.operation = f"__{name}__"  # the operator it applies (tilegraph.api_index)
     return method
 
 
