@@ -193,38 +193,36 @@ def _check_script(body: Any) -> tuple[str, bytes, list[str], list[str]]:
     return name, source.encode(), args, checked
 
 
-def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
-               max_body: int = DEFAULT_MAX_BODY, keep: int | None = DEFAULT_KEEP) -> Any:
-    """The service as an ASGI application: jobs kept in ``data_dir``, run on ``pool``
-    (:mod:`tilegraph.service.pool`), at most ``max_jobs`` at once, every request
-    authenticated with ``token``, request bodies of at most ``max_body`` bytes, the
-    ``keep`` newest finished jobs kept (``None``: all)."""
-    if not isinstance(token, str) or len(token) < 8:
-        raise ValueError("the token must be a string of at least 8 characters")
-    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
-        raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
-    manager = JobManager(data_dir, pool, max_jobs, keep)
+class _Service:
+    """The request handlers of :func:`create_app`, one method per route, over the job
+    manager, the pool and the body limit they share."""
 
-    def job_or_404(request: Request) -> Any:
-        return manager.get(request.path_params["job_id"])
+    def __init__(self, manager: JobManager, pool: Any, max_body: int) -> None:
+        self.manager = manager
+        self.pool = pool
+        self.max_body = max_body
 
-    async def dashboard(request: Request) -> Response:
+    def job_or_404(self, request: Request) -> Any:
+        return self.manager.get(request.path_params["job_id"])
+
+    async def dashboard(self, request: Request) -> Response:
         page = resources.files("tilegraph.service").joinpath("dashboard.html").read_text()
         return HTMLResponse(page, headers={"cache-control": "no-store",
                                            "referrer-policy": "no-referrer"})
 
-    async def openapi(request: Request) -> Response:
+    async def openapi(self, request: Request) -> Response:
         return JSONAnswer(OPENAPI)
 
-    async def info(request: Request) -> Response:
+    async def info(self, request: Request) -> Response:
         from tilegraph import __version__
 
-        return JSONAnswer({"version": __version__, "pool": pool.kind,
-                           "description": pool.describe(), "max_jobs": manager.max_jobs,
-                           "max_body": max_body, "job_processes": manager.processes,
+        return JSONAnswer({"version": __version__, "pool": self.pool.kind,
+                           "description": self.pool.describe(),
+                           "max_jobs": self.manager.max_jobs, "max_body": self.max_body,
+                           "job_processes": self.manager.processes,
                            "max_name_bytes": MAX_NAME_BYTES})
 
-    async def list_jobs(request: Request) -> Response:
+    async def list_jobs(self, request: Request) -> Response:
         q = request.query_params
         limit = q.get("limit")
         if limit is not None and not _number(limit):
@@ -232,7 +230,7 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
         brief = q.get("brief", "0")
         if brief not in ("0", "1"):
             return _error(400, f"brief must be 0 or 1, got {brief!r}", "brief")
-        jobs = sorted(manager.jobs.values(), key=lambda j: j.created, reverse=True)
+        jobs = sorted(self.manager.jobs.values(), key=lambda j: j.created, reverse=True)
         if limit is not None:
             jobs = jobs[:int(limit)]
         if brief == "1":
@@ -240,11 +238,11 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
                                for j in jobs])
         return JSONAnswer([j.public() for j in jobs])
 
-    async def submit(request: Request) -> Response:
+    async def submit(self, request: Request) -> Response:
         try:
-            body = await _read_body(request, max_body)
+            body = await _read_body(request, self.max_body)
         except BodyTooLarge:
-            return _error(413, f"the request body is larger than the limit of {max_body} "
+            return _error(413, f"the request body is larger than the limit of {self.max_body} "
                                "bytes")
         ctype = request.headers.get("content-type", "").split(";")[0].strip()
         try:
@@ -254,10 +252,10 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
                                            "tilegraph.Client.compute")
                 name = protect.check_name(request.query_params.get("name", "compute"),
                                           "name")
-                job = manager.submit_plan(body, name)
+                job = self.manager.submit_plan(body, name)
             elif ctype == "application/json":
                 name, source, args, outputs = _check_script(protect.loads_json(body))
-                job = manager.submit_script(name, source, args, outputs)
+                job = self.manager.submit_script(name, source, args, outputs)
             else:
                 return _error(415, "submit a script as application/json or a plan as "
                                    "application/octet-stream", "content-type")
@@ -267,14 +265,14 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(500, f"the service could not store the job: {exc.strerror}")
         return JSONAnswer({"id": job.id, "state": job.state}, status_code=201)
 
-    async def get_job(request: Request) -> Response:
-        job = job_or_404(request)
+    async def get_job(self, request: Request) -> Response:
+        job = self.job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
         return JSONAnswer(job.public())
 
-    async def cancel(request: Request) -> Response:
-        job = job_or_404(request)
+    async def cancel(self, request: Request) -> Response:
+        job = self.job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
         purge = request.query_params.get("purge", "0")
@@ -282,18 +280,18 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(400, f"purge must be 0 or 1, got {purge!r}", "purge")
         if purge == "1":
             try:
-                manager.purge(job)
+                self.manager.purge(job)
             except ValueError as exc:
                 return _error(409, str(exc))
             return Response(status_code=204)
-        await manager.cancel(job)
+        await self.manager.cancel(job)
         return JSONAnswer(job.public())
 
-    async def result(request: Request) -> Response:
-        job = job_or_404(request)
+    async def result(self, request: Request) -> Response:
+        job = self.job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
-        d = manager.job_dir(job.id)
+        d = self.manager.job_dir(job.id)
         if job.kind == "compute":
             if job.state != "done":
                 return _error(409, f"job {job.id} is {job.state}: it has no arrays"
@@ -322,8 +320,8 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
                            "files": files,
                            "missing": [n for n in job.outputs if n not in files]})
 
-    async def get_file(request: Request) -> Response:
-        job = job_or_404(request)
+    async def get_file(self, request: Request) -> Response:
+        job = self.job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
         try:
@@ -334,7 +332,7 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(404, f"{name!r} is not a declared output of job {job.id}")
         if job.state not in FINISHED:
             return _error(409, f"job {job.id} is {job.state}; its files come when it ends")
-        work = os.path.join(manager.job_dir(job.id), "work")
+        work = os.path.join(self.manager.job_dir(job.id), "work")
         path = _inside(work, name)
         if path is None:
             if os.path.lexists(os.path.join(work, name)):
@@ -343,11 +341,11 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
             return _error(404, f"job {job.id} did not write {name!r}")
         return FileResponse(path, media_type="application/octet-stream")
 
-    async def events(request: Request) -> Response:
-        job = job_or_404(request)
+    async def events(self, request: Request) -> Response:
+        job = self.job_or_404(request)
         if job is None:
             return _error(404, f"no job {request.path_params['job_id']!r}")
-        path = os.path.join(manager.job_dir(job.id), "events.jsonl")
+        path = os.path.join(self.manager.job_dir(job.id), "events.jsonl")
         start = request.headers.get("last-event-id") or request.query_params.get("from", "0")
         offset = _number(start)
         if offset is None:
@@ -358,15 +356,43 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
                                  headers={"cache-control": "no-store",
                                           "x-accel-buffering": "no"})
 
-    async def workers(request: Request) -> Response:
+    async def workers(self, request: Request) -> Response:
         try:
-            found = pool.workers(manager.running())
+            found = self.pool.workers(self.manager.running())
         except Exception as exc:
             return _error(503, f"the pool did not answer: {type(exc).__name__}: {exc}")
         try:
             return JSONAnswer(found)
         except (TypeError, ValueError) as exc:  # a value JSON cannot hold (NaN, bytes)
             return _error(503, f"the pool's answer is not JSON: {exc}")
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/", self.dashboard),
+            Route("/api/openapi.json", self.openapi),
+            Route("/api/info", self.info),
+            Route("/api/jobs", self.list_jobs, methods=["GET"]),
+            Route("/api/jobs", self.submit, methods=["POST"]),
+            Route("/api/jobs/{job_id}", self.get_job, methods=["GET"]),
+            Route("/api/jobs/{job_id}", self.cancel, methods=["DELETE"]),
+            Route("/api/jobs/{job_id}/result", self.result),
+            Route("/api/jobs/{job_id}/files/{name:path}", self.get_file),
+            Route("/api/jobs/{job_id}/events", self.events),
+            Route("/api/workers", self.workers),
+        ]
+
+
+def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
+               max_body: int = DEFAULT_MAX_BODY, keep: int | None = DEFAULT_KEEP) -> Any:
+    """The service as an ASGI application: jobs kept in ``data_dir``, run on ``pool``
+    (:mod:`tilegraph.service.pool`), at most ``max_jobs`` at once, every request
+    authenticated with ``token``, request bodies of at most ``max_body`` bytes, the
+    ``keep`` newest finished jobs kept (``None``: all)."""
+    if not isinstance(token, str) or len(token) < 8:
+        raise ValueError("the token must be a string of at least 8 characters")
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+        raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
+    manager = JobManager(data_dir, pool, max_jobs, keep)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -375,20 +401,7 @@ def create_app(data_dir: str, pool: Any, token: str, *, max_jobs: int = 2,
         finally:
             await manager.shutdown()
 
-    routes = [
-        Route("/", dashboard),
-        Route("/api/openapi.json", openapi),
-        Route("/api/info", info),
-        Route("/api/jobs", list_jobs, methods=["GET"]),
-        Route("/api/jobs", submit, methods=["POST"]),
-        Route("/api/jobs/{job_id}", get_job, methods=["GET"]),
-        Route("/api/jobs/{job_id}", cancel, methods=["DELETE"]),
-        Route("/api/jobs/{job_id}/result", result),
-        Route("/api/jobs/{job_id}/files/{name:path}", get_file),
-        Route("/api/jobs/{job_id}/events", events),
-        Route("/api/workers", workers),
-    ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=_Service(manager, pool, max_body).routes(), lifespan=lifespan)
     app.state.manager = manager
     return TokenAuth(app, token)
 
