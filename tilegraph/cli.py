@@ -377,13 +377,7 @@ def serve_command(args: argparse.Namespace) -> int:
         return 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    from tilegraph import __version__
-
-    parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"tilegraph {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_demo(sub: Any) -> None:
     demo = sub.add_parser(
         "demo", help="run the main job: an out-of-core matmul of .npy files against NumPy",
         description="The main job of `make run`: writes two random n x n matrices as .npy "
@@ -404,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="path of the HTML report (default: ./tilegraph-demo-report.html)")
     demo.add_argument("--repeat", type=_positive, default=3,
                       help="times each system is timed; the best is reported (default 3)")
+
+
+def _add_run(sub: Any) -> None:
     run = sub.add_parser(
         "run", help="run a Python script on several MPI processes (backend 'mpi' by default)",
         description="Launch SCRIPT on NPROCS MPI ranks with mpiexec (the Open MPI wheel of "
@@ -415,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="number of MPI processes (ranks)")
     run.add_argument("script", help="the Python script every rank runs")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+
+
+def _add_clean(sub: Any) -> None:
     cleaner = sub.add_parser(
         "clean", help="remove spill directories and temporary outputs left by dead processes "
                       "(with --redis: a server's runs left by dead serverless drivers)")
@@ -432,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     cleaner.add_argument("--credentials", metavar="FILE", default=None,
                          help="with --redis: a credentials file (mode 0600) with the "
                               "server's password")
+
+
+def _add_autopar(sub: Any) -> None:
     auto = sub.add_parser(
         "autopar", help="run a serial Python script in parallel on forked worker processes, "
                         "or explain its task graph")
@@ -454,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     auto.add_argument("--saveas", metavar="FILE",
                       help="write a standalone script that runs this plan with tilegraph "
                            "(python FILE [--workers N] [arguments])")
+
+
+def _add_serve(sub: Any) -> None:
     srv = sub.add_parser(
         "serve", help="start the service: submit, watch and cancel jobs over HTTP, with a "
                       "live dashboard")
@@ -492,10 +498,26 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--keyfile", default=None, help="TLS private key (PEM)")
     srv.add_argument("--insecure", action="store_true",
                      help="allow a non-loopback address without TLS")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: ``tilegraph demo | run | clean | autopar | serve | worker``."""
+    from tilegraph import __version__
+
+    top = argparse.ArgumentParser(prog="tilegraph", description=__doc__, epilog=EPILOG,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"tilegraph {__version__}")
+    sub = top.add_subparsers(dest="command", required=True)
+    for add in (_add_demo, _add_run, _add_clean, _add_autopar, _add_serve):
+        add(sub)
     sub.add_parser(
         "worker", add_help=False,
         help="a stateless serverless worker serving a Redis server's runs "
              "(tilegraph worker --redis URL; see tilegraph worker --help)")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "worker":
         from tilegraph.runtime.serverless.worker import main as worker_main
@@ -505,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "autopar" and "--" in argv:  # the script's own arguments
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     if args.command == "autopar":
         return autopar_command(args.script, args.workers, args.explain, args.dot, script_args,
                                profile=args.profile, html=args.html, saveas=args.saveas,
