@@ -52,8 +52,9 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from tilegraph.service import protect
-from tilegraph.service.jobs import DEFAULT_KEEP, FINISHED, JobManager, tail_text
+from tilegraph.service.jobs import DEFAULT_KEEP, JobManager, tail_text
 from tilegraph.service.protect import MAX_JSON_DEPTH, MAX_NAME_BYTES, BadInput
+from tilegraph.service.records import FINISHED
 
 DEFAULT_MAX_BODY = 256 << 20  # bytes of a request body (a script, a plan with its inputs)
 STREAM_POLL = 0.25  # seconds between reads of a running job's event file by a stream
