@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-class _Drawing:
-    """Mixed into :class:`~tilegraph.lambdapack.program.DAG`."""
+class DAGDrawing:
+    """Mixed into :class:`~tilegraph.lambdapack.program.DAG`: its drawing and explanation."""
 
     def explain(self, shape_of: Callable | None = None) -> str:
         """Statements, nodes per statement, flops (with ``shape_of``, tile shapes) and the

@@ -16,8 +16,8 @@ from tilegraph.lambdapack.ir import Access, Affine, IntExpr, Node
 from tilegraph.lambdapack.kernels import LPKernel
 
 
-class _Lowering:
-    """Mixed into :class:`~tilegraph.lambdapack.program.DAG`."""
+class DAGLowering:
+    """Mixed into :class:`~tilegraph.lambdapack.program.DAG`: its tasks put in a task graph."""
 
     def emit(self, builder: Any, name: str,
              input_key: Callable[[str, tuple[int, ...]], Hashable],

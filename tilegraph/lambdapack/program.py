@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.lambdapack.drawing import _Drawing
+from tilegraph.lambdapack.drawing import DAGDrawing
 from tilegraph.lambdapack.ir import Access, Loop, Node, ProgramError, ProgramIR, Statement
 from tilegraph.lambdapack.kernels import KERNELS, LPKernel
 from tilegraph.lambdapack.lang import parse
-from tilegraph.lambdapack.lowering import _Lowering
+from tilegraph.lambdapack.lowering import DAGLowering
 from tilegraph.lambdapack.solve import (
     Elimination,
     box_of,
@@ -238,7 +238,7 @@ def _levels(n: int, branch: int) -> list[int]:
             return counts
 
 
-class DAG(_Lowering, _Drawing):
+class DAG(DAGLowering, DAGDrawing):
     """The implicit DAG of a bound program (see the module docstring)."""
 
     def __init__(self, program: Program, params: dict[str, int]):
