@@ -347,7 +347,7 @@ def _execute(plan: Plan, backend: Backend, opts: config.Options,
     projection = None
     try:
         try:
-            check_fits(part.graph, execution.estimates, limit)
+            check_fits(part.graph, estimates, limit)
             if (opts.limit_given or not opts.spill
                     or len(part.graph) <= PROJECT_ALWAYS):
                 projection = projected_peak(part.graph, part.outputs, part.priority,
@@ -480,14 +480,14 @@ _last_summary: RunSummary | None = None
 def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
               transport: Any, projection: Projection | None) -> None:
     global _last_summary
+    f = execution.memory.figures()
     _last_summary = RunSummary(
         ntasks, backend.name, backend.workers, time.perf_counter() - execution.started,
-        limit, execution.peak_live, execution.spilled_bytes, execution.unspilled_bytes,
+        limit, f.peak_live, f.spilled_bytes, f.unspilled_bytes,
         backend.processes, transport.bytes_sent if transport is not None else 0,
-        execution.recomputed_bytes, projection.peak if projection is not None else 0,
+        f.recomputed_bytes, projection.peak if projection is not None else 0,
         execution.busy_seconds + getattr(transport, "core_seconds", 0.0),
-        execution.staged_bytes, execution.remade, execution.spilled_unrepeatable,
-        execution.unrepeatable_reasons)
+        execution.staged_bytes, f.remade, f.spilled_unrepeatable, f.unrepeatable_reasons)
 
 
 def check_projection(graph: TaskGraph, projection: Projection, limit: int) -> None:

@@ -72,7 +72,7 @@ class ProgressBar:
                 done, total = self.progress()
                 if total != bar.total:
                     bar.total = total
-                bar.set_postfix_str(memory_text(ex), refresh=False)
+                bar.set_postfix_str(memory_text(ex.memory), refresh=False)
                 if done > shown:
                     bar.update(done - shown)
                     shown = done
@@ -82,11 +82,12 @@ class ProgressBar:
                     break
 
 
-def memory_text(execution: Any) -> str:
-    """Memory in use as the bar shows it: bytes held (+ reserved by running tasks) of the
-    limit, and bytes spilled so far."""
-    live = getattr(execution, "live", 0) + getattr(execution, "reserved", 0)
-    limit = getattr(execution, "limit", None)
+def memory_text(memory: Any) -> str:
+    """Memory in use as the bar shows it, from a run's memory manager
+    (:class:`~tilegraph.runtime.memory.MemoryManager`): bytes held (+ reserved by running
+    tasks) of the limit, and bytes spilled so far."""
+    live = memory.live + memory.reserved
+    limit = memory.limit
     text = f"mem {human(live)}" + (f"/{human(limit)}" if limit else "")
-    spilled = getattr(execution, "spilled_bytes", 0)
+    spilled = memory.spilled_bytes
     return text + (f" spilled {human(spilled)}" if spilled else "")

@@ -449,7 +449,8 @@ class Execution:
             if self.memory.limit is not None and not self.finished:
                 self.memory.make_room()  # an arrival is admitted like a result made here
             if self._emit and event is not None:
-                self.send(replace(event, held=self.live) if hasattr(event, "held") else event)
+                self.send(replace(event, held=self.memory.live) if hasattr(event, "held")
+                          else event)
             if self.ready or self.finished:
                 self._cond.notify_all()
 
@@ -583,10 +584,11 @@ class Execution:
 
     def _end(self) -> None:
         if self._emit:
+            f = self.memory.figures()
             self.send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
-                             self.peak_live, self.spilled_bytes, self.unspilled_bytes,
-                             self.recomputed_bytes, self.staged_bytes, self.remade,
-                             self.spilled_unrepeatable, self.unrepeatable_reasons))
+                             f.peak_live, f.spilled_bytes, f.unspilled_bytes,
+                             f.recomputed_bytes, self.staged_bytes, f.remade,
+                             f.spilled_unrepeatable, f.unrepeatable_reasons))
         self.done_event.set()
 
     # -- what the memory manager asks (called with the lock held) -----------------------------
@@ -643,57 +645,6 @@ class Execution:
         """Run task i (remakeable: no inputs, repeatable) again to make its result."""
         func, args, kwargs = self._prepare(i, [])
         return func(*args, **kwargs)
-
-    # -- the memory manager's figures ----------------------------------------------------------
-
-    @property
-    def limit(self) -> int | None:
-        return self.memory.limit
-
-    @property
-    def estimates(self) -> list[int]:
-        return self.memory.estimates
-
-    @property
-    def live(self) -> int:
-        return self.memory.live
-
-    @property
-    def reserved(self) -> int:
-        return self.memory.reserved
-
-    @property
-    def peak_live(self) -> int:
-        return self.memory.peak_live
-
-    @property
-    def spilled_bytes(self) -> int:
-        return self.memory.spilled_bytes
-
-    @property
-    def unspilled_bytes(self) -> int:
-        return self.memory.unspilled_bytes
-
-    @property
-    def recomputed_bytes(self) -> int:
-        return self.memory.recomputed_bytes
-
-    @property
-    def remade(self) -> dict[str, int]:
-        """Op kind -> blocks dropped under memory pressure and made again for a consumer."""
-        return dict(self.memory.remade)
-
-    @property
-    def spilled_unrepeatable(self) -> dict[str, int]:
-        """Op kind -> blocks written to disk that would have been made again, were their
-        source repeatable (``unrepeatable_reasons``: op kind -> why not)."""
-        return dict(self.memory.spilled_unrepeatable)
-
-    @property
-    def unrepeatable_reasons(self) -> dict[str, str]:
-        """Op kind -> why its blocks in ``spilled_unrepeatable`` may not come back the
-        same."""
-        return dict(self.memory.unrepeatable_reasons)
 
     def finish_io(self) -> None:
         """Wait for the read-ahead thread to end (it ends once the run is finished)."""

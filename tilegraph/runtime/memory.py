@@ -32,7 +32,7 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -288,6 +288,24 @@ class SpillStore:
                 self._dir = None
 
 
+@dataclass(frozen=True)
+class MemoryFigures:
+    """What a run's memory manager counted (:meth:`MemoryManager.figures`): the most bytes
+    of results held at once (``peak_live``), bytes written to disk and read back
+    (``spilled_bytes``, ``unspilled_bytes``), bytes of dropped results made again
+    (``recomputed_bytes``), blocks made again per op kind (``remade``), blocks spilled per
+    op kind because their source may not give the same block again
+    (``spilled_unrepeatable``) and why (``unrepeatable_reasons``)."""
+
+    peak_live: int = 0
+    spilled_bytes: int = 0
+    unspilled_bytes: int = 0
+    recomputed_bytes: int = 0
+    remade: dict[str, int] = field(default_factory=dict)
+    spilled_unrepeatable: dict[str, int] = field(default_factory=dict)
+    unrepeatable_reasons: dict[str, str] = field(default_factory=dict)
+
+
 class MemoryManager:
     """The memory budget of one :class:`~tilegraph.runtime.core.Execution`: admission,
     spill to a :class:`SpillStore`, read-back and read-ahead of spilled results.
@@ -367,6 +385,12 @@ class MemoryManager:
         self.unspilled_bytes = 0
         self.recomputed_bytes = 0
         self._io_thread: threading.Thread | None = None
+
+    def figures(self) -> MemoryFigures:
+        """What the manager has counted so far, as a record (copies of its dicts)."""
+        return MemoryFigures(self.peak_live, self.spilled_bytes, self.unspilled_bytes,
+                             self.recomputed_bytes, dict(self.remade),
+                             dict(self.spilled_unrepeatable), dict(self.unrepeatable_reasons))
 
     # -- accounting ---------------------------------------------------------------------------
 
