@@ -791,3 +791,53 @@ def f(graph, builder, b, meta):
             if any(w.startswith("scratch:") for w in where)}
     assert used == {"sub_read", "sub_write", "got", "defaulted", "tested", "placed",
                     "via_builder", "via_add", "via_forwarder", "via_reader", "literal"}
+
+
+def _uses_of(tree: ast.AST, names: set[str]) -> dict[str, int]:
+    """Attribute name -> first line, of every attribute read, written or called on one of
+    ``names`` (a local ``ex``) or on ``self.<name>`` (``self.ex``) in ``tree``."""
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        base = node.value
+        if ((isinstance(base, ast.Name) and base.id in names)
+                or (isinstance(base, ast.Attribute) and base.attr in names
+                    and isinstance(base.value, ast.Name) and base.value.id == "self")):
+            found.setdefault(node.attr, node.lineno)
+    return found
+
+
+def _protocol_names(cls: type) -> set[str]:
+    return set(cls.__annotations__) | {name for name, value in vars(cls).items()
+                                       if callable(value) and not name.startswith("_")}
+
+
+def test_the_memory_manager_touches_only_the_declared_names_of_its_execution():
+    """The memory manager reads and calls of its execution only the names of
+    ``ExecutorView`` (written down in the module docstring), and the execution has each of
+    them; the executor core touches only the manager's public names."""
+    from tilegraph.runtime import memory
+
+    declared = _protocol_names(memory.ExecutorView)
+    assert declared == {"lock", "results", "priority", "nrunning", "finished", "deps",
+                        "pinned", "next_use", "next_ready", "is_held", "idle_wait", "wait",
+                        "wake_all", "fail", "run_again"}
+    documented = {line.split("``")[1].split("(")[0]
+                  for line in memory.__doc__.splitlines() if line.startswith("``")}
+    assert documented == declared
+    source = ROOT / "runtime" / "memory.py"
+    used = _uses_of(ast.parse(source.read_text()), {"ex"})
+    undeclared = {name: f"runtime/memory.py:{line}" for name, line in used.items()
+                  if name not in declared}
+    assert not undeclared, f"the memory manager reaches into its execution: {undeclared}"
+    assert set(used) == declared  # nothing declared that it does not use
+    ex = core.Execution(tg.GraphBuilder().build(), [], np.zeros(0, dtype=np.int64))
+    missing = [name for name in declared if not hasattr(ex, name)]
+    assert not missing, f"Execution lacks {missing}"
+    # the other way: the core uses the manager's public names only
+    core_uses = _uses_of(ast.parse((ROOT / "runtime" / "core.py").read_text()), {"memory"})
+    private = sorted(name for name in core_uses if name.startswith("_"))
+    assert not private, f"the executor core reaches into its memory manager: {private}"
+    unknown = sorted(name for name in core_uses if not hasattr(ex.memory, name))
+    assert not unknown, unknown

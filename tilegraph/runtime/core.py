@@ -35,7 +35,10 @@ field          meaning and invariant
 ``exported``   bytearray[n]: 1 for tasks whose result is also needed elsewhere; when one
                finishes, ``on_export(i, value)`` is called (with the lock held)
 ``memory``     the :class:`~tilegraph.runtime.memory.MemoryManager`: bytes held and reserved,
-               the budget, admission, spill, read-back and read-ahead (its own state table)
+               the budget, admission, spill, read-back and read-ahead (its own state table);
+               it reads and calls of this execution only the names of its
+               :class:`~tilegraph.runtime.memory.ExecutorView`, and the core uses its public
+               methods and fields only
 =============  ===================================================================================
 
 Memory (kept by ``memory``, asked before a task starts): a ready task is admitted when
@@ -257,8 +260,8 @@ class Execution:
         for i in external:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
             remake[i] = refused[i] = 0
-        self.memory = MemoryManager(self, memory_limit, spill, remake, estimates, may_spill,
-                                    refused)
+        self.memory = MemoryManager(self, graph, memory_limit, spill, remake, estimates,
+                                    may_spill, refused, self.send if self._emit else None)
         kinds = graph.meta.get("kind")
         self._staging = ({i for i, k in enumerate(kinds) if k == "stage"}
                          if kinds is not None and "stage" in kinds else set())

@@ -19,6 +19,36 @@ compared with it: a source that changed under the run, or was declared repeatabl
 not, is an :class:`~tilegraph.io.snapshot.InputChangedError` naming the task, never a mix
 of two versions of one block. The checksum costs one pass over a block when it is dropped
 and one when it is made again, far less than writing it to disk and reading it back.
+
+The manager and its execution talk through a narrow protocol. The execution makes the
+manager with the graph, the run's budget, the spill store, the remake masks, the tasks'
+estimates and ``send`` (its subscribers' sink, or None), and calls the manager's public
+methods (:class:`MemoryManager`). Of the execution, the manager reads and calls these
+names and no others (:class:`ExecutorView`; ``tests/test_layering.py`` checks this module's
+source against it), always with the execution's lock held:
+
+================  =================================================================================
+name              what the manager does with it
+================  =================================================================================
+``lock``          releases it around its own I/O (spill writes, reads back, remakes) only, and
+                  takes it again before it touches any state
+``results``       the execution's dict, task -> result in memory: the manager deletes the entry
+                  of a result it wrote to disk or dropped, and puts back one it read or made
+                  again while the result is still wanted; it adds nothing else
+``priority``      list[n], the tasks' priorities (read only)
+``nrunning``      tasks running (read only)
+``finished``      whether the run is over (read only)
+``deps(i)``       the tasks whose results task i reads
+``pinned()``      the inputs of the running tasks (never spilled)
+``next_use(v)``   the priority of the next consumer of v still to run
+``next_ready(k)`` the k ready tasks that run next (read-ahead)
+``is_held(v)``    whether v's result is still wanted (``in_memory=False``: wherever it is)
+``idle_wait()``   wait a moment for other workers' progress (admission found no room)
+``wait(t)``       wait on the execution's condition (the read-ahead thread; a read underway)
+``wake_all()``    wake every waiting worker (read-ahead brought a result back)
+``fail(exc)``     end the run with ``exc`` (the read-ahead thread could not read a result)
+``run_again(i)``  run task i's step again (to remake its result)
+================  =================================================================================
 """
 
 from __future__ import annotations
@@ -31,9 +61,9 @@ import tempfile
 import threading
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -129,6 +159,37 @@ def remake_text(run: Any) -> str:
         text += (f"; spilled, not remade (source not repeatable) "
                  f"{sum(run.spilled_unrepeatable.values())} blocks ({counts})")
     return text
+
+
+class ExecutorView(Protocol):
+    """What a :class:`MemoryManager` may read and call of the execution it serves; see the
+    module docstring for what it does with each name."""
+
+    lock: threading.Lock
+    results: dict[int, Any]
+    priority: list[int]
+    nrunning: int
+    finished: bool
+
+    def deps(self, i: int) -> list[int]: ...
+
+    def pinned(self) -> set[int]: ...
+
+    def next_use(self, v: int) -> int: ...
+
+    def next_ready(self, k: int) -> list[int]: ...
+
+    def is_held(self, v: int, in_memory: bool = True) -> bool: ...
+
+    def idle_wait(self) -> None: ...
+
+    def wait(self, timeout: float | None) -> None: ...
+
+    def wake_all(self) -> None: ...
+
+    def fail(self, exc: BaseException) -> None: ...
+
+    def run_again(self, i: int) -> Any: ...
 
 
 class MemoryLimitError(MemoryError):
@@ -351,18 +412,22 @@ class MemoryManager:
     ==================  ==========================================================================
     """
 
-    def __init__(self, ex: Any, limit: int | None, spill: SpillStore | None,
-                 remakeable: bytearray, estimates: list[int] | None = None,
-                 may_spill: bool = True, refused: bytearray | None = None):
+    def __init__(self, ex: ExecutorView, graph: Any, limit: int | None,
+                 spill: SpillStore | None, remakeable: bytearray,
+                 estimates: list[int] | None = None, may_spill: bool = True,
+                 refused: bytearray | None = None,
+                 send: Callable[[Any], None] | None = None):
         self.ex = ex
+        self.graph = graph
+        self._send = send  # the subscribers' sink (None: nobody listens)
         self.limit = limit
         self.may_spill = may_spill  # False: only results that can be made again are dropped
         self.spill = spill if spill is not None else SpillStore()
-        n = ex.ntasks
+        n = len(graph)
         if limit is None:
             estimates = [0] * n
         elif estimates is None:
-            estimates = task_estimates(ex.graph)
+            estimates = task_estimates(graph)
         self.estimates = estimates
         self.sizes: dict[int, int] = {}
         self.live = 0
@@ -373,7 +438,7 @@ class MemoryManager:
         self.io_busy: set[int] = set()
         self.remakeable = remakeable
         self.refused = refused if refused is not None else bytearray(n)
-        self._kinds = ex.graph.meta.get("kind") or [None] * n
+        self._kinds = graph.meta.get("kind") or [None] * n
         self.remade: dict[str, int] = {}
         self.spilled_unrepeatable: dict[str, int] = {}
         self.unrepeatable_reasons: dict[str, str] = {}
@@ -549,9 +614,9 @@ class MemoryManager:
                 self.spilled_bytes += record.nbytes
                 if self.refused[v]:
                     self._count_refused(v)
-            if ex.emitting:
-                ex.send(Spill(ex.graph.keys[v], record.nbytes or size, v not in records,
-                              self.live))
+            if self._send is not None:
+                self._send(Spill(self.graph.keys[v], record.nbytes or size, v not in records,
+                                 self.live))
 
     def _count_refused(self, v: int) -> None:
         """A result that would have been dropped and made again went to disk: its source
@@ -561,7 +626,7 @@ class MemoryManager:
         self.spilled_unrepeatable[kind] = self.spilled_unrepeatable.get(kind, 0) + 1
         reasons = self._reasons.setdefault(kind, [])
         if len(reasons) < 3:
-            why = self.ex.graph.unrepeatable_reason(v)
+            why = self.graph.unrepeatable_reason(v)
             if why and why not in reasons:
                 reasons.append(why)
                 self.unrepeatable_reasons[kind] = " | ".join(reasons)
@@ -614,8 +679,8 @@ class MemoryManager:
             self.recomputed_bytes += nbytes
             kind = self._kinds[d] or "other"
             self.remade[kind] = self.remade.get(kind, 0) + 1
-        if ex.emitting:
-            ex.send(Unspill(ex.graph.keys[d], nbytes, ahead, self.live))
+        if self._send is not None:
+            self._send(Unspill(self.graph.keys[d], nbytes, ahead, self.live))
 
     def plan_prefetch(self) -> None:
         """Queue for read-ahead the spilled inputs of the next ready tasks that fit in the
@@ -699,7 +764,7 @@ class MemoryManager:
         if record.digest is not None:
             digest = block_digest(value)
             if digest != record.digest:
-                graph = self.ex.graph
+                graph = self.graph
                 raise InputChangedError(
                     f"task {graph.keys[i]!r} (op {graph.opname(i)}) was made again after its "
                     "result was dropped under memory pressure and gave another block "
