@@ -166,6 +166,38 @@ def _check_serial(graph: TaskGraph, serial: list) -> list[int]:
     return list(serial)
 
 
+def _guarded(graph: TaskGraph, retries: int, retry_col: list | None
+             ) -> dict[int, tuple[int, ...]]:
+    """``guard`` (see "Retries" above): task -> the dependency slots its call writes over
+    in place, for the tasks that may be retried; empty when none may be."""
+    if not retries and (retry_col is None or not any(retry_col)):
+        return {}
+    overwritten = graph.overwritten
+    guard = {}
+    for i in range(len(graph)):
+        slots = overwritten(i)
+        if slots:
+            guard[i] = slots
+    return guard
+
+
+def _priorities(priority: np.ndarray) -> tuple[list[int], list[int]]:
+    """``priority`` as a list, and ``task_of``: the task of each priority."""
+    prio = priority.tolist()
+    task_of = [0] * len(prio)
+    for i, p in enumerate(prio):
+        task_of[p] = i
+    return prio, task_of
+
+
+def _staging(graph: TaskGraph) -> set[int]:
+    """The tasks that write a rechunk's pieces to its intermediate store (kind ``stage``)."""
+    kinds = graph.meta.get("kind")
+    if kinds is None or "stage" not in kinds:
+        return set()
+    return {i for i, k in enumerate(kinds) if k == "stage"}
+
+
 class SchedulerStalled(RuntimeError):
     """No task is ready or running but the run is not complete (an internal invariant broke)."""
 
@@ -197,9 +229,8 @@ class Execution:
         estimates: list[int] | None = None,
         may_spill: bool = True,
     ):
-        n = len(graph)
         self.graph = graph
-        self.ntasks = n
+        self.ntasks = len(graph)
         self.outputs = [int(o) for o in outputs]
         self.retries = retries
         self.lock = threading.Lock()
@@ -208,7 +239,21 @@ class Execution:
         self._emit: tuple[Subscriber, ...] = tuple(subscribers)
         self._nidle = 0
         self.started = time.perf_counter()
+        self._read_graph(graph)
+        self._task_retries = graph.meta.get("retries")
+        self.guard = _guarded(graph, retries, self._task_retries)
+        self.priority, self.task_of = _priorities(priority)
+        self._make_state(external, exported, on_export, parallel)
+        remake, refused = graph.remakeable(), graph.remake_refused()
+        for i in external:  # made elsewhere: nothing here can make it again
+            remake[i] = refused[i] = 0
+        self.memory = MemoryManager(self, graph, memory_limit, spill, remake, estimates,
+                                    may_spill, refused, self.send if self._emit else None)
+        self._start()
 
+    def _read_graph(self, graph: TaskGraph) -> None:
+        """The graph's structure as plain lists (the loops index them per task), and its
+        ``serial`` column checked (see "Serial failure" above)."""
         self._dep_ptr = graph.dep_ptr.tolist()
         self._dep_idx = graph.dep_idx.tolist()
         ptr, idx = graph.dependents_csr()
@@ -219,28 +264,20 @@ class Execution:
         self._kwargs = graph.kwargs
         self._modes = graph.modes
         serial = graph.meta.get("serial")
-        self._serial: list[int] | None = None
-        if serial is not None:
-            self._serial = _check_serial(graph, serial)
+        self._serial: list[int] | None = None if serial is None else _check_serial(graph,
+                                                                                   serial)
         self.stop: int | None = None
         self.before = 0
         self._stop_error: BaseException | None = None
-        retry_col = graph.meta.get("retries")
-        self._task_retries = retry_col
-        self.guard: dict[int, tuple[int, ...]] = {}
-        if retries or (retry_col is not None and any(retry_col)):
-            overwritten = graph.overwritten
-            for i in range(n):
-                slots = overwritten(i)
-                if slots:
-                    self.guard[i] = slots
+        self._staging = _staging(graph)
+        self.staged_bytes = 0  # written by tasks to a rechunk's intermediate store
 
-        prio = priority.tolist()
-        self.priority = prio
-        self.task_of = [0] * n
-        for i, p in enumerate(prio):
-            self.task_of[p] = i
-
+    def _make_state(self, external: Sequence[int], exported: Sequence[int],
+                    on_export: Callable[[int, Any], None] | None,
+                    parallel: bytearray | None) -> None:
+        """The state table of the module docstring, before any task is done."""
+        n = self.ntasks
+        graph = self.graph
         self.state = bytearray(n)
         self.waiting = graph.in_degree().tolist()
         self.refs = graph.out_degree().tolist()
@@ -255,17 +292,9 @@ class Execution:
         self.task_time = PARALLEL_TASK_TIME
         self.parallel = parallel
         self.running: set[int] = set()
-        remake, refused = graph.remakeable(), graph.remake_refused()
         self.awaiting = len(external)
         for i in external:
             self.waiting[i] = 1  # the virtual dependency: the result's arrival
-            remake[i] = refused[i] = 0
-        self.memory = MemoryManager(self, graph, memory_limit, spill, remake, estimates,
-                                    may_spill, refused, self.send if self._emit else None)
-        kinds = graph.meta.get("kind")
-        self._staging = ({i for i, k in enumerate(kinds) if k == "stage"}
-                         if kinds is not None and "stage" in kinds else set())
-        self.staged_bytes = 0  # written by tasks to a rechunk's intermediate store
         self.solo_blas = 0  # BLAS threads a GIL-free task running alone may use (see widen)
         self.exported = bytearray(n)
         for i in exported:
@@ -278,26 +307,28 @@ class Execution:
         self.site = user_site()
         install_site_hook()
 
-        # Data tasks are done before anything runs; tasks with no dependencies are ready.
-        ready = []
-        modes = self._modes
-        waiting = self.waiting
+    def _start(self) -> None:
+        """Data tasks are done before anything runs; tasks with no dependencies are ready;
+        a run with nothing to run is complete before any worker starts."""
+        n = self.ntasks
+        state, waiting, modes, prio = self.state, self.waiting, self._modes, self.priority
         data = [i for i in range(n) if modes[i] == MODE_DATA]
         for i in data:
-            self.state[i] = DONE
+            state[i] = DONE
             self.results[i] = self._args[i][0]
             self.memory.hold(i, self.results[i])
         self.ndone = len(data)
         for i in data:
             for c in self._cons_idx[self._cons_ptr[i] : self._cons_ptr[i + 1]]:
                 waiting[c] -= 1
+        ready = []
         for i in range(n):
-            if waiting[i] == 0 and self.state[i] == WAITING:
-                self.state[i] = READY
+            if waiting[i] == 0 and state[i] == WAITING:
+                state[i] = READY
                 ready.append(prio[i])
         heapify(ready)
         self.ready = ready
-        if self.ndone == n:  # nothing to run: complete before any worker starts
+        if self.ndone == n:
             self.finished = True
             self.status = "done"
             self.done_event.set()
