@@ -542,3 +542,106 @@ def test_cumreduction_bad_input():
         tg.cumreduction(np.cumsum, "add", 0, x, axis=0)
     with pytest.raises(ValueError, match="0-d"):
         tg.cumreduction(np.cumsum, np.add, 0, tg.asarray(np.float64(1.0)), axis=0)
+
+
+# -- large partials accumulate as they arrive ------------------------------------------------
+
+WIDE = (3000, 23)  # column blocks of 24 KB (float64): partials as large as their blocks
+WIDE_LIMIT = "150KB"  # about 6 column blocks: a tree of 8 partials does not fit
+
+
+def _wide(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(WIDE).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, WIDE).astype(bool)
+    return rng.integers(-50, 50, WIDE).astype(dtype)
+
+
+def _options(limit, workers=None):
+    return tg.config.per_process(
+        tg.config.resolve({"memory_limit": limit, "workers": workers}, "test"), 1)
+
+
+def _kinds(arrays, limit=WIDE_LIMIT):
+    graph = plan_arrays(arrays, options=_options(limit)).graph
+    return graph, [k or "other" for k in graph.meta["kind"]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64, np.bool_])
+@pytest.mark.parametrize("op", ["sum", "prod", "min", "max", "mean", "var", "argmax", "any"])
+def test_large_partials_accumulate_as_they_arrive(op, dtype):
+    ref = _wide(dtype)
+    if op == "prod" and ref.dtype.kind != "b":
+        ref = np.where(ref == 0, 1, np.sign(ref)).astype(dtype)  # no overflow
+    x = tg.from_numpy(ref, chunks=(-1, 1))
+    got = getattr(x, op)(axis=1).compute(memory_limit=WIDE_LIMIT)
+    want = getattr(ref, op)(axis=1)
+    assert got.dtype == want.dtype
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    run = tg.last_run()
+    assert run.spilled_bytes == 0
+    assert run.peak_bytes <= run.memory_limit
+
+
+def test_a_wide_sum_accumulates_into_one_partial_per_worker():
+    x = tg.random.random(WIDE, chunks=(-1, 1), seed=2)
+    s = x.sum(axis=1)
+    graph, kinds = _kinds([s])
+    assert kinds.count("partial") == 23 and kinds.count("reduce") == 0
+    steps = [i for i, k in enumerate(kinds) if k == "accumulate"]
+    assert len(steps) == 23 - 2  # 23 partials in 2 chains (each starts from a partial)
+    names = graph.meta["name"]
+    assert [names[i] for i, k in enumerate(kinds) if k == "aggregate"] == ["sum-combine+sum"]
+    assert all(graph.overwritten(i) == (0,) for i in steps)  # in place: kept for retries
+    # a run with room for a tree keeps the tree
+    _, roomy = _kinds([s], limit="1GB")
+    assert "accumulate" not in roomy and roomy.count("reduce") >= 3
+    for workers in (1, 2):
+        got = s.compute(memory_limit=WIDE_LIMIT, workers=workers)
+        np.testing.assert_allclose(got, x.compute().sum(axis=1), rtol=1e-12)
+        run = tg.last_run()
+        assert run.spilled_bytes == 0 and run.peak_bytes <= run.memory_limit
+
+
+def test_fewer_chains_when_fewer_partials_fit_the_limit():
+    from tilegraph.algebra.blocks import fold_chains
+
+    opts = _options("100KB", 4)
+    assert fold_chains(24_000, 23, 8, opts) == 1  # a quarter of the limit holds one partial
+    assert fold_chains(24_000, 23, 8, _options("400KB", 4)) == 4
+    assert fold_chains(24_000, 23, 8, _options("400KB", 2)) == 2
+    assert fold_chains(24_000, 2, 8, opts) == 0  # two partials: one combine
+    assert fold_chains(None, 23, 8, opts) == 0  # sizes unknown: the tree
+    x = tg.random.random(WIDE, chunks=(-1, 1), seed=2)
+    _, kinds = _kinds([x.sum(axis=1)], limit="100KB")
+    assert kinds.count("accumulate") == 22 - 1  # one chain, its last step fused into sum
+    np.testing.assert_allclose(x.sum(axis=1).compute(memory_limit="100KB"),
+                               x.compute().sum(axis=1), rtol=1e-12)
+
+
+def test_accumulation_skips_blocks_of_no_elements_and_keeps_edge_blocks():
+    ref = _wide(np.float64)[:, :20]
+    x = tg.from_numpy(ref, chunks=((1000, 1000, 1000), (1,) * 5 + (0,) + (3,) * 5))
+    for op in ("sum", "max", "argmin"):
+        got = getattr(x, op)(axis=1).compute(memory_limit="100KB")
+        np.testing.assert_allclose(got, getattr(ref, op)(axis=1))
+    got = x.sum(axis=1, keepdims=True).compute(memory_limit="100KB")
+    np.testing.assert_allclose(got, ref.sum(axis=1, keepdims=True))
+
+
+def test_an_accumulator_is_written_in_place_only_when_it_can_hold_the_result():
+    from tilegraph.algebra.blocks import accumulate_into
+
+    step = accumulate_into(np.add)
+    acc = np.ones(4, dtype=np.float32)
+    assert step(acc, np.ones(4, dtype=np.float32)) is acc
+    widened = step(np.ones(4, dtype=np.int8), np.ones(4, dtype=np.int64))
+    assert widened.dtype == np.int64  # a new array, not a wrapped int8
+    frozen = np.ones(3)
+    frozen.flags.writeable = False
+    assert step(frozen, np.ones(3)) is not frozen and frozen.tolist() == [1.0] * 3
+    assert step(np.ones((1, 3)), np.ones((2, 3))).shape == (2, 3)  # broadcast: new
+    assert step(None, acc) is acc and step(acc, None) is acc

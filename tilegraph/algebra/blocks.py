@@ -168,15 +168,22 @@ class RunBlocks(Blocks):
     ``None`` for a graph lowered for no run (each such collection says what it plans then).
     A rechunk's stages, chosen for the run's memory limit, are one. Made of two functions,
     ``emit_for(builder, options)`` and ``count_for(options)``, or a subclass overrides the
-    two methods (and :meth:`Blocks.expand`, to be planned stage by stage)."""
+    two methods (and :meth:`Blocks.expand`, to be planned stage by stage).
+
+    One with a rule in :data:`BLOCK_RULES` (its ``op``; ``"custom"``, the default: planned
+    whole) is planned block by block too: the rule says which blocks of its inputs its
+    wanted blocks read, and lowering asks it for the tasks of those blocks for the run,
+    ``emit_for(builder, options, coords)`` and ``count_for(options, coords)`` (``coords``
+    the sorted coordinates of the blocks wanted), since how many tasks a block takes may
+    depend on the run (a reduction's accumulation chains)."""
 
     __slots__ = ("count_for", "emit_for")
 
     def __init__(self, name: str, grid: Sequence[int], deps: Iterable[Blocks] = (),
-                 emit_for: Callable[[GraphBuilder, Any], None] | None = None,
-                 count_for: Callable[[Any], int] | None = None,
-                 keys: np.ndarray | None = None):
-        super().__init__(name, grid, deps, None, keys)
+                 emit_for: Callable[..., None] | None = None,
+                 count_for: Callable[..., int] | None = None,
+                 keys: np.ndarray | None = None, op: str = "custom", spec: Any = None):
+        super().__init__(name, grid, deps, None, keys, op=op, spec=spec)
         self.emit_for = emit_for
         self.count_for = count_for
 
@@ -185,11 +192,19 @@ class RunBlocks(Blocks):
         """Tasks it emits when lowered for no run."""
         return self.count(None)
 
-    def count(self, options: Any = None) -> int:
-        return self.count_for(options)
+    def count(self, options: Any = None, coords: Iterable[Coord] | None = None) -> int:
+        """Tasks of its blocks ``coords`` (None: all) in a run of ``options``."""
+        if coords is None:
+            return self.count_for(options)
+        return self.count_for(options, coords)
 
-    def lower_into(self, builder: GraphBuilder, options: Any = None) -> None:
-        self.emit_for(builder, options)
+    def lower_into(self, builder: GraphBuilder, options: Any = None,
+                   coords: Iterable[Coord] | None = None) -> None:
+        """Emit the tasks of its blocks ``coords`` (None: all) for a run of ``options``."""
+        if coords is None:
+            self.emit_for(builder, options)
+        else:
+            self.emit_for(builder, options, coords)
 
 
 # -- demand: which blocks a plan reads ----------------------------------------------------------
@@ -355,11 +370,8 @@ def _needs_group_by_join(coll: Blocks, coords: set[Coord] | None, demand: Demand
 
 def _count_group_by_join(coll: Blocks, coords: set[Coord]) -> int:
     _, _, pairs_of, chains = coll.spec
-    total = 0
-    for out in coords:
-        npairs = len(pairs_of(out))
-        total += max(npairs, 1) + (1 if min(chains, npairs) > 1 else 0)
-    return total
+    return sum(_chain_tasks(max(len(pairs_of(out)), 1), chains, starts_are_tasks=True)
+               for out in coords)
 
 
 BLOCK_RULES: dict[str, BlockRule] = {
@@ -446,8 +458,12 @@ class LoweringPlan:
         """Tasks that :meth:`lower` emits (before fusion), without emitting them."""
         total = 0
         for coll, coords in self.wanted():
-            total += (coll.count(self.options) if coords is None
-                      else BLOCK_RULES[coll.op].count(coll, coords))
+            if coords is None:
+                total += coll.count(self.options)
+            elif isinstance(coll, RunBlocks):  # its blocks' tasks depend on the run
+                total += coll.count(self.options, coords)
+            else:
+                total += BLOCK_RULES[coll.op].count(coll, coords)
         return total
 
     def lower(self, builder: GraphBuilder | None = None) -> GraphBuilder:
@@ -456,9 +472,13 @@ class LoweringPlan:
         for coll, coords in self.wanted():
             if coords is None:
                 coll.lower_into(builder, self.options)
+                continue
+            # coordinates as Python ints (a rule may give NumPy's): they make task keys
+            coords = sorted(tuple(map(int, c)) for c in coords)
+            if isinstance(coll, RunBlocks):
+                coll.lower_into(builder, self.options, coords)
             elif coll.emit is not None:
-                # coordinates as Python ints (a rule may give NumPy's): they make task keys
-                coll.emit(builder, sorted(tuple(map(int, c)) for c in coords))
+                coll.emit(builder, coords)
         return builder
 
 
@@ -791,6 +811,110 @@ def _tree_count(n: int, split_every: int) -> int:
     return total + 1
 
 
+def accumulate_into(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """An accumulation step of a reduction: ``acc`` combined with the next partial ``part``
+    by the associative ``op``, written into ``acc`` when ``op`` is a NumPy ufunc (or wraps
+    one: its ``__wrapped__``) and ``acc`` is a writeable array that holds the result's
+    dtype and shape; else a new value. A partial of ``None`` (a block of no elements) is
+    skipped.
+
+    >>> acc = np.zeros(3)
+    >>> step = accumulate_into(np.add)
+    >>> step(acc, np.arange(3.0)) is acc, acc.tolist()
+    (True, [0.0, 1.0, 2.0])
+    >>> step(np.zeros(3, dtype=np.int8), np.full(3, 0.5)).dtype  # float: a new array
+    dtype('float64')
+    """
+    ufunc = getattr(op, "__wrapped__", op)
+    ufunc = ufunc if isinstance(ufunc, np.ufunc) else None
+
+    def accumulate(acc: Any, part: Any) -> Any:
+        if part is None:
+            return acc
+        if acc is None:
+            return part
+        if (ufunc is not None and type(acc) is np.ndarray and type(part) is np.ndarray
+                and acc.flags.writeable and np.result_type(acc, part) == acc.dtype
+                and np.broadcast_shapes(acc.shape, part.shape) == acc.shape):
+            return ufunc(acc, part, out=acc)
+        return op(acc, part)
+
+    accumulate.__name__ = f"{getattr(op, '__name__', 'op')}_accumulate"
+    return accumulate
+
+
+def _accumulation_chains(badd: Callable, label: str, out: Coord, items: list, chains: int,
+                         start: Callable[[Hashable, Any], Hashable],
+                         step: Callable[[Any], tuple[Callable, list, tuple | None, Any]],
+                         add: Callable, nbytes: Any, extra: dict[str, Any]) -> None:
+    """The tasks of output block ``out`` as accumulation chains (the one mechanism of
+    :func:`group_by_join` and :func:`reduce_by_key`): ``items`` go round-robin to
+    ``chains`` chains (fewer when there are fewer items); a chain starts from its first
+    item (``start(key, item)`` returns the key of the chain's first accumulator: a task
+    it adds under ``key``, or an existing block), and each next item is folded in by an
+    ``"accumulate"`` task, ``step(item) -> (func, deps, args, cost)`` with the accumulator
+    as the call's first argument (``Dep(0)``), which may write over it: the accumulator is
+    private to its chain, each consumed once, by the next step. The last step of a single
+    chain is the output block ``(label, *out)``; the ends of several chains (or one chain
+    that folded nothing) are combined by an ``add`` task (kind ``"reduce"``)."""
+    nchains = max(1, min(chains, len(items)))
+    final = (label, *out)
+    ends = []
+    for c in range(nchains):
+        part = items[c::nchains]
+        prev = None
+        for t, item in enumerate(part):
+            key = final if (t == len(part) - 1 and nchains == 1) else (
+                label + "-acc", *out, c, t)
+            if prev is None:
+                prev = start(key, item)
+                continue
+            func, deps, args, cost = step(item)
+            badd(key, func, deps=[prev, *deps], args=args, kind="accumulate", cost=cost,
+                 nbytes=nbytes, coords=out, **extra)
+            prev = key
+        ends.append(prev)
+    if ends != [final]:
+        badd(final, combine_all(add), deps=ends, kind="reduce", nbytes=nbytes, coords=out,
+             **extra)
+
+
+def _chain_tasks(nitems: int, chains: int, starts_are_tasks: bool) -> int:
+    """Tasks :func:`_accumulation_chains` adds for ``nitems`` items in ``chains`` chains."""
+    nchains = max(1, min(chains, nitems))
+    tasks = nitems - nchains + (nchains if starts_are_tasks else 0)
+    ends_final = nchains == 1 and (nitems > 1 or starts_are_tasks)
+    return tasks + (0 if ends_final else 1)
+
+
+REDUCE_SHARE = 0.25  # of the memory limit: the partials a reduction may hold at once
+
+
+def fold_chains(part_bytes: int | None, nparts: int, split_every: int, options: Any) -> int:
+    """How the ``nparts`` partials of one output block of an associative reduction are
+    combined in a run of ``options``: ``0``, as a tree of fan-in ``split_every``, when
+    that many partials fit ``REDUCE_SHARE`` of the run's memory limit (or the sizes or the
+    limit are unknown); else as they arrive, into one accumulator per worker (fewer when
+    fewer fit that share), so that the partials held follow the limit, not the tree.
+
+    >>> from types import SimpleNamespace as Run
+    >>> fold_chains(100 << 20, 439, 8, Run(memory_limit=2 << 30, workers=2))
+    2
+    >>> fold_chains(8, 439, 8, Run(memory_limit=2 << 30, workers=2))
+    0
+    """
+    limit = None if options is None else options.memory_limit
+    if not part_bytes or limit is None or nparts <= 2:
+        return 0
+    share = REDUCE_SHARE * limit
+    if split_every * part_bytes <= share:
+        return 0
+    from tilegraph.util import cores
+
+    workers = getattr(options, "workers", None) or cores()
+    return max(1, min(workers, nparts, int(share // part_bytes)))
+
+
 def reduce_by_key(
     label: str,
     coll: Blocks,
@@ -799,6 +923,7 @@ def reduce_by_key(
     op: Callable[[Any, Any], Any],
     split_every: int = 8,
     members: Callable[[Coord], Sequence[Coord]] | None = None,
+    accumulate: bool = False,
     **meta: Any,
 ) -> Blocks:
     """Combine the blocks of ``coll`` that share an output coordinate ``key_of(coord)``
@@ -807,7 +932,14 @@ def reduce_by_key(
     ``members(out)``, when given, lists the blocks of ``coll`` whose key is ``out`` (in the
     order of ``coll.coords()``: the order ``op`` combines them), so that the blocks of a
     few outputs are found without listing every block of ``coll`` (and the keys are not
-    checked); otherwise they are grouped, and checked, now."""
+    checked); otherwise they are grouped, and checked, now.
+
+    With ``accumulate``, the partials of an output block too large for a tree under the
+    run's memory limit (:func:`fold_chains`) are combined as they arrive instead, into one
+    accumulator per worker (:func:`accumulate_into`: in place where ``op`` is a ufunc), by
+    the accumulation chains of :func:`group_by_join`; the collection is then planned for
+    the run (a :class:`RunBlocks`, planned block by block by the rule of ``"reduce"``: a
+    wanted output block reads all of its partials, ``members(out)``)."""
     if split_every < 2:
         raise ValueError(f"split_every must be at least 2, got {split_every}")
     grid = tuple(grid)
@@ -825,11 +957,31 @@ def reduce_by_key(
         members = groups.__getitem__
     combine = combine_all(op)
     key = coll.key
+    step_func = accumulate_into(op)
+    nbytes = meta.get("nbytes")
+    extra = {k: v for k, v in meta.items() if k not in ("kind", "coords", "nbytes")}
 
-    def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
+    def chains_of(out: Coord, nparts: int, options: Any) -> int:
+        if not accumulate:
+            return 0
+        part = nbytes(out) if callable(nbytes) else nbytes
+        return fold_chains(part, nparts, split_every, options)
+
+    def fold(k: Hashable) -> tuple[Callable, list, None, None]:
+        return step_func, [k], None, None
+
+    def emit_for(builder: GraphBuilder, options: Any,
+                 coords: Iterable[Coord] | None = None) -> None:
         for out in np.ndindex(*grid) if coords is None else coords:
             keys = [key(c) for c in members(out)]
             at = _meta_at(meta, out)
+            chains = chains_of(out, len(keys), options)
+            if chains:
+                _accumulation_chains(builder.add, label, out, keys, chains,
+                                     lambda _, k: k, fold, op, at.get("nbytes"),
+                                     {k: (v(out) if callable(v) else v)
+                                      for k, v in extra.items()})
+                continue
             level = 0
             while len(keys) > split_every:
                 nxt = []
@@ -845,11 +997,21 @@ def reduce_by_key(
                 keys, level = nxt, level + 1
             builder.add((label, *out), combine, deps=keys, **at)
 
-    def count() -> int:
-        return sum(_tree_count(len(members(out)), split_every) for out in np.ndindex(*grid))
+    def count_for(options: Any, coords: Iterable[Coord] | None = None) -> int:
+        total = 0
+        for out in np.ndindex(*grid) if coords is None else coords:
+            n = len(members(out))
+            chains = chains_of(out, n, options)
+            total += (_chain_tasks(n, chains, starts_are_tasks=False) if chains
+                      else _tree_count(n, split_every))
+        return total
 
-    return Blocks(label, grid, (coll,), emit, ntasks=count, op="reduce",
-                  spec=(coll, members, split_every))
+    spec = (coll, members, split_every)
+    if accumulate:
+        return RunBlocks(label, grid, (coll,), emit_for, count_for, op="reduce", spec=spec)
+    return Blocks(label, grid, (coll,),
+                  lambda builder, coords=None: emit_for(builder, None, coords),
+                  ntasks=lambda: count_for(None), op="reduce", spec=spec)
 
 
 def group_by_join(
@@ -891,7 +1053,6 @@ def group_by_join(
         if fixed in meta:
             raise TypeError(f"group_by_join: the {fixed!r} of its tasks is set by "
                             "group_by_join itself")
-    prod_name = label + "-acc"
     product, accumulate, add = semiring.product, semiring.accumulate, semiring.add
 
     def emit(builder: GraphBuilder, coords: Iterable[Coord] | None = None) -> None:
@@ -908,34 +1069,29 @@ def group_by_join(
                      **extra)
                 continue
             nb = nbytes_of(out) if nbytes_of is not None else None
-            nchains = min(chains, len(pairs))
-            ends = []
-            for c in range(nchains):
-                part = pairs[c::nchains]
-                prev = None
-                for t, (lc, rc) in enumerate(part):
-                    last = t == len(part) - 1
-                    key = (label, *out) if (last and nchains == 1) else (prod_name, *out, c, t)
-                    cost = cost_of(lc, rc) if cost_of is not None else None
-                    lk, rk = lkey(lc), rkey(rc)
-                    if prev is None:
-                        if lk == rk:
-                            badd(key, product, deps=[lk], args=(Dep(0), Dep(0)),
-                                 kind="product", cost=cost, nbytes=nb, coords=out, **extra)
-                        else:
-                            badd(key, product, deps=[lk, rk], kind="product", cost=cost,
-                                 nbytes=nb, coords=out, **extra)
-                    elif lk == rk:
-                        badd(key, accumulate, deps=[prev, lk], args=(Dep(0), Dep(1), Dep(1)),
-                             kind="accumulate", cost=cost, nbytes=nb, coords=out, **extra)
-                    else:
-                        badd(key, accumulate, deps=[prev, lk, rk], kind="accumulate",
-                             cost=cost, nbytes=nb, coords=out, **extra)
-                    prev = key
-                ends.append(prev)
-            if nchains > 1:
-                badd((label, *out), combine_all(add), deps=ends, kind="reduce", nbytes=nb,
-                     coords=out, **extra)
+
+            def start(key: Hashable, pair: tuple, out: Coord = out, nb: Any = nb,
+                      extra: dict = extra) -> Hashable:
+                lc, rc = pair
+                cost = cost_of(lc, rc) if cost_of is not None else None
+                lk, rk = lkey(lc), rkey(rc)
+                if lk == rk:
+                    badd(key, product, deps=[lk], args=(Dep(0), Dep(0)), kind="product",
+                         cost=cost, nbytes=nb, coords=out, **extra)
+                else:
+                    badd(key, product, deps=[lk, rk], kind="product", cost=cost, nbytes=nb,
+                         coords=out, **extra)
+                return key
+
+            def step(pair: tuple) -> tuple[Callable, list, tuple | None, Any]:
+                lc, rc = pair
+                cost = cost_of(lc, rc) if cost_of is not None else None
+                lk, rk = lkey(lc), rkey(rc)
+                if lk == rk:
+                    return accumulate, [lk], (Dep(0), Dep(1), Dep(1)), cost
+                return accumulate, [lk, rk], None, cost
+
+            _accumulation_chains(badd, label, out, pairs, chains, start, step, add, nb, extra)
 
     blocks = Blocks(label, grid, _unique_colls([left, right]), emit, op="group_by_join",
                     spec=(left, right, pairs_of, chains))

@@ -1,5 +1,10 @@
 """Reductions over any axes, as trees: one partial result per block, partials combined in
-groups of ``split_every`` along the reduced axes, then a final step per output block.
+groups of ``split_every`` along the reduced axes, then a final step per output block. When
+``split_every`` partials of an output block would not fit a share of the run's memory limit
+(100 MiB column sums of a wide array), they are combined as they arrive instead, into one
+accumulator per worker, in place where the combine is a ufunc: the accumulation chains of a
+matrix product (:func:`tilegraph.algebra.blocks.reduce_by_key`,
+:func:`~tilegraph.algebra.blocks.fold_chains`).
 
 Means and variances combine (count, mean, M2) triples with Chan's parallel formula, so they
 are as stable as NumPy's two-pass variance without reading the data twice.
@@ -102,6 +107,7 @@ def _skipping_none(combine: Callable) -> Callable:
         return combine(p, q)
 
     skipping_none.__name__ = getattr(combine, "__name__", "combine")
+    skipping_none.__wrapped__ = combine  # an accumulation step may write in place with it
     return skipping_none
 
 
@@ -186,8 +192,8 @@ def reduction(
     tree = reduce_by_key(
         f"{op}-combine-{token}", parts,
         lambda c: tuple(0 if a in axes else k for a, k in enumerate(c)), out_grid, combine,
-        split_every=split_every, members=members, kind="reduce", name=f"{op}-combine",
-        nbytes=part_bytes,
+        split_every=split_every, members=members, accumulate=True, kind="reduce",
+        name=f"{op}-combine", nbytes=part_bytes,
     )
     out_chunks = tuple((1,) if a in axes else c for a, c in enumerate(x.chunks))
     finish = _finish(aggregate, axes, keepdims, dtype)

@@ -184,7 +184,9 @@ _ROWS = (
     # without the GIL)
     OpKind("sort", fuse_producer=True, temp_factor=1.0, releases_gil=True, repeatable=True),
     # the group-by-join of a contraction: the tasks of output block (i, j) on the grid
-    # (both take views of their operands inside: a transposed block in the product)
+    # (both take views of their operands inside: a transposed block in the product); the
+    # accumulation steps also fold a reduction's large partials into one accumulator per
+    # worker (tilegraph.algebra.blocks.reduce_by_key), in place
     OpKind("product", fuse_producer=True, placement="grid", temp_factor=0.0,
            releases_gil=True, flops=matmul_flops, absorbs_views=True, repeatable=True),
     OpKind("accumulate", fuse_producer=True, placement="grid", temp_factor=0.0,
