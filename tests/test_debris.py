@@ -25,7 +25,7 @@ def _killed_child_leaves_debris(folder: Path) -> None:
     code = textwrap.dedent(f"""
         import os, signal, numpy as np
         from tilegraph.io import NpyWriter
-        from tilegraph.runtime.memory import SpillStore
+        from tilegraph.runtime.spill import SpillStore
         store = SpillStore({str(folder)!r})
         store.write(np.ones(1000))
         w = NpyWriter({str(folder / "out.npy")!r}, (1000,), "float64")
@@ -129,7 +129,7 @@ def test_a_live_process_s_own_directories_are_recorded_and_removed_on_demand(tmp
     staging directories this process made and still holds, nothing else."""
     from tilegraph.debris import remove_own
     from tilegraph.io import staging
-    from tilegraph.runtime.memory import SpillStore
+    from tilegraph.runtime.spill import SpillStore
 
     other = tmp_path / "tilegraph-spill-otherhost-1-abc"  # not this process's
     other.mkdir()

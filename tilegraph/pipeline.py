@@ -56,12 +56,12 @@ from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
 from tilegraph.runtime.memory import (
     MemoryLimitError,
-    SpillStore,
     check_fits,
     remake_text,
     return_freed_blocks_to_os,
 )
 from tilegraph.runtime.signals import stop_cleanly
+from tilegraph.runtime.spill import SpillStore
 from tilegraph.util import human
 
 PROJECT_ALWAYS = 100_000  # tasks: larger plans are projected only under a memory_limit

@@ -8,7 +8,8 @@ import pytest
 
 import tilegraph as tg
 from tilegraph.runtime.events import Release, RunEnd, Spill, TaskEnd, Unspill
-from tilegraph.runtime.memory import MemoryLimitError, SpillStore, parse_bytes
+from tilegraph.runtime.memory import MemoryLimitError, parse_bytes
+from tilegraph.runtime.spill import SpillStore
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -13,7 +13,8 @@ import tilegraph as tg
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.events import RunEnd
-from tilegraph.runtime.memory import MemoryLimitError, SpillRecord, block_digest
+from tilegraph.runtime.memory import MemoryLimitError
+from tilegraph.runtime.spill import SpillRecord, block_digest
 
 DTYPES = [np.float32, np.float64, np.int64]
 LIMIT = "150KB"  # x of 230 x 170 in blocks of 60 x 50 (edges of 50 and 20), and x @ x.T

@@ -126,7 +126,8 @@ from tilegraph.runtime.events import (
     TaskStart,
     nbytes_of,
 )
-from tilegraph.runtime.memory import POLL_INTERVAL, MemoryManager, SpillStore
+from tilegraph.runtime.memory import POLL_INTERVAL, MemoryManager
+from tilegraph.runtime.spill import SpillStore
 from tilegraph.runtime.warning_site import enter as enter_site
 from tilegraph.runtime.warning_site import install as install_site_hook
 from tilegraph.runtime.warning_site import leave as leave_site

@@ -1,11 +1,12 @@
-"""Memory budgets, the spill store, and the memory manager of each run
-(:class:`MemoryManager`: admission, spill, read-back and read-ahead), on the memory model of
-:mod:`tilegraph.graph.memory`.
+"""Memory budgets and the memory manager of each run (:class:`MemoryManager`: admission,
+spill, read-back and read-ahead), on the memory model of :mod:`tilegraph.graph.memory`; the
+spill store itself is :mod:`tilegraph.runtime.spill`.
 
 The budget (``memory_limit=``) is the bytes of task results a worker process may hold at
 once. The executor admits a ready task only when the results it holds, the estimates of the
 tasks running, and the new task's own estimate fit under it; when they do not, the coldest
-results (those whose next use is furthest away) go to a :class:`SpillStore` on disk and come
+results (those whose next use is furthest away) go to a
+:class:`~tilegraph.runtime.spill.SpillStore` on disk and come
 back just before a consumer runs; a result that is cheaper to make again than to write and
 read back (a load, a random or constant block: the op-kind registry's ``remake``) is dropped
 instead, and its task runs again when a consumer needs it, provided it gives the same block
@@ -53,24 +54,18 @@ name              what the manager does with it
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
-import shutil
-import tempfile
 import threading
-import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
-from tilegraph.debris import SPILL_PREFIX, disown, own, owner_tag, remove_dead_spills
 from tilegraph.graph.memory import task_estimates
 from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
+from tilegraph.runtime.spill import SpillRecord, SpillStore, block_digest, spillable
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 
 PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
@@ -225,128 +220,6 @@ def check_fits(graph: Any, estimates: Sequence[int], limit: int) -> None:
                 f"{chain}), more than memory_limit={human(limit)}: use smaller blocks "
                 f"(blocks of at most about {human(advice)}) or a larger memory_limit"
             )
-
-
-def spillable(value: Any) -> bool:
-    """Whether a result can go to disk: a NumPy array of a plain (non-object) dtype."""
-    return type(value) is np.ndarray and not value.dtype.hasobject and value.size > 0
-
-
-@dataclass(frozen=True)
-class SpillRecord:
-    """A result on disk: raw bytes of an array of ``shape`` and ``dtype`` at ``path``; or,
-    with ``path == ""``, a result dropped to be made again, ``digest`` its checksum
-    (:func:`block_digest`; None when it has none)."""
-
-    path: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    nbytes: int
-    digest: int | None = None
-
-
-def block_digest(value: Any) -> int | None:
-    """A checksum of a block: crc32 of a NumPy array's bytes, its shape and its dtype
-    (None for any other result, which is made again unchecked).
-
-    >>> block_digest(np.arange(4.0)) == block_digest(np.arange(4.0))
-    True
-    >>> block_digest(np.arange(4.0)) == block_digest(np.arange(4.0).reshape(2, 2))
-    False
-    """
-    if type(value) is not np.ndarray or value.dtype.hasobject:
-        return None
-    flat = np.ascontiguousarray(value).reshape(-1)  # the values in C order, whatever the layout
-    head = zlib.crc32(f"{value.shape}{value.dtype.str}".encode())
-    return zlib.crc32(flat.view(np.uint8), head)
-
-
-def _io_error(exc: OSError, what: str, path: str) -> OSError:
-    """An ``OSError`` saying ``what`` failed, with the errno (EIO if the cause had none) and
-    the path; the same subclass as ``exc`` (e.g. PermissionError) where it has an errno."""
-    code = exc.errno if exc.errno is not None else errno.EIO
-    reason = exc.strerror or str(exc) or os.strerror(code)
-    cls = type(exc) if exc.errno is not None else OSError
-    try:
-        return cls(code, f"{what}: {reason}", path)
-    except TypeError:  # an OSError subclass with another constructor
-        return OSError(code, f"{what}: {reason}", path)
-
-
-class SpillStore:
-    """A private directory of raw array files, removed with everything in it by
-    :meth:`close` (after success, failure or cancellation alike). Its name,
-    ``tilegraph-spill-<host>-<pid>-<random>``, names the owning process, so that the
-    directory of a killed process is removed by the next run (:func:`remove_dead_spills`) or
-    by ``tilegraph clean``; a run stopped by a signal removes it before the process ends
-    (:mod:`tilegraph.runtime.signals`)."""
-
-    def __init__(self, parent: str | None = None):
-        self._dir: str | None = None
-        self._parent = parent
-        self._count = 0
-        self._lock = threading.Lock()
-        remove_dead_spills(parent)
-
-    @property
-    def path(self) -> str | None:
-        return self._dir
-
-    def _new_path(self) -> str:
-        with self._lock:
-            if self._dir is None:
-                self._dir = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-",
-                                             dir=self._parent)
-                own(self._dir)  # removed too if a signal stops the run
-            self._count += 1
-            return os.path.join(self._dir, f"{self._count}.bin")
-
-    def write(self, value: np.ndarray) -> SpillRecord:
-        """Write an array's raw bytes (no pickling) to a new file. A failed write (a full
-        disk, a quota) removes the partial file and raises an ``OSError`` with the errno,
-        the path and the bytes that were to be written."""
-        path = self._new_path()
-        arr = np.ascontiguousarray(value)
-        try:
-            with open(path, "wb") as f:
-                f.write(arr.reshape(-1).view(np.uint8).data)
-        except OSError as exc:
-            if os.path.isfile(path):
-                os.remove(path)
-            raise _io_error(exc, f"spilling a result of {human(arr.nbytes)} to disk "
-                                 f"(spill_dir {os.path.dirname(path)!r}) failed", path) from exc
-        return SpillRecord(path, arr.shape, arr.dtype, arr.nbytes)
-
-    @staticmethod
-    def read(record: SpillRecord) -> np.ndarray:
-        """The array of a record, read back into memory (an ``OSError`` with the errno and
-        the path if the file cannot be read whole)."""
-        out = np.empty(record.shape, dtype=record.dtype)
-        buf = out.reshape(-1).view(np.uint8)
-        try:
-            with open(record.path, "rb") as f:
-                got = f.readinto(buf.data)
-        except OSError as exc:
-            raise _io_error(exc, "reading a spilled result back failed", record.path) from exc
-        if got != record.nbytes:
-            raise OSError(errno.EIO, f"reading a spilled result back failed: {got} of "
-                                     f"{record.nbytes} bytes in the file", record.path)
-        return out
-
-    @staticmethod
-    def delete(record: SpillRecord) -> None:
-        try:
-            os.remove(record.path)
-        except FileNotFoundError:
-            pass
-
-    def close(self) -> None:
-        """Remove the spill directory and every file in it."""
-        with self._lock:
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
-                disown(self._dir)
-                self._dir = None
 
 
 @dataclass(frozen=True)
