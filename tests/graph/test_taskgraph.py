@@ -280,11 +280,13 @@ def test_repeatable_follows_the_whole_chain_to_the_sources():
                                                 "may not give the same block again")
     assert why["in-place"].endswith("(gemm): it writes over its input in place")
     assert "opaque task" in why["opaque"]
-    # remade: sources cheap to make again and repeatable; refused: cheap, not repeatable
+    # remade: cheap to make again and repeatable, through the chain back to the sources
+    # (sum, of file and rand); refused: cheap, not repeatable (bad reads object); never:
+    # a step after a user's function, an in-place update, an opaque task, a literal
     remade = {k for k, r in zip(g.keys, g.remakeable(), strict=True) if r}
     refused = {k for k, r in zip(g.keys, g.remake_refused(), strict=True) if r}
-    assert remade == {"file", "rand"}
-    assert refused == {"object", "plain", "said-no"}
+    assert remade == {"file", "rand", "sum"}
+    assert refused == {"object", "plain", "said-no", "bad"}
     assert g.task_meta("object").repeatable.startswith("from_array")
     a = g.repeatable()
     a[0] = 0

@@ -11,6 +11,7 @@ import pytest
 
 import tilegraph as tg
 from tilegraph.array.lowering import plan_arrays
+from tilegraph.graph.remake import remake_reason
 from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.events import RunEnd
 from tilegraph.runtime.memory import MemoryLimitError
@@ -243,3 +244,128 @@ def test_a_memory_map_written_through_the_map_during_a_run_is_an_error(tmp_path)
     y = tg.from_array(m, chunks=(60, 50))  # made again: reads the file as it is now
     np.testing.assert_array_equal((y @ y.T).compute(memory_limit=LIMIT), base @ base.T)
     assert tg.last_run().remade["load"] > 0
+
+
+# -- remaking through the steps between a block and its source ---------------------------------
+
+
+def _anomaly_mean(x, groups):
+    """coiled's test_anom_mean with arrays: (rows, X) reshaped to (rows/g, g, X), the
+    climatology over axis 0, the anomaly against it, its mean over (0, 1)."""
+    rows, width = x.shape
+    r = x.reshape((rows // groups, groups, width))
+    return (r - r.mean(axis=0)).mean(axis=(0, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_array_anomaly_mean_remakes_through_the_reshape_and_spills_nothing(dtype):
+    rows, width, groups = 96, 5000, 6  # one-row blocks; 16 reshaped blocks of 6 rows
+    x = tg.random.random((rows, width), chunks=(1, width), seed=3, dtype=dtype)
+    block = groups * width * np.dtype(dtype).itemsize
+    limit = 12 * block
+    got = _anomaly_mean(x, groups).compute(memory_limit=limit, workers=2)
+    run = tg.last_run()
+    xs = x.compute().astype(np.float64).reshape(rows // groups, groups, width)
+    np.testing.assert_allclose(got, (xs - xs.mean(axis=0)).mean(axis=(0, 1)),
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+    # the input is needed twice (climatology, anomaly): its row groups are dropped and
+    # made again from their random rows, never written to disk
+    assert run.spilled_bytes == 0 and run.unspilled_bytes == 0
+    assert run.remade.get("rechunk", 0) > 0 and run.remade.get("random", 0) > 0
+    assert run.recomputed_bytes > 0 and run.peak_bytes <= limit
+    graph = plan_arrays([_anomaly_mean(x, groups)]).graph
+    names = graph.meta["name"]
+    gathers = [i for i in range(len(graph)) if names[i] == "rechunk"]
+    assert gathers and all(graph.remakeable()[i] for i in gathers)
+    assert all(graph.in_degree()[i] == groups for i in gathers)  # a chain with inputs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint8])
+def test_a_chain_of_pieces_casts_and_elementwise_steps_is_made_again_from_its_source(dtype):
+    base = _data(dtype)  # 230 x 170 in blocks of 60 x 50: uneven edge blocks
+    x = tg.from_array(Same(base), chunks=(60, 50), repeatable=True)
+    y = (x.rechunk((45, 70))[:, 3:].astype(np.float64) * 2 - 1).T  # pieces, a slice, a cast
+    z = ((y - y.mean()) ** 2).sum(axis=0)  # y read in two passes over all of it
+    # x fits half the limit (its pieces are gathered in memory), y (float64) does not
+    got = z.compute(memory_limit="320KB", workers=1)
+    run = tg.last_run()
+    want_y = (base.astype(np.float64)[:, 3:] * 2 - 1).T
+    np.testing.assert_allclose(got, ((want_y - want_y.mean()) ** 2).sum(axis=0),
+                               rtol=1e-10)
+    assert run.spilled_bytes == 0
+    assert run.remade.get("load", 0) > 0 and sum(run.remade.values()) > run.remade["load"]
+
+
+def test_a_chain_over_a_source_that_is_not_repeatable_is_spilled_with_the_reason():
+    base = _data(np.float32)
+    src = Fresh(base)
+    x = tg.from_array(src, chunks=(60, 50))
+    y = x.rechunk((45, 70)).astype(np.float64) * 2
+    got = ((y - y.mean()) ** 2).sum().compute(memory_limit="320KB", workers=1)
+    run = tg.last_run()
+    assert set(src.reads.values()) == {1}  # each block read once: what was read is used
+    want = base.astype(np.float64) * 2
+    assert got == pytest.approx(float(((want - want.mean()) ** 2).sum()))
+    assert run.spilled_bytes > 0 and sum(run.spilled_unrepeatable.values()) > 0
+    assert not run.remade
+    assert any("from_array of a Fresh" in why for why in run.unrepeatable_reasons.values())
+    g = plan_arrays([((y - y.mean()) ** 2).sum()]).graph
+    names = g.meta["name"]
+    chain = next(i for i in range(len(g)) if names[i].startswith("rechunk"))
+    assert g.remake_refused()[chain] and not g.remakeable()[chain]
+    assert "from_array of a Fresh" in remake_reason(g, chain)
+
+
+def test_a_source_that_changes_is_caught_through_the_chain_made_again():
+    src = Fresh(_data(np.float32))
+    x = tg.from_array(src, chunks=(60, 50), repeatable=True)
+    y = x.rechunk((45, 70)).astype(np.float64) * 2
+    with pytest.raises(InputChangedError, match=r"was made again .* gave another block"):
+        ((y - y.mean()) ** 2).sum().compute(memory_limit="320KB", workers=1)
+
+
+def test_a_chain_costlier_to_make_again_than_to_spill_is_spilled():
+    # a partial of 8 bytes per 800 KB column: making it again means making the column
+    x = tg.random.random((100_000, 6), chunks=(100_000, 1), seed=1)
+    g = plan_arrays([x.sum(axis=0), x.max(axis=0)], fuse=False).graph
+    names = g.meta["name"]
+    partial = names.index("sum-partial")
+    assert g.remakeable()[names.index("random-random")]
+    assert not g.remakeable()[partial] and not g.remake_refused()[partial]
+    why = remake_reason(g, partial)
+    assert why.startswith("spilled: making it again from its sources takes about")
+    assert "more than the" in why and "to write and read back" in why
+    # a cheap chain over the same blocks is made again
+    g = plan_arrays([(x * 2).rechunk((50_000, 6)).sum()], fuse=False).graph
+    names = g.meta["name"]
+    assert g.remakeable()[names.index("multiply")]
+
+
+def test_results_that_arrive_from_elsewhere_and_their_chains_are_never_remade():
+    from tilegraph.runtime.core import Execution
+
+    b = tg.GraphBuilder()
+    b.add("src", np.ones, args=(4,), kind="random", nbytes=32)
+    b.add("local", np.ones, args=(4,), kind="random", nbytes=32)
+    b.add("view", np.negative, deps=["src"], kind="elementwise", nbytes=32)
+    b.add("sum", np.add, deps=["view", "local"], kind="elementwise", nbytes=32)
+    b.add("own", np.negative, deps=["local"], kind="elementwise", nbytes=32)
+    g = b.build()
+    assert all(g.remakeable())
+    ex = Execution(g, g.indices(["sum", "own"]), np.arange(5), external=g.indices(["src"]))
+    remake = dict(zip(g.keys, ex.memory.remakeable, strict=True))
+    assert remake == {"src": 0, "local": 1, "view": 0, "sum": 0, "own": 1}
+
+
+def test_explain_shows_per_op_whether_it_is_made_again_or_spilled_and_why():
+    x = tg.random.random((96, 5000), chunks=(1, 5000), seed=3)
+    text = _anomaly_mean(x, 6).explain()
+    lines = text.splitlines()
+    start = lines.index("under memory pressure, per op (the most bytes first): made again "
+                        "or spilled, and why")
+    per_op = lines[start + 1:]
+    assert any(ln.startswith("  rechunk (16 tasks, 3.7 MiB): made again: 7 steps back to "
+                             "its sources (random), about") for ln in per_op), text
+    assert any(ln.startswith("  reshape+subtract+mean-partial (16 tasks")
+               and ln.endswith("spilled: its input mean-combine+mean (aggregate) is not "
+                               "made again") for ln in per_op), text

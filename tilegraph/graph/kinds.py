@@ -35,10 +35,11 @@ field               meaning
 ``flops``           the flop count of one task from its block sizes, or None (see each row)
 ``remake``          making a result of this kind again costs less than writing it to disk and
                     reading it back (a read from its file, a random or constant block, a view,
-                    a cheap elementwise step): under memory pressure the memory manager drops
-                    such a result of a task with no inputs (its whole recipe is in the task,
-                    fused steps included) and the executor makes it again when it is needed,
-                    provided the task is also ``repeatable``
+                    a cast, a rechunk's pieces, a cheap elementwise step): under memory
+                    pressure the memory manager drops such a result and the executor makes it
+                    again when it is needed, through its chain back to its sources, provided
+                    the whole chain is of such steps, ``repeatable``, and cheaper to make
+                    again than to spill (:mod:`tilegraph.graph.remake`)
 ``repeatable``      run again on the same inputs, a step of this kind gives the same result: a
                     function of its inputs alone, writing over none of them and with no side
                     effect; a source of this kind (no inputs) gives the same block again. A
@@ -174,7 +175,7 @@ _ROWS = (
     OpKind("reduce", fuse_producer=True, temp_factor=1.0, repeatable=True),
     OpKind("aggregate", fuse_producer=True, fuse_consumer=True, temp_factor=0.0,
            repeatable=True),
-    OpKind("rechunk", fuse_producer=True, fuse_consumer=True, temp_factor=0.0,
+    OpKind("rechunk", fuse_producer=True, fuse_consumer=True, temp_factor=0.0, remake=True,
            repeatable=True),
     # a block's pieces written to a rechunk's intermediate store on disk (file writes run
     # without the GIL): its result is a handle of a few bytes read by many loads, never

@@ -1,15 +1,26 @@
-"""The memory model of a task graph: the bytes each task holds while it runs.
+"""The memory model of a task graph: the bytes each task holds while it runs, and what
+running a step or moving a block to disk and back costs.
 
 One model for every stage that reasons about memory: the executor's admission and
-``check_fits``, the plan's projection (``explain()``, ``spill=False``), the cost model and
-the simulator. It reads only the graph's metadata and the op-kind registry.
+``check_fits``, the plan's projection (``explain()``, ``spill=False``), the choice between
+making a block again and spilling it (:mod:`tilegraph.graph.remake`), the cost model and the
+simulator (:class:`tilegraph.plan.cost.CostModel` takes its machine figures from here). It
+reads only the graph's metadata and the op-kind registry.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tilegraph.graph.kinds import kind_info
+
+FLOP_RATE = 50e9  # flop/s of one core running a BLAS kernel
+MEM_BANDWIDTH = 5e9  # bytes/s one core streams through a memory-bound step
+DISK_BANDWIDTH = 1e9  # bytes/s of writing a spilled block, and of reading it back
+DISK_LATENCY = 50e-6  # seconds of making, opening and closing a spill file, each way
+TASK_OVERHEAD = 10e-6  # seconds the scheduler spends on a task
 
 
 def task_estimates(graph: Any) -> list[int]:
@@ -47,3 +58,25 @@ def task_estimates(graph: Any) -> list[int]:
             need = int(working[i])
         out.append(need)
     return out
+
+
+def step_seconds(graph: Any, estimates: list[int] | None = None, *,
+                 flop_rate: float = FLOP_RATE, mem_bandwidth: float = MEM_BANDWIDTH,
+                 task_overhead: float = TASK_OVERHEAD) -> np.ndarray:
+    """Estimated seconds of every task's step (float64 array): its flop count (the ``cost``
+    column) over ``flop_rate``, or, for a task without one (memory-bound), its estimate
+    (:func:`task_estimates`) streamed in and out, ``2 * estimate / mem_bandwidth``; plus
+    ``task_overhead``."""
+    n = len(graph)
+    col = graph.meta.get("cost")
+    flops = (np.zeros(n) if col is None else
+             np.fromiter((0.0 if v is None else float(v) for v in col), np.float64, n))
+    streamed = np.asarray(task_estimates(graph) if estimates is None else estimates,
+                          dtype=np.float64)
+    seconds = np.where(flops > 0, flops / flop_rate, 2.0 * streamed / mem_bandwidth)
+    return seconds + task_overhead
+
+
+def spill_seconds(nbytes: float, disk_bandwidth: float = DISK_BANDWIDTH) -> float:
+    """Seconds to write a block of ``nbytes`` to its own file on disk and read it back."""
+    return 2.0 * (DISK_LATENCY + float(nbytes) / disk_bandwidth)

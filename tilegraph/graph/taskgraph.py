@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tilegraph.graph.kinds import KINDS, kind_info, unrepeatable_reason
+from tilegraph.graph.remake import RemakePlan, remake_plan
 
 MODE_DATA = 0
 MODE_DIRECT = 1
@@ -588,7 +589,7 @@ class TaskGraph:
         self.dep_idx = dep_idx
         self.meta = meta
         self._dependents: tuple[np.ndarray, np.ndarray] | None = None
-        self._remake: tuple[bytes, bytes] | None = None
+        self._remake: RemakePlan | None = None
         self._repeatable: bytes | None = None
 
     def replace(self, **columns: Any) -> TaskGraph:
@@ -670,45 +671,29 @@ class TaskGraph:
 
     def remakeable(self) -> bytearray:
         """1 for each task whose result a memory manager may drop under pressure and make
-        again by running the task: no inputs (its whole recipe is in the task), an op kind
-        cheaper to run again than to spill and read back (the registry's ``remake``; for a
-        fused task its ``remake`` column: every step of the chain is), and repeatable: it
-        gives the same block again (:meth:`repeatable`; for a task with no inputs, its own
-        step, fused steps included). Computed once per graph (the order, the executor and
-        ``explain`` ask); each caller gets a copy."""
-        return bytearray(self._remake_masks()[0])
+        again by running its chain once more: a cheap step (the registry's ``remake``; for a
+        fused task its ``remake`` column), repeatable (:meth:`repeatable`), every input a
+        literal or remakeable itself (a chain of views, casts, rechunk pieces and
+        elementwise steps back to its sources), and cheaper to make again than to spill
+        (:mod:`tilegraph.graph.remake`). Computed once per graph (the order, the executor
+        and ``explain`` ask); each caller gets a copy."""
+        return bytearray(self.remake_verdicts().remake)
 
     def remake_refused(self) -> bytearray:
-        """1 for each task that would be remade (:meth:`remakeable`) were it repeatable: no
-        inputs and cheap to make again, but a step of it may not give the same block again
+        """1 for each task that would be remade (:meth:`remakeable`) were it repeatable:
+        cheap to make again, but a step of its chain may not give the same block again
         (:meth:`unrepeatable_reason` says which and why); under pressure its result is
         spilled (or kept) instead."""
-        return bytearray(self._remake_masks()[1])
+        return bytearray(self.remake_verdicts().refused)
 
-    def _remake_masks(self) -> tuple[bytes, bytes]:
+    def remake_verdicts(self) -> RemakePlan:
+        """The remake rule's verdict on every task (:class:`~tilegraph.graph.remake.RemakePlan`,
+        computed once per graph): :meth:`remakeable`, :meth:`remake_refused`, and the
+        seconds of making each again."""
         if self._remake is None:
-            n = len(self.keys)
-            kinds = self.meta.get("kind")
-            if kinds is None:
-                self._remake = (bytes(n), bytes(n))
-                return self._remake
-            cheap = self.meta.get("remake") or [None] * n
-            column = self.meta.get("repeatable") or [None] * n
-            rows = {k: kind_info(k) for k in set(kinds)}
-            in_deg = self.in_degree().tolist()
             modes = self.modes
-            remake, refused = bytearray(n), bytearray(n)
-            for i in range(n):
-                if in_deg[i] or modes[i] == MODE_DATA:
-                    continue
-                row = rows[kinds[i]]
-                if not (row.remake if cheap[i] is None else cheap[i]):
-                    continue
-                if row.repeatable if column[i] is None else column[i] is True:
-                    remake[i] = 1
-                else:
-                    refused[i] = 1
-            self._remake = (bytes(remake), bytes(refused))
+            data = bytes(1 if m == MODE_DATA else 0 for m in modes)
+            self._remake = remake_plan(self, data)
         return self._remake
 
     def repeatable(self) -> bytearray:

@@ -33,29 +33,40 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.graph.memory import task_estimates
+from tilegraph.graph.memory import (
+    DISK_BANDWIDTH,
+    FLOP_RATE,
+    MEM_BANDWIDTH,
+    TASK_OVERHEAD,
+    spill_seconds,
+    step_seconds,
+)
 
 
 @dataclass(frozen=True)
 class CostModel:
     """Machine parameters, per worker: ``flop_rate`` (flop/s), ``mem_bandwidth`` (bytes/s
     for memory-bound tasks), ``bandwidth`` (bytes/s of one worker's network link),
-    ``latency`` (seconds per message) and ``task_overhead`` (seconds of scheduling per
-    task); and what the transport adds on the network: ``message_bytes`` per message,
+    ``latency`` (seconds per message), ``task_overhead`` (seconds of scheduling per task)
+    and ``disk_bandwidth`` (bytes/s of writing a spilled block, and of reading it back);
+    and what the transport adds on the network: ``message_bytes`` per message,
     ``task_bytes`` per task, ``run_bytes`` per run (see the module docstring). The defaults
-    are one core of a current server and a 10 Gbit/s network, and blocks alone on it."""
+    are one core of a current server, a 10 Gbit/s network and a local SSD (the figures of
+    the memory model, :mod:`tilegraph.graph.memory`, which decides what is made again
+    rather than spilled with them), and blocks alone on the network."""
 
-    flop_rate: float = 50e9
-    mem_bandwidth: float = 5e9
+    flop_rate: float = FLOP_RATE
+    mem_bandwidth: float = MEM_BANDWIDTH
     bandwidth: float = 1.25e9
     latency: float = 20e-6
-    task_overhead: float = 10e-6
+    task_overhead: float = TASK_OVERHEAD
+    disk_bandwidth: float = DISK_BANDWIDTH
     message_bytes: float = 0.0
     task_bytes: float = 0.0
     run_bytes: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("flop_rate", "mem_bandwidth", "bandwidth"):
+        for name in ("flop_rate", "mem_bandwidth", "bandwidth", "disk_bandwidth"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"CostModel: {name} must be a positive number, got {value!r}")
@@ -67,14 +78,13 @@ class CostModel:
     def task_seconds(self, graph: Any, estimates: Any = None) -> np.ndarray:
         """Estimated compute seconds of every task of ``graph`` (float64 array);
         ``estimates``: its :func:`~tilegraph.graph.memory.task_estimates` if already known."""
-        n = len(graph)
-        flops = column(graph, "cost", n)
-        if estimates is None:
-            estimates = task_estimates(graph)
-        streamed = np.asarray(estimates, dtype=np.float64)
-        seconds = np.where(flops > 0, flops / self.flop_rate,
-                           2.0 * streamed / self.mem_bandwidth)
-        return seconds + self.task_overhead
+        return step_seconds(graph, estimates, flop_rate=self.flop_rate,
+                            mem_bandwidth=self.mem_bandwidth,
+                            task_overhead=self.task_overhead)
+
+    def spill_seconds(self, nbytes: float) -> float:
+        """Seconds to write a block of ``nbytes`` to disk and read it back."""
+        return spill_seconds(nbytes, self.disk_bandwidth)
 
     def transfer_seconds(self, nbytes: Any) -> Any:
         """Seconds for a message of ``nbytes`` bytes (a number or an array) to arrive."""

@@ -4,7 +4,9 @@ It lowers and fuses the plan without running it, then reports tasks per kind, bl
 and written, flops, fused chains, and the peak memory of running the tasks one at a time in
 the executor's order with the executor's memory model (outputs and temporaries), freeing each
 block after its last consumer (with several workers, up to one more working block per extra
-worker).
+worker); and per op, whether its blocks are made again or spilled under memory pressure,
+and why (:func:`tilegraph.graph.remake.remake_reason`: the chain back to the sources and the
+two costs).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from tilegraph.graph.memory import task_estimates
+from tilegraph.graph.remake import remake_reason
+from tilegraph.graph.taskgraph import MODE_DATA
 from tilegraph.plan.order import order
 from tilegraph.util import human
 
@@ -124,6 +128,15 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
     remake = [i for i, r in enumerate(g.remakeable()) if r]
     remade_ops: Counter[str] = Counter(g.opname(i) for i in remake)
     refused = [i for i, r in enumerate(g.remake_refused()) if r]
+    by_op: dict[str, list] = {}  # op -> [tasks, bytes, first task]
+    for i in range(len(g)):
+        if g.modes[i] == MODE_DATA or (kinds[i] or "other") == "store":
+            continue
+        entry = by_op.setdefault(g.opname(i), [0, 0, i])
+        entry[0] += 1
+        entry[1] += nbytes[i] or 0
+    pressure = [(op, n, b, remake_reason(g, i))
+                for op, (n, b, i) in sorted(by_op.items(), key=lambda kv: -kv[1][1])]
     spilled_ops: dict[str, list] = {}
     for i in refused:
         entry = spilled_ops.setdefault(g.opname(i), [0, ""])
@@ -146,6 +159,7 @@ def graph_summary(graph: Any, outputs: np.ndarray, fuse_stats: Any = None) -> di
         "remakeable_bytes": int(sum(nbytes[i] or 0 for i in remake)),
         "remade_ops": dict(remade_ops.most_common()),
         "spilled_ops": {op: (n, why) for op, (n, why) in spilled_ops.items()},
+        "pressure_ops": pressure,
         "fused_chains": dict(sorted(chains.items(), key=lambda kv: -kv[1])),
     }
 
@@ -172,6 +186,13 @@ def summary_lines(s: dict[str, Any], threads: int) -> list[str]:
                      + (f", and {len(ops) - 8} more ops" if len(ops) > 8 else ""))
     for op, (n, why) in list(s.get("spilled_ops", {}).items())[:8]:
         lines.append(f"spilled (or kept), not made again: {op} ({n} tasks), because {why}")
+    pressure = s.get("pressure_ops", [])
+    if pressure:
+        lines.append("under memory pressure, per op (the most bytes first): made again or "
+                     "spilled, and why")
+        lines += [f"  {op} ({n} tasks, {human(b)}): {why}" for op, n, b, why in pressure[:8]]
+        if len(pressure) > 8:
+            lines.append(f"  and {len(pressure) - 8} more ops")
     if s["fused_chains"]:
         chains = ", ".join(f"{n} x {name}" for name, n in list(s["fused_chains"].items())[:5])
         lines.append(f"fused chains: {chains}")

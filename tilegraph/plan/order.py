@@ -82,7 +82,10 @@ class _Walk:
             self.is_output[o] = 1
         nb = graph.meta.get("nbytes")
         self.size = [1] * n if nb is None else [1 if b is None else int(b) for b in nb]
-        self.remake = graph.remakeable()  # dropped and made again under pressure: free to keep
+        # sources dropped and made again under pressure cost nothing to keep; a block made
+        # again through a chain of steps costs them, so releasing it does free memory
+        self.remake = bytearray(r and not d for r, d in zip(
+            graph.remakeable(), graph.in_degree().tolist(), strict=True))
 
     def number(self, i: int) -> None:
         self.prio[i] = self.count

@@ -115,6 +115,7 @@ from typing import Any
 
 import numpy as np
 
+from tilegraph.graph.remake import spoil
 from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph, prepare_call
 from tilegraph.runtime.blas import widened
 from tilegraph.runtime.events import (
@@ -246,8 +247,9 @@ class Execution:
         self.priority, self.task_of = _priorities(priority)
         self._make_state(external, exported, on_export, parallel)
         remake, refused = graph.remakeable(), graph.remake_refused()
-        for i in external:  # made elsewhere: nothing here can make it again
-            remake[i] = refused[i] = 0
+        if len(external):  # made elsewhere: nothing here can make them, or their chains, again
+            spoil(graph, remake, external)
+            spoil(graph, refused, external)
         self.memory = MemoryManager(self, graph, memory_limit, spill, remake, estimates,
                                     may_spill, refused, self.send if self._emit else None)
         self._start()
@@ -676,9 +678,11 @@ class Execution:
         """End the run with ``exc`` (an I/O error of the memory manager)."""
         self._cancel(exc, status="failed")
 
-    def run_again(self, i: int) -> Any:
-        """Run task i (remakeable: no inputs, repeatable) again to make its result."""
-        func, args, kwargs = self._prepare(i, [])
+    def run_again(self, i: int, inputs: list) -> Any:
+        """Run task i's step again on ``inputs`` (its dependencies' values, in order) to make
+        its result again (a remakeable task: repeatable, writing over none of them). Called
+        without the lock."""
+        func, args, kwargs = self._prepare(i, inputs)
         return func(*args, **kwargs)
 
     def finish_io(self) -> None:

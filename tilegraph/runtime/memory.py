@@ -6,14 +6,17 @@ The budget (``memory_limit=``) is the bytes of task results a worker process may
 once. The executor admits a ready task only when the results it holds, the estimates of the
 tasks running, and the new task's own estimate fit under it; when they do not, the coldest
 results (those whose next use is furthest away) go to a
-:class:`~tilegraph.runtime.spill.SpillStore` on disk and come
-back just before a consumer runs; a result that is cheaper to make again than to write and
-read back (a load, a random or constant block: the op-kind registry's ``remake``) is dropped
-instead, and its task runs again when a consumer needs it, provided it gives the same block
-again (:meth:`~tilegraph.graph.TaskGraph.remakeable`: a seeded generator, a file whose
-fingerprint every read checks, a source the user declared repeatable). A cheap result that
-may not come back the same (an object read by ``from_array`` without ``repeatable=True``)
-is spilled like any other (or kept, without disk), and counted with the reason.
+:class:`~tilegraph.runtime.spill.SpillStore` on disk and come back just before a consumer
+runs; a result that is cheaper to make again than to write and read back is dropped instead
+(before any result is written), and made again when a consumer needs it: a load, a random
+or constant block, and the chain of cheap steps between such a source and the result
+(views, casts, a rechunk's pieces, elementwise steps), run again from what is still in
+memory or, where nothing is, from the sources, provided the whole chain gives the same block
+again and costs less than a spill (:meth:`~tilegraph.graph.TaskGraph.remakeable`,
+:mod:`tilegraph.graph.remake`: a seeded generator, a file whose fingerprint every read
+checks, a source the user declared repeatable). A cheap result that may not come back the
+same (an object read by ``from_array`` without ``repeatable=True``, or a chain over one) is
+spilled like any other (or kept, without disk), and counted with the reason.
 
 A dropped result's checksum (crc32 of its bytes) is kept, and the block made again is
 compared with it: a source that changed under the run, or was declared repeatable and is
@@ -70,6 +73,7 @@ from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 
 PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
 POLL_INTERVAL = 0.01  # seconds between checks of a waiting worker
+_MADE = object()  # in a remake's recipe: an input made by an earlier step
 
 DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
 
@@ -261,16 +265,19 @@ class MemoryManager:
     ``disk``            dict, task -> SpillRecord of a result with a copy on disk (a result is in
                         memory iff it is in the execution's ``results``; it may be in both)
     ``io_busy``         results being written or read right now (pinned)
-    ``remakeable``      bytearray[n]: 1 for tasks with no inputs whose kind is cheaper to make
-                        again than to spill and that give the same block again (checked
-                        loads, random and constant blocks, cheap fused chains of them:
-                        :meth:`TaskGraph.remakeable`); under pressure their results are
-                        dropped without writing (their checksum kept in ``disk``) and made
-                        again by running the task when a consumer needs them
+    ``remakeable``      bytearray[n]: 1 for tasks cheaper to make again than to spill that
+                        give the same block again (checked loads, random and constant
+                        blocks, and chains of cheap steps over them:
+                        :meth:`TaskGraph.remakeable`; 0 for results that arrive from
+                        elsewhere and what is made of them); under pressure their results
+                        are dropped without writing (their checksum kept in ``disk``) and
+                        made again, with the steps of their chain that are no longer in
+                        memory, when a consumer needs them (:meth:`_recipe`)
     ``refused``         bytearray[n]: 1 for tasks that would be remakeable but may not give
                         the same block again (:meth:`TaskGraph.remake_refused`): spilled or
                         kept like any other result
-    ``remade``          dict, op kind -> blocks made again for a consumer (after being dropped)
+    ``remade``          dict, op kind -> blocks made again for a consumer (after being dropped),
+                        and the blocks of their chains made again with them
     ``spilled_unrepeatable``  dict, op kind -> blocks of ``refused`` tasks written to disk;
                         ``unrepeatable_reasons``: op kind -> why (up to three different
                         reasons, joined by " | ")
@@ -312,6 +319,8 @@ class MemoryManager:
         self.remakeable = remakeable
         self.refused = refused if refused is not None else bytearray(n)
         self._kinds = graph.meta.get("kind") or [None] * n
+        self._nb = graph.meta.get("nbytes") or [None] * n
+        self._data = graph.remake_verdicts().data  # literals: a remake reads the graph's
         self.remade: dict[str, int] = {}
         self.spilled_unrepeatable: dict[str, int] = {}
         self.unrepeatable_reasons: dict[str, str] = {}
@@ -358,7 +367,7 @@ class MemoryManager:
         self.reserved += self.estimates[i]
         if self.disk:
             ex = self.ex
-            reading = sum(self.disk[d].nbytes for d in ex.deps(i) if d not in ex.results
+            reading = sum(self.disk[d].room for d in ex.deps(i) if d not in ex.results
                           and d in self.disk and d not in self.prefetching)
             if reading:
                 self.reading[i] = reading
@@ -376,11 +385,13 @@ class MemoryManager:
     # -- admission and spill ------------------------------------------------------------------
 
     def _need(self, i: int) -> int:
+        """The bytes task i adds when it starts: its estimate, and its inputs to bring back
+        (but those the read-ahead is bringing, counted in ``prefetch_bytes``)."""
         ex = self.ex
         need = self.estimates[i]
         for d in ex.deps(i):
-            if d not in ex.results and d in self.disk:
-                need += self.disk[d].nbytes
+            if d not in ex.results and d in self.disk and d not in self.prefetching:
+                need += self.disk[d].room
         return need
 
     def admit(self, i: int) -> bool:
@@ -419,8 +430,9 @@ class MemoryManager:
 
     def _victims(self, deficit: int, task: int | None = None, in_order: bool = True
                  ) -> list[int]:
-        """The coldest results that may go to disk, enough to cover ``deficit`` bytes,
-        never one pinned by a running task. For the admission of ``task``: never one of its
+        """The results to leave memory, enough to cover ``deficit`` bytes: those that are
+        made again first, then those that go to disk, the coldest first among each; never
+        one pinned by a running task. For the admission of ``task``: never one of its
         inputs, nor (``in_order``) a result whose next consumer comes before ``task`` in
         priority order (the priority order binds every worker)."""
         ex = self.ex
@@ -436,7 +448,9 @@ class MemoryManager:
             nxt = ex.next_use(v)
             if nxt < mine:  # needed before ``task``: a later task never evicts it
                 continue
-            candidates.append((nxt, remake, v))  # coldest first; of equals, the remakeable
+            # the results made again first (a remake costs less than a write and a read),
+            # then those written to disk; the coldest first among each
+            candidates.append((remake, nxt, v))
         candidates.sort(reverse=True)
         out, freed = [], 0
         for _, _, v in candidates:
@@ -472,7 +486,7 @@ class MemoryManager:
                 value = ex.results.get(v)
                 record = SpillRecord("", getattr(value, "shape", ()),
                                      getattr(value, "dtype", None), self.sizes.get(v, 0),
-                                     digests.get(v))
+                                     digests.get(v), self._inputs_bytes(v))
             if not ex.is_held(v):
                 if v in records:  # released while being written
                     self.spill.delete(records[v])
@@ -524,22 +538,25 @@ class MemoryManager:
         ids = [d for d in ids if d not in ex.results]
         if not ids or ex.finished:
             return
-        records = [(d, self.disk[d]) for d in ids]
+        plans = [(d, self.disk[d], self._recipe(d)) for d in ids]
         self.io_busy.update(ids)
-        values: dict[int, Any] = {}
+        values: dict[int, tuple[Any, list[int]]] = {}
         ex.lock.release()
         try:
-            for d, record in records:
-                values[d] = self.reload(d, record)
+            for d, record, recipe in plans:
+                values[d] = self._fetch(d, record, recipe)
         finally:
             ex.lock.acquire()
             self.io_busy.difference_update(ids)
-        for d, value in values.items():
-            self._put_back(d, value)
+        for d, (value, made) in values.items():
+            self._put_back(d, value, made=made)
 
-    def _put_back(self, d: int, value: Any, ahead: bool = False) -> None:
-        """A result read from disk is held in memory again (``ahead``: by the read-ahead)."""
+    def _put_back(self, d: int, value: Any, ahead: bool = False, made: Sequence[int] = ()
+                  ) -> None:
+        """A result read from disk, or made again, is held in memory again (``ahead``: by
+        the read-ahead; ``made``: the other tasks its remake ran, counted as remade)."""
         ex = self.ex
+        self._count_made(made)
         if d in ex.results or not ex.is_held(d, in_memory=False):
             return
         ex.results[d] = value
@@ -573,7 +590,7 @@ class MemoryManager:
             for d in ex.deps(t):
                 if d in ex.results or d in self.io_busy or d not in self.disk:
                     continue
-                size = self.disk[d].nbytes
+                size = self.disk[d].room
                 if size > headroom:
                     return
                 headroom -= size
@@ -597,9 +614,10 @@ class MemoryManager:
                     if record is None or d in ex.results or not ex.is_held(d, in_memory=False):
                         self._done_prefetch(d, record)
                         continue
+                    recipe = self._recipe(d)
                     ex.lock.release()
                     try:
-                        value = self.reload(d, record)
+                        value, made = self._fetch(d, record, recipe)
                     except BaseException as exc:
                         ex.lock.acquire()
                         self._done_prefetch(d, record)
@@ -608,7 +626,9 @@ class MemoryManager:
                     ex.lock.acquire()
                     self._done_prefetch(d, record)
                     if self.live + self.reserved + nbytes_of(value) <= self.limit:
-                        self._put_back(d, value, ahead=True)  # else: leave it on disk
+                        self._put_back(d, value, ahead=True, made=made)  # else: on disk
+                    else:
+                        self._count_made(made)
                     ex.wake_all()
             finally:
                 for d in self.prefetch:
@@ -619,7 +639,7 @@ class MemoryManager:
         self.prefetching.discard(d)
         self.io_busy.discard(d)
         if record is not None:
-            self.prefetch_bytes -= record.nbytes
+            self.prefetch_bytes -= record.room
 
     def join_io(self) -> None:
         """Wait for the read-ahead thread to end (call without the lock, once the run is
@@ -628,25 +648,115 @@ class MemoryManager:
         if thread is not None:
             thread.join()
 
+    # -- making dropped results again ---------------------------------------------------------
+
     def reload(self, i: int, record: SpillRecord) -> Any:
-        """A result from its spill file, or, for a remakeable task, by running it again and
-        checking it against the checksum of the result that was dropped."""
+        """The result of task ``i`` from its spill file, or made again (see :meth:`_make`);
+        called with the lock held, or once the run is over."""
+        return self._fetch(i, record, self._recipe(i))[0]
+
+    def _fetch(self, i: int, record: SpillRecord, recipe: list | None
+               ) -> tuple[Any, list[int]]:
+        """(Lock released.) The result of ``i`` read from disk, or made again by
+        ``recipe``; and the other tasks the remake ran."""
         if record.path:
-            return self.spill.read(record)
-        value = self.ex.run_again(i)
-        if record.digest is not None:
-            digest = block_digest(value)
-            if digest != record.digest:
-                graph = self.graph
-                raise InputChangedError(
-                    f"task {graph.keys[i]!r} (op {graph.opname(i)}) was made again after its "
-                    "result was dropped under memory pressure and gave another block "
-                    f"(checksum {digest if digest is None else f'{digest:08x}'}, first "
-                    f"{record.digest:08x}): its source changed during the run, or does not "
-                    "give the same block twice (a from_array source declared "
-                    "repeatable=True that is not). The run stops rather than mix two "
-                    "versions of the block")
-        return value
+            return self.spill.read(record), []
+        return self._make(i, recipe)
+
+    def _recipe(self, i: int) -> list[tuple[int, list, int | None]] | None:
+        """(Lock held.) The steps that make the dropped result of ``i`` again, inputs first,
+        each ``(task, inputs, digest)``: ``inputs`` one entry per dependency, its value now
+        in memory (a literal: the graph's), or ``_MADE`` (made by an earlier step, from what
+        is in memory or, where nothing is, from the sources: the chain of
+        :meth:`~tilegraph.graph.TaskGraph.remakeable`, whose results are never written to
+        disk); ``digest`` the checksum kept of a step's block when it was dropped. ``None``
+        for a result on disk."""
+        record = self.disk.get(i)
+        if record is not None and record.path:
+            return None
+        results, graph, data = self.ex.results, self.graph, self._data
+        steps: list[tuple[int, list, int | None]] = []
+        placed: set[int] = set()
+        stack = [(i, False)]
+        while stack:
+            t, expanded = stack.pop()
+            if t in placed:
+                continue
+            deps = self.ex.deps(t)
+            if not expanded:
+                stack.append((t, True))
+                for d in deps:
+                    if d in results or data[d] or d in placed:
+                        continue
+                    if not self.remakeable[d]:  # the remake rule guarantees it never is
+                        raise RuntimeError(
+                            f"making {graph.keys[i]!r} again needs {graph.keys[d]!r}, which "
+                            "is neither in memory nor to be made again")
+                    stack.append((d, False))
+                continue
+            inputs = [results[d] if d in results else graph.args[d][0] if data[d] else _MADE
+                      for d in deps]
+            rec = self.disk.get(t)
+            steps.append((t, inputs, rec.digest if rec is not None and not rec.path
+                          else None))
+            placed.add(t)
+        return steps
+
+    def _make(self, i: int, recipe: list) -> tuple[Any, list[int]]:
+        """(Lock released.) Run ``recipe`` (:meth:`_recipe`): each step's result made from
+        its inputs, held only until its last consumer in the recipe has run, and checked
+        against the checksum of the block dropped, if there was one. Returns the result of
+        ``i`` and the other tasks run."""
+        graph = self.graph
+        uses: dict[int, int] = {}
+        for t, inputs, _ in recipe:
+            for d, v in zip(graph.dep_idx[graph.dep_ptr[t]:graph.dep_ptr[t + 1]].tolist(),
+                            inputs, strict=True):
+                if v is _MADE:
+                    uses[d] = uses.get(d, 0) + 1
+        made: dict[int, Any] = {}
+        for t, inputs, digest in recipe:
+            deps = graph.dep_idx[graph.dep_ptr[t]:graph.dep_ptr[t + 1]].tolist()
+            args = [made[d] if v is _MADE else v for d, v in zip(deps, inputs, strict=True)]
+            value = self.ex.run_again(t, args)
+            del args
+            for d, v in zip(deps, inputs, strict=True):
+                if v is _MADE:
+                    uses[d] -= 1
+                    if not uses[d]:
+                        del made[d]
+            if digest is not None:
+                self._check(t, value, digest)
+            made[t] = value
+        return made.pop(i), [t for t, _, _ in recipe if t != i]
+
+    def _check(self, i: int, value: Any, digest: int) -> None:
+        """The block made again for ``i`` must be the one dropped (``digest``)."""
+        got = block_digest(value)
+        if got != digest:
+            graph = self.graph
+            raise InputChangedError(
+                f"task {graph.keys[i]!r} (op {graph.opname(i)}) was made again after its "
+                "result was dropped under memory pressure and gave another block "
+                f"(checksum {got if got is None else f'{got:08x}'}, first "
+                f"{digest:08x}): its source changed during the run, or does not "
+                "give the same block twice (a from_array source declared "
+                "repeatable=True that is not). The run stops rather than mix two "
+                "versions of the block")
+
+    def _count_made(self, made: Sequence[int]) -> None:
+        """The tasks a remake ran besides the one it was for: counted as made again."""
+        for t in made:
+            nb = self._nb[t] or 0
+            self.recomputed_bytes += nb
+            kind = self._kinds[t] or "other"
+            self.remade[kind] = self.remade.get(kind, 0) + 1
+
+    def _inputs_bytes(self, v: int) -> int:
+        """The bytes of the inputs of ``v``'s step (its literals aside): what a remake of
+        ``v`` may hold beside it."""
+        nb, data = self._nb, self._data
+        return sum(nb[d] or 0 for d in self.ex.deps(v) if not data[d])
 
     def close(self) -> None:
         """Forget every result and remove every spill file (with the lock held)."""

@@ -30,13 +30,20 @@ def spillable(value: Any) -> bool:
 class SpillRecord:
     """A result on disk: raw bytes of an array of ``shape`` and ``dtype`` at ``path``; or,
     with ``path == ""``, a result dropped to be made again, ``digest`` its checksum
-    (:func:`block_digest`; None when it has none)."""
+    (:func:`block_digest`; None when it has none) and ``working`` the bytes its remake
+    holds beside it (the inputs of its step, made again for it when they are gone)."""
 
     path: str
     shape: tuple[int, ...]
     dtype: np.dtype
     nbytes: int
     digest: int | None = None
+    working: int = 0
+
+    @property
+    def room(self) -> int:
+        """The bytes bringing this result back takes: its own, and its remake's inputs."""
+        return self.nbytes + self.working
 
 
 def block_digest(value: Any) -> int | None:
