@@ -431,6 +431,9 @@ class Execution:
                                        nb, self._kind(i),
                                        memory.live + nb if self.refs[i] else memory.live))
                 self._task_done(i, value)
+                # hold nothing of this task while waiting for the next: its inputs and
+                # result may have been released (the memory manager counts them freed)
+                inputs = args = value = None
         finally:
             lock.release()
             leave_site(site)

@@ -629,6 +629,7 @@ class MemoryManager:
                         self._put_back(d, value, ahead=True, made=made)  # else: on disk
                     else:
                         self._count_made(made)
+                    value = recipe = None  # held by nothing here while waiting
                     ex.wake_all()
             finally:
                 for d in self.prefetch:
