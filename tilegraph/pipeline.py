@@ -343,7 +343,7 @@ def _execute(plan: Plan, backend: Backend, opts: config.Options,
                           external=part.external, exported=part.exported,
                           on_export=transport.export if transport is not None else None,
                           estimates=estimates, parallel=_policy(backend, part.graph, estimates),
-                          may_spill=opts.spill)
+                          may_spill=opts.spill, watch_rss=opts.limit_given)
     projection = None
     try:
         try:
@@ -441,6 +441,10 @@ class RunSummary:
     consumer; ``spilled_unrepeatable``: op kind -> blocks that were written to disk rather
     than made again because their source may not give the same block again (an object read
     by ``from_array`` without ``repeatable=True``), ``unrepeatable_reasons``: op kind -> why.
+    ``peak_rss``: the largest resident set of the process during the run and
+    ``rss_baseline`` its resident set when the run started, when a ``memory_limit`` was
+    given (the limit then bounds the RSS: see :class:`tilegraph.runtime.memory.MemoryManager`);
+    0 otherwise.
     """
 
     ntasks: int
@@ -460,15 +464,19 @@ class RunSummary:
     remade: dict[str, int] = field(default_factory=dict)
     spilled_unrepeatable: dict[str, int] = field(default_factory=dict)
     unrepeatable_reasons: dict[str, str] = field(default_factory=dict)
+    peak_rss: int = 0
+    rss_baseline: int = 0
 
     def __str__(self) -> str:
         where = f" x {self.processes} ranks" if self.processes > 1 else ""
         sent = f"; sent {human(self.bytes_sent)} to other ranks" if self.processes > 1 else ""
         staged = (f", staged on disk {human(self.staged_bytes)}" if self.staged_bytes else "")
+        rss = (f"; peak RSS {human(self.peak_rss)} (at start {human(self.rss_baseline)})"
+               if self.peak_rss else "")
         return (f"{self.ntasks} tasks on {self.workers}{where} {self.backend} worker(s) in "
                 f"{self.elapsed:.3f} s; peak {human(self.peak_bytes)} of results held "
                 f"(projected {human(self.projected_bytes)}, limit {human(self.memory_limit)}"
-                f"); spilled {human(self.spilled_bytes)}, "
+                f"){rss}; spilled {human(self.spilled_bytes)}, "
                 f"read back {human(self.unspilled_bytes)}, recomputed "
                 f"{human(self.recomputed_bytes)}{staged}{sent}; {self.core_seconds:.3f} "
                 f"core-seconds in tasks{remake_text(self)}")
@@ -487,7 +495,8 @@ def _remember(backend: Backend, execution: Execution, limit: int, ntasks: int,
         backend.processes, transport.bytes_sent if transport is not None else 0,
         f.recomputed_bytes, projection.peak if projection is not None else 0,
         execution.busy_seconds + getattr(transport, "core_seconds", 0.0),
-        execution.staged_bytes, f.remade, f.spilled_unrepeatable, f.unrepeatable_reasons)
+        execution.staged_bytes, f.remade, f.spilled_unrepeatable, f.unrepeatable_reasons,
+        f.peak_rss, f.rss_baseline)
 
 
 def check_projection(graph: TaskGraph, projection: Projection, limit: int) -> None:

@@ -212,7 +212,8 @@ class Execution:
     ``estimates``: the tasks' :func:`~tilegraph.graph.memory.task_estimates`, if the caller
     already has them (computed here otherwise); ``parallel``: see "Tiny tasks" above;
     ``may_spill=False``: nothing goes to disk (``spill=False``), remakeable results may still
-    be dropped."""
+    be dropped; ``watch_rss``: the process's resident set is watched during the run and
+    bounded by ``memory_limit`` (:mod:`tilegraph.runtime.rss`)."""
 
     def __init__(
         self,
@@ -230,6 +231,7 @@ class Execution:
         parallel: bytearray | None = None,
         estimates: list[int] | None = None,
         may_spill: bool = True,
+        watch_rss: bool = False,
     ):
         self.graph = graph
         self.ntasks = len(graph)
@@ -251,7 +253,8 @@ class Execution:
             spoil(graph, remake, external)
             spoil(graph, refused, external)
         self.memory = MemoryManager(self, graph, memory_limit, spill, remake, estimates,
-                                    may_spill, refused, self.send if self._emit else None)
+                                    may_spill, refused, self.send if self._emit else None,
+                                    watch_rss)
         self._start()
 
     def _read_graph(self, graph: TaskGraph) -> None:
@@ -628,7 +631,7 @@ class Execution:
             self.send(RunEnd(self.status, self.ndone, time.perf_counter() - self.started,
                              f.peak_live, f.spilled_bytes, f.unspilled_bytes,
                              f.recomputed_bytes, self.staged_bytes, f.remade,
-                             f.spilled_unrepeatable, f.unrepeatable_reasons))
+                             f.spilled_unrepeatable, f.unrepeatable_reasons, f.peak_rss))
         self.done_event.set()
 
     # -- what the memory manager asks (called with the lock held) -----------------------------
@@ -742,6 +745,7 @@ class Execution:
         with self.lock:
             self.results.clear()
             self.memory.close()
+        self.memory.stop_watching()
         self.memory.spill.close()
 
     def snapshot(self) -> dict[str, Any]:

@@ -183,7 +183,8 @@ class RunEnd(Event):
     ``remade``: op kind -> blocks dropped under memory pressure and made again;
     ``spilled_unrepeatable``: op kind -> blocks written to disk instead of being made again
     because their source may not give the same block again, ``unrepeatable_reasons``: op
-    kind -> why."""
+    kind -> why. ``peak_rss``: the process's largest resident set during the run, sampled
+    when a ``memory_limit`` was given (0 otherwise)."""
 
     status: str
     ndone: int
@@ -196,6 +197,7 @@ class RunEnd(Event):
     remade: dict[str, int] = field(default_factory=dict)
     spilled_unrepeatable: dict[str, int] = field(default_factory=dict)
     unrepeatable_reasons: dict[str, str] = field(default_factory=dict)
+    peak_rss: int = 0
 
 
 _global_subscribers: list[Subscriber] = []

@@ -68,6 +68,7 @@ from typing import Any, Protocol
 from tilegraph.graph.memory import task_estimates
 from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
+from tilegraph.runtime.rss import ResidentWatch, resident_bytes
 from tilegraph.runtime.spill import SpillRecord, SpillStore, block_digest, spillable
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 
@@ -233,7 +234,9 @@ class MemoryFigures:
     (``spilled_bytes``, ``unspilled_bytes``), bytes of dropped results made again
     (``recomputed_bytes``), blocks made again per op kind (``remade``), blocks spilled per
     op kind because their source may not give the same block again
-    (``spilled_unrepeatable``) and why (``unrepeatable_reasons``)."""
+    (``spilled_unrepeatable``) and why (``unrepeatable_reasons``); with a ``memory_limit``
+    given, the process's largest resident set during the run (``peak_rss``, sampled) and
+    its resident set when the run started (``rss_baseline``); 0 when not watched."""
 
     peak_live: int = 0
     spilled_bytes: int = 0
@@ -242,6 +245,8 @@ class MemoryFigures:
     remade: dict[str, int] = field(default_factory=dict)
     spilled_unrepeatable: dict[str, int] = field(default_factory=dict)
     unrepeatable_reasons: dict[str, str] = field(default_factory=dict)
+    peak_rss: int = 0
+    rss_baseline: int = 0
 
 
 class MemoryManager:
@@ -255,7 +260,13 @@ class MemoryManager:
     ==================  ==========================================================================
     field               meaning and invariant
     ==================  ==========================================================================
-    ``limit``           the budget in bytes (``None``: no budget, nothing is admitted or spilled)
+    ``limit``           the run's memory limit in bytes (``None``: no budget, nothing is admitted
+                        or spilled)
+    ``budget``          what admission fills: ``limit`` less ``baseline`` when the resident set
+                        is bounded, else ``limit``
+    ``baseline``,       the process's RSS when the run started, the largest RSS sampled during
+    ``peak_rss``        it, and the RSS the counts here do not explain (``unseen``, counted
+    ``unseen``          against ``budget`` when the resident set is bounded); 0 when not watched
     ``estimates``       list[n]: bytes task i adds while it runs (output + temporaries)
     ``sizes``           dict, task -> bytes of its result while the result is in memory
     ``live``            sum of ``sizes``: bytes of results held in memory
@@ -290,17 +301,29 @@ class MemoryManager:
     ``unspilled_bytes`` results made again (``recomputed_bytes``)
     ``recomputed_bytes``
     ==================  ==========================================================================
+
+    The resident set. With ``watch_rss`` (a ``memory_limit`` the user gave), the limit bounds
+    what the operating system sees, not only the bytes of results: the RSS when the run
+    starts (the interpreter, its libraries, what the program holds) is the ``baseline``,
+    reserved from the limit as Cubed's ``reserved_mem`` is, and a thread samples the RSS
+    (:class:`~tilegraph.runtime.rss.ResidentWatch`), so that what grows with the work
+    beyond the results and estimates counted here (temporaries beyond an estimate, a
+    remake's steps, staging buffers, blocks in flight, BLAS workspaces, memory freed but not
+    given back) is ``unseen`` and counts against the budget like results do. A limit less
+    than twice the baseline (a test's few blocks) bounds the results alone; the peak RSS is
+    still reported.
     """
 
     def __init__(self, ex: ExecutorView, graph: Any, limit: int | None,
                  spill: SpillStore | None, remakeable: bytearray,
                  estimates: list[int] | None = None, may_spill: bool = True,
                  refused: bytearray | None = None,
-                 send: Callable[[Any], None] | None = None):
+                 send: Callable[[Any], None] | None = None, watch_rss: bool = False):
         self.ex = ex
         self.graph = graph
         self._send = send  # the subscribers' sink (None: nobody listens)
         self.limit = limit
+        self._watch_rss(limit if watch_rss else None)
         self.may_spill = may_spill  # False: only results that can be made again are dropped
         self.spill = spill if spill is not None else SpillStore()
         n = len(graph)
@@ -337,7 +360,42 @@ class MemoryManager:
         """What the manager has counted so far, as a record (copies of its dicts)."""
         return MemoryFigures(self.peak_live, self.spilled_bytes, self.unspilled_bytes,
                              self.recomputed_bytes, dict(self.remade),
-                             dict(self.spilled_unrepeatable), dict(self.unrepeatable_reasons))
+                             dict(self.spilled_unrepeatable), dict(self.unrepeatable_reasons),
+                             self.peak_rss, self.baseline)
+
+    # -- the resident set -----------------------------------------------------------------------
+
+    def _watch_rss(self, limit: int | None) -> None:
+        """Set ``budget``, ``baseline``, ``unseen`` and ``peak_rss``, and with a ``limit``
+        start watching the process's RSS (see "The resident set" in the class docstring)."""
+        self.budget = self.limit
+        self.baseline = self.unseen = self.peak_rss = 0
+        self._bound_rss = False
+        self._watch: ResidentWatch | None = None
+        if limit is None:
+            return
+        self.baseline = self.peak_rss = resident_bytes()
+        self._bound_rss = 0 < self.baseline <= limit // 2
+        if self._bound_rss:
+            self.budget = limit - self.baseline
+        self._watch = ResidentWatch(self._observe, lambda: self.ex.finished,
+                                    trim_above=max(limit // 16, 1))
+
+    def _observe(self, rss: int) -> int:
+        """A sample of the RSS (from the watch's thread, without the lock: the figures it
+        reads may be a moment old). Returns the bytes the manager's model does not see."""
+        if rss > self.peak_rss:
+            self.peak_rss = rss
+        unseen = rss - self.baseline - self.live - self.reserved - self.prefetch_bytes
+        unseen = unseen if unseen > 0 else 0
+        if self._bound_rss:
+            self.unseen = unseen
+        return unseen
+
+    def stop_watching(self) -> None:
+        """Stop sampling the RSS (after one last sample); call without the lock."""
+        if self._watch is not None:
+            self._watch.stop()
 
     # -- accounting ---------------------------------------------------------------------------
 
@@ -397,7 +455,8 @@ class MemoryManager:
     def admit(self, i: int) -> bool:
         """Make room for task i if it does not fit; True when it may start now."""
         ex = self.ex
-        deficit = self.live + self.reserved + self.prefetch_bytes + self._need(i) - self.limit
+        deficit = (self.live + self.reserved + self.prefetch_bytes + self.unseen + self._need(i)
+                   - self.budget)
         if deficit <= 0:
             return True
         victims = self._victims(deficit, i)
@@ -421,7 +480,7 @@ class MemoryManager:
         made it here. The lock is released while writing."""
         if self.limit is None:
             return
-        deficit = self.live + self.reserved + self.prefetch_bytes - self.limit
+        deficit = self.live + self.reserved + self.prefetch_bytes + self.unseen - self.budget
         if deficit <= 0:
             return
         victims = self._victims(deficit)
@@ -585,7 +644,8 @@ class MemoryManager:
 
     def _queue_prefetch(self) -> None:
         ex = self.ex
-        headroom = self.limit - self.live - self.reserved - self.prefetch_bytes
+        headroom = (self.budget - self.live - self.reserved - self.prefetch_bytes
+                    - self.unseen)
         for t in ex.next_ready(PREFETCH_TASKS):
             for d in ex.deps(t):
                 if d in ex.results or d in self.io_busy or d not in self.disk:
@@ -625,7 +685,8 @@ class MemoryManager:
                         return
                     ex.lock.acquire()
                     self._done_prefetch(d, record)
-                    if self.live + self.reserved + nbytes_of(value) <= self.limit:
+                    if (self.live + self.reserved + self.unseen + nbytes_of(value)
+                            <= self.budget):
                         self._put_back(d, value, ahead=True, made=made)  # else: on disk
                     else:
                         self._count_made(made)
@@ -643,11 +704,12 @@ class MemoryManager:
             self.prefetch_bytes -= record.room
 
     def join_io(self) -> None:
-        """Wait for the read-ahead thread to end (call without the lock, once the run is
-        finished)."""
+        """Wait for the read-ahead thread to end, and stop watching the RSS (call without
+        the lock, once the run is finished)."""
         thread = self._io_thread
         if thread is not None:
             thread.join()
+        self.stop_watching()
 
     # -- making dropped results again ---------------------------------------------------------
 
