@@ -323,7 +323,6 @@ class MemoryManager:
         self.graph = graph
         self._send = send  # the subscribers' sink (None: nobody listens)
         self.limit = limit
-        self._watch_rss(limit if watch_rss else None)
         self.may_spill = may_spill  # False: only results that can be made again are dropped
         self.spill = spill if spill is not None else SpillStore()
         n = len(graph)
@@ -355,6 +354,7 @@ class MemoryManager:
         self.unspilled_bytes = 0
         self.recomputed_bytes = 0
         self._io_thread: threading.Thread | None = None
+        self._watch_rss(limit if watch_rss else None)  # last: its thread reads the above
 
     def figures(self) -> MemoryFigures:
         """What the manager has counted so far, as a record (copies of its dicts)."""
