@@ -240,7 +240,7 @@ def test_the_limit_is_per_process_given_or_the_host_s_default_shared(monkeypatch
     divided among the run's processes on this host, while a given limit (in the call or by
     config.set) is per process already and stays as it is, whatever the processes."""
     from tilegraph import config
-    from tilegraph.runtime import memory
+    from tilegraph.runtime import budget as memory
 
     monkeypatch.setattr(memory, "_total_memory", lambda: 8 * 2**30)
     host = int(8 * 2**30 * memory.DEFAULT_FRACTION)
@@ -310,7 +310,7 @@ def test_a_run_is_planned_for_the_limit_its_processes_enforce(monkeypatch, tmp_p
     each process enforces, which the run record reports, and the values are NumPy's."""
     import numpy as np
 
-    from tilegraph.runtime import memory
+    from tilegraph.runtime import budget as memory
 
     monkeypatch.setattr(memory, "_total_memory", lambda: 8 << 20)  # default: 6 MiB a host
     x = np.arange(256 * 1024, dtype=np.float64).reshape(256, 1024)  # 2 MiB

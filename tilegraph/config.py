@@ -564,7 +564,7 @@ def per_process(options: Options, local_processes: int) -> Options:
     """The run's options completed for a backend that runs ``local_processes`` processes on
     this host (its MPI ranks here; 1 for every other backend): ``memory_limit`` the bytes
     each of them may hold, the one given (it is per process already), else the host's
-    default budget (:func:`tilegraph.runtime.memory.default_limit`) divided among them.
+    default budget (:func:`tilegraph.runtime.budget.default_limit`) divided among them.
     Called once per run, as soon as the backend is known and before any graph is built;
     everything below takes the limit from the record it returns.
 
@@ -581,6 +581,6 @@ def per_process(options: Options, local_processes: int) -> Options:
                          f"host) must be a positive int, got {local_processes!r}")
     if options.limit_given:
         return options
-    from tilegraph.runtime.memory import default_limit
+    from tilegraph.runtime.budget import default_limit
 
     return options._replace(memory_limit=default_limit(local_processes))

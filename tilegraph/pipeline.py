@@ -52,14 +52,10 @@ from tilegraph.plan.fuse import FuseStats, fuse_chains
 from tilegraph.plan.order import order, tile_accumulations
 from tilegraph.plan.place import place
 from tilegraph.runtime.backends import Backend, Partition, Transport, create_backend
+from tilegraph.runtime.budget import MemoryLimitError, check_fits, remake_text
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.events import RunStart, global_subscribers
-from tilegraph.runtime.memory import (
-    MemoryLimitError,
-    check_fits,
-    remake_text,
-    return_freed_blocks_to_os,
-)
+from tilegraph.runtime.rss import return_freed_blocks_to_os
 from tilegraph.runtime.signals import stop_cleanly
 from tilegraph.runtime.spill import SpillStore
 from tilegraph.util import human

@@ -125,7 +125,7 @@ def _values() -> dict:
     checks["bytes-sent-equal-prediction"] = sent == predicted
 
     # the default budget is the host's default divided among the ranks on the host
-    from tilegraph.runtime.memory import default_limit
+    from tilegraph.runtime.budget import default_limit
 
     checks["default-budget-divided"] = (
         tg.last_run().memory_limit == default_limit(1) // comm.Get_size())

@@ -31,7 +31,7 @@ def main() -> dict:
 
     import tilegraph as tg
     from tilegraph import config
-    from tilegraph.runtime import memory
+    from tilegraph.runtime import budget as memory
     from tilegraph.runtime.mpi import world
 
     memory._total_memory = lambda: HOST

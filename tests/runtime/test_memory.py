@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import tilegraph as tg
+from tilegraph.runtime.budget import MemoryLimitError
 from tilegraph.runtime.events import Release, RunEnd, Spill, TaskEnd, Unspill
-from tilegraph.runtime.memory import MemoryLimitError, parse_bytes
+from tilegraph.runtime.memory import parse_bytes
 from tilegraph.runtime.spill import SpillStore
 
 

@@ -13,8 +13,8 @@ import tilegraph as tg
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph.remake import remake_reason
 from tilegraph.io.snapshot import InputChangedError
+from tilegraph.runtime.budget import MemoryLimitError
 from tilegraph.runtime.events import RunEnd
-from tilegraph.runtime.memory import MemoryLimitError
 from tilegraph.runtime.spill import SpillRecord, block_digest
 
 DTYPES = [np.float32, np.float64, np.int64]

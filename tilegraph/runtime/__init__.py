@@ -10,9 +10,9 @@ from tilegraph.runtime.backends import (
     Transport,
     make_backend,
 )
+from tilegraph.runtime.budget import MemoryLimitError
 from tilegraph.runtime.core import Execution, SchedulerStalled
 from tilegraph.runtime.events import subscribe
-from tilegraph.runtime.memory import MemoryLimitError
 
 __all__ = [
     "BACKENDS",

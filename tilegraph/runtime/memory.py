@@ -57,16 +57,18 @@ name              what the manager does with it
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tilegraph.graph.memory import task_estimates
 from tilegraph.io.snapshot import InputChangedError
+from tilegraph.runtime.budget import (  # noqa: F401 - re-exported
+    MemoryFigures,
+    MemoryLimitError,
+    default_limit,
+)
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
 from tilegraph.runtime.rss import ResidentWatch, resident_bytes
 from tilegraph.runtime.spill import SpillRecord, SpillStore, block_digest, spillable
@@ -75,91 +77,6 @@ from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
 POLL_INTERVAL = 0.01  # seconds between checks of a waiting worker
 _MADE = object()  # in a remake's recipe: an input made by an earlier step
-
-DEFAULT_FRACTION = 0.75  # of the machine's memory, when no limit is given
-
-
-def default_limit(processes: int = 1) -> int:
-    """A safe budget when none is given: a fraction of the machine's memory, divided among
-    the ``processes`` on this host that each hold a budget (MPI ranks)."""
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"default_limit: processes must be a positive int, got {processes!r}")
-    return int(_total_memory() * DEFAULT_FRACTION) // processes
-
-
-@functools.cache
-def _total_memory() -> int:
-    """The machine's physical memory in bytes (asked once: it does not change). From the
-    POSIX ``sysconf`` where there is one (importing psutil costs a first run 10-16 ms);
-    psutil elsewhere."""
-    try:
-        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        pages = size = -1
-    if pages > 0 and size > 0:
-        return int(pages) * int(size)
-    import psutil
-
-    return int(psutil.virtual_memory().total)
-
-
-_allocator_tuned = False
-MMAP_THRESHOLD = 4 << 20  # bytes: larger allocations get their own mappings
-
-
-def return_freed_blocks_to_os() -> None:
-    """Make glibc's malloc give every large freed block back to the OS at once.
-
-    glibc raises its mmap threshold after large frees (up to 32 MiB), after which blocks of
-    that size come from heap arenas that keep freed memory: the process's resident set then
-    stays far above the bytes it holds. A fixed threshold of ``MMAP_THRESHOLD`` (4 MiB)
-    keeps blocks larger than that in their own mappings, released on free, while the many
-    small buffers of a run (pieces of a rechunk, zarr's chunk buffers) are reused from the
-    arenas rather than mapped, faulted in and unmapped each time. Process-wide, done once,
-    only on glibc and only when a run has an explicit memory limit; elsewhere it does
-    nothing.
-    """
-    global _allocator_tuned
-    if _allocator_tuned:
-        return
-    _allocator_tuned = True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(ctypes.c_int(-3), ctypes.c_int(MMAP_THRESHOLD))  # M_MMAP_THRESHOLD
-        libc.mallopt(ctypes.c_int(-1), ctypes.c_int(2 * MMAP_THRESHOLD))  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
-
-
-def remake_text(run: Any) -> str:
-    """What a run made again and what it spilled instead because its source is not
-    repeatable, in words (``""`` when neither happened); ``run`` (a run summary, a
-    ``RunEnd`` event) has ``remade``, ``spilled_unrepeatable`` and
-    ``unrepeatable_reasons``, dicts by op kind.
-
-    >>> from types import SimpleNamespace as Run
-    >>> text = remake_text(Run(remade={"random": 4}, spilled_unrepeatable={"load": 2},
-    ...                        unrepeatable_reasons={"load": "from_array of a Sensor: ..."}))
-    >>> for part in text.split("; ")[1:]:
-    ...     print(part)
-    remade 4 blocks (random 4)
-    spilled, not remade (source not repeatable) 2 blocks (load 2: from_array of a Sensor: ...)
-    """
-    text = ""
-    if run.remade:
-        counts = ", ".join(f"{k} {n}" for k, n in sorted(run.remade.items()))
-        text += f"; remade {sum(run.remade.values())} blocks ({counts})"
-    if run.spilled_unrepeatable:
-        counts = ", ".join(
-            f"{k} {n}" + (f": {run.unrepeatable_reasons[k]}"
-                          if run.unrepeatable_reasons.get(k) else "")
-            for k, n in sorted(run.spilled_unrepeatable.items()))
-        text += (f"; spilled, not remade (source not repeatable) "
-                 f"{sum(run.spilled_unrepeatable.values())} blocks ({counts})")
-    return text
-
 
 class ExecutorView(Protocol):
     """What a :class:`MemoryManager` may read and call of the execution it serves; see the
@@ -190,63 +107,6 @@ class ExecutorView(Protocol):
     def fail(self, exc: BaseException) -> None: ...
 
     def run_again(self, i: int) -> Any: ...
-
-
-class MemoryLimitError(MemoryError):
-    """A task needs more memory than the budget allows, found before anything ran."""
-
-
-def check_fits(graph: Any, estimates: Sequence[int], limit: int) -> None:
-    """Raise :class:`MemoryLimitError` for the first task whose inputs, output and
-    temporaries together cannot fit under ``limit``, naming its op and a block size that
-    would."""
-    n = len(graph)
-    nb = graph.meta.get("nbytes")
-    working = graph.meta.get("working") or [None] * n
-    if nb is None and not any(working):
-        return
-    nb = nb or [None] * n
-    ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
-    for i in range(n):
-        inputs = sum(nb[d] or 0 for d in idx[ptr[i]:ptr[i + 1]])
-        need = inputs + estimates[i]
-        if need > limit:
-            largest = max([nb[i] or 0] + [nb[d] or 0 for d in idx[ptr[i]:ptr[i + 1]]])
-            chain = ""
-            if working[i] is not None and working[i] >= estimates[i] > (nb[i] or 0):
-                largest = max(largest, working[i])
-                chain = (f"; its fused steps hold up to {human(working[i])} at once "
-                         "inside the task")
-            ratio = need / limit
-            advice = max(1, int(largest / ratio * 0.8)) if largest else 0
-            raise MemoryLimitError(
-                f"task {graph.keys[i]!r} (op {graph.opname(i)}) needs about {human(need)} "
-                f"(inputs {human(inputs)}, output and temporaries {human(estimates[i])}"
-                f"{chain}), more than memory_limit={human(limit)}: use smaller blocks "
-                f"(blocks of at most about {human(advice)}) or a larger memory_limit"
-            )
-
-
-@dataclass(frozen=True)
-class MemoryFigures:
-    """What a run's memory manager counted (:meth:`MemoryManager.figures`): the most bytes
-    of results held at once (``peak_live``), bytes written to disk and read back
-    (``spilled_bytes``, ``unspilled_bytes``), bytes of dropped results made again
-    (``recomputed_bytes``), blocks made again per op kind (``remade``), blocks spilled per
-    op kind because their source may not give the same block again
-    (``spilled_unrepeatable``) and why (``unrepeatable_reasons``); with a ``memory_limit``
-    given, the process's largest resident set during the run (``peak_rss``, sampled) and
-    its resident set when the run started (``rss_baseline``); 0 when not watched."""
-
-    peak_live: int = 0
-    spilled_bytes: int = 0
-    unspilled_bytes: int = 0
-    recomputed_bytes: int = 0
-    remade: dict[str, int] = field(default_factory=dict)
-    spilled_unrepeatable: dict[str, int] = field(default_factory=dict)
-    unrepeatable_reasons: dict[str, str] = field(default_factory=dict)
-    peak_rss: int = 0
-    rss_baseline: int = 0
 
 
 class MemoryManager:

@@ -108,10 +108,10 @@ from tilegraph.runtime.backends import (
     register_backend,
     threads_policy,
 )
+from tilegraph.runtime.budget import MemoryLimitError
 from tilegraph.runtime.core import Execution
 from tilegraph.runtime.digest import PlanValues, describe_part, differing_parts
 from tilegraph.runtime.events import nbytes_of
-from tilegraph.runtime.memory import MemoryLimitError
 from tilegraph.runtime.mpi_exchange import (  # noqa: F401 - re-exported
     BEAT_MAX,
     SEND_COPIES,
