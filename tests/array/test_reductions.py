@@ -607,7 +607,7 @@ def test_a_wide_sum_accumulates_into_one_partial_per_worker():
 
 
 def test_fewer_chains_when_fewer_partials_fit_the_limit():
-    from tilegraph.algebra.blocks import fold_chains
+    from tilegraph.algebra.fold import fold_chains
 
     opts = _options("100KB", 4)
     assert fold_chains(24_000, 23, 8, opts) == 1  # a quarter of the limit holds one partial
@@ -633,7 +633,7 @@ def test_accumulation_skips_blocks_of_no_elements_and_keeps_edge_blocks():
 
 
 def test_an_accumulator_is_written_in_place_only_when_it_can_hold_the_result():
-    from tilegraph.algebra.blocks import accumulate_into
+    from tilegraph.algebra.fold import accumulate_into
 
     step = accumulate_into(np.add)
     acc = np.ones(4, dtype=np.float32)

@@ -49,6 +49,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tilegraph.algebra.fold import (
+    accumulate_into,
+    accumulation_chains,
+    chain_tasks,
+    combine_all,
+    fold_chains,
+)
 from tilegraph.graph.taskgraph import Dep, GraphBuilder
 
 Coord = tuple[int, ...]
@@ -370,7 +377,7 @@ def _needs_group_by_join(coll: Blocks, coords: set[Coord] | None, demand: Demand
 
 def _count_group_by_join(coll: Blocks, coords: set[Coord]) -> int:
     _, _, pairs_of, chains = coll.spec
-    return sum(_chain_tasks(max(len(pairs_of(out)), 1), chains, starts_are_tasks=True)
+    return sum(chain_tasks(max(len(pairs_of(out)), 1), chains, starts_are_tasks=True)
                for out in coords)
 
 
@@ -790,18 +797,6 @@ def join(
                   ntasks=len(pairs), op="join", spec=(left, right, pairs)), pairs
 
 
-def combine_all(op: Callable) -> Callable:
-    """A task body folding its inputs with the binary ``op`` (a reduction step)."""
-    def combine(*parts: Any) -> Any:
-        acc = parts[0]
-        for p in parts[1:]:
-            acc = op(acc, p)
-        return acc
-
-    combine.__name__ = f"combine_{getattr(op, '__name__', 'op')}"
-    return combine
-
-
 def _tree_count(n: int, split_every: int) -> int:
     """Tasks of a reduction tree of fan-in ``split_every`` over ``n`` blocks."""
     total = 0
@@ -809,110 +804,6 @@ def _tree_count(n: int, split_every: int) -> int:
         total += sum(1 for g in range(0, n, split_every) if n - g > 1)
         n = -(-n // split_every)
     return total + 1
-
-
-def accumulate_into(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """An accumulation step of a reduction: ``acc`` combined with the next partial ``part``
-    by the associative ``op``, written into ``acc`` when ``op`` is a NumPy ufunc (or wraps
-    one: its ``__wrapped__``) and ``acc`` is a writeable array that holds the result's
-    dtype and shape; else a new value. A partial of ``None`` (a block of no elements) is
-    skipped.
-
-    >>> acc = np.zeros(3)
-    >>> step = accumulate_into(np.add)
-    >>> step(acc, np.arange(3.0)) is acc, acc.tolist()
-    (True, [0.0, 1.0, 2.0])
-    >>> step(np.zeros(3, dtype=np.int8), np.full(3, 0.5)).dtype  # float: a new array
-    dtype('float64')
-    """
-    ufunc = getattr(op, "__wrapped__", op)
-    ufunc = ufunc if isinstance(ufunc, np.ufunc) else None
-
-    def accumulate(acc: Any, part: Any) -> Any:
-        if part is None:
-            return acc
-        if acc is None:
-            return part
-        if (ufunc is not None and type(acc) is np.ndarray and type(part) is np.ndarray
-                and acc.flags.writeable and np.result_type(acc, part) == acc.dtype
-                and np.broadcast_shapes(acc.shape, part.shape) == acc.shape):
-            return ufunc(acc, part, out=acc)
-        return op(acc, part)
-
-    accumulate.__name__ = f"{getattr(op, '__name__', 'op')}_accumulate"
-    return accumulate
-
-
-def _accumulation_chains(badd: Callable, label: str, out: Coord, items: list, chains: int,
-                         start: Callable[[Hashable, Any], Hashable],
-                         step: Callable[[Any], tuple[Callable, list, tuple | None, Any]],
-                         add: Callable, nbytes: Any, extra: dict[str, Any]) -> None:
-    """The tasks of output block ``out`` as accumulation chains (the one mechanism of
-    :func:`group_by_join` and :func:`reduce_by_key`): ``items`` go round-robin to
-    ``chains`` chains (fewer when there are fewer items); a chain starts from its first
-    item (``start(key, item)`` returns the key of the chain's first accumulator: a task
-    it adds under ``key``, or an existing block), and each next item is folded in by an
-    ``"accumulate"`` task, ``step(item) -> (func, deps, args, cost)`` with the accumulator
-    as the call's first argument (``Dep(0)``), which may write over it: the accumulator is
-    private to its chain, each consumed once, by the next step. The last step of a single
-    chain is the output block ``(label, *out)``; the ends of several chains (or one chain
-    that folded nothing) are combined by an ``add`` task (kind ``"reduce"``)."""
-    nchains = max(1, min(chains, len(items)))
-    final = (label, *out)
-    ends = []
-    for c in range(nchains):
-        part = items[c::nchains]
-        prev = None
-        for t, item in enumerate(part):
-            key = final if (t == len(part) - 1 and nchains == 1) else (
-                label + "-acc", *out, c, t)
-            if prev is None:
-                prev = start(key, item)
-                continue
-            func, deps, args, cost = step(item)
-            badd(key, func, deps=[prev, *deps], args=args, kind="accumulate", cost=cost,
-                 nbytes=nbytes, coords=out, **extra)
-            prev = key
-        ends.append(prev)
-    if ends != [final]:
-        badd(final, combine_all(add), deps=ends, kind="reduce", nbytes=nbytes, coords=out,
-             **extra)
-
-
-def _chain_tasks(nitems: int, chains: int, starts_are_tasks: bool) -> int:
-    """Tasks :func:`_accumulation_chains` adds for ``nitems`` items in ``chains`` chains."""
-    nchains = max(1, min(chains, nitems))
-    tasks = nitems - nchains + (nchains if starts_are_tasks else 0)
-    ends_final = nchains == 1 and (nitems > 1 or starts_are_tasks)
-    return tasks + (0 if ends_final else 1)
-
-
-REDUCE_SHARE = 0.25  # of the memory limit: the partials a reduction may hold at once
-
-
-def fold_chains(part_bytes: int | None, nparts: int, split_every: int, options: Any) -> int:
-    """How the ``nparts`` partials of one output block of an associative reduction are
-    combined in a run of ``options``: ``0``, as a tree of fan-in ``split_every``, when
-    that many partials fit ``REDUCE_SHARE`` of the run's memory limit (or the sizes or the
-    limit are unknown); else as they arrive, into one accumulator per worker (fewer when
-    fewer fit that share), so that the partials held follow the limit, not the tree.
-
-    >>> from types import SimpleNamespace as Run
-    >>> fold_chains(100 << 20, 439, 8, Run(memory_limit=2 << 30, workers=2))
-    2
-    >>> fold_chains(8, 439, 8, Run(memory_limit=2 << 30, workers=2))
-    0
-    """
-    limit = None if options is None else options.memory_limit
-    if not part_bytes or limit is None or nparts <= 2:
-        return 0
-    share = REDUCE_SHARE * limit
-    if split_every * part_bytes <= share:
-        return 0
-    from tilegraph.util import cores
-
-    workers = getattr(options, "workers", None) or cores()
-    return max(1, min(workers, nparts, int(share // part_bytes)))
 
 
 def reduce_by_key(
@@ -977,10 +868,10 @@ def reduce_by_key(
             at = _meta_at(meta, out)
             chains = chains_of(out, len(keys), options)
             if chains:
-                _accumulation_chains(builder.add, label, out, keys, chains,
-                                     lambda _, k: k, fold, op, at.get("nbytes"),
-                                     {k: (v(out) if callable(v) else v)
-                                      for k, v in extra.items()})
+                accumulation_chains(builder.add, label, out, keys, chains,
+                                    lambda _, k: k, fold, op, at.get("nbytes"),
+                                    {k: (v(out) if callable(v) else v)
+                                     for k, v in extra.items()})
                 continue
             level = 0
             while len(keys) > split_every:
@@ -1002,7 +893,7 @@ def reduce_by_key(
         for out in np.ndindex(*grid) if coords is None else coords:
             n = len(members(out))
             chains = chains_of(out, n, options)
-            total += (_chain_tasks(n, chains, starts_are_tasks=False) if chains
+            total += (chain_tasks(n, chains, starts_are_tasks=False) if chains
                       else _tree_count(n, split_every))
         return total
 
@@ -1091,7 +982,7 @@ def group_by_join(
                     return accumulate, [lk], (Dep(0), Dep(1), Dep(1)), cost
                 return accumulate, [lk, rk], None, cost
 
-            _accumulation_chains(badd, label, out, pairs, chains, start, step, add, nb, extra)
+            accumulation_chains(badd, label, out, pairs, chains, start, step, add, nb, extra)
 
     blocks = Blocks(label, grid, _unique_colls([left, right]), emit, op="group_by_join",
                     spec=(left, right, pairs_of, chains))

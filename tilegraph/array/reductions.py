@@ -4,7 +4,7 @@ groups of ``split_every`` along the reduced axes, then a final step per output b
 (100 MiB column sums of a wide array), they are combined as they arrive instead, into one
 accumulator per worker, in place where the combine is a ufunc: the accumulation chains of a
 matrix product (:func:`tilegraph.algebra.blocks.reduce_by_key`,
-:func:`~tilegraph.algebra.blocks.fold_chains`).
+:func:`~tilegraph.algebra.fold.fold_chains`).
 
 Means and variances combine (count, mean, M2) triples with Chan's parallel formula, so they
 are as stable as NumPy's two-pass variance without reading the data twice.
