@@ -369,3 +369,29 @@ def test_explain_shows_per_op_whether_it_is_made_again_or_spilled_and_why():
     assert any(ln.startswith("  reshape+subtract+mean-partial (16 tasks")
                and ln.endswith("spilled: its input mean-combine+mean (aggregate) is not "
                                "made again") for ln in per_op), text
+
+
+def test_a_chain_over_a_literal_is_made_again_with_the_literal_the_plan_holds():
+    n, k = 20_000, 8  # blocks of 160 KB
+    lit = np.arange(n, dtype=np.float64)
+    b = tg.GraphBuilder()
+    b.add_data("lit", lit)
+    for j in range(k):
+        b.add(("r", j), np.full, args=(n, float(j)), kind="creation", nbytes=8 * n)
+        b.add(("y", j), np.add, deps=["lit", ("r", j)], kind="elementwise", nbytes=8 * n)
+    for j in range(k):  # a first pass over every y (opaque steps: never fused)
+        b.add(("s", j), lambda y: float(y.sum()), deps=[("y", j)], nbytes=8)
+    b.add("mean", lambda *s: sum(s) / (n * k), deps=[("s", j) for j in range(k)], nbytes=8)
+    for j in range(k):  # a second pass over every y, after the mean
+        b.add(("z", j), lambda y, m: float(((y - m) ** 2).sum()), deps=[("y", j), "mean"],
+              nbytes=8)
+    b.add("total", lambda *zs: sum(zs), deps=[("z", j) for j in range(k)], nbytes=8)
+    g = b.build()
+    ys = [g.index[("y", j)] for j in range(k)]
+    assert all(g.remakeable()[i] for i in ys)
+    (got,) = tg.run(g, ["total"], memory_limit=4 * 8 * n, workers=1)
+    run = tg.last_run()
+    want_y = [lit + j for j in range(k)]
+    m = sum(float(y.sum()) for y in want_y) / (n * k)
+    assert got == pytest.approx(sum(float(((y - m) ** 2).sum()) for y in want_y))
+    assert run.spilled_bytes == 0 and run.remade.get("elementwise", 0) > 0
