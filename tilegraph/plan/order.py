@@ -114,33 +114,37 @@ class _Walk:
         docstring)."""
         seen, missing, needed, size = self.seen, self.missing, self.needed, self.size
         cptr, cidx = self.cptr, self.cidx
-        work = [first]
+        # depth first: what a consumer completes is numbered before the consumer's
+        # siblings (the 200 anomalies of one climatology: each group of them is combined
+        # before the next group is made); each entry is (task, its consumers, next one)
+        work = [(first, cidx[cptr[first] : cptr[first + 1]], 0, [])]
         while work:
-            t = work.pop()
-            cons = cidx[cptr[t] : cptr[t + 1]]
-            waiting = []
-            for c in cons:
+            t, cons, k, waiting = work[-1]
+            while k < len(cons):
+                c = cons[k]
+                k += 1
                 if seen[c] or not needed[c]:
                     continue
                 if missing[c] == 0 and size[c] < self._frees(c):
                     self.number(c)
-                    work.append(c)
-                else:
-                    waiting.append(c)
-            if len(waiting) > 1:
-                pieces = list(dict.fromkeys(waiting))  # a consumer may read t twice
-                if self._splits(t, cons, pieces):
-                    for c in pieces:
-                        self.number(c)
-                    work.extend(reversed(pieces))
-                    continue
-            if waiting and len(cons) > 1 and len(waiting) <= PULL_LIMIT:
-                pulled = self._pull(t, waiting)
-                if not pulled and self._remade_later(waiting):
-                    pulled = self._group(waiting)
-                for p in pulled:
+                    work[-1] = (t, cons, k, waiting)
+                    work.append((c, cidx[cptr[c] : cptr[c + 1]], 0, []))
+                    break
+                waiting.append(c)
+            else:
+                work.pop()
+                more: list[int] = []
+                if len(waiting) > 1:
+                    pieces = list(dict.fromkeys(waiting))  # a consumer may read t twice
+                    if self._splits(t, cons, pieces):
+                        more = pieces
+                if not more and waiting and len(cons) > 1 and len(waiting) <= PULL_LIMIT:
+                    more = self._pull(t, waiting)
+                    if not more and self._remade_later(waiting):
+                        more = self._group(waiting)
+                for p in more:
                     self.number(p)
-                work.extend(reversed(pulled))
+                work.extend((p, cidx[cptr[p] : cptr[p + 1]], 0, []) for p in reversed(more))
 
     def _splits(self, t: int, cons: list[int], waiting: list[int]) -> bool:
         """Whether the waiting consumers of ``t`` are its pieces: each needs nothing more,
