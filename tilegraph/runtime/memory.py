@@ -467,29 +467,36 @@ class MemoryManager:
         finally:
             ex.lock.acquire()
             self.io_busy.difference_update(ids)
-        for d, (value, made) in values.items():
-            self._put_back(d, value, made=made)
+        for d, record, _ in plans:
+            value, made = values[d]
+            self._count_fetch(d, record, value, made)
+            self._put_back(d, value)
 
-    def _put_back(self, d: int, value: Any, ahead: bool = False, made: Sequence[int] = ()
-                  ) -> None:
-        """A result read from disk, or made again, is held in memory again (``ahead``: by
-        the read-ahead; ``made``: the other tasks its remake ran, counted as remade)."""
-        ex = self.ex
+    def _count_fetch(self, d: int, record: SpillRecord, value: Any, made: Sequence[int]
+                     ) -> None:
+        """A result of ``d`` was read back (``record`` has a path) or made again, with the
+        other tasks of its remake (``made``): counted, whether or not it is kept."""
+        nbytes = nbytes_of(value)
+        if record.path:
+            self.unspilled_bytes += nbytes
+            return
+        self.recomputed_bytes += nbytes
+        kind = self._kinds[d] or "other"
+        self.remade[kind] = self.remade.get(kind, 0) + 1
         self._count_made(made)
+
+    def _put_back(self, d: int, value: Any, ahead: bool = False) -> None:
+        """A result read from disk, or made again, is held in memory again (``ahead``: by
+        the read-ahead), if it is still wanted and not held already."""
+        ex = self.ex
         if d in ex.results or not ex.is_held(d, in_memory=False):
             return
         ex.results[d] = value
         self.hold(d, value)
-        nbytes = nbytes_of(value)
-        if self.disk[d].path:
-            self.unspilled_bytes += nbytes
-        else:
+        if not self.disk[d].path:
             del self.disk[d]  # made again: nothing on disk to keep
-            self.recomputed_bytes += nbytes
-            kind = self._kinds[d] or "other"
-            self.remade[kind] = self.remade.get(kind, 0) + 1
         if self._send is not None:
-            self._send(Unspill(self.graph.keys[d], nbytes, ahead, self.live))
+            self._send(Unspill(self.graph.keys[d], nbytes_of(value), ahead, self.live))
 
     def plan_prefetch(self) -> None:
         """Queue for read-ahead the spilled inputs of the next ready tasks that fit in the
@@ -545,11 +552,10 @@ class MemoryManager:
                         return
                     ex.lock.acquire()
                     self._done_prefetch(d, record)
+                    self._count_fetch(d, record, value, made)
                     if (self.live + self.reserved + self.unseen + nbytes_of(value)
                             <= self.budget):
-                        self._put_back(d, value, ahead=True, made=made)  # else: on disk
-                    else:
-                        self._count_made(made)
+                        self._put_back(d, value, ahead=True)  # else: left where it was
                     value = recipe = None  # held by nothing here while waiting
                     ex.wake_all()
             finally:
