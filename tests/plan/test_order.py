@@ -283,3 +283,26 @@ def test_tiling_a_graph_without_sizes_changes_nothing():
     g = plan.graph.with_meta(nbytes=[None] * len(plan.graph))
     prio = plan.plan.priority
     assert (tile_accumulations(g, prio, 1) == prio).all()
+
+
+def test_consumers_completed_by_one_block_are_combined_group_by_group():
+    # the anomalies against one climatology all become complete when it is numbered: each
+    # group of them is combined before the next group is made, so at most two groups of
+    # partials wait (the first group's combine also waits for the one partial the walk is
+    # on), not all 40
+    x = tg.random.random((480, 64), chunks=(1, 64), seed=3)
+    r = x.reshape((40, 12, 64))
+    out = (r - r.mean(axis=0)).mean(axis=(0, 1))
+    plan = plan_arrays([out])
+    g, pr = plan.graph, plan.plan.priority
+    names = g.meta["name"]
+    anomalies = {i for i in range(len(g)) if names[i] == "reshape+subtract+mean-partial"}
+    assert len(anomalies) == 40
+    waiting = most = 0
+    for i in np.argsort(pr).tolist():
+        if i in anomalies:
+            waiting += 1
+            most = max(most, waiting)
+        waiting -= sum(1 for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()
+                       if d in anomalies)
+    assert most <= 2 * 8 - 1  # split_every: 8
