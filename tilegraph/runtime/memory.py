@@ -29,30 +29,31 @@ manager with the graph, the run's budget, the spill store, the remake masks, the
 estimates and ``send`` (its subscribers' sink, or None), and calls the manager's public
 methods (:class:`MemoryManager`). Of the execution, the manager reads and calls these
 names and no others (:class:`ExecutorView`; ``tests/test_layering.py`` checks this module's
-source against it), always with the execution's lock held:
+source against it), with the execution's lock held (``run_again`` without it):
 
-================  =================================================================================
-name              what the manager does with it
-================  =================================================================================
-``lock``          releases it around its own I/O (spill writes, reads back, remakes) only, and
-                  takes it again before it touches any state
-``results``       the execution's dict, task -> result in memory: the manager deletes the entry
-                  of a result it wrote to disk or dropped, and puts back one it read or made
-                  again while the result is still wanted; it adds nothing else
-``priority``      list[n], the tasks' priorities (read only)
-``nrunning``      tasks running (read only)
-``finished``      whether the run is over (read only)
-``deps(i)``       the tasks whose results task i reads
-``pinned()``      the inputs of the running tasks (never spilled)
-``next_use(v)``   the priority of the next consumer of v still to run
-``next_ready(k)`` the k ready tasks that run next (read-ahead)
-``is_held(v)``    whether v's result is still wanted (``in_memory=False``: wherever it is)
-``idle_wait()``   wait a moment for other workers' progress (admission found no room)
-``wait(t)``       wait on the execution's condition (the read-ahead thread; a read underway)
-``wake_all()``    wake every waiting worker (read-ahead brought a result back)
-``fail(exc)``     end the run with ``exc`` (the read-ahead thread could not read a result)
-``run_again(i)``  run task i's step again (to remake its result)
-================  =================================================================================
+===================  =============================================================================
+name                 what the manager does with it
+===================  =============================================================================
+``lock``             releases it around its own I/O (spill writes, reads back, remakes) only, and
+                     takes it again before it touches any state
+``results``          the execution's dict, task -> result in memory: the manager deletes the entry
+                     of a result it wrote to disk or dropped, and puts back one it read or made
+                     again while the result is still wanted; it adds nothing else
+``priority``         list[n], the tasks' priorities (read only)
+``nrunning``         tasks running (read only)
+``finished``         whether the run is over (read only)
+``deps(i)``          the tasks whose results task i reads
+``pinned()``         the inputs of the running tasks (never spilled)
+``next_use(v)``      the priority of the next consumer of v still to run
+``next_ready(k)``    the k ready tasks that run next (read-ahead)
+``is_held(v)``       whether v's result is still wanted (``in_memory=False``: wherever it is)
+``idle_wait()``      wait a moment for other workers' progress (admission found no room)
+``wait(t)``          wait on the execution's condition (the read-ahead thread; a read underway)
+``wake_all()``       wake every waiting worker (read-ahead brought a result back)
+``fail(exc)``        end the run with ``exc`` (the read-ahead thread could not read a result)
+``run_again(i, x)``  run task i's step again on its inputs' values ``x`` (a step of a remake,
+                     with the lock released)
+===================  =============================================================================
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ class ExecutorView(Protocol):
 
     def fail(self, exc: BaseException) -> None: ...
 
-    def run_again(self, i: int) -> Any: ...
+    def run_again(self, i: int, inputs: list) -> Any: ...
 
 
 class MemoryManager:
