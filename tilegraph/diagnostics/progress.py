@@ -37,7 +37,9 @@ class ProgressBar:
                  stream: IO[str] | None = None,
                  progress: Callable[[], tuple[int, int]] | None = None):
         """``progress()``: ``(tasks done, tasks in all)`` when the run has tasks the
-        executor does not hold (a serverless pool's), else the executor's counters."""
+        executor does not hold (a serverless pool's), else the executor's counters;
+        ``execution`` is ``None`` for a run no executor here holds (an implicit graph run
+        by a pool): the bar then shows no memory."""
         self.execution = execution
         self.progress = progress or (lambda: (execution.ndone, execution.ntasks))
         self.delay = delay
@@ -72,7 +74,8 @@ class ProgressBar:
                 done, total = self.progress()
                 if total != bar.total:
                     bar.total = total
-                bar.set_postfix_str(memory_text(ex.memory), refresh=False)
+                if ex is not None:
+                    bar.set_postfix_str(memory_text(ex.memory), refresh=False)
                 if done > shown:
                     bar.update(done - shown)
                     shown = done
