@@ -645,3 +645,35 @@ def test_an_accumulator_is_written_in_place_only_when_it_can_hold_the_result():
     assert step(frozen, np.ones(3)) is not frozen and frozen.tolist() == [1.0] * 3
     assert step(np.ones((1, 3)), np.ones((2, 3))).shape == (2, 3)  # broadcast: new
     assert step(None, acc) is acc and step(acc, None) is acc
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_a_slice_of_an_accumulated_reduction_plans_the_chains_of_its_blocks_only(dtype):
+    from tilegraph.algebra.blocks import LoweringPlan
+    from tilegraph.array.lowering import lower_arrays
+
+    ref = _wide(dtype)[:2900]  # three output blocks, the last of 900 rows
+    x = tg.from_numpy(ref, chunks=(1000, 1)) * 2  # 23 partials of 8 KB per output block
+    s = x.sum(axis=1)
+    opts = _options("100KB", 2)  # 8 partials over a quarter of the limit: 2 chains
+    for part, out in ((s[1200:1700], 1), (s[-5:], 2)):
+        graph, _ = lower_arrays([part], opts)
+        kinds = [k or "other" for k in graph.meta["kind"]]
+        # the partials and chains of the one output block read, none of the others
+        assert kinds.count("partial") == 23 and kinds.count("accumulate") == 23 - 2
+        assert {k[1] for k in graph.keys if isinstance(k, tuple) and k[0].startswith(
+            "sum-combine") and len(k) == 3} == {out}
+        assert LoweringPlan([part.collection], opts).count() == len(graph.keys)
+        # exactly what the whole plan, culled to the slice, keeps
+        both, results = lower_arrays([s, part], opts)
+        own = [k for k in results.keys
+               if not (isinstance(k, tuple) and k[0] == f"store-{s.name}")]
+        assert set(graph.keys) == set(both.cull(own).keys)
+        got = part.compute(memory_limit="100KB", workers=2)
+        np.testing.assert_allclose(got, (ref * 2).sum(axis=1)[
+            slice(1200, 1700) if out == 1 else slice(-5, None)], rtol=1e-12)
+        run = tg.last_run()
+        assert run.spilled_bytes == 0 and run.peak_bytes <= run.memory_limit
+    # the whole sum plans the chains of all three output blocks
+    whole, _ = lower_arrays([s], opts)
+    assert list(whole.meta["kind"]).count("accumulate") == 3 * (23 - 2)
