@@ -18,9 +18,8 @@ field          meaning and invariant
 ``results``    dict, task index -> value, for DONE tasks that are not yet released
 ``ready``      heap of priorities of READY tasks; ``task_of[p]`` is the task with priority p
 ``attempts``   list[n] of int: failed attempts of task i so far (retries)
-``guard``      dict, task -> dependency slots its call writes over in place
-               (:meth:`TaskGraph.overwritten`), for the tasks that may be retried; empty when
-               no task may be
+``guard``      dict, task -> dependency slots its call writes over in place, for the tasks
+               that may be retried (:meth:`TaskGraph.overwritten`); empty when none may be
 ``nrunning``   tasks currently RUNNING
 ``ndone``      tasks that finished (DONE or RELEASED); the run is complete at ``ndone == n``
 ``finished``   no more tasks will start (complete, failed or cancelled); ``done_event`` is set
@@ -34,45 +33,28 @@ field          meaning and invariant
                delivered; each waits on one virtual dependency until :meth:`deliver`
 ``exported``   bytearray[n]: 1 for tasks whose result is also needed elsewhere; when one
                finishes, ``on_export(i, value)`` is called (with the lock held)
-``memory``     the :class:`~tilegraph.runtime.memory.MemoryManager`: bytes held and reserved,
-               the budget, admission, spill, read-back and read-ahead (its own state table);
-               it reads and calls of this execution only the names of its
-               :class:`~tilegraph.runtime.memory.ExecutorView`, and the core uses its public
-               methods and fields only
+``memory``     the :class:`~tilegraph.runtime.memory.MemoryManager` (budget, admission, spill,
+               read-back, read-ahead), which sees this execution through its ``ExecutorView``
 =============  ===================================================================================
 
-Memory (kept by ``memory``, asked before a task starts): a ready task is admitted when
-``live + reserved + prefetch_bytes`` plus its estimate
-(and the size of its inputs that are on disk) fits under ``limit``. When it does not, the
-worker first spills the coldest results that are not pinned (those whose next consumer comes
-last in priority order) and tries again. The priority order binds every worker: a result
-whose next consumer comes *before* the task being admitted is never evicted for it, so an
-idle worker cannot run ahead on later loads by pushing out the blocks the earlier chain is
-about to use; it waits instead. If nothing can be spilled it waits for running tasks; if
-nothing runs either, it runs the task anyway so that the run always progresses. Spills and
-reads happen outside the lock, so the other workers keep computing meanwhile; and while
-results are on disk, an I/O thread reads ahead the spilled inputs of the next ready tasks
-(within the budget) so that even a single worker computes while they are read. An input
-that cannot be brought back (a read error; a block made again that differs from the one
-dropped, an :class:`~tilegraph.io.snapshot.InputChangedError`) fails the run, with a note
-naming the task that needed it.
-Admission uses estimates, and tasks that run at once finish together, so with several
-workers the results held can exceed ``limit`` by about one task's result; with one worker
-they stay under it.
+Memory (kept by ``memory``, asked before a task starts): a ready task is admitted when the
+results held, the reservations, the reads ahead and its own estimate fit under ``limit``;
+otherwise the coldest results that are not pinned are spilled or dropped to be made again,
+never one whose next consumer comes before the task being admitted, and when nothing can go
+the worker waits (or, with nothing running, runs the task anyway so that the run
+progresses). How, and what an input that cannot come back does, is in
+:mod:`tilegraph.runtime.memory`. With several workers the results held can exceed ``limit``
+by about one task's result; with one worker they stay under it.
 
-Tiny tasks are not worth a second worker: when tasks take microseconds, two threads spend
-their time handing the scheduling lock and the GIL back and forth, and one thread alone is
-three times faster. The backend says per task which tasks are worth a second worker
-(``parallel``, from the planned cost and op kind: see
-:func:`tilegraph.runtime.backends.threads_policy`): ``PARALLEL`` tasks (BLAS kernels, which
-release the GIL, and tasks planned to take at least ``PARALLEL_TASK_TIME``) are always taken
-by a free worker; ``TINY`` ones only when no worker is busy; for ``UNKNOWN`` ones (opaque
-tasks with no planned cost, e.g. from dask-style dicts) the moving average ``task_time`` of
-the tasks run so far decides. A worker that may not take the next task stays asleep; it wakes
-every ``POLL_INTERVAL`` and joins in as soon as the next task is worth it or a busy worker
-has been inside one task for ``STUCK_TIME``. That time
-is well above CPython's 5 ms GIL switch interval: a poll that takes the GIL pauses the busy
-worker, and a shorter threshold would mistake that pause for a long task.
+Tiny tasks are not worth a second worker: when tasks take microseconds, two threads hand
+the lock and the GIL back and forth and one thread alone is three times faster. The backend
+marks each task (``parallel``: :func:`tilegraph.runtime.backends.threads_policy`):
+``PARALLEL`` ones (BLAS kernels; tasks planned to take ``PARALLEL_TASK_TIME`` or more) are
+taken by any free worker, ``TINY`` ones only when no worker is busy, and for ``UNKNOWN`` ones
+the moving average ``task_time`` decides. A worker that may not take the next task sleeps,
+waking every ``POLL_INTERVAL``, and joins in when the next task is worth it or a busy worker
+has been inside one task for ``STUCK_TIME`` (well above CPython's 5 ms GIL switch interval,
+whose pauses would otherwise look like long tasks).
 
 Retries. A task that raised an ``Exception`` runs again, up to ``retries`` more times (or its
 ``retries`` column), from the very inputs its first attempt saw: an attempt that may be
@@ -91,11 +73,10 @@ ends the run instead (the earliest failure in program order). ``stop`` is the po
 that failure and ``before`` the tasks before it not finished yet. An interruption
 (``KeyboardInterrupt``) or :meth:`cancel` still stops everything at once.
 
-Warnings. ``site`` is the user's line that started the run (the innermost frame of the
-creating thread outside tilegraph and the libraries it passes through); every worker runs
-under it (:mod:`tilegraph.runtime.warning_site`), so a warning a task raises from tilegraph's
-code (NumPy's ``RuntimeWarning`` in a block kernel) is shown at the user's line, and one the
-user's function raised keeps its own line.
+Warnings. Every worker runs under ``site``, the user's line that started the run
+(:mod:`tilegraph.runtime.warning_site`): a warning raised in tilegraph's code (NumPy's
+``RuntimeWarning`` in a block kernel) is shown there; one from the user's function keeps
+its own line.
 
 Transitions are small methods: READY -> RUNNING in :meth:`worker_loop`, :meth:`_task_done`
 (RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver`
@@ -128,6 +109,13 @@ from tilegraph.runtime.events import (
     nbytes_of,
 )
 from tilegraph.runtime.memory import POLL_INTERVAL, MemoryManager
+from tilegraph.runtime.preparation import (
+    check_serial,
+    guarded_slots,
+    priority_lists,
+    private_inputs,
+    staging_tasks,
+)
 from tilegraph.runtime.spill import SpillStore
 from tilegraph.runtime.warning_site import enter as enter_site
 from tilegraph.runtime.warning_site import install as install_site_hook
@@ -139,65 +127,6 @@ PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run o
 STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
 TINY, PARALLEL, UNKNOWN = range(3)  # values of ``parallel``
 STATE_NAMES = ("waiting", "ready", "running", "done", "released", "failed", "cancelled")
-
-
-def _private_inputs(inputs: list, slots: tuple[int, ...]) -> list:
-    """``inputs`` with the values at ``slots`` replaced by copies (see "Retries" above)."""
-    inputs = list(inputs)
-    for s in slots:
-        value = inputs[s]
-        copy = getattr(value, "copy", None)
-        if callable(copy):
-            inputs[s] = copy()
-    return inputs
-
-
-def _check_serial(graph: TaskGraph, serial: list) -> list[int]:
-    """The ``serial`` column as ints, checked to order every dependency before its task."""
-    if any(type(p) is not int for p in serial):
-        bad = next(p for p in serial if type(p) is not int)
-        raise ValueError(f"the serial column needs an int position for every task, got "
-                         f"{bad!r}")
-    dep_ptr, dep_idx = graph.dep_ptr, graph.dep_idx
-    for i in range(len(graph)):
-        for d in dep_idx[dep_ptr[i] : dep_ptr[i + 1]].tolist():
-            if serial[d] >= serial[i]:
-                raise ValueError(
-                    f"the serial column puts task {graph.keys[i]!r} (position {serial[i]}) "
-                    f"before its dependency {graph.keys[d]!r} (position {serial[d]})")
-    return list(serial)
-
-
-def _guarded(graph: TaskGraph, retries: int, retry_col: list | None
-             ) -> dict[int, tuple[int, ...]]:
-    """``guard`` (see "Retries" above): task -> the dependency slots its call writes over
-    in place, for the tasks that may be retried; empty when none may be."""
-    if not retries and (retry_col is None or not any(retry_col)):
-        return {}
-    overwritten = graph.overwritten
-    guard = {}
-    for i in range(len(graph)):
-        slots = overwritten(i)
-        if slots:
-            guard[i] = slots
-    return guard
-
-
-def _priorities(priority: np.ndarray) -> tuple[list[int], list[int]]:
-    """``priority`` as a list, and ``task_of``: the task of each priority."""
-    prio = priority.tolist()
-    task_of = [0] * len(prio)
-    for i, p in enumerate(prio):
-        task_of[p] = i
-    return prio, task_of
-
-
-def _staging(graph: TaskGraph) -> set[int]:
-    """The tasks that write a rechunk's pieces to its intermediate store (kind ``stage``)."""
-    kinds = graph.meta.get("kind")
-    if kinds is None or "stage" not in kinds:
-        return set()
-    return {i for i, k in enumerate(kinds) if k == "stage"}
 
 
 class SchedulerStalled(RuntimeError):
@@ -245,8 +174,8 @@ class Execution:
         self.started = time.perf_counter()
         self._read_graph(graph)
         self._task_retries = graph.meta.get("retries")
-        self.guard = _guarded(graph, retries, self._task_retries)
-        self.priority, self.task_of = _priorities(priority)
+        self.guard = guarded_slots(graph, retries, self._task_retries)
+        self.priority, self.task_of = priority_lists(priority)
         self._make_state(external, exported, on_export, parallel)
         remake, refused = graph.remakeable(), graph.remake_refused()
         if len(external):  # made elsewhere: nothing here can make them, or their chains, again
@@ -270,12 +199,12 @@ class Execution:
         self._kwargs = graph.kwargs
         self._modes = graph.modes
         serial = graph.meta.get("serial")
-        self._serial: list[int] | None = None if serial is None else _check_serial(graph,
+        self._serial: list[int] | None = None if serial is None else check_serial(graph,
                                                                                    serial)
         self.stop: int | None = None
         self.before = 0
         self._stop_error: BaseException | None = None
-        self._staging = _staging(graph)
+        self.staging_tasks = staging_tasks(graph)
         self.staged_bytes = 0  # written by tasks to a rechunk's intermediate store
 
     def _make_state(self, external: Sequence[int], exported: Sequence[int],
@@ -409,7 +338,7 @@ class Execution:
                 lock.release()
                 try:
                     if self.guard and i in self.guard and self.attempts[i] < self._allowed(i):
-                        inputs = _private_inputs(inputs, self.guard[i])
+                        inputs = private_inputs(inputs, self.guard[i])
                     func, args, kwargs = self._prepare(i, inputs)
                     if solo:
                         with widened(self.solo_blas):
@@ -475,7 +404,7 @@ class Execution:
             return
         if self.exported[i]:
             self._on_export(i, value)
-        if i in self._staging:
+        if i in self.staging_tasks:
             self.staged_bytes += getattr(value, "stored_bytes", 0)
         self._settle(i, value)
 
