@@ -13,7 +13,9 @@ lowers them like every other block collection.
   (syrk on the diagonal, gemm below it) in place where no other task reads the block.
 - :func:`solve_triangular`: blocked substitution; :func:`solve` by Cholesky
   (``assume_a="pos"``) or by LU with partial pivoting; :func:`lu`, :func:`inv`,
-  :func:`det`, :func:`slogdet` from the same LU.
+  :func:`det`, :func:`slogdet` from the same LU (these live in
+  :mod:`tilegraph.array.linalg_lu`; the checks every factorisation shares, in
+  :mod:`tilegraph.array.linalg_base`).
 - :func:`qr`: TSQR for tall-skinny matrices (one column of blocks): every row block is
   factored on its own, the stacked R factors once more, and Q is assembled block by block;
   for general shapes, tiled Householder QR (the LambdaPACK program ``library.qr``:
@@ -46,16 +48,27 @@ from tilegraph.algebra import linalg_kernels as kern
 from tilegraph.algebra.grid import Kernel, TaskGrid, task_grid
 from tilegraph.algebra.linalg_kernels import LinAlgError
 from tilegraph.array.core import Array, asarray, tokenize
+from tilegraph.array.linalg_base import ROWS, ZEROS, as_matrix, as_square, float_dtype, real_dtype  # noqa: F401
+from tilegraph.array.linalg_lu import (  # noqa: F401  (the LU program's kernels, as before)
+    GEMM_COPY,
+    GETRF,
+    LASWP,
+    PANEL_L,
+    PANEL_U,
+    PIVOTS,
+    TRSM_UNIT,
+    det,
+    inv,
+    lu,
+    slogdet,
+    solve,
+)
+from tilegraph.array.linalg_lu import lu_program as lu_program
 from tilegraph.array.lp_arrays import band_svd as lp_band_svd
 from tilegraph.array.lp_arrays import cholesky as lp_cholesky
-from tilegraph.array.lp_arrays import householder_qr, triangular_solve
+from tilegraph.array.lp_arrays import householder_qr
 from tilegraph.array.lp_arrays import trsm as lp_trsm
 from tilegraph.array.lp_arrays import tsqr as lp_tsqr
-from tilegraph.graph.kinds import (
-    lu_flops,
-    matmul_flops,
-    trsm_flops,
-)
 from tilegraph.graph.taskgraph import Dep
 from tilegraph.util import human
 
@@ -64,54 +77,6 @@ __all__ = [
     "lstsq", "lu", "norm", "qr", "sfqr", "slogdet", "solve", "solve_triangular", "svd",
     "svd_compressed", "svd_flip", "tsqr",
 ]
-
-
-# -- helpers --------------------------------------------------------------------------------
-
-
-def _float_dtype(dtype: np.dtype, op: str) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if dtype.kind in "biu":
-        return np.dtype(np.float64)
-    if dtype.kind == "f":
-        return np.dtype(np.float32) if dtype.itemsize <= 4 else np.dtype(np.float64)
-    if dtype.kind == "c":
-        return np.dtype(np.complex64) if dtype.itemsize <= 8 else np.dtype(np.complex128)
-    raise TypeError(f"{op}: arrays of dtype {dtype} are not supported (use numbers)")
-
-
-def _matrix(a: Any, op: str) -> Array:
-    a = asarray(a)
-    if a.ndim != 2:
-        raise ValueError(f"{op}: expected a 2-D matrix, got an array of shape {a.shape} "
-                         f"({a.ndim}-D); stacks of matrices are not supported")
-    dtype = _float_dtype(a.dtype, op)
-    return a if a.dtype == dtype else a.astype(dtype)
-
-
-def _square(a: Any, op: str) -> Array:
-    """``a`` as a square matrix whose two axes have the same blocks (the row blocks)."""
-    a = _matrix(a, op)
-    if a.shape[0] != a.shape[1]:
-        raise ValueError(f"{op}: expected a square matrix, got shape {a.shape}")
-    if a.chunks[1] != a.chunks[0]:
-        a = a.rechunk((a.chunks[0], a.chunks[0]))
-    return a
-
-
-def _real(dtype: np.dtype) -> np.dtype:
-    return np.dtype(dtype.char.lower()) if dtype.kind == "c" else dtype
-
-
-def _offsets(sizes: tuple[int, ...]) -> list[int]:
-    return np.cumsum([0, *sizes]).tolist()
-
-
-ZEROS = Kernel(kern.zeros, "creation", "zeros")
-
-
-def _zero_tile(g: TaskGrid, tile: tuple, rows: int, cols: int, dtype: np.dtype) -> None:
-    g.call(ZEROS, tile, args=((rows, cols), dtype), nbytes=dtype.itemsize * rows * cols)
 
 
 # -- Cholesky -------------------------------------------------------------------------------
@@ -131,7 +96,7 @@ def cholesky(a: Any, upper: bool = False, lower: bool | None = None) -> Array:
     >>> bool(np.allclose(L @ L.T, m)) and bool(np.allclose(L, np.linalg.cholesky(m)))
     True
     """
-    a = _square(a, "cholesky")
+    a = as_square(a, "cholesky")
     if lower is not None:
         upper = not lower
     out = lp_cholesky(a)
@@ -162,13 +127,11 @@ def solve_triangular(a: Any, b: Any, lower: bool = False, trans: Any = 0,
     >>> bool(np.allclose(L @ x.compute(), np.ones(3)))
     True
     """
-    return lp_trsm(_square(a, "solve_triangular"), b, bool(lower), _trans_code(trans),
+    return lp_trsm(as_square(a, "solve_triangular"), b, bool(lower), _trans_code(trans),
                    bool(unit_diagonal), op="solve_triangular")
 
 
 # -- QR -------------------------------------------------------------------------------------
-
-ROWS = Kernel(kern.rows, "getitem", "rows")
 
 
 def tsqr(a: Any, split_every: int = 16, compute_svd: bool = False) -> Any:
@@ -205,7 +168,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     if mode not in ("reduced", "r"):
         raise ValueError(f"qr: mode must be 'reduced' or 'r', got {mode!r} (the complete Q "
                          "of a blocked matrix is not built; use mode='reduced')")
-    a = _matrix(a, "qr")
+    a = as_matrix(a, "qr")
     if a.numblocks[1] == 1:
         q, r = tsqr(a)
     else:
@@ -249,7 +212,7 @@ def _small_factors(r: Array, name: str) -> tuple[Array, Array, Array]:
 
     s, u, vt = task_grid(name, program, [("s", (1,)), ("u", (1, 1)), ("vt", (1, 1))],
                          sources={"R": r.collection}, ntasks=4)
-    return (Array(u, (k, kk), ((k,), (kk,)), dtype), Array(s, (kk,), ((kk,),), _real(dtype)),
+    return (Array(u, (k, kk), ((k,), (kk,)), dtype), Array(s, (kk,), ((kk,),), real_dtype(dtype)),
             Array(vt, (kk, n), ((kk,), (n,)), dtype))
 
 
@@ -317,7 +280,7 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True,
                          "full U of a tall matrix is m x m); use full_matrices=False")
     if coerce_signs and compute_uv:
         return svd_flip(*svd(a, compute_uv=True))
-    a = _matrix(a, "svd")
+    a = as_matrix(a, "svd")
     m, n = a.shape
     if m < n:  # short-fat: the SVD of the conjugate transpose
         res = svd(a.conj().T, compute_uv=compute_uv)
@@ -366,7 +329,7 @@ def svd_compressed(a: Any, k: int, n_power_iter: int = 2, oversample: int = 10,
     True
     """
 
-    a = _matrix(a, "svd_compressed")
+    a = as_matrix(a, "svd_compressed")
     m, n = a.shape
     if iterator not in ("power", "QR"):
         raise ValueError(f"svd_compressed: iterator must be 'power' or 'QR', got "
@@ -415,7 +378,7 @@ def compression_matrix(data: Any, q: int, iterator: str = "power", n_power_iter:
     ``compression_matrix`` returns its conjugate transpose) of the range of ``data``
     sketched by a Gaussian matrix, with ``n_power_iter`` re-orthonormalised power
     iterations, as the first step of :func:`svd_compressed`."""
-    a = _matrix(data, "compression_matrix")
+    a = as_matrix(data, "compression_matrix")
     if iterator not in ("power", "QR"):
         raise ValueError(f"compression_matrix: iterator must be 'power' or 'QR', got "
                          f"{iterator!r}")
@@ -448,9 +411,6 @@ def sfqr(data: Any, name: str | None = None) -> tuple[Array, Array]:
 # -- least squares and norms ------------------------------------------------------------------
 
 
-# -- least squares and norms ------------------------------------------------------------------
-
-
 def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Array, Array]:
     """Least-squares solution of ``a @ x = b``, as ``numpy.linalg.lstsq``: returns
     ``(x, residuals, rank, s)`` as lazy Arrays (``rank`` 0-d). For a tall ``a`` (m >= n)
@@ -469,7 +429,7 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Arr
     """
     from tilegraph.array.creation import zeros
 
-    a = _matrix(a, "lstsq")
+    a = as_matrix(a, "lstsq")
     b = asarray(b)
     m, n = a.shape
     if b.ndim not in (1, 2) or b.shape[0] != m:
@@ -483,7 +443,7 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Arr
         raise ValueError(f"lstsq: a has {n} columns; at most 20000 fit the blocked solver")
     vector = b.ndim == 1
     bb = b[:, None] if vector else b
-    dtype = np.result_type(a.dtype, _float_dtype(bb.dtype, "lstsq"))
+    dtype = np.result_type(a.dtype, float_dtype(bb.dtype, "lstsq"))
     a = a.astype(dtype) if a.dtype != dtype else a
     bb = bb.astype(dtype) if bb.dtype != dtype else bb
     q, r = tsqr(a)
@@ -491,7 +451,7 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Array, Array, Arr
         bb = bb.rechunk((q.chunks[0], bb.chunks[1]))
     qtb = (q.conj().T @ bb).rechunk((n, bb.shape[1]))
     nrhs = bb.shape[1]
-    real = _real(dtype)
+    real = real_dtype(dtype)
 
     def program(g: TaskGrid) -> None:
         g.call(Kernel(kern.lstsq_small, "svd", "lstsq"), ("solve", 0, 0),
@@ -628,250 +588,3 @@ def _block_matrix_norm(block: np.ndarray, ord: Any, axes: tuple[int, int]) -> np
     return np.linalg.norm(block, ord, axis=axes, keepdims=True)
 
 
-# -- LU with partial pivoting -----------------------------------------------------------------
-GETRF = Kernel(kern.panel_lu, "lu", "getrf")
-PANEL_L = Kernel(kern.panel_l, "getitem", "L")
-PANEL_U = Kernel(kern.panel_u, "getitem", "U")
-PIVOTS = Kernel(kern.next_order, "lu", "pivots")
-LASWP = Kernel(kern.permuted, "lu", "laswp")
-TRSM_UNIT = Kernel(kern.trsm, "trsm", "trsm",
-                   {"side": "L", "lower": True, "unit": True, "copy": True})
-GEMM_COPY = Kernel(kern.gemm_update, "gemm", "gemm", {"copy": True})
-
-
-def lu_program(chunks: tuple[int, ...], dtype: np.dtype, check: bool):
-    """The loop program of blocked LU with partial pivoting. Work tiles: ``("A", i, j)``
-    (start as the matrix's blocks), ``("Lw", i, j)`` (blocks of L whose rows later panels
-    still swap) and the row order ``("ord", 0)``; output tiles ``("L", i, j)``,
-    ``("U", i, j)`` and ``("order", 0)``. At step k the column panel below the diagonal is
-    factored at once (getrf), its row swaps are applied to the other columns (laswp), the
-    blocks of U right of the diagonal are solved (trsm) and the trailing blocks updated
-    (gemm). Row block k of L is final after step k."""
-    nb = len(chunks)
-    isz = dtype.itemsize
-    offs = _offsets(chunks)
-
-    def order_tile(k: int) -> tuple:
-        return ("order", 0) if k == nb - 1 else ("ord", 0)
-
-    def program(g: TaskGrid) -> None:
-        call = g.call
-        call(Kernel(np.arange, "creation", "arange"), order_tile(-1), args=(offs[-1],))
-        for k in range(nb):
-            bk = chunks[k]
-            below = range(k, nb)
-            height = offs[-1] - offs[k]
-            panel = ("panel", k, k)
-            call(GETRF, panel, [("A", i, k) for i in below],
-                 kwargs={"where": (k, k), "check": check},
-                 flops=lu_flops(height, bk), nbytes=isz * height * bk)
-            for i in below:
-                call(PANEL_L, ("L" if i == k else "Lw", i, k), [panel],
-                     args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k], i == k),
-                     nbytes=isz * chunks[i] * bk)
-            call(PANEL_U, ("U", k, k), [panel], args=(Dep(0), bk), nbytes=isz * bk * bk)
-            call(PIVOTS, order_tile(k), [("ord", 0), panel], args=(Dep(0), Dep(1), offs[k]))
-            for j in range(nb):
-                if j == k:
-                    continue
-                work = "A" if j > k else "Lw"  # right of the panel: A; left of it: L
-                seg = ("swap", k, j)
-                call(LASWP, seg, [panel, *[(work, i, j) for i in below]],
-                     nbytes=isz * height * chunks[j])
-                for i in below:
-                    out = ("L", i, j) if j < k and i == k else (work, i, j)
-                    call(ROWS, out, [seg],
-                         args=(Dep(0), offs[i] - offs[k], offs[i + 1] - offs[k]))
-                if j > k:
-                    call(TRSM_UNIT, ("U", k, j), [("L", k, k), ("A", k, j)],
-                         flops=trsm_flops(chunks[j], bk), nbytes=isz * bk * chunks[j])
-                    for i in range(k + 1, nb):
-                        call(GEMM_COPY, ("A", i, j), [("A", i, j), ("Lw", i, k), ("U", k, j)],
-                             flops=matmul_flops(chunks[i], bk, chunks[j]),
-                             nbytes=isz * chunks[i] * chunks[j])
-        for i in range(nb):
-            for j in range(nb):
-                if j != i:
-                    _zero_tile(g, ("L", i, j) if j > i else ("U", i, j), chunks[i],
-                               chunks[j], dtype)
-
-    return program
-
-
-def _lu_arrays(a: Array, check: bool) -> tuple[Array, Array, Array]:
-    """(order, L, U): ``a[order] = L @ U``."""
-    chunks = a.chunks[0]
-    nb = len(chunks)
-    u, low, order = task_grid(f"lu-{tokenize('lu', a, check)}",
-                              lu_program(chunks, a.dtype, check),
-                              [("U", (nb, nb)), ("L", (nb, nb)), ("order", (1,))],
-                              sources={"A": a.collection})
-    n = a.shape[0]
-    return (Array(order, (n,), ((n,),), np.int64),
-            Array(low, a.shape, (chunks, chunks), a.dtype),
-            Array(u, a.shape, (chunks, chunks), a.dtype))
-
-
-def lu(a: Any, permute_l: bool = False, p_indices: bool = False) -> Any:
-    """LU factorisation with partial pivoting of a square matrix, as ``scipy.linalg.lu``:
-    ``a = p @ l @ u`` with ``l`` unit lower and ``u`` upper triangular; ``p_indices=True``
-    gives the row indices ``p`` with ``a = l[p] @ u``; ``permute_l=True`` gives
-    ``(p @ l, u)``. Pivots are searched down the whole column (each column panel is
-    factored at once, then its row swaps are applied to the other columns), so the
-    factors are those of LAPACK's partial pivoting.
-
-    >>> import numpy as np, tilegraph as tg
-    >>> m = np.random.default_rng(5).random((5, 5))
-    >>> p, l, u = tg.compute(*tg.linalg.lu(tg.from_numpy(m, chunks=2)))
-    >>> bool(np.allclose(p @ l @ u, m))
-    True
-    """
-    from tilegraph.array.elementwise import map_blocks
-
-    a = _square(a, "lu")
-    order, l_, u = _lu_arrays(a, check=False)
-    pi = map_blocks(kern.inverse_perm, order, dtype=np.int64)
-    if p_indices and not permute_l:
-        return pi, l_, u
-    p = _perm_matrix(pi, a.chunks[0], a.dtype)
-    if permute_l:
-        return p @ l_, u
-    return p, l_, u
-
-
-def _perm_matrix(pi: Array, chunks: tuple[int, ...], dtype: np.dtype) -> Array:
-    """The permutation matrix with ones at ``(i, pi[i])``, block by block."""
-    nb = len(chunks)
-    offs = _offsets(chunks)
-    perm = Kernel(kern.perm_matrix_block, "creation", "perm")
-
-    def program(g: TaskGrid) -> None:
-        for i in range(nb):
-            for j in range(nb):
-                g.call(perm, ("P", i, j), [("pi", 0)],
-                       args=(Dep(0), offs[i], offs[i + 1], offs[j], offs[j + 1], dtype),
-                       nbytes=dtype.itemsize * chunks[i] * chunks[j])
-
-    (p,) = task_grid(f"perm-{tokenize('perm', pi, chunks, dtype)}", program,
-                     [("P", (nb, nb))], sources={"pi": pi.collection}, ntasks=nb * nb)
-    return Array(p, (offs[-1], offs[-1]), (chunks, chunks), dtype)
-
-
-def _take_rows(b: Array, order: Array) -> Array:
-    """``b[order]`` for a data-dependent row order (one task per column of blocks)."""
-    rows, cols = b.chunks
-    nb, nc = len(rows), len(cols)
-    offs = _offsets(rows)
-    gather = Kernel(kern.gather_rows, "lu", "laswp")
-
-    def program(g: TaskGrid) -> None:
-        for j in range(nc):
-            g.call(gather, ("col", 0, j), [("order", 0), *(("B", i, j) for i in range(nb))],
-                   nbytes=b.dtype.itemsize * offs[-1] * cols[j])
-            for i in range(nb):
-                g.call(ROWS, ("X", i, j), [("col", 0, j)], args=(Dep(0), offs[i], offs[i + 1]))
-
-    (x,) = task_grid(f"take-{tokenize('take_rows', b, order)}", program, [("X", (nb, nc))],
-                     sources={"B": b.collection, "order": order.collection}, ntasks=nc * (nb + 1))
-    return Array(x, b.shape, b.chunks, b.dtype)
-
-
-def solve(a: Any, b: Any, assume_a: str = "gen", sym_pos: bool | None = None) -> Array:
-    """Solve ``a @ x = b`` for a square ``a``, as ``scipy.linalg.solve``: by LU with
-    partial pivoting (``assume_a="gen"``, also used for ``"sym"`` and ``"her"``) or by
-    Cholesky (``assume_a="pos"``). A singular matrix raises :class:`LinAlgError` naming
-    the diagonal block where a zero pivot was met; a matrix that is not positive definite
-    with ``"pos"`` names the block where Cholesky failed.
-
-    >>> import numpy as np, tilegraph as tg
-    >>> m = np.array([[3.0, 1.0, 0.0], [1.0, 4.0, 1.0], [0.0, 2.0, 5.0]])
-    >>> x = tg.linalg.solve(tg.from_numpy(m, chunks=2), np.ones(3))
-    >>> bool(np.allclose(m @ x.compute(), 1))
-    True
-    """
-    if sym_pos:  # dask's (and old SciPy's) name for assume_a="pos"
-        assume_a = "pos"
-    if assume_a not in ("gen", "sym", "her", "pos"):
-        raise ValueError(f"solve: assume_a must be 'gen', 'sym', 'her' or 'pos', "
-                         f"got {assume_a!r}")
-    a = _square(a, "solve")
-    b = asarray(b)
-    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-        raise ValueError(f"solve: b of shape {b.shape} does not match a of shape {a.shape} "
-                         f"(b needs {a.shape[0]} rows)")
-    vector = b.ndim == 1
-    bb = b[:, None] if vector else b
-    dtype = np.result_type(a.dtype, _float_dtype(bb.dtype, "solve"))
-    a = a.astype(dtype) if a.dtype != dtype else a
-    bb = bb.astype(dtype) if bb.dtype != dtype else bb
-    if bb.chunks[0] != a.chunks[0]:
-        bb = bb.rechunk((a.chunks[0], bb.chunks[1]))
-    if assume_a == "pos":
-        low = lp_cholesky(a)
-        y = triangular_solve(low, bb, True, "N", False)
-        x = triangular_solve(low, y, True, "C", False)
-    else:
-        order, l_, u = _lu_arrays(a, check=True)
-        y = triangular_solve(l_, _take_rows(bb, order), True, "N", True)
-        x = triangular_solve(u, y, False, "N", False)
-    return x[:, 0] if vector else x
-
-
-def inv(a: Any) -> Array:
-    """The inverse of a square matrix (LU with partial pivoting, then two triangular solves
-    against the identity); a singular matrix raises :class:`LinAlgError`.
-
-    >>> import numpy as np, tilegraph as tg
-    >>> m = np.array([[2.0, 1.0], [1.0, 3.0]])
-    >>> bool(np.allclose(tg.linalg.inv(tg.from_numpy(m, chunks=1)).compute(), np.linalg.inv(m)))
-    True
-    """
-    from tilegraph.array.creation import eye
-
-    a = _square(a, "inv")
-    return solve(a, eye(a.shape[0], dtype=a.dtype, chunks=a.chunks))
-
-
-def slogdet(a: Any) -> tuple[Array, Array]:
-    """``(sign, logabsdet)`` of a square matrix, as ``numpy.linalg.slogdet``, from the blocked
-    LU (a singular matrix gives sign 0 and logabsdet -inf, as NumPy does).
-
-    >>> import numpy as np, tilegraph as tg
-    >>> m = np.array([[1.0, 2.0], [3.0, 4.0]])
-    >>> sign, logdet = tg.linalg.slogdet(tg.from_numpy(m, chunks=1))
-    >>> float(sign.compute()), bool(np.isclose(logdet.compute(), np.log(2.0)))
-    (-1.0, True)
-    """
-    a = _square(a, "slogdet")
-    order, _, u = _lu_arrays(a, check=False)
-    nb = u.numblocks[0]
-    real = _real(a.dtype)
-
-    def program(g: TaskGrid) -> None:
-        diag = Kernel(kern.diag_logdet, "partial", "logdet")
-        for k in range(nb):
-            g.call(diag, ("diag", k, k), [("U", k, k)])
-        g.call(Kernel(kern.combine_logdet, "aggregate", "slogdet"), ("both", 0, 0),
-               [("order", 0), *(("diag", k, k) for k in range(nb))])
-        g.call(Kernel(kern.sign_of, "getitem", "sign"), ("sign",), [("both", 0, 0)],
-               args=(Dep(0), a.dtype), coords=(0, 0))
-        g.call(Kernel(kern.log_of, "getitem", "logabsdet"), ("log",), [("both", 0, 0)],
-               args=(Dep(0), real), coords=(0, 0))
-
-    logdet, sign = task_grid(f"slogdet-{tokenize('slogdet', a)}", program,
-                             [("log", ()), ("sign", ())],
-                             sources={"U": u.collection, "order": order.collection}, ntasks=nb + 3)
-    return Array(sign, (), (), a.dtype), Array(logdet, (), (), real)
-
-
-def det(a: Any) -> Array:
-    """The determinant of a square matrix, as ``numpy.linalg.det`` (``sign * exp(logdet)``
-    of :func:`slogdet`).
-
-    >>> import numpy as np, tilegraph as tg
-    >>> float(tg.linalg.det(tg.from_numpy(np.array([[1.0, 2.0], [3.0, 4.0]]), chunks=1))
-    ...       .compute())
-    -2.0000000000000004
-    """
-    sign, logdet = slogdet(a)
-    return sign * np.exp(logdet)
