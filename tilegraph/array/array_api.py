@@ -25,10 +25,8 @@ array([0., 3., 2., 4.])
 from __future__ import annotations
 
 import builtins
-import math
 import operator
 import sys as _sys
-from collections import namedtuple
 from types import SimpleNamespace
 from typing import Any
 
@@ -43,6 +41,11 @@ import tilegraph.array.reductions as _red
 import tilegraph.array.scans as _scans
 import tilegraph.array.sorting as _sorting
 import tilegraph.array.windows as _windows
+from tilegraph.array.array_api_dtypes import *  # noqa: F403  (the dtypes, their functions)
+from tilegraph.array.array_api_dtypes import bool, complex128, float64, int64, uint64
+from tilegraph.array.array_api_dtypes import check_device as _check_device
+from tilegraph.array.array_api_dtypes import dtype_or_none as _dtype
+from tilegraph.array.array_api_elementwise import *  # noqa: F403  (the elementwise functions)
 from tilegraph.array.contraction import einsum as _einsum
 from tilegraph.array.contraction import matmul as _matmul
 from tilegraph.array.contraction import tensordot as _tensordot
@@ -56,31 +59,6 @@ from tilegraph.array.elementwise import elemwise as _elemwise
 from tilegraph.array.elementwise import isin as _isin
 
 __array_api_version__ = "2023.12"
-
-# -- data types and constants -------------------------------------------------------------------
-
-bool = np.dtype(np.bool_)
-int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
-uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32,
-                                                       np.uint64))
-float32, float64 = np.dtype(np.float32), np.dtype(np.float64)
-complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
-
-e, inf, nan, pi = math.e, math.inf, math.nan, math.pi
-newaxis = None
-
-_DEFAULTS = {"real floating": float64, "complex floating": complex128, "integral": int64,
-             "indexing": int64}
-
-
-def _check_device(device: Any) -> None:
-    if device not in (None, "cpu"):
-        raise ValueError(f"unknown device {device!r}: tilegraph arrays live on 'cpu'")
-
-
-def _dtype(dtype: Any) -> Any:
-    return None if dtype is None else np.dtype(dtype)
-
 
 # -- creation ----------------------------------------------------------------------------------
 
@@ -222,177 +200,6 @@ def tril(x: Array, /, *, k: int = 0) -> Array:
 def triu(x: Array, /, *, k: int = 0) -> Array:
     """The upper triangle (elements with ``col - row >= k``)."""
     return _tl.triangle(x, k, upper=True)
-
-
-# -- data type functions -----------------------------------------------------------------------
-
-
-def astype(x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None
-           ) -> Array:
-    """``x`` converted to ``dtype``."""
-    _check_device(device)
-    return x.astype(dtype, copy=copy)
-
-
-def can_cast(from_: Any, to: Any, /) -> builtins.bool:
-    """Whether ``from_`` (a dtype or an array) promotes to ``to`` (no casts between bools,
-    integers and floating types, as in the standard's promotion lattice)."""
-    if isinstance(from_, Array):
-        from_ = from_.dtype
-    f, t = np.dtype(from_), np.dtype(to)
-    # the standard's promotion lattice: bools, integers and floating types apart
-    group = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 2}
-    if group[f.kind] != group[t.kind]:
-        return False
-    return builtins.bool(np.result_type(f, t) == t)
-
-
-def finfo(type: Any, /) -> Any:
-    """Machine limits of a floating dtype."""
-    info = np.finfo(type.dtype if isinstance(type, Array) else type)
-    return namedtuple("finfo", "bits eps max min smallest_normal dtype")(
-        info.bits, float(info.eps), float(info.max), float(info.min),
-        float(info.smallest_normal), info.dtype)
-
-
-def iinfo(type: Any, /) -> Any:
-    """Machine limits of an integer dtype."""
-    info = np.iinfo(type.dtype if isinstance(type, Array) else type)
-    return namedtuple("iinfo", "bits max min dtype")(info.bits, int(info.max), int(info.min),
-                                                    info.dtype)
-
-
-def isdtype(dtype: Any, kind: Any) -> builtins.bool:
-    """Whether ``dtype`` is of ``kind`` (a dtype, a kind name or a tuple of them)."""
-    return builtins.bool(np.isdtype(dtype, kind))
-
-
-def result_type(*arrays_and_dtypes: Any) -> Any:
-    """The dtype the promotion rules give for the arguments."""
-    parts = [a.dtype if isinstance(a, Array) else a for a in arrays_and_dtypes]
-    return np.result_type(*parts)
-
-
-# -- elementwise -----------------------------------------------------------------------------------
-
-
-def _unary(name: str, ufunc: Any) -> Any:
-    def func(x: Array, /) -> Array:
-        return _elemwise(ufunc, x, name=name)
-
-    func.__name__ = name
-    func.__doc__ = f"``{name}(x)`` elementwise."
-    return func
-
-
-def _binary(name: str, ufunc: Any) -> Any:
-    def func(x1: Any, x2: Any, /) -> Array:
-        return _elemwise(ufunc, x1, x2, name=name)
-
-    func.__name__ = name
-    func.__doc__ = f"``{name}(x1, x2)`` elementwise, with broadcasting."
-    return func
-
-
-def _expm1(x: np.ndarray) -> np.ndarray:
-    """``exp(x) - 1``; for complex ``x = a + bj`` computed as ``expm1(a) cos b - 2 sin^2(b/2)
-    + j exp(a) sin b`` (accurate near 0) with the standard's special cases at infinities and
-    NaN (C99 Annex G), which NumPy's complex expm1 does not give."""
-    if x.dtype.kind != "c":
-        return np.expm1(x)
-    a, b = x.real, x.imag
-    with np.errstate(all="ignore"):
-        re = np.expm1(a) * np.cos(b) - 2 * np.sin(b / 2) ** 2
-        im = np.exp(a) * np.sin(b)
-        zero_b = b == 0   # exact: the imaginary part keeps b (and its sign)
-        im = np.where(zero_b, b, im)
-        re = np.where(zero_b & ~np.isnan(a), np.expm1(a) + 0.0, re)   # +0 for a = -0
-        neg_inf = np.isneginf(a) & ~np.isfinite(b)   # -1 + 0j
-        re = np.where(neg_inf, -1.0, re)
-        im = np.where(neg_inf, 0.0, im)
-        pos_inf = np.isposinf(a) & ~np.isfinite(b)   # +inf + NaN j
-        re = np.where(pos_inf, np.inf, re)
-        im = np.where(pos_inf, np.nan, im)
-    out = np.empty(x.shape, dtype=x.dtype)
-    out.real, out.imag = re, im
-    return out
-
-
-def _tanh(x: np.ndarray) -> np.ndarray:
-    """``tanh(x)``; for complex ``x`` with an infinite real part and a finite imaginary part
-    the standard's ``±1 + 0j`` (the zero signed as ``sin(2 imag)``), where NumPy gives NaN."""
-    if x.dtype.kind != "c":
-        return np.tanh(x)
-    with np.errstate(all="ignore"):
-        out = np.tanh(x)
-        edge = np.isinf(x.real) & np.isfinite(x.imag)
-        if edge.any():
-            re = np.where(edge, np.copysign(1.0, x.real), out.real)
-            im = np.where(edge, np.copysign(0.0, np.sin(2 * x.imag)), out.imag)
-            out = np.empty(x.shape, dtype=x.dtype)
-            out.real, out.imag = re, im   # (1j * -0.0 would lose the zero's sign)
-    return out
-
-
-_UNARY = {
-    "abs": np.abs, "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin,
-    "asinh": np.arcsinh, "atan": np.arctan, "atanh": np.arctanh, "bitwise_invert": np.invert,
-    "conj": np.conjugate, "cos": np.cos, "cosh": np.cosh, "exp": np.exp, "expm1": _expm1,
-    "imag": np.imag, "isfinite": np.isfinite, "isinf": np.isinf, "isnan": np.isnan,
-    "log": np.log, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
-    "logical_not": np.logical_not, "negative": np.negative, "positive": np.positive,
-    "real": np.real, "sign": np.sign, "signbit": np.signbit, "sin": np.sin, "sinh": np.sinh,
-    "square": np.square, "sqrt": np.sqrt, "tan": np.tan, "tanh": _tanh,
-}
-_BINARY = {
-    "add": np.add, "atan2": np.arctan2, "bitwise_and": np.bitwise_and,
-    "bitwise_left_shift": np.left_shift, "bitwise_or": np.bitwise_or,
-    "bitwise_right_shift": np.right_shift, "bitwise_xor": np.bitwise_xor,
-    "copysign": np.copysign, "divide": np.divide, "equal": np.equal,
-    "floor_divide": np.floor_divide, "greater": np.greater, "greater_equal": np.greater_equal,
-    "hypot": np.hypot, "less": np.less, "less_equal": np.less_equal,
-    "logaddexp": np.logaddexp, "logical_and": np.logical_and, "logical_or": np.logical_or,
-    "logical_xor": np.logical_xor, "maximum": np.maximum, "minimum": np.minimum,
-    "multiply": np.multiply, "not_equal": np.not_equal, "pow": np.power,
-    "remainder": np.remainder, "subtract": np.subtract,
-}
-for _name, _uf in _UNARY.items():
-    globals()[_name] = _unary(_name, _uf)
-for _name, _uf in _BINARY.items():
-    globals()[_name] = _binary(_name, _uf)
-
-
-def _integral_same(name: str, ufunc: Any) -> Any:
-    def func(x: Array, /) -> Array:
-        if x.dtype.kind in "biu":
-            return x
-        return _elemwise(ufunc, x, name=name)
-
-    func.__name__ = name
-    func.__doc__ = f"``{name}(x)`` elementwise (integers are returned as they are)."
-    return func
-
-
-ceil = _integral_same("ceil", np.ceil)
-floor = _integral_same("floor", np.floor)
-trunc = _integral_same("trunc", np.trunc)
-
-
-def round(x: Array, /) -> Array:
-    """Round to the nearest integer, halves to even."""
-    return x if x.dtype.kind in "biu" else _elemwise(np.round, x, name="round")
-
-
-def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:
-    """Values limited to ``[min, max]``; the result has ``x``'s dtype."""
-    if min is None and max is None:
-        return x
-    out = x
-    if min is not None:
-        out = _elemwise(np.maximum, out, min, name="clip")
-    if max is not None:
-        out = _elemwise(np.minimum, out, max, name="clip")
-    return out.astype(x.dtype, copy=False) if out.dtype != x.dtype else out
 
 
 # -- indexing, linear algebra, manipulation --------------------------------------------------------
@@ -758,46 +565,6 @@ def all(x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Ar
 def any(x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Array:
     """Whether any element along ``axis`` is true."""
     return _red.any(x, axis=axis, keepdims=keepdims)
-
-
-# -- inspection ----------------------------------------------------------------------------------
-
-
-class _Info:
-    """What :func:`__array_namespace_info__` reports."""
-
-    def capabilities(self) -> dict:
-        """Boolean indexing and data-dependent shapes are supported (sizes computed
-        first)."""
-        return {"boolean indexing": True, "data-dependent shapes": True}
-
-    def default_device(self) -> str:
-        """The one device, ``"cpu"``."""
-        return "cpu"
-
-    def devices(self) -> list[str]:
-        """The devices: ``["cpu"]``."""
-        return ["cpu"]
-
-    def default_dtypes(self, *, device: Any = None) -> dict:
-        """The default dtypes."""
-        _check_device(device)
-        return dict(_DEFAULTS)
-
-    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict:
-        """The supported dtypes (of ``kind``)."""
-        _check_device(device)
-        names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                 "uint64", "float32", "float64", "complex64", "complex128"]
-        table = {n: np.dtype(n) for n in names}
-        if kind is None:
-            return table
-        return {n: d for n, d in table.items() if np.isdtype(d, kind)}
-
-
-def __array_namespace_info__() -> _Info:
-    """The inspection namespace of the standard."""
-    return _Info()
 
 
 import tilegraph.array.array_api_ext as _ext  # noqa: E402  (it uses this module)
