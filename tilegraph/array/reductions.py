@@ -220,13 +220,17 @@ def reduction(
     return Array(blocks, shape, final_chunks, dtype)
 
 
-def _reduce_dtype(func: Callable, x: Array, dtype: Any) -> np.dtype:
+def reduce_dtype(func: Callable, x: Array, dtype: Any) -> np.dtype:
+    """The dtype of a reduction: ``dtype`` when given, else what ``func`` (the reduction on
+    one block) gives on one element of ``x``'s dtype."""
     if dtype is not None:
         return np.dtype(dtype)
     return np.asarray(func(np.ones(1, dtype=x.dtype))).dtype
 
 
-def _check_nonempty(op: str, x: Array, axis: Any) -> None:
+def check_nonempty(op: str, x: Array, axis: Any) -> None:
+    """Refuse a reduction ``op`` without identity (min, max, argmin, ...) over a zero-size
+    axis of ``x``, when the graph is built."""
     axes = normalize_axes(op, axis, x.ndim, x.shape)
     if builtins.any(x.shape[a] == 0 for a in axes) or (not axes and x.size == 0 and axis is None):
         raise ValueError(
@@ -236,7 +240,7 @@ def _check_nonempty(op: str, x: Array, axis: Any) -> None:
 
 def _simple(op: str, npfunc: Callable, combine: Callable, x: Array, axis: Any,
             dtype: Any, keepdims: bool, split_every: int) -> Array:
-    out_dtype = _reduce_dtype(lambda b: npfunc(b, dtype=dtype), x, dtype)
+    out_dtype = reduce_dtype(lambda b: npfunc(b, dtype=dtype), x, dtype)
 
     def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return npfunc(block, axis=axes, dtype=out_dtype, keepdims=True)
@@ -265,7 +269,7 @@ def prod(x: Array, axis: Any = None, dtype: Any = None, keepdims: bool = False,
 
 def _minmax(op: str, npfunc: Callable, combine: Callable, x: Array, axis: Any,
             keepdims: bool, split_every: int) -> Array:
-    _check_nonempty(op, x, axis)
+    check_nonempty(op, x, axis)
 
     def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return npfunc(block, axis=axes, keepdims=True)
@@ -464,13 +468,17 @@ def _arg_index(p: tuple) -> np.ndarray:
     return p[1]
 
 
-def _arg(op: str, x: Array, axis: Any, keepdims: bool, split_every: int,
-         skip_nan: bool = False) -> Array:
+def arg_reduction(op: str, x: Array, axis: Any, keepdims: bool, split_every: int,
+                  skip_nan: bool = False) -> Array:
+    """``argmin``/``argmax`` (``op``) of ``x`` along ``axis`` (None: of the flattened
+    array) as a tree of fan-in ``split_every``: each block's partial holds its extreme
+    value and that value's flat index; ``skip_nan`` skips NaNs (``nanargmin``/
+    ``nanargmax``)."""
     name = f"nan{op}" if skip_nan else op
     if axis is not None and (not isinstance(axis, (int, np.integer)) or isinstance(axis, bool)):
         raise TypeError(f"{name}: axis must be None or an int, got {axis!r}")
     red_axis = None if axis is None else normalize_axes(name, axis, x.ndim, x.shape)[0]
-    _check_nonempty(name, x, axis)
+    check_nonempty(name, x, axis)
     axes = tuple(range(x.ndim)) if red_axis is None else (red_axis,)
     skip_nan = skip_nan and x.dtype.kind in "fc"
     return reduction(
@@ -482,13 +490,13 @@ def _arg(op: str, x: Array, axis: Any, keepdims: bool, split_every: int,
 def argmin(x: Array, axis: Any = None, keepdims: bool = False,
            split_every: int = SPLIT_EVERY) -> Array:
     """Index of the minimum (flat index when ``axis`` is None), first occurrence, as NumPy."""
-    return _arg("argmin", x, axis, keepdims, split_every)
+    return arg_reduction("argmin", x, axis, keepdims, split_every)
 
 
 def argmax(x: Array, axis: Any = None, keepdims: bool = False,
            split_every: int = SPLIT_EVERY) -> Array:
     """Index of the maximum (flat index when ``axis`` is None), first occurrence, as NumPy."""
-    return _arg("argmax", x, axis, keepdims, split_every)
+    return arg_reduction("argmax", x, axis, keepdims, split_every)
 
 
 _UFUNC_REDUCTIONS = {

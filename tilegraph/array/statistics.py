@@ -413,7 +413,7 @@ def _nan_minmax(op: str, ufunc: np.ufunc, a: Any, axis: Any, keepdims: bool) -> 
     a = asarray(a)
     if a.dtype.kind not in "fc":
         return getattr(reductions, op[3:])(a, axis=axis, keepdims=keepdims)
-    reductions._check_nonempty(op, a, axis)
+    reductions.check_nonempty(op, a, axis)
 
     def chunk(block: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return ufunc.reduce(block, axis=axes, keepdims=True)
@@ -598,16 +598,16 @@ def nanargmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False)
     """Index of the minimum ignoring NaNs. A slice of NaNs only raises NumPy's ValueError
     "All-NaN slice encountered" when the result is computed (only the data tell)."""
     _no_out("nanargmin", out)
-    return reductions._arg("argmin", asarray(a), axis, keepdims, reductions.SPLIT_EVERY,
-                           skip_nan=True)
+    return reductions.arg_reduction("argmin", asarray(a), axis, keepdims,
+                                    reductions.SPLIT_EVERY, skip_nan=True)
 
 
 def nanargmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
     """Index of the maximum ignoring NaNs. A slice of NaNs only raises NumPy's ValueError
     "All-NaN slice encountered" when the result is computed (only the data tell)."""
     _no_out("nanargmax", out)
-    return reductions._arg("argmax", asarray(a), axis, keepdims, reductions.SPLIT_EVERY,
-                           skip_nan=True)
+    return reductions.arg_reduction("argmax", asarray(a), axis, keepdims,
+                                    reductions.SPLIT_EVERY, skip_nan=True)
 
 
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:

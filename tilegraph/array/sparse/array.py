@@ -546,7 +546,7 @@ class SparseArray(Array):
 
         if dtype is not None:
             check_dtype("sum", dtype)
-        out_dtype = reductions._reduce_dtype(lambda b: np.sum(b, dtype=dtype), self, dtype)
+        out_dtype = reductions.reduce_dtype(lambda b: np.sum(b, dtype=dtype), self, dtype)
         chunk = partial(_sum_block, out_dtype)
         return reductions.reduction(self, "sum", chunk, np.add, _identity, axis, keepdims,
                                     out_dtype, split_every, params=("sparse",))
