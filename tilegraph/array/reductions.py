@@ -220,6 +220,14 @@ def reduction(
     return Array(blocks, shape, final_chunks, dtype)
 
 
+def no_out(op: str, out: Any) -> None:
+    """Refuse ``out=`` (given to ``op``): tilegraph arrays are lazy, and the result is the
+    returned array."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported on tilegraph arrays (arrays are "
+                        "lazy; use the returned array)")
+
+
 def reduce_dtype(func: Callable, x: Array, dtype: Any) -> np.dtype:
     """The dtype of a reduction: ``dtype`` when given, else what ``func`` (the reduction on
     one block) gives on one element of ``x``'s dtype."""
