@@ -32,7 +32,7 @@ def test_elementwise_chain_fuses_into_one_task_per_block():
 
 
 def test_shared_input_is_fused_once(monkeypatch):
-    import tilegraph.array.random as trandom
+    import tilegraph.array.random_blocks as trandom
 
     draws = []
     draw = trandom._draw

@@ -49,9 +49,9 @@ def _distinct(rng: np.random.Generator, size: int, k: int) -> np.ndarray:
 
 def _random_block(seed: int, coord: tuple[int, ...], shape: tuple[int, int], density: float,
                   fmt: str, dtype: np.dtype) -> Any:
-    from tilegraph.array.random import _generator
+    from tilegraph.array.random_blocks import block_generator
 
-    rng = _generator(seed, coord)
+    rng = block_generator(seed, coord)
     m, n = shape
     k = round(density * m * n)
     flat = _distinct(rng, m * n, k)
@@ -91,7 +91,7 @@ def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = 
     True
     """
     from tilegraph.array.creation import _shape
-    from tilegraph.array.random import _seed
+    from tilegraph.array.random_blocks import seed_value
 
     shape = _shape(shape)
     if len(shape) != 2:
@@ -104,7 +104,7 @@ def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = 
                          f"entries), got {density}")
     fmt = check_format("random", format)
     dtype = check_dtype("random", dtype)
-    s = _seed(seed)
+    s = seed_value(seed)
     chunks = normalize_chunks(chunks, shape, dtype)
     token = tokenize("sparse-random", s, shape, chunks, density, fmt, dtype)
     blocks = source(
