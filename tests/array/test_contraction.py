@@ -781,7 +781,7 @@ def test_panel_matmul_of_in_memory_operands_matches_numpy(dtype, shape, chunks, 
 
 def test_panel_matmul_groups_blocks_into_tiles(monkeypatch, forbid_compute):
     monkeypatch.setattr(tilegraph.util, "cores", lambda: 2)
-    monkeypatch.setattr(tilegraph.array.contraction, "PANEL_TILE", 8)
+    monkeypatch.setattr(tilegraph.array.product_plans, "PANEL_TILE", 8)
     x = np.ones((16, 16))
     a = tg.from_numpy(x, chunks=2)
     c = a @ a
@@ -793,7 +793,7 @@ def test_panel_matmul_groups_blocks_into_tiles(monkeypatch, forbid_compute):
     assert kinds["getitem"] == 64
     assert c.collection.ntasks == 4 + 64
     # a tile is never so large that a core is left without two of them
-    monkeypatch.setattr(tilegraph.array.contraction, "PANEL_TILE", 64)
+    monkeypatch.setattr(tilegraph.array.product_plans, "PANEL_TILE", 64)
     assert _kinds(lower([(a @ a).collection]).build())["product"] == 4
 
 

@@ -231,6 +231,12 @@ def _view(x: np.ndarray, slices: tuple) -> np.ndarray:
     return x[slices]
 
 
+# The task function that reads a region of an in-memory array as a view, for the operations
+# that read a :class:`ViewBlocks` array by other regions than its blocks (its tasks keep the
+# op name "_view" in plans and reports).
+region_view = _view
+
+
 class ViewBlocks(Blocks):
     """The blocks of :func:`from_numpy`: views of one in-memory NumPy array, ``array``.
 

@@ -1,7 +1,8 @@
 """The products of sparse arrays: the 2-D matmul with a sparse operand, a group-by-join over
 the inner blocks under the sparse ``(+, x)`` semiring. Registered as the product rule of
-:class:`~tilegraph.array.sparse.SparseArray` in :mod:`tilegraph.array.contraction`, which
-also gives ``dot`` and the messages of the products that take dense operands only."""
+:class:`~tilegraph.array.sparse.SparseArray` (:mod:`tilegraph.array.product_plans`), which
+:mod:`tilegraph.array.contraction` reads for ``matmul``, ``dot`` and the messages of the
+products that take dense operands only."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ import numpy as np
 from tilegraph.algebra.blocks import group_by_join
 from tilegraph.algebra.semiring import PLUS_TIMES, Semiring
 from tilegraph.array.chunks import block_shape, numblocks
-from tilegraph.array.contraction import (
-    _FLOPS,
-    ProductRule,
-    _chains_for,
-    _small_partials,
-    _tree_join,
-    _zeros_block,
-    aligned_operands,
-    register_product_rule,
-)
 from tilegraph.array.core import Array, tokenize
+from tilegraph.array.product_plans import (
+    PRODUCT_FLOPS,
+    ProductRule,
+    aligned_operands,
+    chains_for,
+    register_product_rule,
+    small_partials,
+    tree_join,
+    zeros_block,
+)
 from tilegraph.array.sparse.array import SparseArray
 from tilegraph.array.sparse.semiring import sparse_semiring
 from tilegraph.array.sparse_blocks import (
@@ -66,10 +67,10 @@ def sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         return [((o[0], k), (k, o[1])) for k in range(nk)]
 
     def cost(lc: tuple[int, int], rc: tuple[int, int]) -> float:
-        return _FLOPS(a.chunks[0][lc[0]], a.chunks[1][lc[1]], b.chunks[1][rc[1]]) * work
+        return PRODUCT_FLOPS(a.chunks[0][lc[0]], a.chunks[1][lc[1]], b.chunks[1][rc[1]]) * work
 
     if fmt is None:
-        zero_task = lambda o: (_zeros_block, (block_shape(chunks, o), dtype))
+        zero_task = lambda o: (zeros_block, (block_shape(chunks, o), dtype))
         nbytes = dense_nbytes(chunks, dtype)
         density = None
         # a sparse operand's block counts at its density (a dense one at 1)
@@ -78,8 +79,8 @@ def sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         big = max(max(a.chunks[0], default=0) * (1.0 if da is None else da),
                   max(b.chunks[1], default=0) * (1.0 if db is None else db))
         block_bytes = int(itemsize * max(inner, default=0) * big)
-        if _small_partials(grid, nk, out_bytes, block_bytes):
-            blocks = _tree_join(f"matmul-{token}", a.collection, b.collection, grid, nk,
+        if small_partials(grid, nk, out_bytes, block_bytes):
+            blocks = tree_join(f"matmul-{token}", a.collection, b.collection, grid, nk,
                                 sparse_semiring(dtype, None), cost, nbytes)
             return Array(blocks, (a.shape[0], b.shape[1]), chunks, dtype)
     else:
@@ -88,7 +89,7 @@ def sparse_matmul_2d(a: Array, b: Array, semiring: Semiring) -> Array:
         nbytes = expected_nbytes(chunks, density, dtype, fmt)
     blocks = group_by_join(
         f"matmul-{token}", a.collection, b.collection, pairs_of, grid, sparse_semiring(dtype, fmt),
-        chains=_chains_for(math.prod(grid), nk), zero_task=zero_task, cost=cost,
+        chains=chains_for(math.prod(grid), nk), zero_task=zero_task, cost=cost,
         nbytes=nbytes,
     )
     shape = (a.shape[0], b.shape[1])
