@@ -287,6 +287,45 @@ def apply_gufunc(func: Callable, signature: str, *args: Any, axes: Any = None,
                              f"int, got {n!r}")
     keepdims = bool(keepdims)
     in_axes, out_axes = normalize_axes(axes, axis, keepdims, ins, outs)
+    arrays = _core_last(_as_arrays(args, ins, signature), in_axes)
+    sizes = _core_sizes(arrays, ins, outs, output_sizes, signature)
+    arrays, loops, loop_shape, loop_chunks = _loop_blocks(arrays, ins, in_axes, signature,
+                                                          allow_rechunk)
+    nloop = len(loop_shape)
+
+    # dtypes and the per-block call
+    func, dtypes = _block_function(func, signature, vectorize, output_dtypes, meta, arrays,
+                                   kwargs, nout, tuple_out)
+    out_cores = [tuple(sizes[d] for d in o) for o in outs]
+    keep = len(next(cd for cd in ins if cd)) if keepdims else 0
+    call = _GufuncBlock(func, signature, [len(cd) for cd in ins], out_cores, dtypes, nloop,
+                        tuple_out, keep)
+
+    unique, maps, template = _argument_maps(arrays, ins, loops, loop_shape)
+    grid = numblocks(loop_chunks)
+    op = funcname(call)
+    token = tokenize("apply_gufunc", func, signature, *arrays, kwargs, dtypes, out_cores,
+                     keep, out_axes)
+    core_out = [c + (1,) * keep for c in out_cores]
+
+    def nbytes(coord: tuple[int, ...]) -> int:
+        loop = math.prod(loop_chunks[i][k] for i, k in enumerate(coord))
+        return sum(loop * math.prod(c) * dt.itemsize for c, dt in
+                   zip(core_out, dtypes, strict=True))
+
+    direct = template == tuple(Dep(j) for j in range(len(unique)))
+    parts = _map_blocks(f"{op}-{token}", call, [a.collection for a in unique.values()],
+                        grid, maps, args=None if direct else template,
+                        kwargs=kwargs or None, kind="map", name=op, nbytes=nbytes)
+    results = [_output(parts, k, op, token, tuple_out, loop_shape, loop_chunks, core, dt,
+                       out_axes[k])
+               for k, (core, dt) in enumerate(zip(core_out, dtypes, strict=True))]
+    return tuple(results) if tuple_out else results[0]
+
+
+def _as_arrays(args: Sequence[Any], ins: list[CoreDims], signature: str) -> list[Array]:
+    """The arguments as Arrays (NumPy arrays and scalars in one block, dask collections
+    converted), each with at least as many dimensions as its core dimensions."""
     arrays = [a if isinstance(a, Array) else
               (asarray(a) if hasattr(type(a), "__dask_graph__") else
                from_numpy(np.asarray(a), chunks=-1)) for a in args]
@@ -294,16 +333,23 @@ def apply_gufunc(func: Callable, signature: str, *args: Any, axes: Any = None,
         if a.ndim < len(cd):
             raise ValueError(f"apply_gufunc: argument #{i} of shape {a.shape} has fewer "
                              f"dimensions than its core dimensions {cd} in {signature!r}")
+    return arrays
 
-    # core dimensions last
+
+def _core_last(arrays: list[Array], in_axes: list) -> list[Array]:
+    """Each argument with its core dimensions (at ``in_axes``) moved last."""
     moved = []
     for i, (a, ax) in enumerate(zip(arrays, in_axes, strict=True)):
         pos = _positions(ax, a.ndim, f"argument #{i} of shape {a.shape}")
         order = tuple(d for d in range(a.ndim) if d not in pos) + pos
         moved.append(a.transpose(order) if order != tuple(range(a.ndim)) else a)
-    arrays = moved
+    return moved
 
-    # sizes of the core dimensions
+
+def _core_sizes(arrays: list[Array], ins: list[CoreDims], outs: list[CoreDims],
+                output_sizes: dict[str, int], signature: str) -> dict[str, int]:
+    """The size of every core dimension: from the arguments (the same in each), and from
+    ``output_sizes`` for those only outputs have."""
     sizes: dict[str, int] = {}
     for i, (a, cd) in enumerate(zip(arrays, ins, strict=True)):
         for d, n in zip(cd, a.shape[a.ndim - len(cd):], strict=True):
@@ -321,8 +367,14 @@ def apply_gufunc(func: Callable, signature: str, *args: Any, axes: Any = None,
                                  f"{signature!r} is in no input; give its size in "
                                  f"output_sizes={{{d!r}: n}}")
     sizes.update({d: int(n) for d, n in output_sizes.items()})
+    return sizes
 
-    # loop dimensions: broadcast, blocks at the union of boundaries; core dims one block
+
+def _loop_blocks(arrays: list[Array], ins: list[CoreDims], in_axes: list, signature: str,
+                 allow_rechunk: bool) -> tuple[list[Array], list, tuple, tuple]:
+    """The arguments with their loop dimensions broadcast and cut at the union of their
+    block boundaries, and their core dimensions one block each; with each argument's loop
+    shape, the broadcast loop shape and its blocks."""
     loops = [a.shape[:a.ndim - len(cd)] for a, cd in zip(arrays, ins, strict=True)]
     try:
         loop_shape = tuple(np.broadcast_shapes(*loops))
@@ -351,26 +403,32 @@ def apply_gufunc(func: Callable, signature: str, *args: Any, axes: Any = None,
             want.append((a.shape[d],))
         want_t = tuple(tuple(c) for c in want)
         aligned.append(a.rechunk(want_t) if want_t != a.chunks else a)
-    arrays = aligned
-    loop_chunks = tuple(loop_chunks)
+    return aligned, loops, loop_shape, tuple(loop_chunks)
 
-    # dtypes and the per-block call
+
+def _block_function(func: Callable, signature: str, vectorize: bool | None,
+                    output_dtypes: Any, meta: Any, arrays: list[Array], kwargs: dict,
+                    nout: int, tuple_out: bool) -> tuple[Callable, list[np.dtype]]:
+    """The function each block is given to (``np.vectorize``-d with ``vectorize``) and the
+    dtypes of its outputs (given, or inferred from a call on one-element arrays)."""
     if vectorize:
         plain = func
         dtypes = _dtypes(output_dtypes, meta, nout, tuple_out)
         if dtypes is None:
             dtypes = _infer_dtypes(np.vectorize(plain, signature=signature), arrays, kwargs,
                                    nout, tuple_out)
-        func = np.vectorize(plain, signature=signature, otypes=dtypes)
-    else:
-        dtypes = _dtypes(output_dtypes, meta, nout, tuple_out)
-        if dtypes is None:
-            dtypes = _infer_dtypes(func, arrays, kwargs, nout, tuple_out)
-    out_cores = [tuple(sizes[d] for d in o) for o in outs]
-    keep = len(next(cd for cd in ins if cd)) if keepdims else 0
-    call = _GufuncBlock(func, signature, [len(cd) for cd in ins], out_cores, dtypes, nloop,
-                        tuple_out, keep)
+        return np.vectorize(plain, signature=signature, otypes=dtypes), dtypes
+    dtypes = _dtypes(output_dtypes, meta, nout, tuple_out)
+    if dtypes is None:
+        dtypes = _infer_dtypes(func, arrays, kwargs, nout, tuple_out)
+    return func, dtypes
 
+
+def _argument_maps(arrays: list[Array], ins: list[CoreDims], loops: list,
+                   loop_shape: tuple) -> tuple[dict[str, Array], list, tuple]:
+    """The distinct arguments (by name), the block coordinate map of each (None: the loop
+    grid's own coordinate), and the ``Dep`` of each argument among the distinct ones."""
+    nloop = len(loop_shape)
     maps = []
     unique: dict[str, Array] = {}
     order = []
@@ -387,44 +445,34 @@ def apply_gufunc(func: Callable, signature: str, *args: Any, axes: Any = None,
             maps.append(None)
         else:
             maps.append(_LoopIndex(off, bcast, ncore))
-    template = tuple(Dep(j) for j in order)
+    return unique, maps, tuple(Dep(j) for j in order)
+
+
+def _output(parts: Any, k: int, op: str, token: str, tuple_out: bool, loop_shape: tuple,
+            loop_chunks: tuple, core: tuple[int, ...], dt: np.dtype, axes: Any) -> Array:
+    """Output ``k`` of the blocks' calls as an Array, its core axes where ``axes`` (of
+    ``axes``/``axis``) puts them."""
+    nloop = len(loop_shape)
     grid = numblocks(loop_chunks)
-    op = funcname(call)
-    token = tokenize("apply_gufunc", func, signature, *arrays, kwargs, dtypes, out_cores,
-                     keep, out_axes)
-    core_out = [c + (1,) * keep for c in out_cores]
-
-    def nbytes(coord: tuple[int, ...]) -> int:
-        loop = math.prod(loop_chunks[i][k] for i, k in enumerate(coord))
-        return sum(loop * math.prod(c) * dt.itemsize for c, dt in
-                   zip(core_out, dtypes, strict=True))
-
-    direct = template == tuple(Dep(j) for j in range(len(unique)))
-    parts = _map_blocks(f"{op}-{token}", call, [a.collection for a in unique.values()],
-                        grid, maps, args=None if direct else template,
-                        kwargs=kwargs or None, kind="map", name=op, nbytes=nbytes)
-    results = []
-    for k, (core, dt) in enumerate(zip(core_out, dtypes, strict=True)):
-        chunks = loop_chunks + tuple((c,) for c in core)
-        shape = loop_shape + core
-        if tuple_out:
-            blocks = _map_blocks(f"{op}-{k}-{token}", _pick(k), [parts], grid,
-                                 kind="getitem", name=f"{op}[{k}]")
-            blocks = _with_core_grid(blocks, len(core))
-        else:
-            blocks = _with_core_grid(parts, len(core))
-        out = Array(blocks, shape, chunks, dt)
-        # output core axes where ``axes``/``axis`` put them
-        ndim = out.ndim
-        pos = _positions(out_axes[k], ndim, f"output #{k} ({ndim} dimensions)")
-        if pos != tuple(range(nloop, ndim)):
-            perm: list[int | None] = [None] * ndim
-            for j, p in enumerate(pos):
-                perm[p] = nloop + j
-            rest = iter(range(nloop))
-            out = out.transpose(tuple(p if p is not None else next(rest) for p in perm))
-        results.append(out)
-    return tuple(results) if tuple_out else results[0]
+    chunks = loop_chunks + tuple((c,) for c in core)
+    shape = loop_shape + core
+    if tuple_out:
+        blocks = _map_blocks(f"{op}-{k}-{token}", _pick(k), [parts], grid,
+                             kind="getitem", name=f"{op}[{k}]")
+        blocks = _with_core_grid(blocks, len(core))
+    else:
+        blocks = _with_core_grid(parts, len(core))
+    out = Array(blocks, shape, chunks, dt)
+    # output core axes where ``axes``/``axis`` put them
+    ndim = out.ndim
+    pos = _positions(axes, ndim, f"output #{k} ({ndim} dimensions)")
+    if pos != tuple(range(nloop, ndim)):
+        perm: list[int | None] = [None] * ndim
+        for j, p in enumerate(pos):
+            perm[p] = nloop + j
+        rest = iter(range(nloop))
+        out = out.transpose(tuple(p if p is not None else next(rest) for p in perm))
+    return out
 
 
 class _LoopIndex:
