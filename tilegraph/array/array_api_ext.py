@@ -75,7 +75,16 @@ def _real(dtype: np.dtype) -> np.dtype:
 
 
 def linalg_namespace(xp: ModuleType) -> SimpleNamespace:
-    """The ``linalg`` extension (``xp``: the Array API namespace it completes)."""
+    """The ``linalg`` extension (``xp``: the Array API namespace it completes): the
+    factorisations and solvers (:func:`_linalg_factorizations`) and the products, powers,
+    norms and diagonals (:func:`_linalg_products`)."""
+    return SimpleNamespace(**_linalg_factorizations(xp), **_linalg_products(xp))
+
+
+def _linalg_factorizations(xp: ModuleType) -> dict[str, Any]:
+    """The factorisations, inverses, determinants and solvers of the ``linalg``
+    extension: blocked (:mod:`tilegraph.array.linalg`) for one real matrix, NumPy's on
+    each matrix of a stack otherwise."""
 
     def cholesky(x: Array, /, *, upper: bool = False) -> Array:
         _square("cholesky", x)
@@ -85,31 +94,11 @@ def linalg_namespace(xp: ModuleType) -> SimpleNamespace:
             np.linalg.cholesky
         return _apply("cholesky", x, f, x.shape[-2:], _float(x))
 
-    def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
-        if not (-builtins.min(x1.ndim, x2.ndim) <= axis < 0) and not (
-                0 <= axis < builtins.min(x1.ndim, x2.ndim) and x1.ndim == x2.ndim):
-            raise ValueError(f"linalg.cross: axis {axis} is out of range for shapes "
-                             f"{x1.shape} and {x2.shape}")
-        if x1.shape[axis] != 3 or x2.shape[axis] != 3:
-            raise ValueError("linalg.cross: both arrays need length 3 along axis")
-        np.broadcast_shapes(x1.shape, x2.shape)  # must broadcast (a ValueError if not)
-        from tilegraph.array.elementwise import elemwise
-
-        x1 = x1.rechunk({axis: -1})
-        x2 = x2.rechunk({axis: -1})
-        return elemwise(np.cross, x1, x2, kwargs={"axis": axis}, name="cross",
-                        dtype=np.result_type(x1.dtype, x2.dtype))
-
     def det(x: Array, /) -> Array:
         _square("det", x)
         if x.ndim == 2 and x.dtype.kind == "f":
             return _tl.det(x)
         return _apply("det", x, np.linalg.det, (), _float(x))
-
-    def diagonal(x: Array, /, *, offset: int = 0) -> Array:
-        n = builtins.max(0, builtins.min(x.shape[-2] + builtins.min(offset, 0),
-                                         x.shape[-1] - builtins.max(offset, 0)))
-        return _apply("diagonal", x, lambda b: np.diagonal(b, offset, -2, -1), (n,), x.dtype)
 
     def eigh(x: Array, /) -> Any:
         _square("eigh", x)
@@ -127,34 +116,6 @@ def linalg_namespace(xp: ModuleType) -> SimpleNamespace:
         if x.ndim == 2 and x.dtype.kind == "f":
             return _tl.inv(x)
         return _apply("inv", x, np.linalg.inv, x.shape[-2:], _float(x))
-
-    def matmul(x1: Array, x2: Array, /) -> Array:
-        return xp.matmul(x1, x2)
-
-    def matrix_norm(x: Array, /, *, keepdims: bool = False, ord: Any = "fro") -> Array:
-        out = _apply("matrix_norm", x, lambda b: np.linalg.norm(b, ord, axis=(-2, -1)), (),
-                     _real(_float(x)))
-        return out[..., None, None] if keepdims else out
-
-    def matrix_power(x: Array, n: int, /) -> Array:
-        _square("matrix_power", x)
-        dt = x.dtype if n >= 0 else _float(x)
-        return _apply("matrix_power", x, lambda b: np.linalg.matrix_power(b, n), x.shape[-2:],
-                      dt)
-
-    def matrix_rank(x: Array, /, *, rtol: Any = None) -> Array:
-        if isinstance(rtol, Array):
-            rtol = rtol.compute()
-        return _apply("matrix_rank", x, lambda b: np.linalg.matrix_rank(b, rtol=rtol), (),
-                      np.int64)
-
-    def matrix_transpose(x: Array, /) -> Array:
-        return xp.matrix_transpose(x)
-
-    def outer(x1: Array, x2: Array, /) -> Array:
-        if x1.ndim != 1 or x2.ndim != 1:
-            raise ValueError("linalg.outer: needs two 1-d arrays")
-        return xp.multiply(x1[:, None], x2[None, :])
 
     def pinv(x: Array, /, *, rtol: Any = None) -> Array:
         if isinstance(rtol, Array):
@@ -209,6 +170,63 @@ def linalg_namespace(xp: ModuleType) -> SimpleNamespace:
         return _apply("svdvals", x, lambda b: np.linalg.svd(b, compute_uv=False),
                       (builtins.min(x.shape[-2:]),), _real(_float(x)))
 
+    names = dict(locals())
+    names.pop("xp")
+    return names
+
+
+def _linalg_products(xp: ModuleType) -> dict[str, Any]:
+    """The products, powers, ranks, norms, diagonals and traces of the ``linalg``
+    extension."""
+
+    def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
+        if not (-builtins.min(x1.ndim, x2.ndim) <= axis < 0) and not (
+                0 <= axis < builtins.min(x1.ndim, x2.ndim) and x1.ndim == x2.ndim):
+            raise ValueError(f"linalg.cross: axis {axis} is out of range for shapes "
+                             f"{x1.shape} and {x2.shape}")
+        if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+            raise ValueError("linalg.cross: both arrays need length 3 along axis")
+        np.broadcast_shapes(x1.shape, x2.shape)  # must broadcast (a ValueError if not)
+        from tilegraph.array.elementwise import elemwise
+
+        x1 = x1.rechunk({axis: -1})
+        x2 = x2.rechunk({axis: -1})
+        return elemwise(np.cross, x1, x2, kwargs={"axis": axis}, name="cross",
+                        dtype=np.result_type(x1.dtype, x2.dtype))
+
+    def diagonal(x: Array, /, *, offset: int = 0) -> Array:
+        n = builtins.max(0, builtins.min(x.shape[-2] + builtins.min(offset, 0),
+                                         x.shape[-1] - builtins.max(offset, 0)))
+        return _apply("diagonal", x, lambda b: np.diagonal(b, offset, -2, -1), (n,), x.dtype)
+
+    def matmul(x1: Array, x2: Array, /) -> Array:
+        return xp.matmul(x1, x2)
+
+    def matrix_norm(x: Array, /, *, keepdims: bool = False, ord: Any = "fro") -> Array:
+        out = _apply("matrix_norm", x, lambda b: np.linalg.norm(b, ord, axis=(-2, -1)), (),
+                     _real(_float(x)))
+        return out[..., None, None] if keepdims else out
+
+    def matrix_power(x: Array, n: int, /) -> Array:
+        _square("matrix_power", x)
+        dt = x.dtype if n >= 0 else _float(x)
+        return _apply("matrix_power", x, lambda b: np.linalg.matrix_power(b, n), x.shape[-2:],
+                      dt)
+
+    def matrix_rank(x: Array, /, *, rtol: Any = None) -> Array:
+        if isinstance(rtol, Array):
+            rtol = rtol.compute()
+        return _apply("matrix_rank", x, lambda b: np.linalg.matrix_rank(b, rtol=rtol), (),
+                      np.int64)
+
+    def matrix_transpose(x: Array, /) -> Array:
+        return xp.matrix_transpose(x)
+
+    def outer(x1: Array, x2: Array, /) -> Array:
+        if x1.ndim != 1 or x2.ndim != 1:
+            raise ValueError("linalg.outer: needs two 1-d arrays")
+        return xp.multiply(x1[:, None], x2[None, :])
+
     def tensordot(x1: Array, x2: Array, /, *, axes: Any = 2) -> Array:
         return xp.tensordot(x1, x2, axes=axes)
 
@@ -236,7 +254,7 @@ def linalg_namespace(xp: ModuleType) -> SimpleNamespace:
 
     names = dict(locals())
     names.pop("xp")
-    return SimpleNamespace(**names)
+    return names
 
 
 def _along(label: str, x: Array, axis: int, func: Any, n_out: int, dtype: Any) -> Array:
