@@ -377,6 +377,47 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
                         "(and dtype=) to make an array from nothing")
     ndim_in = max((args[i].ndim for i in positions), default=0)
     drop = _axis_list("map_blocks", "drop_axis", drop_axis, ndim_in)
+    new, source = _output_axes(chunks, drop, new_axis, ndim_in)
+    aligned, ref = _aligned_arguments(args, positions, ndim_in, drop)
+    given = [None if ax is None else ref[ax] for ax in source]
+    grid = [None if ax is None else len(ref[ax]) for ax in source]
+    out_chunks = _output_chunks(chunks, grid, given, ndim_in)
+    out_grid = numblocks(out_chunks)
+    shape = tuple(sum(c) for c in out_chunks)
+
+    if dtype is None:
+        dtype = getattr(meta, "dtype", None)
+    if dtype is None:
+        try:
+            dtype = result_dtype(func, aligned, kwargs)
+        except Exception:
+            if not positions:
+                raise TypeError(f"map_blocks: give dtype= (the dtype of what {op} "
+                                "returns) when there is no array argument") from None
+            dtype = aligned[positions[0]].dtype
+    dtype = np.dtype(dtype)
+
+    template, unique, layouts, maps = _block_arguments(aligned, source, drop, ndim_in)
+    call = func
+    if wants_id or wants_info:
+        call = BlockKeywords(func, wants_id, wants_info, layouts, out_chunks, dtype)
+    token_ = tokenize("map_blocks", func, *aligned, kwargs, dtype, out_chunks, drop, new)
+    itemsize = dtype.itemsize
+    direct = all(type(t) is Dep for t in template) and len(unique) == len(template)
+    blocks = _map_blocks(
+        f"{op}-{token_}", call, [a.collection for a in unique.values()], out_grid, maps,
+        args=None if direct else tuple(template), kwargs=kwargs or None,
+        coord_kwarg="block_id" if call is not func else None, kind="map", name=op,
+        nbytes=lambda c: itemsize * math.prod(out_chunks[i][k] for i, k in enumerate(c)),
+    )
+    return Array(blocks, shape, out_chunks, dtype)
+
+
+def _output_axes(chunks: Any, drop: tuple[int, ...], new_axis: Any, ndim_in: int
+                 ) -> tuple[tuple[int, ...], list[int | None]]:
+    """map_blocks' new axes of the output (``new_axis``, or dask's: on the left when
+    ``chunks`` has more axes than the inputs keep), and the input axis of each output axis
+    (None: a new one)."""
     kept = [ax for ax in range(ndim_in) if ax not in drop]
     if new_axis is None and isinstance(chunks, (tuple, list)) and len(chunks) > len(kept):
         new_axis = list(range(len(chunks) - len(kept)))  # dask's: new axes on the left
@@ -387,10 +428,14 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
     rest = iter(kept)
     for o in range(out_ndim):
         source.append(None if o in new else next(rest))
-    out_of = {ax: o for o, ax in enumerate(source) if ax is not None}
+    return new, source
 
-    # align the arrays axis by axis (right-aligned): drop axes become one block; an array
-    # as long as the reference along an axis takes its blocks; others pair by position
+
+def _aligned_arguments(args: tuple, positions: list[int], ndim_in: int,
+                       drop: tuple[int, ...]) -> tuple[list, dict[int, tuple[int, ...]]]:
+    """map_blocks' arguments with their arrays aligned axis by axis (right-aligned): drop
+    axes become one block; an array as long as the reference along an axis takes its
+    blocks; others pair by position. With the reference blocks of each kept axis."""
     aligned = list(args)
     ref: dict[int, tuple[int, ...]] = {}
     for ax in range(ndim_in):
@@ -423,23 +468,17 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
                     f"do not pair along axis {ax} (counted from the last axis, as in "
                     "broadcasting): blocks are paired by position, so an axis must have "
                     "the same number of blocks in every array, or one block (broadcast)")
-    given = [None if ax is None else ref[ax] for ax in source]
-    grid = [None if ax is None else len(ref[ax]) for ax in source]
-    out_chunks = _output_chunks(chunks, grid, given, ndim_in)
-    out_grid = numblocks(out_chunks)
-    shape = tuple(sum(c) for c in out_chunks)
+    return aligned, ref
 
-    if dtype is None:
-        dtype = getattr(meta, "dtype", None)
-    if dtype is None:
-        try:
-            dtype = result_dtype(func, aligned, kwargs)
-        except Exception:
-            if not positions:
-                raise TypeError(f"map_blocks: give dtype= (the dtype of what {op} "
-                                "returns) when there is no array argument") from None
-            dtype = aligned[positions[0]].dtype
-    dtype = np.dtype(dtype)
+
+def _block_arguments(aligned: list, source: list[int | None], drop: tuple[int, ...],
+                     ndim_in: int) -> tuple[list, dict[str, Array], list, list]:
+    """What each call of map_blocks' function gets: the argument template (a ``Dep`` per
+    array, by distinct array), the distinct arrays, each array argument's layout (for
+    ``block_info``) and the block coordinate map of each distinct array (None: the output
+    block's own coordinate)."""
+    out_ndim = len(source)
+    out_of = {ax: o for o, ax in enumerate(source) if ax is not None}
 
     def index_map(a: Array) -> Callable | None:
         lead = ndim_in - a.ndim
@@ -469,19 +508,7 @@ def map_blocks(func: Callable, *args: Any, dtype: Any = None, chunks: Any = None
             unique[a.name] = a
             maps.append(None if found is None else found[0])
         template.append(Dep(slot.setdefault(a.name, len(slot))))
-    call = func
-    if wants_id or wants_info:
-        call = BlockKeywords(func, wants_id, wants_info, layouts, out_chunks, dtype)
-    token_ = tokenize("map_blocks", func, *aligned, kwargs, dtype, out_chunks, drop, new)
-    itemsize = dtype.itemsize
-    direct = all(type(t) is Dep for t in template) and len(unique) == len(template)
-    blocks = _map_blocks(
-        f"{op}-{token_}", call, [a.collection for a in unique.values()], out_grid, maps,
-        args=None if direct else tuple(template), kwargs=kwargs or None,
-        coord_kwarg="block_id" if call is not func else None, kind="map", name=op,
-        nbytes=lambda c: itemsize * math.prod(out_chunks[i][k] for i, k in enumerate(c)),
-    )
-    return Array(blocks, shape, out_chunks, dtype)
+    return template, unique, layouts, maps
 
 
 def isin(element: Any, test_elements: Any, assume_unique: bool = False,
