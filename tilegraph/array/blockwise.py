@@ -84,7 +84,50 @@ def blockwise(func: Callable, out_ind: Any, *args: Any, name: str | None = None,
     out_ind = _index(out_ind, "out_ind")
     if len(set(out_ind)) != len(out_ind):
         raise ValueError(f"blockwise: out_ind {out_ind!r} repeats an index")
-    new_axes = dict(new_axes or {})
+    pairs = _argument_pairs(args)
+    chunks_of = _index_blocks(pairs, out_ind, dict(new_axes or {}), align_arrays)
+    aligned: list[tuple[Any, tuple | None]] = []
+    for arr, ind in pairs:
+        if ind is not None:
+            want = tuple(chunks_of[i] if not (arr.shape[ax] == 1 and arr.numblocks[ax] == 1)
+                         else arr.chunks[ax] for ax, i in enumerate(ind))
+            if want != arr.chunks:
+                arr = arr.rechunk(want)
+        aligned.append((arr, ind))
+    out_chunks = _adjusted_blocks([chunks_of[i] for i in out_ind], out_ind, adjust_chunks)
+    nblocks = {i: len(c) for i, c in chunks_of.items()}
+    call = functools.partial(func, **kwargs) if kwargs else func
+    if dtype is None:
+        dtype = getattr(meta, "dtype", None)
+    if dtype is None:
+        try:
+            tiny = [value if ind is None else _tiny(
+                value, ind, [i for i in ind if i not in out_ind], bool(concatenate))
+                for value, ind in aligned]
+            dtype = np.asarray(call(*tiny)).dtype
+        except Exception as exc:
+            raise TypeError(f"blockwise: the output dtype of {funcname(func)} could not be "
+                            f"found by calling it on one-element blocks ({exc}); give "
+                            "dtype=") from exc
+    dtype = np.dtype(dtype)
+    grid = tuple(len(c) for c in out_chunks)
+    label = name or f"{token or funcname(func)}-" + tokenize(
+        "blockwise", func, out_ind, *[a for a, _ in aligned], [i for _, i in aligned],
+        kwargs, dtype, tuple(out_chunks), concatenate)
+    task_of = _block_tasks(call, aligned, {i: k for k, i in enumerate(out_ind)}, nblocks,
+                           concatenate)
+    itemsize = dtype.itemsize
+    colls = [a.collection for a, ind in aligned if ind is not None]
+    blocks = apply_blocks(label, grid, colls, task_of, kind="map", name=funcname(func),
+                          nbytes=lambda c: itemsize * math.prod(
+                              out_chunks[k][b] for k, b in enumerate(c)))
+    shape = tuple(sum(c) for c in out_chunks)
+    return Array(blocks, shape, tuple(out_chunks), dtype)
+
+
+def _argument_pairs(args: tuple) -> list[tuple[Any, tuple | None]]:
+    """blockwise's arguments as (value, index) pairs: arrays with their checked index,
+    other values with ``None``."""
     pairs: list[tuple[Any, tuple | None]] = []
     for k in range(0, len(args), 2):
         value, ind = args[k], args[k + 1]
@@ -101,7 +144,14 @@ def blockwise(func: Callable, out_ind: Any, *args: Any, name: str | None = None,
             raise ValueError(f"blockwise: the index {ind!r} of argument {k // 2} repeats a "
                              "name (a diagonal is not supported)")
         pairs.append((arr, ind))
-    # the block sizes of every index, aligning the arrays that share one
+    return pairs
+
+
+def _index_blocks(pairs: list[tuple[Any, tuple | None]], out_ind: tuple, new_axes: dict,
+                  align_arrays: bool) -> dict[Hashable, tuple[int, ...]]:
+    """The block sizes of every index: those of the arrays that carry it (their common
+    refinement where they differ, with ``align_arrays``), of ``new_axes``, and one block of
+    length 1 for an output index along which every input broadcasts."""
     sizes: dict[Hashable, list[tuple[int, ...]]] = {}
     for arr, ind in pairs:
         if ind is None:
@@ -134,15 +184,13 @@ def blockwise(func: Callable, out_ind: Any, *args: Any, name: str | None = None,
                 raise ValueError(f"blockwise: output index {i!r} is in no input; give its "
                                  "length with new_axes=")
             chunks_of[i] = (1,)
-    aligned: list[tuple[Any, tuple | None]] = []
-    for arr, ind in pairs:
-        if ind is not None:
-            want = tuple(chunks_of[i] if not (arr.shape[ax] == 1 and arr.numblocks[ax] == 1)
-                         else arr.chunks[ax] for ax, i in enumerate(ind))
-            if want != arr.chunks:
-                arr = arr.rechunk(want)
-        aligned.append((arr, ind))
-    out_chunks = [chunks_of[i] for i in out_ind]
+    return chunks_of
+
+
+def _adjusted_blocks(out_chunks: list[tuple[int, ...]], out_ind: tuple,
+                     adjust_chunks: dict | None) -> list[tuple[int, ...]]:
+    """The output's block sizes with ``adjust_chunks`` applied (per output index: a
+    function of each block size, one size for every block, or the block sizes)."""
     for i, how in (adjust_chunks or {}).items():
         if i not in out_ind:
             raise ValueError(f"blockwise: adjust_chunks names {i!r}, not an output index")
@@ -157,32 +205,22 @@ def blockwise(func: Callable, out_ind: Any, *args: Any, name: str | None = None,
                 raise ValueError(f"blockwise: adjust_chunks gives {len(how)} block sizes for "
                                  f"index {i!r}, which has {len(out_chunks[k])} blocks")
             out_chunks[k] = how
-    nblocks = {i: len(c) for i, c in chunks_of.items()}
-    call = functools.partial(func, **kwargs) if kwargs else func
-    if dtype is None:
-        dtype = getattr(meta, "dtype", None)
-    if dtype is None:
-        try:
-            tiny = [value if ind is None else _tiny(
-                value, ind, [i for i in ind if i not in out_ind], bool(concatenate))
-                for value, ind in aligned]
-            dtype = np.asarray(call(*tiny)).dtype
-        except Exception as exc:
-            raise TypeError(f"blockwise: the output dtype of {funcname(func)} could not be "
-                            f"found by calling it on one-element blocks ({exc}); give "
-                            "dtype=") from exc
-    dtype = np.dtype(dtype)
-    grid = tuple(len(c) for c in out_chunks)
-    label = name or f"{token or funcname(func)}-" + tokenize(
-        "blockwise", func, out_ind, *[a for a, _ in aligned], [i for _, i in aligned],
-        kwargs, dtype, tuple(out_chunks), concatenate)
-    where = {i: k for k, i in enumerate(out_ind)}
+    return out_chunks
 
-    def block_of(arr: Array, ind: tuple, fixed: dict) -> Any:
-        """The key of ``arr``'s block at these index positions (an axis of one block, as
-        one that is broadcast, is always at block 0)."""
-        return arr.collection.key(tuple(0 if arr.numblocks[ax] == 1 else fixed[i]
-                                        for ax, i in enumerate(ind)))
+
+def _block_key(arr: Array, ind: tuple, fixed: dict) -> Any:
+    """The key of ``arr``'s block at these index positions (an axis of one block, as one
+    that is broadcast, is always at block 0)."""
+    return arr.collection.key(tuple(0 if arr.numblocks[ax] == 1 else fixed[i]
+                                    for ax, i in enumerate(ind)))
+
+
+def _block_tasks(call: Callable, aligned: list[tuple[Any, tuple | None]],
+                 where: dict[Hashable, int], nblocks: dict[Hashable, int],
+                 concatenate: bool | None) -> Callable[[tuple], tuple[Callable, list, tuple]]:
+    """The task of each output block of blockwise: ``call`` on, per argument, its block
+    (or the nested lists of its blocks along the indices that are not in the output, joined
+    with ``concatenate``), ``where`` the position of each output index."""
 
     def task_of(coord: tuple) -> tuple[Callable, list, tuple]:
         deps: list[Hashable] = []
@@ -205,7 +243,7 @@ def blockwise(func: Callable, out_ind: Any, *args: Any, name: str | None = None,
             def nest(level: int, fixed: dict, value: Array = value, ind: tuple = ind,
                      free: list = free) -> Any:
                 if level == len(free):
-                    return dep(block_of(value, ind, fixed))
+                    return dep(_block_key(value, ind, fixed))
                 i = free[level]
                 n = 1 if value.numblocks[ind.index(i)] == 1 else nblocks[i]
                 return [nest(level + 1, {**fixed, i: b}) for b in range(n)]
@@ -216,13 +254,7 @@ def blockwise(func: Callable, out_ind: Any, *args: Any, name: str | None = None,
             template.append(part)
         return call, deps, tuple(template)
 
-    itemsize = dtype.itemsize
-    colls = [a.collection for a, ind in aligned if ind is not None]
-    blocks = apply_blocks(label, grid, colls, task_of, kind="map", name=funcname(func),
-                          nbytes=lambda c: itemsize * math.prod(
-                              out_chunks[k][b] for k, b in enumerate(c)))
-    shape = tuple(sum(c) for c in out_chunks)
-    return Array(blocks, shape, tuple(out_chunks), dtype)
+    return task_of
 
 
 def _axis_groups(long: tuple[int, ...], short: tuple[int, ...], what: str
