@@ -244,8 +244,7 @@ def _mask_of(items: tuple, adv: list[int]) -> Any:
 
 
 def _assign_region(x: Array, items: tuple, adv: list[int], value: Any) -> Array:
-    from tilegraph.array.indexing import advanced_adjacent, expand_index
-    from tilegraph.array.slicing import _slice_pieces, normalize_index
+    from tilegraph.array.indexing import expand_index
 
     if adv:
         entries = expand_index(items, x.ndim, x.shape)
@@ -253,45 +252,8 @@ def _assign_region(x: Array, items: tuple, adv: list[int], value: Any) -> Array:
         if len(adv) > 1 or n_arrays > 1:
             return _assign_leading_points(x, entries, value)
     else:
-        entries = []
-        norm = normalize_index(items, x.shape)
-        axis = 0
-        for item in norm:
-            if item is None:
-                entries.append(("none",))
-                continue
-            if isinstance(item, slice):
-                entries.append(("slice", axis, item))
-            else:
-                length = x.shape[axis]
-                if not -length <= item < length:
-                    raise IndexError(f"index {item} is out of bounds for axis {axis} with "
-                                     f"size {length} (shape {x.shape})")
-                entries.append(("int", axis, item))
-            axis += 1
-    # the region: the shape NumPy's x[index] would have
-    idx_shape: tuple[int, ...] = ()
-    adv_axis = -1
-    flat_idx = np.arange(0)
-    for e in entries:
-        if e[0] == "array":
-            adv_axis = e[1]
-            length = x.shape[adv_axis]
-            vals = np.asarray(e[2], dtype=np.int64)
-            idx_shape = vals.shape
-            flat_idx = np.where(vals < 0, vals + length, vals).reshape(-1)
-    out_dims: list[tuple] = []  # per region axis: ("none",) | ("slice", axis, n) | ("adv", k)
-    for e in entries:
-        if e[0] == "none":
-            out_dims.append(("none", 1))
-        elif e[0] == "slice":
-            out_dims.append(("slice", e[1], len(range(*e[2].indices(x.shape[e[1]])))))
-    if adv_axis >= 0:
-        p = 0
-        if advanced_adjacent(items):
-            first = next(k for k, e in enumerate(entries) if e[0] in ("int", "array"))
-            p = sum(1 for e in entries[:first] if e[0] in ("none", "slice"))
-        out_dims[p:p] = [("adv", k, n) for k, n in enumerate(idx_shape)]
+        entries = _basic_entries(x, items)
+    adv_axis, flat_idx, out_dims = _region_dims(x, items, entries)
     region = tuple(d[-1] for d in out_dims)
     v = _convert(x, value)
     vshape = _fit(tuple(v.shape), region)
@@ -314,7 +276,91 @@ def _assign_region(x: Array, items: tuple, adv: list[int], value: Any) -> Array:
         if order != list(range(len(order))):
             v = v.transpose(order)
         v = _reshape(v, aligned)
-    # per axis of x: the pieces (block, local index, value index, length)
+    plans = _region_pieces(x, entries, flat_idx)
+    lazy = isinstance(v, Array) and not scalar
+    if lazy:
+        if adv_axis >= 0:  # the value's elements grouped by the block they go to
+            from tilegraph.array.indexing import take
+
+            v = take(v, np.concatenate([pc[2] for pc in plans[adv_axis]]), axis=adv_axis)
+        v = v.rechunk(tuple(tuple(pc[3] for pc in plan) for plan in plans))
+    token = tokenize("setitem", x, tuple(_token_value(e) for e in entries),
+                     v if isinstance(v, Array) else _token_value(v))
+    label = f"setitem-{token}"
+    tasks = {}
+    for pick in np.ndindex(*(len(plan) for plan in plans)):
+        parts = [plan[k] for plan, k in zip(plans, pick, strict=True)]
+        coord = tuple(pc[0] for pc in parts)
+        local = tuple(pc[1] for pc in parts)
+        if isinstance(v, Array):
+            tasks[coord] = (Lit(local), v.collection.key(pick if lazy else ()))
+        else:
+            vpiece = v if scalar else v[tuple(pc[2] for pc in parts)]
+            tasks[coord] = (Lit(local), Lit(np.array(vpiece)))
+    return _rebuilt(x, label, tasks, [v] if isinstance(v, Array) else [])
+
+
+def _basic_entries(x: Array, items: tuple) -> list[tuple]:
+    """A basic index (ints, slices, None) as entries ``("none",)``, ``("slice", axis,
+    slice)`` or ``("int", axis, i)`` (an int out of bounds is an IndexError)."""
+    from tilegraph.array.slicing import normalize_index
+
+    entries: list[tuple] = []
+    norm = normalize_index(items, x.shape)
+    axis = 0
+    for item in norm:
+        if item is None:
+            entries.append(("none",))
+            continue
+        if isinstance(item, slice):
+            entries.append(("slice", axis, item))
+        else:
+            length = x.shape[axis]
+            if not -length <= item < length:
+                raise IndexError(f"index {item} is out of bounds for axis {axis} with "
+                                 f"size {length} (shape {x.shape})")
+            entries.append(("int", axis, item))
+        axis += 1
+    return entries
+
+
+def _region_dims(x: Array, items: tuple, entries: list[tuple]
+                 ) -> tuple[int, np.ndarray, list[tuple]]:
+    """The region ``x[index]`` would be: the axis of x the integer array indexes (-1:
+    none) and its indices made non-negative and flat, and per region axis ``("none", 1)``,
+    ``("slice", axis, n)`` or ``("adv", k, n)`` (the length last), in NumPy's order."""
+    from tilegraph.array.indexing import advanced_adjacent
+
+    idx_shape: tuple[int, ...] = ()
+    adv_axis = -1
+    flat_idx = np.arange(0)
+    for e in entries:
+        if e[0] == "array":
+            adv_axis = e[1]
+            length = x.shape[adv_axis]
+            vals = np.asarray(e[2], dtype=np.int64)
+            idx_shape = vals.shape
+            flat_idx = np.where(vals < 0, vals + length, vals).reshape(-1)
+    out_dims: list[tuple] = []  # per region axis: ("none",) | ("slice", axis, n) | ("adv", k)
+    for e in entries:
+        if e[0] == "none":
+            out_dims.append(("none", 1))
+        elif e[0] == "slice":
+            out_dims.append(("slice", e[1], len(range(*e[2].indices(x.shape[e[1]])))))
+    if adv_axis >= 0:
+        p = 0
+        if advanced_adjacent(items):
+            first = next(k for k, e in enumerate(entries) if e[0] in ("int", "array"))
+            p = sum(1 for e in entries[:first] if e[0] in ("none", "slice"))
+        out_dims[p:p] = [("adv", k, n) for k, n in enumerate(idx_shape)]
+    return adv_axis, flat_idx, out_dims
+
+
+def _region_pieces(x: Array, entries: list[tuple], flat_idx: np.ndarray) -> list[list[tuple]]:
+    """Per axis of x the region touches: its pieces ``(block, local index, value index,
+    length)``."""
+    from tilegraph.array.slicing import _slice_pieces
+
     plans: list[list[tuple]] = []
     for e in entries:
         if e[0] == "none":
@@ -338,27 +384,7 @@ def _assign_region(x: Array, items: tuple, adv: list[int], value: Any) -> Array:
                 pos = np.flatnonzero(owner == b)
                 pieces.append((int(b), flat_idx[pos] - offs[b], pos, pos.size))
             plans.append(pieces)
-    lazy = isinstance(v, Array) and not scalar
-    if lazy:
-        if adv_axis >= 0:  # the value's elements grouped by the block they go to
-            from tilegraph.array.indexing import take
-
-            v = take(v, np.concatenate([pc[2] for pc in plans[adv_axis]]), axis=adv_axis)
-        v = v.rechunk(tuple(tuple(pc[3] for pc in plan) for plan in plans))
-    token = tokenize("setitem", x, tuple(_token_value(e) for e in entries),
-                     v if isinstance(v, Array) else _token_value(v))
-    label = f"setitem-{token}"
-    tasks = {}
-    for pick in np.ndindex(*(len(plan) for plan in plans)):
-        parts = [plan[k] for plan, k in zip(plans, pick, strict=True)]
-        coord = tuple(pc[0] for pc in parts)
-        local = tuple(pc[1] for pc in parts)
-        if isinstance(v, Array):
-            tasks[coord] = (Lit(local), v.collection.key(pick if lazy else ()))
-        else:
-            vpiece = v if scalar else v[tuple(pc[2] for pc in parts)]
-            tasks[coord] = (Lit(local), Lit(np.array(vpiece)))
-    return _rebuilt(x, label, tasks, [v] if isinstance(v, Array) else [])
+    return plans
 
 
 def _rebuilt(x: Array, label: str, tasks: dict, values: list[Array],
