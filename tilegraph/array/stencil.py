@@ -155,109 +155,114 @@ def _assemble(shape: tuple[int, ...], centre: tuple, places: tuple, fills: tuple
     return out
 
 
-def _overlap_all(x: Array, depths: list[tuple[int, int]], bounds: list[Any]) -> Array:
-    """:func:`overlap` in one step for every axis: each block's halo regions (faces, and
-    corners from the diagonal neighbours) are copied out of the neighbours as slabs, and a
-    block is joined with its slabs into one new array in one task, so each element is
-    copied once whatever the number of axes, and a block need not stay in memory for its
-    neighbours' halos."""
-    import itertools
+class _HaloPlan:
+    """The pieces of the one-step overlap of ``x``: ``depths`` per axis (before, after),
+    ``sides[a][j]`` what fills each side of block ``j`` along axis ``a`` (``"slab"``: a
+    neighbour's; a boundary fill; None: nothing), the offsets (per axis -1, 0, 1) of the
+    neighbours whose slabs fill a block's halo, and the blocks of the result."""
 
-    from tilegraph.algebra.blocks import Blocks, apply_blocks
-    from tilegraph.array.chunks import numblocks
-    from tilegraph.array.core import tokenize
-    from tilegraph.array.manipulation import _take_copy
-    from tilegraph.graph.taskgraph import Dep, Lit
+    def __init__(self, x: Array, depths: list[tuple[int, int]], sides: list):
+        import itertools
 
-    n = x.ndim
-    grid = x.numblocks
-    key = x.collection.key
-    token = tokenize("overlap", x, tuple(depths), tuple(map(str, bounds)))
-    sides = _halo_sides(x, depths, bounds)
-    itemsize = x.itemsize
-    halo_axes = [a for a in range(n) if any(depths[a])]
+        self.x, self.depths, self.sides = x, depths, sides
+        self.grid = x.numblocks
+        n = x.ndim
+        halo_axes = [a for a in range(n) if any(depths[a])]
+        self.offsets = [o for o in itertools.product(*[(-1, 0, 1) if a in halo_axes else (0,)
+                                                       for a in range(n)]) if any(o)]
+        self.chunks = tuple(tuple(c + sum(self.widths_of(a, j))
+                                  for j, c in enumerate(x.chunks[a])) for a in range(n))
 
-    def neighbour(c: tuple[int, ...], o: tuple[int, ...]) -> tuple[int, ...] | None:
+    def widths_of(self, a: int, j: int) -> tuple[int, int]:
+        """The halo widths (before, after) of block ``j`` along axis ``a``."""
+        return tuple(self.depths[a][side] if self.sides[a][j][side] is not None else 0
+                     for side in (0, 1))
+
+    def neighbour(self, c: tuple[int, ...], o: tuple[int, ...]) -> tuple[int, ...] | None:
         """The block at offset ``o`` (per axis -1, 0, 1) from ``c`` whose slab fills part
         of c's halo, or None when that part comes from no neighbour."""
         out = []
         for a, (j, step) in enumerate(zip(c, o, strict=True)):
-            if step and sides[a][j][0 if step < 0 else 1] != "slab":
+            if step and self.sides[a][j][0 if step < 0 else 1] != "slab":
                 return None
-            out.append((j + step) % grid[a])
+            out.append((j + step) % self.grid[a])
         return tuple(out)
 
-    def region(s: tuple[int, ...], o: tuple[int, ...]) -> tuple:
+    def region(self, s: tuple[int, ...], o: tuple[int, ...]) -> tuple:
         """The part of block ``s`` that the block at offset ``-o`` from it needs: along an
         axis of step -1 (s comes before that block), s's last elements (the other's halo
         before it); along +1, s's first elements (its halo after)."""
         index = []
         for a, (j, step) in enumerate(zip(s, o, strict=True)):
-            size = x.chunks[a][j]
+            size = self.x.chunks[a][j]
             if step < 0:
-                index.append(slice(size - depths[a][0], size))
+                index.append(slice(size - self.depths[a][0], size))
             elif step > 0:
-                index.append(slice(0, depths[a][1]))
+                index.append(slice(0, self.depths[a][1]))
             else:
                 index.append(slice(None))
         return tuple(index)
 
-    offsets = [o for o in itertools.product(*[(-1, 0, 1) if a in halo_axes else (0,)
-                                              for a in range(n)]) if any(o)]
-
-    def sources_of(o: tuple[int, ...]) -> list[tuple[int, ...]]:
+    def sources_of(self, o: tuple[int, ...]) -> list[tuple[int, ...]]:
         """The blocks whose slab at offset ``o`` some block's halo takes, in order: per
         axis the blocks a step of ``o[a]`` reaches from some block (none when no block
         reaches one: a single block along a non-periodic axis)."""
+        import itertools
+
         axes = []
         for a, step in enumerate(o):
-            reach = {(j + step) % grid[a] for j in range(grid[a])
-                     if not step or sides[a][j][0 if step < 0 else 1] == "slab"}
+            reach = {(j + step) % self.grid[a] for j in range(self.grid[a])
+                     if not step or self.sides[a][j][0 if step < 0 else 1] == "slab"}
             axes.append(sorted(reach))
         return list(itertools.product(*axes))
 
-    def slab_collection(o: tuple[int, ...]) -> Any:
+    def has_slabs(self, o: tuple[int, ...]) -> bool:
+        """Whether offset ``o`` has slabs: some block along each of its axes has that
+        neighbour."""
+        return all(any(self.sides[a][j][0 if step < 0 else 1] == "slab"
+                       for j in range(self.grid[a]))
+                   for a, step in enumerate(o) if step)
+
+    def slab_collection(self, o: tuple[int, ...], token: str) -> Any:
+        """The slabs of offset ``o``: the regions of the :meth:`sources_of` blocks copied
+        out. Only the blocks some halo takes have a slab (listed when the whole collection
+        is planned; a plan of a few blocks asks for their neighbours' slabs only): planned
+        as apply_blocks' are, by the blocks their tasks read."""
+        from tilegraph.algebra.blocks import Blocks
+        from tilegraph.array.manipulation import _take_copy
+        from tilegraph.graph.taskgraph import Dep, Lit
+
+        x, key, itemsize = self.x, self.x.collection.key, self.x.itemsize
         label = f"overlap-slab{''.join('-0+'[d + 1] for d in o)}-{token}"
 
         def task_of(s: tuple[int, ...]) -> tuple:
-            return _take_copy, [key(s)], (Dep(0), Lit(region(s, o)))
+            return _take_copy, [key(s)], (Dep(0), Lit(self.region(s, o)))
 
         def emit(builder: Any, coords: Any = None) -> None:
-            for s in sources_of(o) if coords is None else coords:
-                cut = region(s, o)
+            for s in self.sources_of(o) if coords is None else coords:
+                cut = self.region(s, o)
                 nbytes = itemsize * math.prod(
                     (sl.stop - sl.start) if sl.stop is not None else x.chunks[a][s[a]]
                     for a, sl in enumerate(cut))
                 builder.add((label, *s), _take_copy, deps=[key(s)], args=(Dep(0), Lit(cut)),
                             kind="rechunk", name="halo", nbytes=nbytes, coords=s)
 
-        # only the blocks some halo takes have a slab (listed when the whole collection is
-        # planned; a plan of a few blocks asks for their neighbours' slabs only): planned
-        # as apply_blocks' are, by the blocks their tasks read
-        return Blocks(label, grid, [x.collection], emit,
-                      ntasks=lambda: len(sources_of(o)), op="apply",
-                      spec=(task_of, True, lambda: sources_of(o)))
+        return Blocks(label, self.grid, [x.collection], emit,
+                      ntasks=lambda: len(self.sources_of(o)), op="apply",
+                      spec=(task_of, True, lambda: self.sources_of(o)))
 
-    # an offset's slabs exist when some block along each of its axes has that neighbour
-    slabs = {o: slab_collection(o) for o in offsets
-             if all(any(sides[a][j][0 if step < 0 else 1] == "slab" for j in range(grid[a]))
-                    for a, step in enumerate(o) if step)}
+    def task_of(self, c: tuple[int, ...], slabs: dict) -> tuple:
+        """The task that joins block ``c`` with its slabs and boundary fills."""
+        from tilegraph.graph.taskgraph import Dep, Lit
 
-    def widths_of(a: int, j: int) -> tuple[int, int]:
-        return tuple(depths[a][side] if sides[a][j][side] is not None else 0
-                     for side in (0, 1))
-
-    chunks = tuple(tuple(c + sum(widths_of(a, j)) for j, c in enumerate(x.chunks[a]))
-                   for a in range(n))
-
-    def task_of(c: tuple[int, ...]) -> tuple:
-        shape = tuple(chunks[a][j] for a, j in enumerate(c))
-        before = [widths_of(a, j)[0] for a, j in enumerate(c)]
+        x, depths = self.x, self.depths
+        shape = tuple(self.chunks[a][j] for a, j in enumerate(c))
+        before = [self.widths_of(a, j)[0] for a, j in enumerate(c)]
         centre = tuple(slice(before[a], before[a] + x.chunks[a][j]) for a, j in enumerate(c))
-        deps = [key(c)]
+        deps = [x.collection.key(c)]
         places = []
-        for o in offsets:
-            s = neighbour(c, o)
+        for o in self.offsets:
+            s = self.neighbour(c, o)
             if s is None:
                 continue
             deps.append(slabs[o].key(s))
@@ -271,15 +276,30 @@ def _overlap_all(x: Array, depths: list[tuple[int, int]], bounds: list[Any]) -> 
                     place.append(centre[a])
             places.append(tuple(place))
         fills = tuple((a, side, depths[a][side], how)
-                      for a in range(n) for side, how in enumerate(sides[a][c[a]])
+                      for a in range(x.ndim) for side, how in enumerate(self.sides[a][c[a]])
                       if how is not None and not (isinstance(how, str) and how == "slab"))
         args = (Lit(shape), Lit(centre), Lit(tuple(places)), Lit(fills),
                 *[Dep(i) for i in range(len(deps))])
         return _assemble, deps, args
 
+
+def _overlap_all(x: Array, depths: list[tuple[int, int]], bounds: list[Any]) -> Array:
+    """:func:`overlap` in one step for every axis: each block's halo regions (faces, and
+    corners from the diagonal neighbours) are copied out of the neighbours as slabs, and a
+    block is joined with its slabs into one new array in one task, so each element is
+    copied once whatever the number of axes, and a block need not stay in memory for its
+    neighbours' halos."""
+    from tilegraph.algebra.blocks import apply_blocks
+    from tilegraph.array.chunks import numblocks
+    from tilegraph.array.core import tokenize
+
+    token = tokenize("overlap", x, tuple(depths), tuple(map(str, bounds)))
+    plan = _HaloPlan(x, depths, _halo_sides(x, depths, bounds))
+    slabs = {o: plan.slab_collection(o, token) for o in plan.offsets if plan.has_slabs(o)}
+    chunks, itemsize = plan.chunks, x.itemsize
     blocks = apply_blocks(
         f"overlap-{token}", numblocks(chunks), [x.collection, *slabs.values()],
-        task_of, kind="rechunk", name="overlap",
+        lambda c: plan.task_of(c, slabs), kind="rechunk", name="overlap",
         nbytes=lambda c: itemsize * math.prod(chunks[a][j] for a, j in enumerate(c)))
     return Array(blocks, tuple(sum(c) for c in chunks), chunks, x.dtype)
 
