@@ -219,6 +219,13 @@ def from_array(x: Any, chunks: Any = "auto", *, lock: Any = False,
             raise TypeError("from_array: repeatable=False cannot hold for data in memory "
                             "(its blocks are views of an array the plan holds)")
         return from_numpy(np.asarray(x), chunks=chunks)
+    return _from_readable(x, chunks, lock, repeatable)
+
+
+def _from_readable(x: Any, chunks: Any, lock: Any, repeatable: bool | None) -> Array:
+    """:func:`from_array` of an object read by region (``x[slices]``): a local zarr array
+    as :func:`from_zarr` (unless ``repeatable=False``), anything else one read task per
+    block, repeatable only as ``repeatable`` declares."""
     missing = [a for a in ("shape", "dtype", "__getitem__") if not hasattr(x, a)]
     if missing:
         raise TypeError(f"from_array: {type(x).__name__} has no {', '.join(missing)}; it "
