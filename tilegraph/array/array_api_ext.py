@@ -36,8 +36,8 @@ from tilegraph.array.sorting import whole_axis
 from tilegraph.graph.taskgraph import Dep
 
 
-def _apply(label: str, x: Array, func: Any, out_tail: tuple[int, ...], dtype: Any,
-           core: int = 2, index: int | None = None) -> Array:
+def apply_to_matrices(label: str, x: Array, func: Any, out_tail: tuple[int, ...],
+                      dtype: Any, core: int = 2, index: int | None = None) -> Array:
     """``func`` on every matrix of a stack (the last ``core`` axes one block, the batch
     axes kept in blocks); each output block has the batch blocks and the tail
     ``out_tail``. ``index`` picks one element of a tuple result."""
@@ -92,50 +92,54 @@ def _linalg_factorizations(xp: ModuleType) -> dict[str, Any]:
             return _tl.cholesky(x, upper=upper)
         f = (lambda b: np.conj(np.swapaxes(np.linalg.cholesky(b), -1, -2))) if upper else \
             np.linalg.cholesky
-        return _apply("cholesky", x, f, x.shape[-2:], _float(x))
+        return apply_to_matrices("cholesky", x, f, x.shape[-2:], _float(x))
 
     def det(x: Array, /) -> Array:
         _square("det", x)
         if x.ndim == 2 and x.dtype.kind == "f":
             return _tl.det(x)
-        return _apply("det", x, np.linalg.det, (), _float(x))
+        return apply_to_matrices("det", x, np.linalg.det, (), _float(x))
 
     def eigh(x: Array, /) -> Any:
         _square("eigh", x)
         n = x.shape[-1]
-        w = _apply("eigh", x, np.linalg.eigh, (n,), _real(_float(x)), index=0)
-        v = _apply("eigh", x, np.linalg.eigh, (n, n), _float(x), index=1)
+        w = apply_to_matrices("eigh", x, np.linalg.eigh, (n,), _real(_float(x)), index=0)
+        v = apply_to_matrices("eigh", x, np.linalg.eigh, (n, n), _float(x), index=1)
         return namedtuple("EighResult", ["eigenvalues", "eigenvectors"])(w, v)
 
     def eigvalsh(x: Array, /) -> Array:
         _square("eigvalsh", x)
-        return _apply("eigvalsh", x, np.linalg.eigvalsh, (x.shape[-1],), _real(_float(x)))
+        return apply_to_matrices("eigvalsh", x, np.linalg.eigvalsh, (x.shape[-1],),
+                                 _real(_float(x)))
 
     def inv(x: Array, /) -> Array:
         _square("inv", x)
         if x.ndim == 2 and x.dtype.kind == "f":
             return _tl.inv(x)
-        return _apply("inv", x, np.linalg.inv, x.shape[-2:], _float(x))
+        return apply_to_matrices("inv", x, np.linalg.inv, x.shape[-2:], _float(x))
 
     def pinv(x: Array, /, *, rtol: Any = None) -> Array:
         if isinstance(rtol, Array):
             rtol = rtol.compute()
-        return _apply("pinv", x, lambda b: np.linalg.pinv(b, rtol=rtol),
-                      (x.shape[-1], x.shape[-2]), _float(x))
+        return apply_to_matrices("pinv", x, lambda b: np.linalg.pinv(b, rtol=rtol),
+                                 (x.shape[-1], x.shape[-2]), _float(x))
 
     def qr(x: Array, /, *, mode: str = "reduced") -> Any:
         if mode not in ("reduced", "complete"):
             raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
         m, n = x.shape[-2:]
         k = builtins.min(m, n) if mode == "reduced" else m
-        q = _apply("qr", x, lambda b: np.linalg.qr(b, mode), (m, k), _float(x), index=0)
-        r = _apply("qr", x, lambda b: np.linalg.qr(b, mode), (k, n), _float(x), index=1)
+        q = apply_to_matrices("qr", x, lambda b: np.linalg.qr(b, mode), (m, k), _float(x),
+                              index=0)
+        r = apply_to_matrices("qr", x, lambda b: np.linalg.qr(b, mode), (k, n), _float(x),
+                              index=1)
         return namedtuple("QRResult", ["Q", "R"])(q, r)
 
     def slogdet(x: Array, /) -> Any:
         _square("slogdet", x)
-        sign = _apply("slogdet", x, np.linalg.slogdet, (), _float(x), index=0)
-        logabs = _apply("slogdet", x, np.linalg.slogdet, (), _real(_float(x)), index=1)
+        sign = apply_to_matrices("slogdet", x, np.linalg.slogdet, (), _float(x), index=0)
+        logabs = apply_to_matrices("slogdet", x, np.linalg.slogdet, (), _real(_float(x)),
+                                   index=1)
         return namedtuple("SlogdetResult", ["sign", "logabsdet"])(sign, logabs)
 
     def solve(x1: Array, x2: Array, /) -> Array:
@@ -153,22 +157,23 @@ def _linalg_factorizations(xp: ModuleType) -> dict[str, Any]:
         b = xp.broadcast_to(x2, (*shape, *x2.shape[-2:]))
         stacked = xp.concat([a, b], axis=-1)
         n = x1.shape[-1]
-        return _apply("solve", stacked, lambda s: np.linalg.solve(s[..., :n], s[..., n:]),
-                      x2.shape[-2:], np.result_type(_float(x1), _float(x2)))
+        return apply_to_matrices("solve", stacked,
+                                 lambda s: np.linalg.solve(s[..., :n], s[..., n:]),
+                                 x2.shape[-2:], np.result_type(_float(x1), _float(x2)))
 
     def svd(x: Array, /, *, full_matrices: bool = True) -> Any:
         m, n = x.shape[-2:]
         k = builtins.min(m, n)
         mu, nv = (m, n) if full_matrices else (k, k)
         f = lambda b: np.linalg.svd(b, full_matrices=full_matrices)
-        u = _apply("svd", x, f, (m, mu), _float(x), index=0)
-        s = _apply("svd", x, f, (k,), _real(_float(x)), index=1)
-        vh = _apply("svd", x, f, (nv, n), _float(x), index=2)
+        u = apply_to_matrices("svd", x, f, (m, mu), _float(x), index=0)
+        s = apply_to_matrices("svd", x, f, (k,), _real(_float(x)), index=1)
+        vh = apply_to_matrices("svd", x, f, (nv, n), _float(x), index=2)
         return namedtuple("SVDResult", ["U", "S", "Vh"])(u, s, vh)
 
     def svdvals(x: Array, /) -> Array:
-        return _apply("svdvals", x, lambda b: np.linalg.svd(b, compute_uv=False),
-                      (builtins.min(x.shape[-2:]),), _real(_float(x)))
+        return apply_to_matrices("svdvals", x, lambda b: np.linalg.svd(b, compute_uv=False),
+                                 (builtins.min(x.shape[-2:]),), _real(_float(x)))
 
     names = dict(locals())
     names.pop("xp")
@@ -197,27 +202,29 @@ def _linalg_products(xp: ModuleType) -> dict[str, Any]:
     def diagonal(x: Array, /, *, offset: int = 0) -> Array:
         n = builtins.max(0, builtins.min(x.shape[-2] + builtins.min(offset, 0),
                                          x.shape[-1] - builtins.max(offset, 0)))
-        return _apply("diagonal", x, lambda b: np.diagonal(b, offset, -2, -1), (n,), x.dtype)
+        return apply_to_matrices("diagonal", x, lambda b: np.diagonal(b, offset, -2, -1), (n,),
+                                 x.dtype)
 
     def matmul(x1: Array, x2: Array, /) -> Array:
         return xp.matmul(x1, x2)
 
     def matrix_norm(x: Array, /, *, keepdims: bool = False, ord: Any = "fro") -> Array:
-        out = _apply("matrix_norm", x, lambda b: np.linalg.norm(b, ord, axis=(-2, -1)), (),
-                     _real(_float(x)))
+        out = apply_to_matrices("matrix_norm", x,
+                                lambda b: np.linalg.norm(b, ord, axis=(-2, -1)), (),
+                                _real(_float(x)))
         return out[..., None, None] if keepdims else out
 
     def matrix_power(x: Array, n: int, /) -> Array:
         _square("matrix_power", x)
         dt = x.dtype if n >= 0 else _float(x)
-        return _apply("matrix_power", x, lambda b: np.linalg.matrix_power(b, n), x.shape[-2:],
-                      dt)
+        return apply_to_matrices("matrix_power", x, lambda b: np.linalg.matrix_power(b, n),
+                                 x.shape[-2:], dt)
 
     def matrix_rank(x: Array, /, *, rtol: Any = None) -> Array:
         if isinstance(rtol, Array):
             rtol = rtol.compute()
-        return _apply("matrix_rank", x, lambda b: np.linalg.matrix_rank(b, rtol=rtol), (),
-                      np.int64)
+        return apply_to_matrices("matrix_rank", x,
+                                 lambda b: np.linalg.matrix_rank(b, rtol=rtol), (), np.int64)
 
     def matrix_transpose(x: Array, /) -> Array:
         return xp.matrix_transpose(x)

@@ -117,7 +117,7 @@ def _broadcast(v: Any, shape: tuple[int, ...]) -> Any:
 def assign(x: Array, index: Any, value: Any) -> Array:
     """A new Array equal to ``x`` with ``value`` written at ``index`` (``x`` itself is left
     as it is); :meth:`Array.__setitem__` rebinds ``x`` to it. See the module docstring."""
-    from tilegraph.array.indexing import _lazy_scalars, is_advanced
+    from tilegraph.array.indexing import is_advanced, lazy_scalars
 
     if x.is_sparse:
         raise TypeError(f"x[...] = value: item assignment into a sparse array (shape "
@@ -126,7 +126,7 @@ def assign(x: Array, index: Any, value: Any) -> Array:
     dynamic = _dynamic_axis(x, items)
     if dynamic is not None:
         return _assign_dynamic(x, items[dynamic[0]], dynamic[1], value)
-    items = _lazy_scalars(items)
+    items = lazy_scalars(items)
     # a 0-d boolean array (a lazy one is computed now) acts as a boolean scalar
     items = tuple(bool(np.asarray(i.compute() if isinstance(i, Array) else i))
                   if isinstance(i, (Array, np.ndarray)) and i.ndim == 0 and i.dtype.kind == "b"
@@ -146,9 +146,9 @@ def assign(x: Array, index: Any, value: Any) -> Array:
 def _dynamic_axis(x: Array, items: tuple) -> tuple[int, int] | None:
     """``(position in the index, axis of x)`` when the index is one 0-d integer Array with
     only whole axes (``:`` or ``...``) around it, else None."""
-    from tilegraph.array.indexing import _lazy_int
+    from tilegraph.array.indexing import is_lazy_int
 
-    lazy = [k for k, i in enumerate(items) if _lazy_int(i)]
+    lazy = [k for k, i in enumerate(items) if is_lazy_int(i)]
     if len(lazy) != 1:
         return None
     k = lazy[0]
@@ -359,7 +359,7 @@ def _region_dims(x: Array, items: tuple, entries: list[tuple]
 def _region_pieces(x: Array, entries: list[tuple], flat_idx: np.ndarray) -> list[list[tuple]]:
     """Per axis of x the region touches: its pieces ``(block, local index, value index,
     length)``."""
-    from tilegraph.array.slicing import _slice_pieces
+    from tilegraph.array.slicing import slice_pieces
 
     plans: list[list[tuple]] = []
     for e in entries:
@@ -373,7 +373,7 @@ def _region_pieces(x: Array, entries: list[tuple], flat_idx: np.ndarray) -> list
             plans.append([(b, slice(i - offs[b], i - offs[b] + 1), slice(0, 1), 1)])
         elif e[0] == "slice":
             pieces, start = [], 0
-            for b, sl, n in _slice_pieces(x.chunks[ax], e[2], x.shape[ax]):
+            for b, sl, n in slice_pieces(x.chunks[ax], e[2], x.shape[ax]):
                 pieces.append((b, sl, slice(start, start + n), n))
                 start += n
             plans.append(pieces)

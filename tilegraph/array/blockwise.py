@@ -303,10 +303,10 @@ def reshape_blockwise(x: Any, shape: Any, chunks: Any = None) -> Array:
            [ 6,  7,  8,  9, 10, 11]])
     """
     from tilegraph.array.chunks import normalize_chunks, numblocks
-    from tilegraph.array.manipulation import _normalize_shape, _reshape_block
+    from tilegraph.array.manipulation import normalize_shape, reshape_block
 
     x = asarray(x)
-    shape = _normalize_shape(shape, x.size, x.shape)
+    shape = normalize_shape(shape, x.size, x.shape)
     if len(shape) == x.ndim:
         if shape != x.shape:
             raise ValueError(f"reshape_blockwise: cannot reshape {x.shape} into {shape} "
@@ -352,7 +352,7 @@ def reshape_blockwise(x: Any, shape: Any, chunks: Any = None) -> Array:
 
     def task_of(c: tuple[int, ...]) -> tuple:
         block = tuple(out_chunks[a][k] for a, k in enumerate(c))
-        return _reshape_block, [key(source(c))], (Dep(0), block)
+        return reshape_block, [key(source(c))], (Dep(0), block)
 
     blocks = apply_blocks(f"reshape-blockwise-{token}", numblocks(out_chunks),
                           [x.collection], task_of, kind="reshape", name="reshape_blockwise",

@@ -15,7 +15,9 @@ from tilegraph.array.chunks import block_shape, normalize_chunks, numblocks, off
 from tilegraph.array.core import Array, tokenize
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
+def shape_tuple(shape: Any) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints) as a tuple of non-negative ints; a
+    TypeError or ValueError naming the bad value otherwise."""
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
     try:
@@ -33,7 +35,7 @@ def from_block_function(op: str, func: Callable[..., np.ndarray], shape: Any, ch
                         dtype: Any, args_of: Callable[[tuple, tuple], tuple],
                         kind: str = "creation", params: tuple = ()) -> Array:
     """An array whose block at ``coord`` is ``func(*args_of(coord, block_shape))``."""
-    shape = _shape(shape)
+    shape = shape_tuple(shape)
     dtype = np.dtype(dtype)
     chunks = normalize_chunks(chunks, shape, dtype)
     token = tokenize(op, func, shape, chunks, dtype, *params)
@@ -59,7 +61,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, chunks: Any = "auto") -
         # an array fill value broadcasts to the shape, as in numpy.full
         from tilegraph.array.core import from_numpy
 
-        shape = _shape(shape)
+        shape = shape_tuple(shape)
         try:
             filled = np.broadcast_to(np.asarray(fill_value, dtype=dtype), shape)
         except ValueError:
@@ -89,7 +91,7 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = float,
         chunks: Any = "auto") -> Array:
     """The identity-like matrix with ones on diagonal ``k``."""
     M = N if M is None else M
-    shape = _shape((N, M))
+    shape = shape_tuple((N, M))
     try:
         k = operator.index(k)
     except TypeError:

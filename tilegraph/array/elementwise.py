@@ -67,7 +67,10 @@ def align(op: str, args: Sequence[Any]) -> tuple[tuple[int, ...], tuple, list[An
     return shape, out_chunks, aligned
 
 
-def _index_map(a: Array, shape: tuple[int, ...]) -> Callable | None:
+def broadcast_index_map(a: Array, shape: tuple[int, ...]) -> Callable | None:
+    """The block coordinate of ``a`` that an output block of ``shape`` (``a`` broadcast to
+    it, aligned from the last axis) reads, as a function of the output block's
+    coordinate; None when it is the same coordinate."""
     nd = len(shape)
     off = nd - a.ndim
     broadcast = [a.shape[ax] != shape[ax + off] for ax in range(a.ndim)]
@@ -125,7 +128,7 @@ def elemwise(
             template.append(a)
     unique = {a.name: a for a in arrays}
     inputs = list(unique.values())
-    maps = [_index_map(a, shape) for a in inputs]
+    maps = [broadcast_index_map(a, shape) for a in inputs]
     token = tokenize(op, func, *args, kwargs, dtype)
     itemsize = dtype.itemsize
     direct = all(type(t) is Dep for t in template) and len(inputs) == len(template)

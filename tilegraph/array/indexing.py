@@ -73,7 +73,7 @@ def _is_int(item: Any) -> bool:
         or (isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind in "iu")
 
 
-def _lazy_scalars(index: tuple) -> tuple:
+def lazy_scalars(index: tuple) -> tuple:
     """0-d integer Arrays in an index replaced by their values (computed now)."""
     out = []
     for item in index:
@@ -200,10 +200,10 @@ def getitem_advanced(x: Array, index: tuple) -> Array:
     :func:`take` or :func:`boolean_select` (a lazy mask in two phases). Several arrays are
     broadcast together and their axes flattened into one, so that the same :func:`take`
     gathers them by a linear index; the result axes land where NumPy puts them."""
-    lazy = [k for k, item in enumerate(index) if _lazy_int(item)]
+    lazy = [k for k, item in enumerate(index) if is_lazy_int(item)]
     if lazy and not any(is_advanced(item) for k, item in enumerate(index) if k not in lazy):
         return _getitem_dynamic(x, index, lazy)
-    index = _lazy_scalars(index)
+    index = lazy_scalars(index)
     adv = [i for i, item in enumerate(index) if is_advanced(item)]
     if not adv:
         return getitem(x, index)
@@ -212,7 +212,9 @@ def getitem_advanced(x: Array, index: tuple) -> Array:
     return _getitem_one(x, index, adv[0])
 
 
-def _lazy_int(item: Any) -> bool:
+def is_lazy_int(item: Any) -> bool:
+    """Whether ``item`` is a 0-d integer Array (an index whose value is read when the plan
+    runs)."""
     return isinstance(item, Array) and item.ndim == 0 and item.dtype.kind in "iu"
 
 
@@ -266,7 +268,7 @@ def dynamic_index(x: Array, i: Array, axis: int) -> Array:
     planned without knowing ``i``: every block looks whether it holds index ``i`` (a few
     bytes when it does not), then one task per result block keeps the slice that was found.
     An index out of bounds raises ``IndexError`` when the plan runs."""
-    if not _lazy_int(i):
+    if not is_lazy_int(i):
         raise TypeError(f"dynamic_index: the index must be a 0-d integer Array, got {i!r:.60}")
     axis = operator.index(axis)
     if not 0 <= axis < x.ndim:

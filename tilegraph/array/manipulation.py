@@ -127,8 +127,8 @@ _copy_pieces.fold_into = _fold_into_ufunc
 _ufunc_over_pieces.fresh_result = True
 
 
-def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
-                 ) -> list[list[tuple[int, slice, slice]]]:
+def axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
+                ) -> list[list[tuple[int, slice, slice]]]:
     """For each new block along an axis: its pieces as (old block, slice in the old block,
     slice in the new block)."""
     old_off, new_off = offsets(old), offsets(new)
@@ -153,7 +153,7 @@ def _axis_pieces(old: tuple[int, ...], new: tuple[int, ...]
 RECHUNK_TASK_CAP = 256 * 2**20  # the default per-task budget of a rechunk, at most
 
 
-def _max_mem_bytes(max_mem: Any) -> int | None:
+def max_mem_bytes(max_mem: Any) -> int | None:
     """A rechunk's ``max_mem`` in bytes, checked (``None``: not given)."""
     if max_mem is None:
         return None
@@ -218,7 +218,7 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
         chunks = tuple(x.chunks[a] if c is None else c for a, c in enumerate(chunks))
     # "auto" axes grow or shrink from the current blocks, as dask's rechunk does
     new = normalize_chunks(chunks, x.shape, x.dtype, previous_chunks=x.chunks)
-    given = _max_mem_bytes(max_mem)
+    given = max_mem_bytes(max_mem)
     if new == x.chunks:
         return x
     if type(x.collection) is ViewBlocks and type(x) is Array:
@@ -233,7 +233,7 @@ def rechunk(x: Array, chunks: Any, *, max_mem: Any = None) -> Array:
                 f"more than max_mem={human(given)}: give a larger max_mem (at least "
                 f"{human(need)}) or rechunk from smaller blocks")
     if all(len(pieces) == 1 for o, n in zip(x.chunks, new, strict=True)
-           for pieces in _axis_pieces(o, n)):
+           for pieces in axis_pieces(o, n)):
         # every new block inside one old block: staging cannot make a task smaller
         return _rechunk_stage(x, new, "rechunk")
     name = f"rechunk-{tokenize('rechunk', x, new, given)}"
@@ -374,7 +374,7 @@ def _rechunk_through_store(x: Array, new: Chunks, parent: str | None,
     )
 
     old = x.chunks
-    per_axis = [_axis_pieces(o, n) for o, n in zip(old, new, strict=True)]
+    per_axis = [axis_pieces(o, n) for o, n in zip(old, new, strict=True)]
     # per axis and old block: the slices the new blocks cut from it, in order (its pieces'
     # order in its file), and where each (old block, new block) piece stands in that list
     cuts: list[list[list[slice]]] = [[[] for _ in o] for o in old]
@@ -439,11 +439,11 @@ def _rechunk_stage(x: Array, new: Chunks, name: str, label: str | None = None) -
     pieces of the old blocks it overlaps (its tasks named ``label``, by default from the
     stage and its input). A split stage copies its views, so that the old block is
     released once cut."""
-    per_axis = [_axis_pieces(o, n) for o, n in zip(x.chunks, new, strict=True)]
+    per_axis = [axis_pieces(o, n) for o, n in zip(x.chunks, new, strict=True)]
     token = tokenize(name, x, new)
     xkey = x.collection.key
     dtype = x.dtype
-    take = _take_copy if name == "rechunk-split" else _take_view
+    take = take_copy if name == "rechunk-split" else take_view
 
     def task_of(coord: tuple[int, ...]) -> tuple:
         axis_lists = [per_axis[a][k] for a, k in enumerate(coord)]
@@ -466,7 +466,7 @@ def _rechunk_stage(x: Array, new: Chunks, name: str, label: str | None = None) -
     blocks = apply_blocks(label or f"{name}-{token}", numblocks(new), [x.collection], task_of,
                           kind="rechunk", name=name,
                           nbytes=_block_nbytes(new, x.itemsize))
-    if take is _take_view and type(x) is Array and all(
+    if take is take_view and type(x) is Array and all(
             len(pieces) == 1 for axis in per_axis for pieces in axis):
         blocks = SplitBlocks(blocks, x)
     return Array(blocks, x.shape, new, x.dtype)
@@ -485,19 +485,25 @@ class SplitBlocks(Blocks):
         self.coarser = coarser
 
 
-def _take_copy(block: np.ndarray, index: tuple) -> np.ndarray:
+def take_copy(block: np.ndarray, index: tuple) -> np.ndarray:
+    """A copy of ``block[index]`` (the piece owns its memory, so the block can be freed)."""
     return np.array(block[index], copy=True)
 
 
-def _take_view(block: np.ndarray, index: tuple) -> np.ndarray:
+def take_view(block: np.ndarray, index: tuple) -> np.ndarray:
+    """``block[index]``, a view of the block where NumPy makes one."""
     return block[index]
 
 
-def _reshape_block(block: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+def reshape_block(block: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``block`` reshaped to ``shape``."""
     return block.reshape(shape)
 
 
-def _normalize_shape(shape: Any, size: int, old: tuple[int, ...]) -> tuple[int, ...]:
+def normalize_shape(shape: Any, size: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    """The new shape of a reshape of an array of ``size`` elements and shape ``old``: a
+    tuple of ints with a ``-1`` worked out; a TypeError or ValueError naming the shapes
+    otherwise."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -528,14 +534,14 @@ def reshape(x: Array, shape: Any, order: str = "C") -> Array:
     x = asarray(x)
     if order != "C":
         raise ValueError(f"reshape: only order='C' is supported, got {order!r}")
-    new_shape = _normalize_shape(shape, x.size, x.shape)
+    new_shape = normalize_shape(shape, x.size, x.shape)
     if new_shape == x.shape:
         return x
     token = tokenize("reshape", x, new_shape)
     if x.size == 0 or x.npartitions == 1 or x.ndim == 0 or not new_shape:
         one = x if x.npartitions == 1 else x.rechunk(-1)
         chunks = tuple((s,) for s in new_shape)
-        blocks = _map_blocks(f"reshape-{token}", _reshape_block, [one.collection],
+        blocks = _map_blocks(f"reshape-{token}", reshape_block, [one.collection],
                              numblocks(chunks), [lambda c: (0,) * x.ndim],
                              args=(Dep(0), new_shape), kind="reshape", name="reshape")
         return Array(blocks, new_shape, chunks, x.dtype)
@@ -560,7 +566,7 @@ def reshape(x: Array, shape: Any, order: str = "C") -> Array:
         return (*c[: p + 1], *([0] * (n_in - p - 1)))
 
     def task_of(coord: tuple[int, ...]) -> tuple:
-        return (_reshape_block, [y.collection.key(index(coord))],
+        return (reshape_block, [y.collection.key(index(coord))],
                 (Dep(0), block_shape(out_chunks, coord)))
 
     blocks = apply_blocks(f"reshape-{token}", numblocks(out_chunks), [y.collection], task_of,

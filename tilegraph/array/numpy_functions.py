@@ -145,7 +145,7 @@ def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any,
     design matrix so)."""
     from tilegraph.algebra.blocks import apply_blocks
     from tilegraph.array.core import tokenize
-    from tilegraph.array.sorting import _axis, whole_axis
+    from tilegraph.array.sorting import normalized_axis, whole_axis
     from tilegraph.graph.taskgraph import Dep
 
     if not callable(func1d):
@@ -153,7 +153,7 @@ def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any,
     a = asarray(arr)
     if a.ndim == 0:
         raise ValueError("apply_along_axis: needs an array of at least one dimension")
-    axis = _axis("apply_along_axis", a, axis)
+    axis = normalized_axis("apply_along_axis", a, axis)
     if shape is None or dtype is None:
         # array arguments are stood in for by ones of their shape and dtype
         stand_ins = [np.ones(v.shape, dtype=v.dtype) if isinstance(v, Array) else v

@@ -38,9 +38,9 @@ def _xp_linalg() -> Any:
 
 def _per_matrix(label: str, a: Array, func: Callable, tail: tuple[int, ...], dtype: Any,
                 index: int | None = None) -> Array:
-    from tilegraph.array.array_api_ext import _apply
+    from tilegraph.array.array_api_ext import apply_to_matrices
 
-    return _apply(label, a, func, tail, dtype, index=index)
+    return apply_to_matrices(label, a, func, tail, dtype, index=index)
 
 
 def _stack(op: str, a: Any) -> Array:

@@ -48,7 +48,7 @@ _MODE_KWARGS = {
 }
 
 
-def _at(t: tuple, axis: int, value: Any) -> tuple:
+def replace_at(t: tuple, axis: int, value: Any) -> tuple:
     """``t`` with its item ``axis`` replaced by ``value``."""
     return (*t[:axis], value, *t[axis + 1:])
 
@@ -129,7 +129,7 @@ def _constant(x: Array, axis: int, width: int, value: Any) -> Array:
     from tilegraph.array.creation import full
 
     sizes = _piece_sizes(_block_length(x.chunks, axis, x.dtype.itemsize), width)
-    chunks = _at(x.chunks, axis, sizes)
+    chunks = replace_at(x.chunks, axis, sizes)
     fill = np.asarray(value).astype(x.dtype) if value is not None else x.dtype.type(0)
     return full(tuple(builtins.sum(c) for c in chunks), fill[()] if isinstance(
         fill, np.ndarray) else fill, dtype=x.dtype, chunks=chunks)
@@ -141,16 +141,16 @@ def _repeat_piece(stat: Array, axis: int, width: int, length: int) -> Array:
     from tilegraph.algebra.blocks import apply_blocks
     from tilegraph.array.chunks import numblocks
     from tilegraph.array.core import tokenize
-    from tilegraph.array.scans import _broadcast_block
+    from tilegraph.array.scans import broadcast_block
     from tilegraph.graph.taskgraph import Dep
 
     sizes = _piece_sizes(length, width)
-    chunks = _at(stat.chunks, axis, sizes)
+    chunks = replace_at(stat.chunks, axis, sizes)
     key = stat.collection.key
 
     def task_of(c: tuple[int, ...]) -> tuple:
         bshape = tuple(chunks[a][k] for a, k in enumerate(c))
-        return _broadcast_block, [key(_at(c, axis, 0))], (bshape, Dep(0))
+        return broadcast_block, [key(replace_at(c, axis, 0))], (bshape, Dep(0))
 
     blocks = apply_blocks(f"pad-repeat-{tokenize('pad-repeat', stat, axis, width)}",
                           numblocks(chunks), [stat.collection], task_of, kind="getitem",
@@ -180,8 +180,8 @@ def _stat_pieces(x: Array, axis: int, widths: tuple[int, int], lengths: tuple, m
         if x.dtype.kind in "iub" and stat.dtype.kind == "f":
             stat = stat.round()  # NumPy rounds a mean or median into an integer array
         stat = stat.astype(x.dtype)
-        if stat.chunks != _at(x.chunks, axis, (1,)):  # (a median cuts the others finer)
-            stat = stat.rechunk(_at(x.chunks, axis, (1,)))
+        if stat.chunks != replace_at(x.chunks, axis, (1,)):  # (a median cuts the others finer)
+            stat = stat.rechunk(replace_at(x.chunks, axis, (1,)))
         out.append(_repeat_piece(stat, axis, width,
                                  _block_length(x.chunks, axis, x.dtype.itemsize)))
     return out
@@ -228,17 +228,17 @@ def _ramp_pieces(x: Array, axis: int, widths: tuple[int, int], ends: tuple) -> l
             out.append(None)
             continue
         edge = x[(*lead, slice(0, 1))] if side == 0 else x[(*lead, slice(n - 1, n))]
-        edge = edge.rechunk(_at(edge.chunks, axis, (1,)))
+        edge = edge.rechunk(replace_at(edge.chunks, axis, (1,)))
         end_value = 0 if end is None else end
         sizes = _piece_sizes(_block_length(x.chunks, axis, x.dtype.itemsize), width)
         starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-        chunks = _at(edge.chunks, axis, sizes)
+        chunks = replace_at(edge.chunks, axis, sizes)
         key = edge.collection.key
 
         def task_of(c: tuple[int, ...], width: int = width, end_value: Any = end_value,
                     right: bool = side == 1, starts: list = starts, key: Any = key) -> tuple:
             j = c[axis]
-            return _ramp_block, [key(_at(c, axis, 0))], (
+            return _ramp_block, [key(replace_at(c, axis, 0))], (
                 width, end_value, right, axis, starts[j], starts[j + 1], x.dtype, Dep(0))
 
         token = tokenize("pad-linear-ramp", edge, axis, width, end_value, side)
@@ -280,7 +280,7 @@ def _index_block(mode: str, odd: bool, n: int, axis: int, first: int, last: int,
         return out
     head = np.take(blocks[nspan], [0], axis=axis)
     tail = np.take(blocks[nspan + 1], [-1], axis=axis)
-    along = _at((1,) * out.ndim, axis, -1)
+    along = replace_at((1,) * out.ndim, axis, -1)
     dtype = out.dtype
     with np.errstate(over="ignore"):
         out = np.where(mirror.reshape(along), 2 * tail - out, out).astype(dtype, copy=False)
@@ -318,15 +318,15 @@ def _index_piece(x: Array, axis: int, first: int, width: int, mode: str, odd: bo
         k1 = int(np.searchsorted(offs, hi, side="right")) - 1
         spans.append((k0, k1, int(offs[k0])))
     last_block = len(x.chunks[axis]) - 1
-    chunks = _at(x.chunks, axis, sizes)
+    chunks = replace_at(x.chunks, axis, sizes)
     key = x.collection.key
 
     def task_of(c: tuple[int, ...]) -> tuple:
         j = c[axis]
         k0, k1, start = spans[j]
-        deps = [key(_at(c, axis, k)) for k in range(k0, k1 + 1)]
+        deps = [key(replace_at(c, axis, k)) for k in range(k0, k1 + 1)]
         if odd:
-            deps += [key(_at(c, axis, 0)), key(_at(c, axis, last_block))]
+            deps += [key(replace_at(c, axis, 0)), key(replace_at(c, axis, last_block))]
         unique = list(dict.fromkeys(deps))
         args = (mode, odd, n, axis, starts[j], starts[j + 1], start, k1 - k0 + 1,
                 *(Dep(unique.index(d)) for d in deps))
@@ -361,7 +361,7 @@ def _with_function(x: Array, widths: list[tuple[int, int]], function: Callable,
     for axis in range(out.ndim):
         if out.shape[axis] == 0:
             continue
-        out = out.rechunk(_at(out.chunks, axis, (out.shape[axis],)))
+        out = out.rechunk(replace_at(out.chunks, axis, (out.shape[axis],)))
 
         def apply(block: np.ndarray, axis: int = axis) -> np.ndarray:
             block = block.copy()

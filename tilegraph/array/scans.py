@@ -319,18 +319,19 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
     return a
 
 
-def _broadcast_block(shape: tuple[int, ...], block: np.ndarray) -> np.ndarray:
+def broadcast_block(shape: tuple[int, ...], block: np.ndarray) -> np.ndarray:
+    """``block`` broadcast to ``shape`` (a read-only view)."""
     return np.broadcast_to(block, shape)
 
 
 def broadcast_to(x: Any, shape: Any) -> Array:
     """``numpy.broadcast_to``: ``x`` repeated along new or length-1 axes (read-only views
     per block; a new or stretched axis in blocks of about the automatic size)."""
-    from tilegraph.array.creation import _shape
-    from tilegraph.array.elementwise import _index_map, align
+    from tilegraph.array.creation import shape_tuple
+    from tilegraph.array.elementwise import align, broadcast_index_map
 
     x = asarray(x)
-    shape = _shape(shape)
+    shape = shape_tuple(shape)
     try:
         if np.broadcast_shapes(x.shape, shape) != shape:
             raise ValueError
@@ -348,13 +349,13 @@ def broadcast_to(x: Any, shape: Any) -> Array:
                  builtins_max(1, x.chunksize[a - lead]) for a, n in enumerate(shape))
     blank = full(shape, np.zeros((), x.dtype)[()], dtype=x.dtype, chunks=like)
     _, chunks, (x, _) = align("broadcast_to", [x, blank])
-    imap = _index_map(x, shape)
+    imap = broadcast_index_map(x, shape)
     key = x.collection.key
     token = tokenize("broadcast_to", x, shape, chunks)
 
     def task_of(c: tuple[int, ...]) -> tuple:
         bshape = tuple(chunks[a][i] for a, i in enumerate(c))
-        return _broadcast_block, [key(imap(c) if imap else c)], (bshape, Dep(0))
+        return broadcast_block, [key(imap(c) if imap else c)], (bshape, Dep(0))
 
     from tilegraph.array.chunks import numblocks
 

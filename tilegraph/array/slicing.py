@@ -54,7 +54,7 @@ def normalize_index(index: Any, shape: tuple[int, ...]) -> tuple:
     return tuple(out)
 
 
-def _slice_pieces(sizes: tuple[int, ...], sl: slice, length: int) -> list[tuple[int, slice, int]]:
+def slice_pieces(sizes: tuple[int, ...], sl: slice, length: int) -> list[tuple[int, slice, int]]:
     """For a slice of an axis with block sizes ``sizes``: the output pieces in order, as
     ``(input block, local slice, piece length)``."""
     start, stop, step = sl.indices(length)
@@ -114,7 +114,7 @@ def getitem_basic(x: Array, index: Any) -> Array:
             continue
         length = x.shape[in_axis]
         if isinstance(item, slice):
-            axis_plan.append(_slice_pieces(x.chunks[in_axis], item, length))
+            axis_plan.append(slice_pieces(x.chunks[in_axis], item, length))
             out_axes.append(("slice", in_axis))
         else:
             i = item + length if item < 0 else item

@@ -36,7 +36,9 @@ from tilegraph.graph.taskgraph import Dep, Lit
 SAMPLES_PER_BLOCK = 64
 
 
-def _axis(op: str, x: Array, axis: Any) -> int:
+def normalized_axis(op: str, x: Array, axis: Any) -> int:
+    """``axis`` of ``x`` as a non-negative int; an ``AxisError`` naming ``op`` and ``x``'s
+    shape when it is out of bounds."""
     axis = operator.index(axis)
     if not -x.ndim <= axis < x.ndim:
         raise np.exceptions.AxisError(
@@ -95,7 +97,7 @@ def _sort(op: str, x: Any, axis: Any, kind: Any, order: Any, descending: bool) -
         x, axis = x.reshape(-1), 0
     if x.ndim == 0:
         raise np.exceptions.AxisError(f"{op}: axis {axis} is out of bounds for a 0-d array")
-    axis = _axis(op, x, axis)
+    axis = normalized_axis(op, x, axis)
     if x.ndim == 1 and len(x.chunks[0]) > 1 and x.size:
         out = _sample_sort(x, op == "argsort")
         if descending:
@@ -359,7 +361,7 @@ def _topk(op: str, a: Any, k: Any, axis: Any, with_index: bool) -> Array:
         raise ValueError(f"{op}: k must not be 0 (k > 0: the largest, k < 0: the smallest)")
     if a.ndim == 0:
         raise ValueError(f"{op}: needs an array of at least one dimension")
-    axis = _axis(op, a, axis)
+    axis = normalized_axis(op, a, axis)
     n = a.shape[axis]
     if abs(k) > n:
         raise ValueError(f"{op}: |k| = {abs(k)} is larger than axis {axis} of length {n}")

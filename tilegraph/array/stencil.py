@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.array.core import Array, asarray
-from tilegraph.array.padding import _at
+from tilegraph.array.padding import replace_at
 
 __all__ = ["map_overlap", "overlap", "trim_internal"]
 
@@ -138,8 +138,8 @@ def _assemble(shape: tuple[int, ...], centre: tuple, places: tuple, fills: tuple
     for axis, side, d, how in fills:
         n = out.shape[axis]
         # the d elements next to the halo, on the side of the block's own data
-        src = _at(full, axis, slice(d, 2 * d) if side == 0 else slice(n - 2 * d, n - d))
-        dst = _at(full, axis, slice(0, d) if side == 0 else slice(n - d, n))
+        src = replace_at(full, axis, slice(d, 2 * d) if side == 0 else slice(n - 2 * d, n - d))
+        dst = replace_at(full, axis, slice(0, d) if side == 0 else slice(n - d, n))
         edge = out[tuple(src)]
         if isinstance(how, str):
             if how == "reflect":  # mirrored, the edge element included
@@ -229,14 +229,14 @@ class _HaloPlan:
         is planned; a plan of a few blocks asks for their neighbours' slabs only): planned
         as apply_blocks' are, by the blocks their tasks read."""
         from tilegraph.algebra.blocks import Blocks
-        from tilegraph.array.manipulation import _take_copy
+        from tilegraph.array.manipulation import take_copy
         from tilegraph.graph.taskgraph import Dep, Lit
 
         x, key, itemsize = self.x, self.x.collection.key, self.x.itemsize
         label = f"overlap-slab{''.join('-0+'[d + 1] for d in o)}-{token}"
 
         def task_of(s: tuple[int, ...]) -> tuple:
-            return _take_copy, [key(s)], (Dep(0), Lit(self.region(s, o)))
+            return take_copy, [key(s)], (Dep(0), Lit(self.region(s, o)))
 
         def emit(builder: Any, coords: Any = None) -> None:
             for s in self.sources_of(o) if coords is None else coords:
@@ -244,7 +244,7 @@ class _HaloPlan:
                 nbytes = itemsize * math.prod(
                     (sl.stop - sl.start) if sl.stop is not None else x.chunks[a][s[a]]
                     for a, sl in enumerate(cut))
-                builder.add((label, *s), _take_copy, deps=[key(s)], args=(Dep(0), Lit(cut)),
+                builder.add((label, *s), take_copy, deps=[key(s)], args=(Dep(0), Lit(cut)),
                             kind="rechunk", name="halo", nbytes=nbytes, coords=s)
 
         return Blocks(label, self.grid, [x.collection], emit,
@@ -331,7 +331,7 @@ def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = N
     from tilegraph.algebra.blocks import apply_blocks
     from tilegraph.array.chunks import numblocks
     from tilegraph.array.core import tokenize
-    from tilegraph.array.manipulation import _take_view
+    from tilegraph.array.manipulation import take_view
     from tilegraph.graph.taskgraph import Dep, Lit
 
     x = asarray(x)
@@ -358,7 +358,7 @@ def trim_internal(x: Any, depth: Any, boundary: Any = None, *, original: Any = N
     def task_of(coord: tuple[int, ...]) -> tuple:
         index = tuple(slice(cuts[a][j][0], x.chunks[a][j] - cuts[a][j][1])
                       for a, j in enumerate(coord))
-        return _take_view, [key(coord)], (Dep(0), Lit(index))
+        return take_view, [key(coord)], (Dep(0), Lit(index))
 
     token = tokenize("trim_internal", x, tuple(depths), tuple(map(str, bounds)))
     blocks = apply_blocks(f"trim-{token}", numblocks(chunks), [x.collection], task_of,

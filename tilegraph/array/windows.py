@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph.array.core import Array, asarray
-from tilegraph.array.padding import _at
+from tilegraph.array.padding import replace_at
 
 __all__ = ["gradient", "sliding_window_view"]
 
@@ -47,15 +47,15 @@ def _windows(x: Array, axis: int, width: int) -> Array:
     pieces = []
     for s, m in zip(starts, lengths, strict=True):
         piece = x[(*lead, slice(s, s + m + width - 1))]
-        pieces.append(piece.rechunk(_at(piece.chunks, axis, (m + width - 1,))))
+        pieces.append(piece.rechunk(replace_at(piece.chunks, axis, (m + width - 1,))))
     halo = pieces[0] if len(pieces) == 1 else concatenate(pieces, axis=axis)
-    halo = halo.rechunk(_at(halo.chunks, axis, tuple(m + width - 1 for m in lengths)))
+    halo = halo.rechunk(replace_at(halo.chunks, axis, tuple(m + width - 1 for m in lengths)))
 
     def windows(block: np.ndarray) -> np.ndarray:  # (the block has a last axis of 1)
         return np.lib.stride_tricks.sliding_window_view(block[..., 0], width, axis=axis)
 
     windows.__name__ = "sliding_window_view"
-    chunks = (*_at(halo.chunks, axis, tuple(lengths)), (width,))
+    chunks = (*replace_at(halo.chunks, axis, tuple(lengths)), (width,))
     return map_blocks(windows, halo[..., None], dtype=x.dtype, chunks=chunks,
                       name="sliding_window_view")
 

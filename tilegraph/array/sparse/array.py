@@ -26,17 +26,17 @@ from tilegraph.array.chunks import (
 )
 from tilegraph.array.core import Array, asarray, compute, tokenize, unique_name
 from tilegraph.array.sparse.kernels import (
-    _assemble,
-    _assemble_all,
-    _binary,
-    _identity,
-    _load_block,
-    _scalar,
-    _sum_block,
-    _take,
-    _toarray,
-    _transpose_block,
-    _unary,
+    assemble,
+    assemble_all,
+    binary_block,
+    identity,
+    load_block,
+    scalar_block,
+    sum_block,
+    take_block,
+    toarray_block,
+    transpose_block,
+    unary_block,
 )
 from tilegraph.array.sparse_blocks import (
     BLOCK_CLASSES,
@@ -151,7 +151,7 @@ class SparseArray(Array):
                   sparse_block_nbytes((m, n), round(self._density * m * n), self.dtype,
                                       "csr"))
         blocks = apply_blocks(name, (1, 1), [self.collection],
-                              lambda c: (_assemble_all, unique, args), kind="assemble",
+                              lambda c: (assemble_all, unique, args), kind="assemble",
                               name="to_scipy", nbytes=nbytes)
         return Array(blocks, self.shape, ((m,), (n,)), self.dtype)
 
@@ -207,8 +207,8 @@ class SparseArray(Array):
                [0., 1., 0.],
                [0., 0., 1.]])
         """
-        blocks = _map_blocks(f"todense-{tokenize('todense', self)}", _toarray, [self.collection],
-                             self.numblocks, kind="todense", name="todense",
+        blocks = _map_blocks(f"todense-{tokenize('todense', self)}", toarray_block,
+                             [self.collection], self.numblocks, kind="todense", name="todense",
                              nbytes=dense_nbytes(self.chunks, self.dtype))
         return Array(blocks, self.shape, self.chunks, self.dtype)
 
@@ -240,16 +240,16 @@ class SparseArray(Array):
         >>> x.chunks, bool((x.to_scipy().toarray() == np.eye(5)).all())
         (((3, 2), (3, 2)), True)
         """
-        from tilegraph.array.manipulation import _axis_pieces, _max_mem_bytes
+        from tilegraph.array.manipulation import axis_pieces, max_mem_bytes
 
-        _max_mem_bytes(max_mem)
+        max_mem_bytes(max_mem)
 
         if isinstance(chunks, dict):  # axes not named keep their blocks
             chunks = tuple(chunks.get(a, chunks.get(a - 2, self.chunks[a])) for a in range(2))
         new = normalize_chunks(chunks, self.shape, self.dtype)
         if new == self.chunks:
             return self
-        rows, cols = (_axis_pieces(o, n) for o, n in zip(self.chunks, new, strict=True))
+        rows, cols = (axis_pieces(o, n) for o, n in zip(self.chunks, new, strict=True))
         key = self.collection.key
         dtype, fmt = self.dtype, self.format
 
@@ -257,7 +257,7 @@ class SparseArray(Array):
             rparts, cparts = rows[coord[0]], cols[coord[1]]
             if len(rparts) == 1 and len(cparts) == 1:
                 (bi, rs, _), (bj, cs, _) = rparts[0], cparts[0]
-                return _take, [key((bi, bj))], (Dep(0), Lit(rs), Lit(cs))
+                return take_block, [key((bi, bj))], (Dep(0), Lit(rs), Lit(cs))
             keys, pieces = [], []
             for bi, rs, rd in rparts:
                 for bj, cs, cd in cparts:
@@ -266,8 +266,8 @@ class SparseArray(Array):
             unique = list(dict.fromkeys(keys))
             slot = {k: j for j, k in enumerate(unique)}
             shape = block_shape(new, coord)
-            return _assemble, unique, (Lit(shape), Lit(tuple(pieces)), dtype, fmt,
-                                       *(Dep(slot[k]) for k in keys))
+            return assemble, unique, (Lit(shape), Lit(tuple(pieces)), dtype, fmt,
+                                      *(Dep(slot[k]) for k in keys))
 
         blocks = apply_blocks(f"rechunk-{tokenize('sparse-rechunk', self, new)}",
                               numblocks(new), [self.collection], task_of, kind="rechunk",
@@ -292,7 +292,7 @@ class SparseArray(Array):
         dtype = check_dtype(op, _probe(op, func, self))
         if op == "positive":
             return self
-        return self._map(op, _unary, [], (op,), dtype, self.format, self._density)
+        return self._map(op, unary_block, [], (op,), dtype, self.format, self._density)
 
     def astype(self, dtype: Any, copy: bool = True, casting: str = "unsafe") -> SparseArray:
         """``x`` converted to ``dtype`` block by block (``casting`` as in NumPy).
@@ -309,7 +309,7 @@ class SparseArray(Array):
                             f"casting={casting!r}")
         if dtype == self.dtype:
             return self
-        return self._map("astype", _unary, [], ("astype",), dtype, self.format, self._density)
+        return self._map("astype", unary_block, [], ("astype",), dtype, self.format, self._density)
 
     def conj(self) -> SparseArray:
         """The complex conjugate, block by block (sparse); a real array itself (as
@@ -357,7 +357,7 @@ class SparseArray(Array):
             a, b = (other, self) if reflected else (self, other)
             dtype = check_dtype(op, _probe(op, func, a, b))
             a, b = a._aligned(op, b)
-            return a._map(op, _binary, [b], (op,), dtype, a.format,
+            return a._map(op, binary_block, [b], (op,), dtype, a.format,
                           union_density(a._density, b._density))
         if _scalar_like(other):
             raise TypeError(
@@ -378,18 +378,18 @@ class SparseArray(Array):
                     f"multiply: multiplying a sparse array by {value!r} would make its "
                     "implicit zeros NaN; convert first: x.todense() * s")
             dtype = check_dtype("multiply", _probe("multiply", np.multiply, self, value))
-            return self._map("multiply", _scalar, [], ("multiply", value), dtype,
+            return self._map("multiply", scalar_block, [], ("multiply", value), dtype,
                              self.format, self._density)
         if isinstance(other, SparseArray):
             dtype = check_dtype("multiply", _probe("multiply", np.multiply, self, other))
             a, b = self._aligned("multiply", other)
             density = None if a._density is None or b._density is None else \
                 a._density * b._density
-            return a._map("multiply", _binary, [b], ("multiply",), dtype, a.format, density)
+            return a._map("multiply", binary_block, [b], ("multiply",), dtype, a.format, density)
         dense = asarray(other)
         dtype = check_dtype("multiply", _probe("multiply", np.multiply, self, dense))
         a, b = self._aligned("multiply", dense)
-        return a._map("multiply", _binary, [b], ("multiply",), dtype, a.format, a._density)
+        return a._map("multiply", binary_block, [b], ("multiply",), dtype, a.format, a._density)
 
     def _divide(self, other: Any) -> SparseArray:
         if not _scalar_like(other):
@@ -404,7 +404,7 @@ class SparseArray(Array):
                 f"true_divide: dividing a sparse array by {value!r} would make its implicit "
                 "zeros NaN; convert first: x.todense() / s")
         dtype = check_dtype("true_divide", _probe("true_divide", np.true_divide, self, value))
-        return self._map("true_divide", _scalar, [], ("divide", value), dtype, self.format,
+        return self._map("true_divide", scalar_block, [], ("divide", value), dtype, self.format,
                          self._density)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any
@@ -493,7 +493,7 @@ class SparseArray(Array):
         fmt = "csc" if self.format == "csr" else "csr"
         chunks = (self.chunks[1], self.chunks[0])
         blocks = _map_blocks(
-            f"transpose-{tokenize('sparse-transpose', self)}", _transpose_block,
+            f"transpose-{tokenize('sparse-transpose', self)}", transpose_block,
             [self.collection], numblocks(chunks), [lambda c: (c[1], c[0])], kind="transpose",
             name="transpose", nbytes=expected_nbytes(chunks, self._density, self.dtype, fmt))
         return SparseArray(blocks, (self.shape[1], self.shape[0]), chunks, self.dtype, fmt,
@@ -547,8 +547,8 @@ class SparseArray(Array):
         if dtype is not None:
             check_dtype("sum", dtype)
         out_dtype = reductions.reduce_dtype(lambda b: np.sum(b, dtype=dtype), self, dtype)
-        chunk = partial(_sum_block, out_dtype)
-        return reductions.reduction(self, "sum", chunk, np.add, _identity, axis, keepdims,
+        chunk = partial(sum_block, out_dtype)
+        return reductions.reduction(self, "sum", chunk, np.add, identity, axis, keepdims,
                                     out_dtype, split_every, params=("sparse",))
 
     def dot(self, other: Any) -> Array:
@@ -642,7 +642,7 @@ def from_scipy(matrix: Any, chunks: Any = "auto", format: str | None = None) -> 
     roff, coff = offsets(chunks[0]), offsets(chunks[1])
     blocks = source(
         name, numblocks(chunks),
-        lambda c: (_load_block, (mat, roff[c[0]], roff[c[0] + 1], coff[c[1]], coff[c[1] + 1])),
+        lambda c: (load_block, (mat, roff[c[0]], roff[c[0] + 1], coff[c[1]], coff[c[1] + 1])),
         kind="load", name="from_scipy", nbytes=expected_nbytes(chunks, density, dtype, fmt),
         repeatable=True)  # a slice of the matrix the plan holds
     return SparseArray(blocks, shape, chunks, dtype, fmt, density)

@@ -12,7 +12,7 @@ from tilegraph.algebra.blocks import source
 from tilegraph.array.chunks import block_shape, normalize_chunks, numblocks
 from tilegraph.array.core import tokenize
 from tilegraph.array.sparse.array import SparseArray
-from tilegraph.array.sparse.kernels import _finish
+from tilegraph.array.sparse.kernels import finish
 from tilegraph.array.sparse_blocks import (
     check_dtype,
     check_format,
@@ -70,7 +70,7 @@ def _random_block(seed: int, coord: tuple[int, ...], shape: tuple[int, int], den
         indptr = np.zeros(m + 1, dtype=index)
         np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
         return sps.csr_array((values, cols, indptr), shape=(m, n))
-    return _finish(sps.coo_array((values, (rows, cols)), shape=(m, n)), dtype, fmt)
+    return finish(sps.coo_array((values, (rows, cols)), shape=(m, n)), dtype, fmt)
 
 
 def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = None,
@@ -90,10 +90,10 @@ def random(shape: Any, density: float = 0.01, chunks: Any = "auto", seed: Any = 
     >>> bool((x.to_scipy() != tg.sparse.random((6, 6), 0.25, 3, seed=1).to_scipy()).nnz == 0)
     True
     """
-    from tilegraph.array.creation import _shape
+    from tilegraph.array.creation import shape_tuple
     from tilegraph.array.random_blocks import seed_value
 
-    shape = _shape(shape)
+    shape = shape_tuple(shape)
     if len(shape) != 2:
         raise ValueError(f"random: sparse arrays are 2-D only, got shape {shape}")
     if isinstance(density, bool) or not isinstance(density, numbers.Real):

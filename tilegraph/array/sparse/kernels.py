@@ -3,7 +3,7 @@
 
 Elementwise operations, transposes, slices and assembly of blocks (rechunks, the whole array
 as one CSR array), per-block sums. They are module-level functions so that process backends
-can pickle them; :func:`_finish` puts every result in the layout its task promised.
+can pickle them; :func:`finish` puts every result in the layout its task promised.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import scipy.sparse as sps
 from tilegraph.array.sparse_blocks import BLOCK_CLASSES, index_itemsize
 
 
-def _finish(out: Any, dtype: np.dtype, fmt: str | None) -> Any:
+def finish(out: Any, dtype: np.dtype, fmt: str | None) -> Any:
     """A kernel's result in the promised layout: a ``fmt`` block (a NumPy block when
     ``fmt`` is None) of ``dtype``."""
     if fmt is None:
@@ -29,11 +29,14 @@ def _finish(out: Any, dtype: np.dtype, fmt: str | None) -> Any:
     return out if out.dtype == dtype else out.astype(dtype)
 
 
-def _load_block(matrix: Any, r0: int, r1: int, c0: int, c1: int) -> Any:
+def load_block(matrix: Any, r0: int, r1: int, c0: int, c1: int) -> Any:
+    """Rows ``r0:r1`` and columns ``c0:c1`` of a SciPy sparse matrix, as one block."""
     return matrix[r0:r1, c0:c1]
 
 
-def _unary(name: str, block: Any, dtype: np.dtype, fmt: str) -> Any:
+def unary_block(name: str, block: Any, dtype: np.dtype, fmt: str) -> Any:
+    """``name`` (negative, absolute, conjugate, real, imag, positive, or astype) of
+    one block, in the layout its task promised."""
     if name == "negative":
         out = -block
     elif name == "absolute":
@@ -48,20 +51,24 @@ def _unary(name: str, block: Any, dtype: np.dtype, fmt: str) -> Any:
         out = block
     else:  # astype
         out = block.astype(dtype)
-    return _finish(out, dtype, fmt)
+    return finish(out, dtype, fmt)
 
 
-def _binary(name: str, x: Any, y: Any, dtype: np.dtype, fmt: str) -> Any:
+def binary_block(name: str, x: Any, y: Any, dtype: np.dtype, fmt: str) -> Any:
+    """``name`` (add, subtract, or multiply) of two blocks of the same shape, in
+    the layout its task promised."""
     if name == "add":
         out = x + y
     elif name == "subtract":
         out = x - y
     else:  # multiply, by a sparse or a dense block of the same shape
         out = x.multiply(y)
-    return _finish(out, dtype, fmt)
+    return finish(out, dtype, fmt)
 
 
-def _scalar(name: str, block: Any, value: Any, dtype: np.dtype, fmt: str) -> Any:
+def scalar_block(name: str, block: Any, value: Any, dtype: np.dtype, fmt: str) -> Any:
+    """A block's stored values multiplied or divided (``name``) by the scalar
+    ``value``."""
     # on the stored values with NumPy's own operation (SciPy divides by multiplying with
     # the reciprocal, which rounds differently)
     func = np.multiply if name == "multiply" else np.true_divide
@@ -69,23 +76,27 @@ def _scalar(name: str, block: Any, value: Any, dtype: np.dtype, fmt: str) -> Any
     return BLOCK_CLASSES[fmt]((data, block.indices, block.indptr), shape=block.shape)
 
 
-def _transpose_block(block: Any) -> Any:
+def transpose_block(block: Any) -> Any:
+    """A block transposed."""
     return block.T
 
 
-def _toarray(block: Any) -> np.ndarray:
+def toarray_block(block: Any) -> np.ndarray:
+    """A sparse block as a dense NumPy block."""
     return block.toarray()
 
 
-def _take(block: Any, rows: slice, cols: slice) -> Any:
+def take_block(block: Any, rows: slice, cols: slice) -> Any:
+    """Rows ``rows`` and columns ``cols`` of a block (the block itself when that is
+    all of it)."""
     m, n = block.shape
     if rows == slice(0, m) and cols == slice(0, n):
         return block
     return block[rows, cols]
 
 
-def _assemble(shape: tuple[int, int], pieces: tuple, dtype: np.dtype, fmt: str,
-              *blocks: Any) -> Any:
+def assemble(shape: tuple[int, int], pieces: tuple, dtype: np.dtype, fmt: str,
+             *blocks: Any) -> Any:
     """One ``fmt`` block of ``shape`` from parts of ``blocks``: ``pieces[n]`` is
     ``(rows, cols, row offset, col offset)``: the part of block n and where it goes."""
     data, rows, cols = [], [], []
@@ -103,18 +114,18 @@ def _assemble(shape: tuple[int, int], pieces: tuple, dtype: np.dtype, fmt: str,
         values = np.zeros(0, dtype)
         coords = (np.zeros(0, index), np.zeros(0, index))
     out = sps.coo_array((values, coords), shape=shape)
-    return _finish(out, dtype, fmt)
+    return finish(out, dtype, fmt)
 
 
-def _assemble_all(row_offsets: tuple[int, ...], col_offsets: tuple[int, ...],
-                  grid: tuple[int, int], dtype: np.dtype, *blocks: Any) -> sps.csr_array:
+def assemble_all(row_offsets: tuple[int, ...], col_offsets: tuple[int, ...],
+                 grid: tuple[int, int], dtype: np.dtype, *blocks: Any) -> sps.csr_array:
     """The whole array from its blocks (in C order over the block grid), as one CSR array."""
     pieces = tuple((slice(None), slice(None), row_offsets[i], col_offsets[j])
                    for i in range(grid[0]) for j in range(grid[1]))
-    return _assemble((row_offsets[-1], col_offsets[-1]), pieces, dtype, "csr", *blocks)
+    return assemble((row_offsets[-1], col_offsets[-1]), pieces, dtype, "csr", *blocks)
 
 
-def _sum_block(dtype: np.dtype, block: Any, axes: tuple[int, ...]) -> np.ndarray:
+def sum_block(dtype: np.dtype, block: Any, axes: tuple[int, ...]) -> np.ndarray:
     """A block's partial sum over ``axes``, with the reduced axes kept (length 1)."""
     m, n = block.shape
     if block.dtype != dtype:  # SciPy would sum in the block's dtype and cast afterwards
@@ -130,5 +141,6 @@ def _sum_block(dtype: np.dtype, block: Any, axes: tuple[int, ...]) -> np.ndarray
     return block.toarray().astype(dtype, copy=False)
 
 
-def _identity(p: Any) -> Any:
+def identity(p: Any) -> Any:
+    """``p`` as it is (the finish of a sparse sum's tree of partials)."""
     return p

@@ -11,12 +11,12 @@ import numpy as np
 import scipy.sparse as sps
 
 from tilegraph.algebra.semiring import Semiring
-from tilegraph.array.sparse.kernels import _finish
+from tilegraph.array.sparse.kernels import finish
 from tilegraph.array.sparse_blocks import check_dtype, check_format
 
 
 def _product(dtype: np.dtype, fmt: str | None, a: Any, b: Any) -> Any:
-    return _finish(a @ b, dtype, fmt)
+    return finish(a @ b, dtype, fmt)
 
 
 def _accumulate(dtype: np.dtype, fmt: str | None, acc: Any, a: Any, b: Any) -> Any:
@@ -28,12 +28,12 @@ def _accumulate(dtype: np.dtype, fmt: str | None, acc: Any, a: Any, b: Any) -> A
         if acc.flags.writeable:
             np.add(acc, prod, out=acc)  # the partial result is private to the chain
             return acc
-        return _finish(acc + prod, dtype, fmt)
-    return _finish(acc + prod, dtype, fmt)
+        return finish(acc + prod, dtype, fmt)
+    return finish(acc + prod, dtype, fmt)
 
 
 def _add(dtype: np.dtype, fmt: str | None, x: Any, y: Any) -> Any:
-    return _finish(x + y, dtype, fmt)
+    return finish(x + y, dtype, fmt)
 
 
 def sparse_semiring(dtype: Any, fmt: str | None) -> Semiring:
