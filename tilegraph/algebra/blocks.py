@@ -620,10 +620,11 @@ def map_blocks(
                                  for a in template)
                 add((label, *coord), func, deps=unique, args=template, kwargs=kw, **m)
 
-    return Blocks(label, grid, _unique_colls(inputs), emit, op="map", spec=(inputs, maps))
+    return Blocks(label, grid, unique_collections(inputs), emit, op="map", spec=(inputs, maps))
 
 
-def _unique_colls(colls: Iterable[Blocks]) -> list[Blocks]:
+def unique_collections(colls: Iterable[Blocks]) -> list[Blocks]:
+    """``colls`` without repeats (by name), in the order of their first appearance."""
     seen: dict[str, Blocks] = {}
     for c in colls:
         seen.setdefault(c.name, c)
@@ -662,7 +663,7 @@ def apply_blocks(
             builder.add((label, *coord), func, deps=deps, args=args, **_meta_at(meta, coord))
 
     ntasks = None if domain is None else (lambda: sum(1 for _ in domain()))
-    return Blocks(label, grid, _unique_colls(inputs), emit, ntasks=ntasks, op="apply",
+    return Blocks(label, grid, unique_collections(inputs), emit, ntasks=ntasks, op="apply",
                   spec=(task_of, covers, domain))
 
 
@@ -671,7 +672,7 @@ def remap(label: str, keys: np.ndarray, inputs: Sequence[Blocks], *, covers: boo
     """A collection whose blocks are existing blocks, arranged by ``keys`` (no tasks).
     ``covers``: every block of the inputs is one of its blocks (a concatenation), so that a
     plan of all of them reads the inputs whole without looking at the keys."""
-    return Blocks(label, keys.shape, _unique_colls(inputs), None, keys=keys, op="remap",
+    return Blocks(label, keys.shape, unique_collections(inputs), None, keys=keys, op="remap",
                   spec=covers)
 
 
@@ -708,10 +709,12 @@ def remap_by(label: str, grid: Sequence[int], key_of: Callable[[Coord], Hashable
              inputs: Sequence[Blocks], *, covers: bool = False) -> Blocks:
     """As :func:`remap`, with the key of block ``coord`` given by ``key_of(coord)``, so
     that no block is listed until a plan asks for it (a concatenation of large arrays)."""
-    return KeyedBlocks(label, grid, key_of, _unique_colls(inputs), covers)
+    return KeyedBlocks(label, grid, key_of, unique_collections(inputs), covers)
 
 
-def _pick(i: int) -> Callable[[tuple], Any]:
+def pick_part(i: int) -> Callable[[tuple], Any]:
+    """The block function that takes part ``i`` of a tuple of parts (named ``pick_i``)."""
+
     def pick(parts: tuple) -> Any:
         return parts[i]
 
@@ -757,7 +760,7 @@ def flat_map(
             builder.add((label + "-parts", *coord), func, deps=[coll.key(coord)],
                         **_meta_at(meta, coord))
         for out, (coord, n) in outs:
-            builder.add((label, *out), _pick(n), deps=[(label + "-parts", *coord)],
+            builder.add((label, *out), pick_part(n), deps=[(label + "-parts", *coord)],
                         kind="getitem", coords=out)
 
     return Blocks(label, grid, (coll,), emit, ntasks=coll.nblocks + math.prod(grid),
@@ -793,7 +796,7 @@ def join(
             else:
                 builder.add((label, n), func, deps=deps, **_meta_at(meta, (n,)))
 
-    return Blocks(label, (len(pairs),), _unique_colls([left, right]), emit,
+    return Blocks(label, (len(pairs),), unique_collections([left, right]), emit,
                   ntasks=len(pairs), op="join", spec=(left, right, pairs)), pairs
 
 
@@ -984,7 +987,7 @@ def group_by_join(
 
             accumulation_chains(badd, label, out, pairs, chains, start, step, add, nb, extra)
 
-    blocks = Blocks(label, grid, _unique_colls([left, right]), emit, op="group_by_join",
+    blocks = Blocks(label, grid, unique_collections([left, right]), emit, op="group_by_join",
                     spec=(left, right, pairs_of, chains))
     blocks._ntasks = (lambda: _count_group_by_join(blocks, np.ndindex(*grid))) \
         if ntasks is None else int(ntasks)

@@ -53,7 +53,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tilegraph.algebra.blocks import Blocks, _unique_colls
+from tilegraph.algebra.blocks import Blocks, unique_collections
 from tilegraph.graph.taskgraph import Dep, GraphBuilder
 
 Tile = tuple  # (label, *coord)
@@ -289,7 +289,7 @@ def task_grid(name: str, program: Callable[[TaskGrid], None],
         return counter.ntasks
 
     (label, shape), *rest = outputs
-    first = Blocks(f"{name}-{label}", shape, _unique_colls(sources.values()), emit,
+    first = Blocks(f"{name}-{label}", shape, unique_collections(sources.values()), emit,
                    ntasks=ntasks if ntasks is not None else count)
     return [first, *(Blocks(f"{name}-{lab}", shp, [first], None, ntasks=0)
                      for lab, shp in rest)]

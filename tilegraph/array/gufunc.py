@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import _pick
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
+from tilegraph.algebra.blocks import pick_part
 from tilegraph.array.chunks import common_refinement, numblocks
 from tilegraph.array.core import Array, asarray, from_numpy, tokenize
 from tilegraph.graph.taskgraph import Dep, funcname
@@ -457,7 +457,7 @@ def _output(parts: Any, k: int, op: str, token: str, tuple_out: bool, loop_shape
     chunks = loop_chunks + tuple((c,) for c in core)
     shape = loop_shape + core
     if tuple_out:
-        blocks = _map_blocks(f"{op}-{k}-{token}", _pick(k), [parts], grid,
+        blocks = _map_blocks(f"{op}-{k}-{token}", pick_part(k), [parts], grid,
                              kind="getitem", name=f"{op}[{k}]")
         blocks = _with_core_grid(blocks, len(core))
     else:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks, RunBlocks, _unique_colls
+from tilegraph.algebra.blocks import Blocks, RunBlocks, unique_collections
 from tilegraph.algebra.linalg_kernels import zeros
 from tilegraph.array.core import Array, asarray, dense_only, tokenize
 from tilegraph.graph.taskgraph import GraphBuilder
@@ -71,7 +71,7 @@ def program_blocks(dag: DAG, name: str, inputs: Mapping[str, tuple[Blocks, Calla
             builder.add(key, zeros, args=(shape, dtype), kind="creation", coords=coord,
                         nbytes=dtype.itemsize * math.prod(shape))
 
-    sources = _unique_colls(c for c, _ in inputs.values())
+    sources = unique_collections(c for c, _ in inputs.values())
     ntasks = dag.count() + len(zero_tiles)
     (grid0, _), *rest = outputs
     if fits is None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import _pick, apply_blocks, reduce_by_key
+from tilegraph.algebra.blocks import apply_blocks, pick_part, reduce_by_key
 from tilegraph.algebra.blocks import map_blocks as _map_blocks
 from tilegraph.array.chunks import blocks_bytes, offsets
 from tilegraph.array.core import Array, asarray, from_numpy, tokenize
@@ -378,9 +378,9 @@ def _topk(op: str, a: Any, k: Any, axis: Any, with_index: bool) -> Array:
     parts = apply_blocks(f"{op}-part-{token}", grid, [a.collection], part_of, kind="sort",
                          name=f"{op}-part")
     shape = (*a.shape[:axis], sum(sizes), *a.shape[axis + 1:])
-    values = Array(_map_blocks(f"{op}-values-{token}", _pick(0), [parts], grid,
+    values = Array(_map_blocks(f"{op}-values-{token}", pick_part(0), [parts], grid,
                                kind="getitem", name=f"{op}-values"), shape, chunks, a.dtype)
-    index = Array(_map_blocks(f"{op}-index-{token}", _pick(1), [parts], grid,
+    index = Array(_map_blocks(f"{op}-index-{token}", pick_part(1), [parts], grid,
                               kind="getitem", name=f"{op}-index"), values.shape, chunks,
                   np.dtype(np.intp))
     one = tuple((sum(sizes),) if i == axis else c for i, c in enumerate(chunks))
