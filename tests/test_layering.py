@@ -449,25 +449,29 @@ def test_the_private_name_finder_finds_private_names():
     assert _private_uses("from tilegraph.a.b import _mine\n", "tilegraph.a.b", modules) == []
 
 
-def test_no_autopar_module_uses_a_private_name_of_another_module():
-    """What one module of tilegraph/autopar needs of another is a public name of the
-    module whose job it is (with a docstring), never a private one: the analysis of a
-    script is split by job (effects, astnames, held, summary, context, values, calls,
-    collector, functions, edges, groups, loopsplit, analysis), and a newcomer finds each
-    job's interface in its module."""
+@pytest.mark.parametrize("package", ["autopar", "array"])
+def test_no_module_uses_a_private_name_of_another_module(package):
+    """What one module of tilegraph/autopar or tilegraph/array needs of another module of
+    tilegraph is a public name of the module whose job it is (with a docstring), never a
+    private one: the analysis of a script is split by job (effects, astnames, held,
+    summary, context, values, calls, collector, functions, edges, groups, loopsplit,
+    analysis), the array functions by what they build (creation, slicing, padding,
+    product plans, the sparse block kernels, ...), and a newcomer finds each job's
+    interface in its module."""
     modules = {_module_of(p) for p in ROOT.rglob("*.py")}
     offenders = [f"{path.relative_to(ROOT)}:{line} uses {name}"
-                 for path in sorted((ROOT / "autopar").rglob("*.py"))
+                 for path in sorted((ROOT / package).rglob("*.py"))
                  for line, name in _private_uses(path.read_text(), _module_of(path), modules,
                                                  path.name == "__init__.py")]
     assert not offenders, "\n".join(offenders)
 
 
-def test_no_autopar_module_or_function_is_too_long():
-    """No module of tilegraph/autopar is over 700 lines, and no function over 100: when one
-    grows past that, it is split by job."""
+@pytest.mark.parametrize("package", ["autopar", "array"])
+def test_no_module_or_function_is_too_long(package):
+    """No module of tilegraph/autopar or tilegraph/array is over 700 lines, and no function
+    over 100: when one grows past that, it is split by job."""
     long_modules, long_functions = [], []
-    for path in sorted((ROOT / "autopar").rglob("*.py")):
+    for path in sorted((ROOT / package).rglob("*.py")):
         text = path.read_text()
         if len(text.splitlines()) > 700:
             long_modules.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
