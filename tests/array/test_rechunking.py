@@ -284,7 +284,7 @@ def test_any_blocks_under_any_limit(case):
     x, a = _random_source(shape, old, dtype)
     y = a.rechunk(new)
     block = max(_block(a.chunks, x.itemsize), _block(y.chunks, x.itemsize))
-    limit = max(blocks * block, 4096)  # results' own few bytes (a None is 16) stay noise
+    limit = max(blocks * block, 4096)  # results' own few bytes stay noise
     if y.chunks == a.chunks or _views(a.chunks, y.chunks):  # nothing to plan
         np.testing.assert_array_equal(y.compute(backend=backend), x)
         return

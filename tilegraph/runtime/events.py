@@ -222,7 +222,11 @@ def subscribe(fn: Subscriber) -> Iterator[Subscriber]:
 
 def nbytes_of(value: object) -> int:
     """Bytes held by a task result: exact for arrays, compressed sparse matrices (their
-    data, indices and pointers) and tuples or lists of them, ``sys.getsizeof`` otherwise."""
+    data, indices and pointers) and tuples or lists of them, nothing for ``None`` (the one
+    shared object: a task whose result is written elsewhere holds nothing), ``sys.getsizeof``
+    otherwise."""
+    if value is None:
+        return 0
     nb = getattr(value, "nbytes", None)
     if isinstance(nb, int):
         return nb
