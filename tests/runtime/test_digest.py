@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilegraph.graph.taskgraph import Call, Dep, GraphBuilder, TaskGraph
+from tilegraph.graph.builder import GraphBuilder
+from tilegraph.graph.taskgraph import Call, Dep, TaskGraph
 from tilegraph.runtime import digest
 from tilegraph.runtime.digest import PlanValues, describe_part, differing_parts
 

@@ -56,7 +56,8 @@ from tilegraph.algebra.fold import (
     combine_all,
     fold_chains,
 )
-from tilegraph.graph.taskgraph import Dep, GraphBuilder
+from tilegraph.graph.builder import GraphBuilder
+from tilegraph.graph.taskgraph import Dep
 
 Coord = tuple[int, ...]
 # ``emit(builder)`` emits every task of a collection; the emitter of a collection whose

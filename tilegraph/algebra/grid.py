@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tilegraph.algebra.blocks import Blocks, unique_collections
-from tilegraph.graph.taskgraph import Dep, GraphBuilder
+from tilegraph.graph.builder import GraphBuilder
+from tilegraph.graph.taskgraph import Dep
 
 Tile = tuple  # (label, *coord)
 

@@ -284,7 +284,7 @@ def from_numpy(x: Any, chunks: Any = "auto", name: str | None = None,
     grid = numblocks(chunks)
     starts = [offsets(c) for c in chunks]
 
-    from tilegraph.graph.taskgraph import GraphBuilder
+    from tilegraph.graph.builder import GraphBuilder
 
     def emit(builder: GraphBuilder, coords: Any = None) -> None:
         itemsize = x.itemsize

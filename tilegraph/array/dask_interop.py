@@ -27,9 +27,9 @@ import numpy as np
 from tilegraph.algebra.blocks import Blocks, lower
 from tilegraph.array.chunks import numblocks
 from tilegraph.array.core import Array
+from tilegraph.graph.builder import GraphBuilder
 from tilegraph.graph.dask_spec import read_into
 from tilegraph.graph.dask_spec import to_dask as graph_to_dask
-from tilegraph.graph.taskgraph import GraphBuilder
 
 _GRAPHS: OrderedDict[str, dict] = OrderedDict()  # the last few arrays' dask graphs, by name
 _GRAPHS_KEPT = 8

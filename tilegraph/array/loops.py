@@ -26,8 +26,9 @@ from tilegraph.algebra.blocks import Blocks, lower
 from tilegraph.array.chunks import numblocks
 from tilegraph.array.core import Array, asarray, unique_name
 from tilegraph.config import Options
+from tilegraph.graph.builder import GraphBuilder
 from tilegraph.graph.dask_spec import gc_paused
-from tilegraph.graph.taskgraph import MODE_DATA, GraphBuilder, TaskGraph
+from tilegraph.graph.taskgraph import MODE_DATA, TaskGraph
 from tilegraph.runtime.backends import Backend
 from tilegraph.util import unique
 

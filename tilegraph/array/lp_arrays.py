@@ -18,7 +18,7 @@ import numpy as np
 from tilegraph.algebra.blocks import Blocks, RunBlocks, unique_collections
 from tilegraph.algebra.linalg_kernels import zeros
 from tilegraph.array.core import Array, asarray, dense_only, tokenize
-from tilegraph.graph.taskgraph import GraphBuilder
+from tilegraph.graph.builder import GraphBuilder
 from tilegraph.lambdapack import library
 from tilegraph.lambdapack.program import DAG
 

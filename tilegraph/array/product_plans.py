@@ -29,8 +29,9 @@ from tilegraph.algebra.blocks import (
 from tilegraph.algebra.semiring import PLUS_TIMES, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
 from tilegraph.array.core import Array, tokenize
+from tilegraph.graph.builder import GraphBuilder
 from tilegraph.graph.kinds import kind_info
-from tilegraph.graph.taskgraph import Dep, GraphBuilder
+from tilegraph.graph.taskgraph import Dep
 
 BLAS_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
 

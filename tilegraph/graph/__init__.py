@@ -1,5 +1,6 @@
 """The task-graph IR every front end lowers to, and dask-style dict graphs in and out."""
 
+from tilegraph.graph.builder import GraphBuilder
 from tilegraph.graph.dask_spec import from_dask, to_dask
 from tilegraph.graph.taskgraph import (
     MODE_DATA,
@@ -9,7 +10,6 @@ from tilegraph.graph.taskgraph import (
     Call,
     CycleError,
     Dep,
-    GraphBuilder,
     GraphError,
     Lit,
     TaskGraph,

@@ -22,16 +22,8 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from tilegraph.graph.taskgraph import (
-    MODE_DATA,
-    MODE_DIRECT,
-    Call,
-    Dep,
-    GraphBuilder,
-    Lit,
-    TaskGraph,
-    funcname,
-)
+from tilegraph.graph.builder import GraphBuilder
+from tilegraph.graph.taskgraph import MODE_DATA, MODE_DIRECT, Call, Dep, Lit, TaskGraph, funcname
 
 _KEY_TYPES = (int, float, str, tuple)
 

@@ -11,7 +11,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from tilegraph.graph.taskgraph import Dep, GraphBuilder
+from tilegraph.graph.builder import GraphBuilder
+from tilegraph.graph.taskgraph import Dep
 from tilegraph.lambdapack.ir import Access, Affine, IntExpr, Node
 from tilegraph.lambdapack.kernels import LPKernel
 

@@ -69,7 +69,7 @@ from tilegraph.graph.taskgraph import (
     Call,
     Dep,
     TaskGraph,
-    _is_plain_arg,
+    is_plain_arg,
 )
 
 
@@ -262,7 +262,7 @@ def _fold_steps(graph: TaskGraph) -> None:
         func, args = _fold_step(graph.funcs[k], args, kwargs)
         graph.funcs[k] = func
         graph.args[k] = args
-        graph.modes[k] = MODE_FLAT if all(_is_plain_arg(a) for a in args) else MODE_NESTED
+        graph.modes[k] = MODE_FLAT if all(is_plain_arg(a) for a in args) else MODE_NESTED
 
 
 MAX_PASSES = 4
@@ -611,7 +611,7 @@ def _assemble(graph: TaskGraph, fuse: np.ndarray, absorbs: np.ndarray,
         k = nol[i]
         funcs[k] = task.func
         args_col[k] = task.args
-        modes[k] = MODE_FLAT if all(_is_plain_arg(a) for a in task.args) else MODE_NESTED
+        modes[k] = MODE_FLAT if all(is_plain_arg(a) for a in task.args) else MODE_NESTED
         if task.kwargs:
             kwargs_col[k] = task.kwargs
         else:

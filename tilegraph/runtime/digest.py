@@ -185,7 +185,7 @@ class PlanValues:
     the plan) and :meth:`parts` (the labelled parts of one task, to name what differs).
     Functions, objects and arrays are digested once per instance; make one per check.
 
-    >>> from tilegraph.graph.taskgraph import GraphBuilder
+    >>> from tilegraph.graph.builder import GraphBuilder
     >>> def plan(k):
     ...     b = GraphBuilder()
     ...     b.add("y", lambda: k)
