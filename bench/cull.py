@@ -140,7 +140,7 @@ def tilegraph_row(case: Case, n: int, block: int, repeat: int) -> dict:
     """Build, plan and compute the slice with tilegraph; the tasks it plans, beside those
     of everything its expression reaches."""
     import tilegraph as tg
-    from tilegraph.algebra.blocks import plan_order
+    from tilegraph.algebra.demand import plan_order
     from tilegraph.array.lowering import lower_arrays, plan_arrays, planning_options
     from tilegraph.plan.order import order
 
@@ -184,7 +184,7 @@ def check(names: list[str], n: int, block: int) -> None:
     import dask.array as da
 
     import tilegraph as tg
-    from tilegraph.algebra.blocks import LoweringPlan
+    from tilegraph.algebra.demand import LoweringPlan
     from tilegraph.array.lowering import lower_arrays, planning_options
 
     options = planning_options("bench/cull.py")

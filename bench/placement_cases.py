@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import tilegraph as tg
-from tilegraph.algebra.blocks import lower
+from tilegraph.algebra.demand import lower
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.plan.place import place
 from tilegraph.plan.simulate import communication_volume, simulate

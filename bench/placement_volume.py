@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import tilegraph as tg
-from tilegraph.algebra.blocks import lower
+from tilegraph.algebra.demand import lower
 from tilegraph.plan.place import grid_shape, grid_workers, place
 from tilegraph.plan.simulate import communication_volume, simulate
 

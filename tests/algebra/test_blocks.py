@@ -30,7 +30,7 @@ from tilegraph.algebra import (
     remap_by,
     source,
 )
-from tilegraph.algebra.blocks import BLOCK_RULES, BlockRule, LoweringPlan, register_block_rule
+from tilegraph.algebra.demand import BLOCK_RULES, BlockRule, LoweringPlan, register_block_rule
 from tilegraph.graph import Dep, GraphError
 from tilegraph.runtime.events import Release, TaskEnd
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 import tilegraph as tg
-from tilegraph.algebra.blocks import lower
+from tilegraph.algebra.demand import lower
 from tilegraph.array.chunks import block_slices
 from tilegraph.pipeline import run
 

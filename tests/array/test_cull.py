@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tilegraph as tg
-from tilegraph.algebra.blocks import BLOCK_RULES, LoweringPlan, lower
+from tilegraph.algebra.demand import BLOCK_RULES, LoweringPlan, lower
 from tilegraph.array.lowering import lower_arrays, planning_options
 
 SHAPE, CHUNKS = (23, 19), (5, 4)  # last blocks of 3 rows and 3 columns

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tilegraph as tg
-from tilegraph.algebra.blocks import lower
+from tilegraph.algebra.demand import lower
 
 rng = np.random.default_rng(11)
 A = rng.standard_normal((9, 7))

@@ -649,7 +649,7 @@ def test_an_accumulator_is_written_in_place_only_when_it_can_hold_the_result():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int32])
 def test_a_slice_of_an_accumulated_reduction_plans_the_chains_of_its_blocks_only(dtype):
-    from tilegraph.algebra.blocks import LoweringPlan
+    from tilegraph.algebra.demand import LoweringPlan
     from tilegraph.array.lowering import lower_arrays
 
     ref = _wide(dtype)[:2900]  # three output blocks, the last of 900 rows

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilegraph as tg
-from tilegraph.algebra.blocks import lower
+from tilegraph.algebra.demand import lower
 from tilegraph.array.lowering import plan_arrays
 from tilegraph.graph import GraphBuilder
 from tilegraph.graph.kinds import kind_info

@@ -9,13 +9,13 @@ from tilegraph.algebra.blocks import (
     flat_map,
     group_by_join,
     join,
-    lower,
     map_blocks,
     reduce_by_key,
     remap,
     remap_by,
     source,
 )
+from tilegraph.algebra.demand import lower
 from tilegraph.algebra.grid import Kernel, TaskGrid, TaskRecord, task_grid
 from tilegraph.algebra.semiring import (
     MAX_PLUS,

@@ -133,3 +133,12 @@ def fold_chains(part_bytes: int | None, nparts: int, split_every: int, options: 
 
     workers = getattr(options, "workers", None) or cores()
     return max(1, min(workers, nparts, int(share // part_bytes)))
+
+
+def tree_count(n: int, split_every: int) -> int:
+    """Tasks of a reduction tree of fan-in ``split_every`` over ``n`` blocks."""
+    total = 0
+    while n > split_every:
+        total += sum(1 for g in range(0, n, split_every) if n - g > 1)
+        n = -(-n // split_every)
+    return total + 1

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import BlockRule, Blocks, Demand, register_block_rule
+from tilegraph.algebra.blocks import Blocks
+from tilegraph.algebra.demand import BlockRule, Demand, register_block_rule
 from tilegraph.array.chunks import offsets
 from tilegraph.array.core import Array, tokenize
 from tilegraph.graph.taskgraph import Dep, Lit

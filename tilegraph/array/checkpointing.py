@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph import config, pipeline
-from tilegraph.algebra.blocks import lower
+from tilegraph.algebra.demand import lower
 from tilegraph.array.chunks import all_block_slices, block_shape
 from tilegraph.checkpoint import (
     CheckpointStore,

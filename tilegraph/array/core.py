@@ -136,7 +136,7 @@ class Array:
     def ntasks(self) -> int:
         """Tasks in this array's plan before fusion (counted without building the plan),
         planned for the options in force, as a run on one process would plan it."""
-        from tilegraph.algebra.blocks import count_tasks
+        from tilegraph.algebra.demand import count_tasks
         from tilegraph.array.lowering import planning_options
 
         return count_tasks([self.collection], planning_options("ntasks"))

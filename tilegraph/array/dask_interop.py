@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import Blocks, lower
+from tilegraph.algebra.blocks import Blocks
+from tilegraph.algebra.demand import lower
 from tilegraph.array.chunks import numblocks
 from tilegraph.array.core import Array
 from tilegraph.graph.builder import GraphBuilder

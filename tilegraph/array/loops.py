@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from tilegraph import pipeline
-from tilegraph.algebra.blocks import Blocks, lower
+from tilegraph.algebra.blocks import Blocks
+from tilegraph.algebra.demand import lower
 from tilegraph.array.chunks import numblocks
 from tilegraph.array.core import Array, asarray, unique_name
 from tilegraph.config import Options

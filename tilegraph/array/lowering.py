@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tilegraph import config, pipeline
-from tilegraph.algebra.blocks import LoweringPlan
+from tilegraph.algebra.demand import LoweringPlan
 from tilegraph.array.chunks import all_block_slices
 from tilegraph.graph.dask_spec import gc_paused
 from tilegraph.graph.taskgraph import Dep, Lit, TaskGraph
@@ -141,7 +141,7 @@ def lower_arrays(arrays: Sequence[Any], options: config.Options | None = None
     per block of every multi-block result. A plan of more than ``options.max_tasks`` tasks
     is refused before anything is built (the run's one check of its size). Only the
     blocks the results read are planned (a slice of a large array plans what it reads:
-    :class:`~tilegraph.algebra.blocks.LoweringPlan`)."""
+    :class:`~tilegraph.algebra.demand.LoweringPlan`)."""
     if options is None:
         options = planning_options("lower_arrays()")
     stores = sum(a.npartitions for a in {a.name: a for a in arrays}.values()

@@ -185,7 +185,7 @@ def _stored(a: Array, path: str, pks: list[str]) -> Array:
 def _computed_blocks(arrays: list[Array], options: Any) -> list[dict]:
     """The computed blocks of each array (coordinate -> block), in one run of one plan."""
     from tilegraph import pipeline
-    from tilegraph.algebra.blocks import lower
+    from tilegraph.algebra.demand import lower
     from tilegraph.graph.dask_spec import gc_paused
 
     backend, options = pipeline.prepare(options, None)
@@ -208,7 +208,7 @@ def to_dot(self: Array, max_tasks: int = 2000, rankdir: str = "BT",
            others: tuple = ()) -> str:
     """The lowered task graph in Graphviz's dot language (one node per task, labelled with
     its op and block coordinates); ``others``: more arrays drawn in the same graph."""
-    from tilegraph.algebra.blocks import lower
+    from tilegraph.algebra.demand import lower
     from tilegraph.array.lowering import planning_options
 
     graph = lower([self.collection, *(a.collection for a in others)],

@@ -18,14 +18,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tilegraph.algebra.blocks import (
-    BlockRule,
-    Blocks,
-    Demand,
-    combine_all,
-    group_by_join,
-    register_block_rule,
-)
+from tilegraph.algebra.blocks import Blocks, combine_all, group_by_join
+from tilegraph.algebra.demand import BlockRule, Demand, register_block_rule
 from tilegraph.algebra.semiring import PLUS_TIMES, Semiring, cblas
 from tilegraph.array.chunks import block_shape, common_refinement, numblocks
 from tilegraph.array.core import Array, tokenize

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tilegraph.algebra.blocks import BlockRule, apply_blocks, register_block_rule
+from tilegraph.algebra.blocks import apply_blocks
+from tilegraph.algebra.demand import BlockRule, register_block_rule
 from tilegraph.array.core import Array, asarray, tokenize
 from tilegraph.graph.taskgraph import Dep
 

@@ -58,20 +58,18 @@ whose pauses would otherwise look like long tasks).
 
 Retries. A task that raised an ``Exception`` runs again, up to ``retries`` more times (or its
 ``retries`` column), from the very inputs its first attempt saw: an attempt that may be
-followed by another one gives the inputs its call writes over in place (``guard``: an
-accumulator, a tile of a factorisation, also when such a step is fused before a step that
-fails) as private copies, so the inputs held for the retry are never half-updated. Runs
-without retries copy nothing; with ``retries=r``, the last allowed attempt copies nothing.
+followed by another one gets the inputs its call writes over in place (``guard``: an
+accumulator, a factorisation's tile, also fused before a step that fails) as private
+copies, so those held for the retry are never half-updated. Runs without retries copy
+nothing; with ``retries=r``, the last allowed attempt copies nothing.
 
-Serial failure. A graph whose tasks have side effects (the statements of a script) may give
-each task its position in the program (a ``serial`` column, consistent with the
-dependencies). Then a task that fails for good stops the run as the program run in that order
-would stop: no task after it in the program starts any more, every task before it runs to
-its end (their output is part of what the program did before it failed), and only then does
-the run end with its exception. If a task before it fails meanwhile, that one's exception
-ends the run instead (the earliest failure in program order). ``stop`` is the position of
-that failure and ``before`` the tasks before it not finished yet. An interruption
-(``KeyboardInterrupt``) or :meth:`cancel` still stops everything at once.
+Serial failure. A graph whose tasks have side effects (a script's statements) may give each
+task its position in the program (a ``serial`` column, consistent with the dependencies).
+A task that fails for good then stops the run as the program would: no task after it starts,
+every task before it runs to its end, and only then does the run end with its exception
+(or with that of an earlier task that fails meanwhile: the earliest failure in program
+order; ``stop`` is its position, ``before`` the tasks before it not finished yet). An
+interruption (``KeyboardInterrupt``) or :meth:`cancel` still stops everything at once.
 
 Warnings. Every worker runs under ``site``, the user's line that started the run
 (:mod:`tilegraph.runtime.warning_site`): a warning raised in tilegraph's code (NumPy's
@@ -79,10 +77,10 @@ Warnings. Every worker runs under ``site``, the user's line that started the run
 its own line.
 
 Transitions are small methods: READY -> RUNNING in :meth:`worker_loop`, :meth:`_task_done`
-(RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver`
-(an external task WAITING -> DONE when its result arrives),
-:meth:`_release` (DONE -> RELEASED), :meth:`_task_failed` (RUNNING -> READY on retry, else
-FAILED and :meth:`_cancel`), :meth:`_cancel` (every unfinished task -> CANCELLED).
+(RUNNING -> DONE, consumers' ``waiting`` drops, inputs' ``refs`` drop), :meth:`deliver` (an
+external task WAITING -> DONE when its result arrives), :meth:`_release` (DONE -> RELEASED),
+:meth:`_task_failed` (RUNNING -> READY on retry, else FAILED), :meth:`_cancel` (every
+unfinished task -> CANCELLED).
 """
 
 from __future__ import annotations
