@@ -406,6 +406,17 @@ def _chains(graph: TaskGraph) -> dict[str, list[list[int]]]:
     return out
 
 
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The positions ``starts[k] .. ends[k] - 1`` for every k, one after another.
+
+    >>> _ranges(np.array([0, 5]), np.array([2, 8])).tolist()
+    [0, 1, 5, 6, 7]
+    """
+    lengths = ends - starts
+    before = np.cumsum(lengths) - lengths  # positions of the output before range k
+    return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+
+
 def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | None
                        ) -> np.ndarray:
     """Priorities that run a contraction's accumulation chains in square tiles of its output
@@ -426,8 +437,10 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
     chains_of = _chains(graph)
     if not chains_of:
         return priority
-    nb = graph.meta.get("nbytes") or [None] * len(graph)
-    coords = graph.meta.get("coords") or [None] * len(graph)
+    n = len(graph)
+    nb = graph.meta.get("nbytes") or [None] * n
+    sizes = np.fromiter((b or 0 for b in nb), dtype=np.int64, count=n)
+    coords = graph.meta.get("coords") or [None] * n
     ptr, idx = graph.dep_ptr, graph.dep_idx
     cptr, cidx = graph.dependents_csr()
     priority = priority.copy()
@@ -435,13 +448,15 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
         places = [tuple(coords[c[-1]] or ())[:2] for c in chains]
         if any(len(p) != 2 for p in places) or len(set(places)) != len(places):
             continue
-        steps = {t for c in chains for t in c}
-        operands = {int(d) for c in chains for t in c for d in idx[ptr[t]:ptr[t + 1]]
-                    if int(d) not in steps}
-        movable = {d for d in operands
-                   if all(int(u) in steps for u in cidx[cptr[d]:cptr[d + 1]])}
-        acc = max(nb[t] or 0 for c in chains for t in c)  # (a last step writing has none)
-        op = max((nb[d] or 0 for d in operands), default=0)
+        # the sizes first, in arrays (a large product has hundreds of thousands of steps):
+        # most contractions fit whole and keep their order
+        step_ids = np.fromiter((t for c in chains for t in c), dtype=np.int64)
+        in_chain = np.zeros(n, dtype=bool)
+        in_chain[step_ids] = True
+        reads = idx[_ranges(ptr[step_ids], ptr[step_ids + 1])]
+        operand_ids = np.unique(reads[~in_chain[reads]])
+        acc = int(sizes[step_ids].max())  # (a last step writing has none)
+        op = int(sizes[operand_ids].max()) if len(operand_ids) else 0
         rows = len({p[0] for p in places})
         cols = len({p[1] for p in places})
         budget = TILE_SHARE * memory
@@ -451,6 +466,9 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
             s += 1
         if s >= side or acc + 2 * op > budget:
             continue
+        steps = set(step_ids.tolist())
+        movable = {d for d in operand_ids.tolist()
+                   if all(int(u) in steps for u in cidx[cptr[d]:cptr[d + 1]])}
         by_place = dict(zip(places, chains, strict=True))
         seq: list[int] = []
         placed: set[int] = set()
