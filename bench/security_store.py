@@ -267,17 +267,29 @@ def probe_tampered_pickle(pool: Pool, tmp: str) -> dict[str, Any]:
     done: list[str] = []
 
     def tamper(e: Any) -> None:
-        if isinstance(e, TaskEnd) and e.key == "a" and not done:
-            rid = _run_ids(pool.r, pool.namespace)[0]
-            folder = os.path.join(pool.store.root, rid, "b")
-            for name in os.listdir(folder):
+        if not (isinstance(e, TaskEnd) and e.key == "a") or done:
+            return
+        rid = _run_ids(pool.r, pool.namespace)[0]
+        folder = os.path.join(pool.store.root, rid, "b")
+        deadline = time.monotonic() + 10  # "b" waits on "slow", and on this callback
+        while not done and time.monotonic() < deadline:
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:  # the run's first block not written yet
+                names = []
+            for name in names:
                 path = os.path.join(folder, name)
-                with open(path, "rb") as f:
-                    is_pickle = f.read(5) == b"TGS1P"
+                try:
+                    with open(path, "rb") as f:
+                        is_pickle = f.read(5) == b"TGS1P"
+                except FileNotFoundError:  # a temporary name renamed meanwhile
+                    continue
                 if is_pickle:
                     with open(path, "wb") as f:
                         f.write(b"TGS1P" + b"\0" * 32 + pickle.dumps(Marker(marker)))
                     done.append(name)
+            if not done:
+                time.sleep(0.02)
 
     run = _Background(lambda: tg.get(dsk, "b", backend="serverless", pool=pool,
                                      callbacks=[tamper]))

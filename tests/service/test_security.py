@@ -458,7 +458,11 @@ os.wait()
 while not os.path.exists(pidfile):
     time.sleep(0.01)
 print("escaped")
-if how != "end":
+if how == "end":  # ends once the test has seen the grandchild escape (not before)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(pidfile + ".seen") and time.monotonic() < deadline:
+        time.sleep(0.01)
+else:
     time.sleep(300)
 """
 
@@ -485,6 +489,7 @@ def _escape(server, tmp_path, how):
     pid = int(pidfile.read_text())
     proc = psutil.Process(pid)
     assert proc.environ() == {} and os.getsid(pid) == pid   # it did escape its job's session
+    (tmp_path / f"grandchild-{how}.pid.seen").write_text("")
     if how == "end":
         job = wait(server, job_id)
         assert job["state"] == "done", job
