@@ -166,27 +166,13 @@ class _Walk:
         pulled: list[int] = []
         inside: set[int] = set()
         for c in consumers:
-            stack = [(c, ptr[c])]
-            while stack:
-                i, p = stack[-1]
-                end = ptr[i + 1]
-                while p < end:
-                    d = idx[p]
-                    p += 1
-                    s = seen[d]
-                    if s == 1:
-                        return []  # on the walk's path: the walk makes it
-                    if s == 0 and d not in inside:
-                        stack[-1] = (i, p)
-                        stack.append((d, ptr[d]))
-                        break
-                else:
-                    stack.pop()
-                    if i != c and i not in inside:
-                        inside.add(i)
-                        pulled.append(i)
-                        if len(pulled) > PULL_LIMIT:
-                            return []
+            # c's unnumbered needs not pulled yet, c itself last
+            need = self._needs(c, inside, PULL_LIMIT - len(pulled) + 1)
+            if need is None:
+                return []  # one is on the walk's path, or the pull grew too large
+            for i in need[:-1]:
+                inside.add(i)
+                pulled.append(i)
         if not pulled:
             return []
         cptr, cidx, missing, needed, size = (self.cptr, self.cidx, self.missing, self.needed,
@@ -255,7 +241,8 @@ class _Walk:
             inside = {a: None for a in inside if a not in out}
         return []
 
-    def _needs(self, c: int, inside: dict[int, None], budget: int) -> list[int] | None:
+    def _needs(self, c: int, inside: dict[int, None] | set[int], budget: int
+               ) -> list[int] | None:
         """``c`` after the unnumbered tasks it needs that are not ``inside``, in dependency
         order; ``None`` when one is on the walk's path or they are more than ``budget``."""
         seen, ptr, idx = self.seen, self.ptr, self.idx
