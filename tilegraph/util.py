@@ -3,10 +3,14 @@ a fast ``unique`` for plans."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import subprocess
 import threading
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -135,3 +139,19 @@ AST_LOCK = threading.Lock()
 """Held by every parse or compile of Python source that threads of this process may do at
 once (generated LambdaPACK code, ``.npy`` headers): CPython 3.11 can fail two at once with
 "AST constructor recursion depth mismatch"."""
+
+
+def stop_processes(procs: Sequence[subprocess.Popen], grace: float = 5.0) -> None:
+    """Terminate ``procs`` (subprocesses this process started), and kill those still
+    running after ``grace`` seconds."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()

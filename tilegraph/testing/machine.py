@@ -368,20 +368,3 @@ def die_with_bed() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))
     except (OSError, AttributeError):
         pass
-
-
-def stop_processes(procs: Sequence[subprocess.Popen], grace: float = 5.0) -> None:
-    """Terminate ``procs`` (processes a bed started), and kill those still running after
-    ``grace`` seconds."""
-    for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                p.terminate()
-    deadline = time.monotonic() + grace
-    for p in procs:
-        try:
-            p.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from tilegraph.testing.machine import stop_processes
+from tilegraph.util import stop_processes
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tilegraph.testing.machine import ClusterError, die_with_bed, stop_processes
+from tilegraph.testing.machine import ClusterError, die_with_bed
 from tilegraph.testing.records import DaskDeployment, Host, HostProcess, ValkeyServer
+from tilegraph.util import stop_processes
 
 READY_TIMEOUT = 60.0  # seconds a helper waits for a service it started
 

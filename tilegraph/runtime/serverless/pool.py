@@ -95,7 +95,7 @@ from tilegraph.runtime.serverless.state import (
     remove_dead_runs,
 )
 from tilegraph.runtime.serverless.store import ObjectStore, open_store
-from tilegraph.util import cores, die_with_parent, positive_seconds
+from tilegraph.util import cores, die_with_parent, positive_seconds, stop_processes
 
 OWNER_TTL = 15  # seconds a pool's claim on its namespace outlives its last refresh
 
@@ -272,17 +272,7 @@ class LocalProvisioner:
                                     "down"))
 
     def stop(self, grace: float = 5.0) -> None:
-        procs = list(self.procs.values())
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        deadline = time.monotonic() + grace
-        for p in procs:
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(list(self.procs.values()), grace)
         self.procs.clear()
 
 
