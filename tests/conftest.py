@@ -56,3 +56,14 @@ def no_stray_threads():
     stray = [t.name for t in threading.enumerate() if t.name.startswith("tilegraph-")
              and not t.name.startswith("tilegraph-pool-") and t.name != IDLE_THREAD_NAME]
     assert not stray, f"threads left running: {stray}"
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A dask.distributed client of an in-process LocalCluster of two one-thread workers,
+    for a module's tests."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
+        yield c

@@ -318,15 +318,6 @@ def _views(old, new) -> bool:
 # -- other backends --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as c:
-        yield c
-
-
 @pytest.mark.parametrize("shape, old, new, dtype, blocks", [
     (*RUNS[0], 3), (*RUNS[2], 4), (*RUNS[4], 3), (*RUNS[5], 10)])
 def test_on_a_dask_cluster(client, shape, old, new, dtype, blocks, tmp_path):

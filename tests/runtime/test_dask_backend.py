@@ -8,14 +8,6 @@ import tilegraph as tg
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as c:
-        yield c
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
 def test_matmul_and_reductions_equal_numpy(client, dtype):
     rng = np.random.default_rng(0)

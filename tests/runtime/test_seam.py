@@ -67,15 +67,6 @@ def test_two_plans_on_one_serverless_backend(pool):
     _both_ways(make_backend("serverless", pool=pool))
 
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as c:
-        yield c
-
-
 def test_two_plans_on_one_dask_backend(client):
     _both_ways(make_backend("dask", client=client))
 
