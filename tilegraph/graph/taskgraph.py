@@ -47,6 +47,7 @@ import numpy as np
 
 from tilegraph.graph.kinds import kind_info, unrepeatable_reason
 from tilegraph.graph.remake import RemakePlan, remake_plan
+from tilegraph.util import concat_ranges
 
 MODE_DATA = 0
 MODE_DIRECT = 1
@@ -630,7 +631,7 @@ class TaskGraph:
         np.cumsum(counts, out=dep_ptr[1:])
         # gather the dependency slices of the kept tasks
         starts = self.dep_ptr[keep]
-        pos = np.repeat(starts - dep_ptr[:-1], counts) + np.arange(dep_ptr[-1], dtype=np.int64)
+        pos = concat_ranges(starts, counts)
         dep_idx = new_of_old[self.dep_idx[pos]]
         if (dep_idx < 0).any():
             raise GraphError("subgraph is not closed under dependencies")

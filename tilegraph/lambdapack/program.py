@@ -33,6 +33,7 @@ from tilegraph.lambdapack.solve import (
     vector_mask,
     vector_writer_exists,
 )
+from tilegraph.util import concat_ranges
 
 
 class Program:
@@ -530,8 +531,7 @@ class DAG(DAGLowering, DAGDrawing):
                 return int(counts.sum())
             total = int(counts.sum())
             rep = np.repeat(np.arange(size), counts)
-            offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
-                                                                     counts)
+            offsets = concat_ranges(np.zeros(size, dtype=np.int64), counts)
             for k in columns:
                 columns[k] = columns[k][rep]
             columns[lp.var] = lo[rep] + step[rep] * offsets

@@ -71,6 +71,7 @@ from tilegraph.graph.taskgraph import (
     TaskGraph,
     is_plain_arg,
 )
+from tilegraph.util import concat_ranges
 
 
 @dataclass
@@ -572,9 +573,8 @@ def _kept_csr(graph: TaskGraph, keep: np.ndarray, new_of_old: np.ndarray,
         pc = counts[plain]
         starts_new = ptr[new_of_old[plain]]
         starts_old = graph.dep_ptr[plain]
-        within = np.arange(int(pc.sum()), dtype=np.int64) - np.repeat(np.cumsum(pc) - pc, pc)
-        idx[np.repeat(starts_new, pc) + within] = new_of_old[
-            graph.dep_idx[np.repeat(starts_old, pc) + within]]
+        idx[concat_ranges(starts_new, pc)] = new_of_old[
+            graph.dep_idx[concat_ranges(starts_old, pc)]]
     nol = new_of_old.tolist()
     for i, task in rewritten.items():
         k = nol[i]

@@ -52,6 +52,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tilegraph.graph.taskgraph import CycleError, TaskGraph
+from tilegraph.util import concat_ranges
 
 PULL_LIMIT = 8  # tasks a shared block's other consumers may pull in (and consumers looked at)
 GROUP_LIMIT = 32  # tasks that may join a shared block's consumers to run with them
@@ -393,17 +394,6 @@ def _chains(graph: TaskGraph) -> dict[str, list[list[int]]]:
     return out
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The positions ``starts[k] .. ends[k] - 1`` for every k, one after another.
-
-    >>> _ranges(np.array([0, 5]), np.array([2, 8])).tolist()
-    [0, 1, 5, 6, 7]
-    """
-    lengths = ends - starts
-    before = np.cumsum(lengths) - lengths  # positions of the output before range k
-    return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
-
-
 def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | None
                        ) -> np.ndarray:
     """Priorities that run a contraction's accumulation chains in square tiles of its output
@@ -440,7 +430,7 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
         step_ids = np.fromiter((t for c in chains for t in c), dtype=np.int64)
         in_chain = np.zeros(n, dtype=bool)
         in_chain[step_ids] = True
-        reads = idx[_ranges(ptr[step_ids], ptr[step_ids + 1])]
+        reads = idx[concat_ranges(ptr[step_ids], ptr[step_ids + 1] - ptr[step_ids])]
         operand_ids = np.unique(reads[~in_chain[reads]])
         acc = int(sizes[step_ids].max())  # (a last step writing has none)
         op = int(sizes[operand_ids].max()) if len(operand_ids) else 0
