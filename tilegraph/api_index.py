@@ -28,6 +28,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "api-index.md")
 NAMESPACES = ("tilegraph", "tilegraph.linalg", "tilegraph.fft", "tilegraph.random")
@@ -91,7 +93,7 @@ def where(owner: Any, name: str) -> tuple[str, str]:
         qual = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
         path = _file_of(obj)
         module = getattr(obj, "__module__", None) or type(obj).__module__ or "?"
-        if path is None and isinstance(obj, __import__("numpy").ufunc):
+        if path is None and isinstance(obj, np.ufunc):
             module = "numpy"
         if module == "numpy.lib.mixins":
             qual = ("NDArrayOperatorsMixin's operator, which calls __array_ufunc__ "
