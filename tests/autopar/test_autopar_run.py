@@ -506,7 +506,8 @@ def test_independent_chains_of_shared_objects_run_on_different_processes(tmp_pat
     script = tmp_path / "halves.py"
     script.write_text(textwrap.dedent("""
         import random
-        N = 20000
+        N = 400000  # each step long enough that the first chain is still running when
+                    # the second one starts, on a loaded machine too
         def heavy(rng, n):
             return sum(rng.random() for _ in range(n))
         r1 = random.Random(1)
