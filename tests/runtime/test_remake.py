@@ -395,3 +395,26 @@ def test_a_chain_over_a_literal_is_made_again_with_the_literal_the_plan_holds():
     m = sum(float(y.sum()) for y in want_y) / (n * k)
     assert got == pytest.approx(sum(float(((y - m) ** 2).sum()) for y in want_y))
     assert run.spilled_bytes == 0 and run.remade.get("elementwise", 0) > 0
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_the_orders_verdicts_at_the_sources_are_the_whole_rules(tmp_path, fuse):
+    """The order judges only the tasks without inputs (it needs no more); each verdict must
+    be the one the whole graph's rule gives, on sources of every kind: random, a literal,
+    a checked file, a source that is not repeatable, and chains of pieces over them."""
+    from tilegraph.plan.order import _remade_sources
+
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(600.0).reshape(20, 30))
+    f = tg.from_npy(str(path), chunks=(7, 30))
+    r = tg.random.random((20, 30), chunks=(3, 30), seed=4)
+    lit = tg.from_array(np.ones((20, 30)), chunks=(5, 30))
+    once = tg.from_array(Fresh(np.ones((20, 30))), chunks=(4, 30))
+    y = (f.rechunk((5, 30)) + r - lit * once).astype(np.float32)
+    g = plan_arrays([y - y.mean(axis=0), f.sum()], fuse=fuse).graph
+    whole = g.remakeable()
+    sources = g.in_degree() == 0
+    got = _remade_sources(g)
+    assert [got[i] for i in range(len(g))] == [whole[i] if sources[i] else 0
+                                               for i in range(len(g))]
+    assert any(got) and any(whole[i] and not sources[i] for i in range(len(g)))

@@ -518,9 +518,6 @@ def reduce_by_key(
         part = nbytes(out) if callable(nbytes) else nbytes
         return fold_chains(part, nparts, split_every, options)
 
-    def fold(k: Hashable) -> tuple[Callable, list, None, None]:
-        return step_func, [k], None, None
-
     def emit_for(builder: GraphBuilder, options: Any,
                  coords: Iterable[Coord] | None = None) -> None:
         for out in np.ndindex(*grid) if coords is None else coords:
@@ -528,10 +525,16 @@ def reduce_by_key(
             at = _meta_at(meta, out)
             chains = chains_of(out, len(keys), options)
             if chains:
+                nb = at.get("nbytes")
+                fixed = {k: (v(out) if callable(v) else v) for k, v in extra.items()}
+
+                def fold(k: Hashable, acc: Hashable, part: Hashable, out: Coord = out,
+                         nb: Any = nb, fixed: dict = fixed) -> None:
+                    builder.add(k, step_func, deps=[acc, part], kind="accumulate",
+                                nbytes=nb, coords=out, **fixed)
+
                 accumulation_chains(builder.add, label, out, keys, chains,
-                                    lambda _, k: k, fold, op, at.get("nbytes"),
-                                    {k: (v(out) if callable(v) else v)
-                                     for k, v in extra.items()})
+                                    lambda _, k: k, fold, op, nb, fixed)
                 continue
             level = 0
             while len(keys) > split_every:
@@ -634,13 +637,17 @@ def group_by_join(
                          coords=out, **extra)
                 return key
 
-            def step(pair: tuple) -> tuple[Callable, list, tuple | None, Any]:
+            def step(key: Hashable, acc: Hashable, pair: tuple, out: Coord = out,
+                     nb: Any = nb, extra: dict = extra) -> None:
                 lc, rc = pair
                 cost = cost_of(lc, rc) if cost_of is not None else None
                 lk, rk = lkey(lc), rkey(rc)
                 if lk == rk:
-                    return accumulate, [lk], (Dep(0), Dep(1), Dep(1)), cost
-                return accumulate, [lk, rk], None, cost
+                    badd(key, accumulate, deps=[acc, lk], args=(Dep(0), Dep(1), Dep(1)),
+                         kind="accumulate", cost=cost, nbytes=nb, coords=out, **extra)
+                else:
+                    badd(key, accumulate, deps=[acc, lk, rk], kind="accumulate", cost=cost,
+                         nbytes=nb, coords=out, **extra)
 
             accumulation_chains(badd, label, out, pairs, chains, start, step, add, nb, extra)
 

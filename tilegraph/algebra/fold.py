@@ -65,18 +65,19 @@ def accumulate_into(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
 def accumulation_chains(badd: Callable, label: str, out: Coord, items: list, chains: int,
                          start: Callable[[Hashable, Any], Hashable],
-                         step: Callable[[Any], tuple[Callable, list, tuple | None, Any]],
+                         step: Callable[[Hashable, Hashable, Any], None],
                          add: Callable, nbytes: Any, extra: dict[str, Any]) -> None:
     """The tasks of output block ``out`` as accumulation chains (the one mechanism of
     :func:`group_by_join` and :func:`reduce_by_key`): ``items`` go round-robin to
     ``chains`` chains (fewer when there are fewer items); a chain starts from its first
     item (``start(key, item)`` returns the key of the chain's first accumulator: a task
     it adds under ``key``, or an existing block), and each next item is folded in by an
-    ``"accumulate"`` task, ``step(item) -> (func, deps, args, cost)`` with the accumulator
-    as the call's first argument (``Dep(0)``), which may write over it: the accumulator is
-    private to its chain, each consumed once, by the next step. The last step of a single
-    chain is the output block ``(label, *out)``; the ends of several chains (or one chain
-    that folded nothing) are combined by an ``add`` task (kind ``"reduce"``)."""
+    ``"accumulate"`` task that ``step(key, acc, item)`` adds under ``key``: its first
+    dependency the accumulator ``acc`` (the key of the step before), which it may write
+    over: the accumulator is private to its chain, each consumed once, by the next step.
+    The last step of a single chain is the output block ``(label, *out)``; the ends of
+    several chains (or one chain that folded nothing) are combined by an ``add`` task
+    (kind ``"reduce"``)."""
     nchains = max(1, min(chains, len(items)))
     final = (label, *out)
     ends = []
@@ -89,9 +90,7 @@ def accumulation_chains(badd: Callable, label: str, out: Coord, items: list, cha
             if prev is None:
                 prev = start(key, item)
                 continue
-            func, deps, args, cost = step(item)
-            badd(key, func, deps=[prev, *deps], args=args, kind="accumulate", cost=cost,
-                 nbytes=nbytes, coords=out, **extra)
+            step(key, prev, item)
             prev = key
         ends.append(prev)
     if ends != [final]:

@@ -10,6 +10,7 @@ reads only the graph's metadata and the op-kind registry.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,9 @@ DISK_LATENCY = 50e-6  # seconds of making, opening and closing a spill file, eac
 TASK_OVERHEAD = 10e-6  # seconds the scheduler spends on a task
 
 
-def task_estimates(graph: Any) -> list[int]:
-    """Estimated bytes each task adds while it runs: its output plus temporaries.
+def task_estimates(graph: Any, tasks: Sequence[int] | None = None) -> list[int]:
+    """Estimated bytes each task adds while it runs (of ``tasks``, indices, when given):
+    its output plus temporaries.
 
     Temporaries are the output's bytes times the ``temp_factor`` of the task's op kind
     (:mod:`tilegraph.graph.kinds`: views and in-place accumulations need none); a fused chain
@@ -38,14 +40,14 @@ def task_estimates(graph: Any) -> list[int]:
     nb = graph.meta.get("nbytes")
     working = graph.meta.get("working")
     if nb is None and working is None:
-        return [0] * n
+        return [0] * (n if tasks is None else len(tasks))
     nb = nb or [None] * n
     kinds = graph.meta.get("kind") or [None] * n
     names = graph.meta.get("name") or [None] * n
     rows = {k: kind_info(k) for k in set(kinds)}
     fused = graph.meta.get("step_working") or [None] * n
     out = []
-    for i in range(n):
+    for i in range(n) if tasks is None else tasks:
         size = nb[i] or 0
         if fused[i] is not None and working[i] is not None:
             # a task made by fusion: its working set walked step by step
@@ -62,16 +64,18 @@ def task_estimates(graph: Any) -> list[int]:
 
 def step_seconds(graph: Any, estimates: list[int] | None = None, *,
                  flop_rate: float = FLOP_RATE, mem_bandwidth: float = MEM_BANDWIDTH,
-                 task_overhead: float = TASK_OVERHEAD) -> np.ndarray:
-    """Estimated seconds of every task's step (float64 array): its flop count (the ``cost``
-    column) over ``flop_rate``, or, for a task without one (memory-bound), its estimate
+                 task_overhead: float = TASK_OVERHEAD,
+                 tasks: Sequence[int] | None = None) -> np.ndarray:
+    """Estimated seconds of every task's step (float64 array; of ``tasks``, indices, when
+    given, with ``estimates`` of those): its flop count (the ``cost`` column) over
+    ``flop_rate``, or, for a task without one (memory-bound), its estimate
     (:func:`task_estimates`) streamed in and out, ``2 * estimate / mem_bandwidth``; plus
     ``task_overhead``."""
-    n = len(graph)
     col = graph.meta.get("cost")
-    flops = (np.zeros(n) if col is None else
-             np.fromiter((0.0 if v is None else float(v) for v in col), np.float64, n))
-    streamed = np.asarray(task_estimates(graph) if estimates is None else estimates,
+    which = range(len(graph)) if tasks is None else tasks
+    flops = (np.zeros(len(which)) if col is None else np.fromiter(
+        (0.0 if col[i] is None else float(col[i]) for i in which), np.float64, len(which)))
+    streamed = np.asarray(task_estimates(graph, tasks) if estimates is None else estimates,
                           dtype=np.float64)
     seconds = np.where(flops > 0, flops / flop_rate, 2.0 * streamed / mem_bandwidth)
     return seconds + task_overhead

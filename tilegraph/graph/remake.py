@@ -39,7 +39,7 @@ kept), and counted with the reason (a source that may not give the same block ag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,41 +61,80 @@ class RemakePlan:
     data: bytes
 
 
-def remake_plan(graph: Any, data: bytes) -> RemakePlan:
+def remake_plan(graph: Any, data: bytes, among: Sequence[int] | None = None) -> RemakePlan:
     """The :class:`RemakePlan` of ``graph``; ``data``: one byte per task, 1 for a literal
-    (its value is held by the graph, so a remake may always read it)."""
+    (its value is held by the graph, so a remake may always read it). ``among``: the
+    tasks to judge (the others are judged not remade); exact for tasks that hold every
+    input of theirs among them (the tasks without inputs, say)."""
     n = len(graph)
     kinds = graph.meta.get("kind")
     if kinds is None:
         return RemakePlan(bytes(n), bytes(n), [0.0] * n, [0] * n, bytes(data))
     cheap = graph.meta.get("remake") or [None] * n
     rows = {k: kind_info(k).remake for k in set(kinds)}
-    rep = graph.repeatable()
-    nb = graph.meta.get("nbytes") or [None] * n
-    seconds = step_seconds(graph).tolist()
-    ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
+    # only a cheap step can be made again: the others are never visited
+    candidate = bytearray(n)
+    for i in range(n) if among is None else among:
+        if not data[i] and (rows[kinds[i]] if cheap[i] is None else cheap[i]):
+            candidate[i] = 1
     remake, refused = bytearray(n), bytearray(n)
     chain, steps = [0.0] * n, [0] * n
-    for i in graph.topological_order().tolist():
-        if data[i] or not (rows[kinds[i]] if cheap[i] is None else cheap[i]):
-            continue
-        cost, count = seconds[i], 1
-        for d in idx[ptr[i] : ptr[i + 1]]:
-            if data[d]:
-                continue
-            if not (remake[d] or refused[d]):
-                break  # an input that cannot be had again
-            cost += chain[d]
-            count += steps[d]
-        else:
+    if any(candidate):
+        rep = graph.repeatable()
+        nb = graph.meta.get("nbytes") or [None] * n
+        which = [i for i, c in enumerate(candidate) if c]
+        seconds = dict(zip(which, step_seconds(graph, tasks=which).tolist(), strict=True))
+        ptr, idx = graph.dep_ptr.tolist(), graph.dep_idx.tolist()
+
+        def decide(i: int) -> None:
+            cost, count = seconds[i], 1
+            for d in idx[ptr[i] : ptr[i + 1]]:
+                if data[d]:
+                    continue
+                if not (remake[d] or refused[d]):
+                    return  # an input that cannot be had again
+                cost += chain[d]
+                count += steps[d]
             if cost > spill_seconds(nb[i] or 0):
-                continue
+                return
             chain[i], steps[i] = cost, count
             if rep[i]:
                 remake[i] = 1
             else:
                 refused[i] = 1
+
+        _visit_inputs_first(graph, candidate, ptr, idx, decide)
     return RemakePlan(bytes(remake), bytes(refused), chain, steps, bytes(data))
+
+
+def _visit_inputs_first(graph: Any, candidate: bytearray, ptr: list[int], idx: list[int],
+                        visit: Callable[[int], None]) -> None:
+    """Call ``visit`` on every task marked in ``candidate``, each after the candidates it
+    reads (a depth-first walk over the candidates alone); a cycle among them raises the
+    graph's :class:`~tilegraph.graph.CycleError`."""
+    state = bytearray(len(candidate))  # 0: unseen, 1: on the path, 2: visited
+    for root, is_candidate in enumerate(candidate):
+        if not is_candidate or state[root]:
+            continue
+        state[root] = 1
+        stack = [(root, ptr[root])]
+        while stack:
+            t, p = stack[-1]
+            end = ptr[t + 1]
+            while p < end:
+                d = idx[p]
+                p += 1
+                if candidate[d] and state[d] != 2:
+                    if state[d] == 1:
+                        graph.topological_order()  # raises, naming the cycle
+                    state[d] = 1
+                    stack[-1] = (t, p)
+                    stack.append((d, ptr[d]))
+                    break
+            else:
+                stack.pop()
+                state[t] = 2
+                visit(t)
 
 
 def spoil(graph: Any, mask: bytearray, tasks: Sequence[int]) -> None:

@@ -51,7 +51,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tilegraph.graph.taskgraph import CycleError, TaskGraph
+from tilegraph.graph.remake import remake_plan
+from tilegraph.graph.taskgraph import MODE_DATA, CycleError, TaskGraph
 from tilegraph.util import concat_ranges
 
 PULL_LIMIT = 8  # tasks a shared block's other consumers may pull in (and consumers looked at)
@@ -85,8 +86,7 @@ class _Walk:
         self.size = [1] * n if nb is None else [1 if b is None else int(b) for b in nb]
         # sources dropped and made again under pressure cost nothing to keep; a block made
         # again through a chain of steps costs them, so releasing it does free memory
-        self.remake = bytearray(r and not d for r, d in zip(
-            graph.remakeable(), graph.in_degree().tolist(), strict=True))
+        self.remake = _remade_sources(graph)
 
     def number(self, i: int) -> None:
         self.prio[i] = self.count
@@ -115,6 +115,13 @@ class _Walk:
         docstring)."""
         seen, missing, needed, size = self.seen, self.missing, self.needed, self.size
         cptr, cidx = self.cptr, self.cidx
+        lo, hi = cptr[first], cptr[first + 1]
+        if hi - lo < 2:  # most tasks: one consumer, or none; nothing to split or pull
+            if lo == hi:
+                return
+            c = cidx[lo]
+            if seen[c] or not needed[c] or missing[c]:
+                return
         # depth first: what a consumer completes is numbered before the consumer's
         # siblings (the 200 anomalies of one climatology: each group of them is combined
         # before the next group is made); each entry is (task, its consumers, next one)
@@ -300,6 +307,18 @@ class _Walk:
                 released += size[d]
         return held, released
 
+def _remade_sources(graph: TaskGraph) -> bytearray:
+    """The remake rule's verdict (:class:`~tilegraph.graph.remake.RemakePlan`'s ``remake``)
+    at the tasks without inputs, 0 at the others, judged for those tasks alone (a source's
+    verdict depends on no other task)."""
+    sources = np.flatnonzero(graph.in_degree() == 0).tolist()
+    modes = graph.modes
+    data = bytearray(len(graph))
+    for i in sources:
+        data[i] = modes[i] == MODE_DATA
+    return bytearray(remake_plan(graph, bytes(data), sources).remake)
+
+
 def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
     """Priority of every task (a permutation of ``0..n-1``; lower runs first).
 
@@ -327,6 +346,7 @@ def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -
     roots = None if outputs is None else [int(o) for o in outputs]
     walk = _Walk(graph, roots)
     ptr, idx, seen = walk.ptr, walk.idx, walk.seen
+    number, settle = walk.number, walk.settle
     for root in (*(roots or ()), *range(n)):
         if seen[root]:
             continue
@@ -350,10 +370,10 @@ def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -
                 if s == 1:
                     raise CycleError([graph.keys[j] for j in stack[stack.index(d) :]])
             if child < 0:
-                walk.number(i)
+                number(i)
                 stack.pop()
                 cursor.pop()
-                walk.settle(i)
+                settle(i)
             else:
                 cursor[-1] = p
                 seen[child] = 1
@@ -372,22 +392,25 @@ def _chains(graph: TaskGraph) -> dict[str, list[list[int]]]:
     kinds = graph.meta.get("kind")
     if kinds is None or "accumulate" not in kinds:
         return {}
+    # the next step of each task: its one consumer, if the task is its first dependency
     ptr, idx = graph.dep_ptr, graph.dep_idx
     cptr, cidx = graph.dependents_csr()
+    nxt = np.full(len(graph), -1, dtype=np.int64)
+    single = np.flatnonzero(np.diff(cptr) == 1)
+    cons = cidx[cptr[single]]
+    first = ptr[cons] < ptr[cons + 1]
+    first[first] = idx[ptr[cons[first]]] == single[first]
+    nxt[single[first]] = cons[first]
+    step = nxt.tolist()
     out: dict[str, list[list[int]]] = {}
-    for head in range(len(graph)):
-        if kinds[head] != "product":
-            continue
+    for head in (i for i, k in enumerate(kinds) if k == "product"):
         chain = [head]
-        t = head
-        while cptr[t + 1] - cptr[t] == 1:
-            c = int(cidx[cptr[t]])
-            if ptr[c] == ptr[c + 1] or idx[ptr[c]] != t:
-                break
+        c = step[head]
+        while c >= 0:
             chain.append(c)
             if kinds[c] != "accumulate":
                 break  # the last step, fused with what reads the sum
-            t = c
+            c = step[c]
         if len(chain) > 2:
             key = graph.keys[head]
             out.setdefault(str(key[0]) if isinstance(key, tuple) else str(key), []).append(chain)
@@ -420,6 +443,7 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
     coords = graph.meta.get("coords") or [None] * n
     ptr, idx = graph.dep_ptr, graph.dep_idx
     cptr, cidx = graph.dependents_csr()
+    ptr_l = idx_l = cptr_l = cidx_l = None  # as lists, once a contraction is tiled
     priority = priority.copy()
     for chains in chains_of.values():
         places = [tuple(coords[c[-1]] or ())[:2] for c in chains]
@@ -444,8 +468,11 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
         if s >= side or acc + 2 * op > budget:
             continue
         steps = set(step_ids.tolist())
+        if ptr_l is None:
+            ptr_l, idx_l = ptr.tolist(), idx.tolist()
+            cptr_l, cidx_l = cptr.tolist(), cidx.tolist()
         movable = {d for d in operand_ids.tolist()
-                   if all(int(u) in steps for u in cidx[cptr[d]:cptr[d + 1]])}
+                   if all(u in steps for u in cidx_l[cptr_l[d]:cptr_l[d + 1]])}
         by_place = dict(zip(places, chains, strict=True))
         seq: list[int] = []
         placed: set[int] = set()
@@ -458,8 +485,7 @@ def tile_accumulations(graph: TaskGraph, priority: np.ndarray, memory: int | Non
                         if k >= len(c):
                             continue
                         t = c[k]
-                        for d in idx[ptr[t]:ptr[t + 1]]:
-                            d = int(d)
+                        for d in idx_l[ptr_l[t]:ptr_l[t + 1]]:
                             if d in movable and d not in placed:
                                 placed.add(d)
                                 seq.append(d)
