@@ -358,3 +358,22 @@ def test_on_two_mpi_ranks():
     staged = [sum(r["runs"][k]["staged"] for r in results)
               for k in range(len(results[0]["runs"]))]
     assert any(staged)  # through the store, each rank its own old blocks
+
+
+@pytest.mark.parametrize("limit, staged", [("4GB", False), ("2GB", False), ("1GB", True),
+                                           ("300MB", True)])
+def test_blocks_larger_than_the_task_cap_stay_off_the_disk_when_the_limit_holds_them(
+        limit, staged):
+    """A padded block joined to its one-row piece (the vorticity's ``pad`` then
+    ``rechunk``): blocks of 190 MiB make tasks of 380 MiB, past the 256 MiB cap on a
+    rechunk task. Under a limit whose share per worker holds such a task the plan is one
+    stage in memory; a limit that does not (a quarter of 1 GB per worker task), or that
+    cannot hold one such task at all, goes through the store on disk, in tasks of one
+    block."""
+    x = tg.zeros((5000, 5000, 3), chunks=(5000, 5000, 1))
+    y = tg.pad(x, ((0, 1), (0, 0), (0, 0)), mode="wrap").rechunk((5001, 5000, 1))
+    plan = y.collection.plan(tg.config.per_process(
+        tg.config.resolve({"memory_limit": limit, "workers": 2}, "test"), 1))
+    assert ("rechunk-store" in dict(plan.stages)) is staged
+    whole = tg.config.resolve({"memory_limit": limit}, "test").memory_limit
+    assert plan.holds <= (whole if staged else whole // 4)  # (each worker's share)
