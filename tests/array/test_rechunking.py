@@ -360,20 +360,36 @@ def test_on_two_mpi_ranks():
     assert any(staged)  # through the store, each rank its own old blocks
 
 
-@pytest.mark.parametrize("limit, staged", [("4GB", False), ("2GB", False), ("1GB", True),
-                                           ("300MB", True)])
+@pytest.mark.parametrize("limit, staged", [("4GB", False), ("2GB", False), ("1GB", False),
+                                           ("500MB", False), ("300MB", True)])
 def test_blocks_larger_than_the_task_cap_stay_off_the_disk_when_the_limit_holds_them(
         limit, staged):
     """A padded block joined to its one-row piece (the vorticity's ``pad`` then
     ``rechunk``): blocks of 190 MiB make tasks of 380 MiB, past the 256 MiB cap on a
-    rechunk task. Under a limit whose share per worker holds such a task the plan is one
-    stage in memory; a limit that does not (a quarter of 1 GB per worker task), or that
-    cannot hold one such task at all, goes through the store on disk, in tasks of one
-    block."""
+    rechunk task. Under a limit that holds such a task the plan is one stage in memory
+    (fewer tasks at once, nothing written); only a limit that cannot hold one goes through
+    the store on disk, in tasks of one block."""
     x = tg.zeros((5000, 5000, 3), chunks=(5000, 5000, 1))
     y = tg.pad(x, ((0, 1), (0, 0), (0, 0)), mode="wrap").rechunk((5001, 5000, 1))
     plan = y.collection.plan(tg.config.per_process(
         tg.config.resolve({"memory_limit": limit, "workers": 2}, "test"), 1))
     assert ("rechunk-store" in dict(plan.stages)) is staged
-    whole = tg.config.resolve({"memory_limit": limit}, "test").memory_limit
-    assert plan.holds <= (whole if staged else whole // 4)  # (each worker's share)
+    assert plan.holds <= tg.config.resolve({"memory_limit": limit}, "test").memory_limit
+
+
+def test_spare_disk_weighs_the_budgets_plan_through_the_store_with_those_of_the_limit():
+    """Without ``spare_disk`` a plan within the budget is taken even through the disk;
+    with it, one stage that fits the limit and costs less is taken instead; under
+    ``max_mem`` (the user's bound on a task) the array keeps the budget's plan."""
+    old, new = ((1,) * 240, (1 << 17,)), ((24,) * 10, (1 << 17,))  # rows of 1 MiB
+    kw = {"limit": 200 << 20, "memory": 200 << 20, "workers": 2}
+    within = plan_rechunk(old, new, 8, 32 << 20, **kw)
+    spared = plan_rechunk(old, new, 8, 32 << 20, spare_disk=True, **kw)
+    assert "rechunk-store" in dict(within.stages) and within.holds <= 32 << 20
+    assert [name for name, _ in spared.stages] == ["rechunk"]
+    assert 32 << 20 < spared.holds <= 200 << 20 and spared.cost < within.cost
+    x = tg.random.random((240, 1 << 17), chunks=(1, 1 << 17), seed=2)
+    capped = x.rechunk((24, 1 << 17), max_mem="32MiB").collection.plan(
+        tg.config.per_process(tg.config.resolve({"memory_limit": "200MiB", "workers": 2},
+                                                "test"), 1))
+    assert "rechunk-store" in dict(capped.stages) and capped.holds <= 32 << 20

@@ -169,18 +169,17 @@ def max_mem_bytes(max_mem: Any) -> int | None:
     return int(value)
 
 
-def _task_budget(max_mem: int | None, memory: int | None, workers: int = 1,
-                 cap: int | None = RECHUNK_TASK_CAP) -> int:
+def _task_budget(max_mem: int | None, memory: int | None, workers: int = 1) -> int:
     """Bytes one rechunk task should hold (its inputs, output and temporaries):
     ``max_mem`` when given, else ``memory`` (the memory limit each process of the run
     enforces) shared by the ``workers`` of a process with as much again for the blocks
-    they make, at most ``cap``; ``RECHUNK_TASK_CAP`` for a plan made for no run."""
+    they make, at most ``RECHUNK_TASK_CAP``; ``RECHUNK_TASK_CAP`` for a plan made for no
+    run."""
     if max_mem is not None:
         return max_mem
     if memory is None:
         return RECHUNK_TASK_CAP
-    share = max(1, memory // (2 * max(1, workers)))
-    return share if cap is None else min(share, cap)
+    return max(1, min(memory // (2 * max(1, workers)), RECHUNK_TASK_CAP))
 
 
 def _workers(options: Any) -> int:
@@ -283,16 +282,10 @@ class RechunkBlocks(RunBlocks):
         budget = _task_budget(self.max_mem, memory, workers)
         limit = self.max_mem if self.max_mem is not None else memory
         itemsize = np.dtype(self.dtype).itemsize
+        # blocks too large for the budget of a task: one stage of larger tasks that fit
+        # the run's limit (fewer at once) may cost less than the disk (not under max_mem)
         plan = plan_rechunk(self.chunks, self.new, itemsize, budget, limit=limit,
-                            memory=memory, workers=workers)
-        share = _task_budget(None, memory, workers, cap=None)
-        if self.max_mem is None and share > budget and "rechunk-store" in dict(plan.stages):
-            # blocks too large for the cap on a task: tasks as large as each worker's share
-            # of the limit, when that keeps the rechunk off the disk or makes it cheaper
-            wider = plan_rechunk(self.chunks, self.new, itemsize, share, limit=limit,
-                                 memory=memory, workers=workers)
-            if wider.cost < plan.cost:
-                plan = wider
+                            memory=memory, workers=workers, spare_disk=self.max_mem is None)
         if limit is not None and plan.holds > limit:
             from tilegraph.runtime.memory import MemoryLimitError
 

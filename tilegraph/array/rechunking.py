@@ -387,7 +387,7 @@ def candidates(old: Chunks, new: Chunks, itemsize: int, cap: int, *,
 
 def plan_rechunk(old: Chunks, new: Chunks, itemsize: int, budget: int, *,
                  limit: int | None = None, memory: int | None = None,
-                 workers: int = 1) -> RechunkPlan:
+                 workers: int = 1, spare_disk: bool = False) -> RechunkPlan:
     """The plan of a rechunk from ``old`` to ``new`` blocks of ``itemsize`` bytes per
     element (see the module's text): one stage when its tasks hold at most ``budget``
     bytes; else the cheapest staged plan whose tasks do; else the cheapest whose tasks fit
@@ -397,7 +397,9 @@ def plan_rechunk(old: Chunks, new: Chunks, itemsize: int, budget: int, *,
     on disk is used only when ``memory`` is given. When no plan fits ``limit``, the one
     whose tasks are smallest (the caller refuses it, naming :func:`smallest_limit`). With
     no ``limit``, a staged plan is taken only when its tasks are smaller than the one
-    stage's."""
+    stage's. ``spare_disk``: a plan within ``budget`` that goes through the store on disk
+    is weighed, as above, with every plan that fits ``limit`` (one stage of tasks larger
+    than the budget, say, which runs fewer tasks at once but writes nothing)."""
     nbytes = itemsize * math.prod(map(sum, old))
     in_memory = memory is None or nbytes <= memory // 2
     store = memory is not None
@@ -411,7 +413,9 @@ def plan_rechunk(old: Chunks, new: Chunks, itemsize: int, budget: int, *,
     if fit:
         if in_memory:  # no disk when the pieces fit in memory
             fit = [p for p in fit if "rechunk-store" not in dict(p.stages)] or fit
-        return min(fit, key=lambda p: (p.cost, p.holds))
+        best = min(fit, key=lambda p: (p.cost, p.holds))
+        if not (spare_disk and limit is not None and "rechunk-store" in dict(best.stages)):
+            return best
     if limit is None:
         room = 2 * workers * budget
         fit = [p for p in plans if p.holds <= room and p.holds < direct]
