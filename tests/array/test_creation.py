@@ -89,6 +89,19 @@ def test_full_value_that_does_not_fit_fails_at_build_time(forbid_compute):
         tg.full((3,), None)
 
 
+@pytest.mark.parametrize("dtype", ["U3", "S2", "M8[s]", "m8[ms]", np.float16, np.uint8])
+def test_zeros_of_every_dtype_are_numpys_zeros_and_writeable(dtype):
+    """NumPy's zeros per block (an empty string for a string dtype, not "0"); a fill of
+    all-zero bits takes the same blocks, a fill of -0.0 keeps its sign."""
+    got = tg.zeros((5, 4), dtype=dtype, chunks=((2, 3), (3, 1))).compute()
+    want = np.zeros((5, 4), dtype=dtype)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    got[0, 0] = want[0, 0]  # an array of the caller's, as NumPy's is
+    negative = tg.full((3,), -0.0, chunks=2).compute()
+    assert np.signbit(negative).all() and negative.dtype == np.float64
+    check(tg.full((3, 2), 0, dtype=np.complex64, chunks=2), np.zeros((3, 2), np.complex64))
+
+
 def test_zeros_and_ones_default_dtype_is_float64_like_numpy():
     assert tg.zeros(3).dtype == np.float64
     assert tg.zeros(3, dtype=None).dtype == np.zeros(3, dtype=None).dtype

@@ -68,14 +68,27 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, chunks: Any = "auto") -
             raise ValueError(f"full: fill value of shape {np.shape(fill_value)} cannot be "
                              f"broadcast to shape {shape}") from None
         return from_numpy(filled, chunks=chunks)
-    np.full((), fill_value, dtype=dtype)  # fail now, not in a task, if the value cannot fit
+    # fail now, not in a task, if the value cannot fit
+    if not any(np.full((), fill_value, dtype=dtype).tobytes()):
+        return _zeros(shape, dtype, chunks)  # all bits zero (not -0.0): the same blocks
     return from_block_function("full", np.full, shape, chunks, dtype,
                                lambda c, s: (s, fill_value, dtype), params=(fill_value,))
 
 
+def _zeros(shape: Any, dtype: np.dtype, chunks: Any) -> Array:
+    # NumPy's zeros: a large block is pages the kernel maps on first touch, so a block that
+    # is only read (summed, say) is never written
+    return from_block_function("zeros", np.zeros, shape, chunks, dtype,
+                               lambda c, s: (s, dtype))
+
+
 def zeros(shape: Any, dtype: Any = float, chunks: Any = "auto") -> Array:
-    """An array of zeros (float64 unless ``dtype`` is given, as in NumPy)."""
-    return full(shape, 0, dtype=np.dtype(dtype), chunks=chunks)
+    """An array of zeros (float64 unless ``dtype`` is given, as in NumPy): NumPy's
+    ``zeros`` per block (an empty string for a string dtype, as there)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "O":
+        return full(shape, 0, dtype=dtype, chunks=chunks)  # refused there, by name
+    return _zeros(shape, dtype, chunks)
 
 
 def ones(shape: Any, dtype: Any = float, chunks: Any = "auto") -> Array:
