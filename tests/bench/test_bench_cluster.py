@@ -39,11 +39,11 @@ def test_bench_cluster_runs_on_both_backends_and_every_result_is_right():
     # a loaded machine causes and the row reports)
     counted = re.search(r"(\S+ \S+) blocks, (\d+) segments resent", cholesky)
     assert counted, proc.stdout
-    sim_blocks, counters = _bytes(cholesky.split()[9:11]), _bytes(cholesky.split()[7:9])
+    sim_blocks, counters = _bytes(cholesky.split()[10:12]), _bytes(cholesky.split()[8:10])
     assert abs(_bytes(counted.group(1).split()) / sim_blocks - 1) < 0.1, proc.stdout
     assert counters > 0.9 * sim_blocks, proc.stdout
     if int(counted.group(2)) == 0:
-        assert float(cholesky.split()[13]) < 1.3, proc.stdout  # counters / simulator's wire
+        assert float(cholesky.split()[14]) < 1.3, proc.stdout  # counters / simulator's wire
 
 
 def _bytes(words):
