@@ -398,8 +398,9 @@ def plan_rechunk(old: Chunks, new: Chunks, itemsize: int, budget: int, *,
     whose tasks are smallest (the caller refuses it, naming :func:`smallest_limit`). With
     no ``limit``, a staged plan is taken only when its tasks are smaller than the one
     stage's. ``spare_disk``: a plan within ``budget`` that goes through the store on disk
-    is weighed, as above, with every plan that fits ``limit`` (one stage of tasks larger
-    than the budget, say, which runs fewer tasks at once but writes nothing)."""
+    is weighed, as above, with every plan whose tasks hold at most half of ``limit`` (one
+    stage of tasks larger than the budget, say, which runs fewer tasks at once but writes
+    nothing)."""
     nbytes = itemsize * math.prod(map(sum, old))
     in_memory = memory is None or nbytes <= memory // 2
     store = memory is not None
@@ -410,12 +411,14 @@ def plan_rechunk(old: Chunks, new: Chunks, itemsize: int, budget: int, *,
         return one
     plans = candidates(old, new, itemsize, budget, in_memory=in_memory, store=store)
     fit = [p for p in plans if p.holds <= budget]
+    sparing = False
     if fit:
         if in_memory:  # no disk when the pieces fit in memory
             fit = [p for p in fit if "rechunk-store" not in dict(p.stages)] or fit
         best = min(fit, key=lambda p: (p.cost, p.holds))
         if not (spare_disk and limit is not None and "rechunk-store" in dict(best.stages)):
             return best
+        sparing = True  # weighed below with larger tasks that leave half the limit free
     if limit is None:
         room = 2 * workers * budget
         fit = [p for p in plans if p.holds <= room and p.holds < direct]
@@ -424,7 +427,7 @@ def plan_rechunk(old: Chunks, new: Chunks, itemsize: int, budget: int, *,
         # groups of any size that fits: larger read groups mean fewer handles waiting
         plans += candidates(old, new, itemsize, max(2 * nbytes, 2), in_memory=in_memory,
                             store=store)
-        fit = [p for p in plans if p.holds <= limit]
+        fit = [p for p in plans if (2 * p.holds if sparing else p.holds) <= limit]
         if not fit:
             return min(plans, key=lambda p: (p.holds, p.cost))
     if not fit:
