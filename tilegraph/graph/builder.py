@@ -166,13 +166,9 @@ class GraphBuilder:
         """
         if not callable(func):
             raise GraphError(f"task {key!r}: operation {func!r} is not callable")
-        kind = meta.get("kind")
-        if kind is not None and kind not in KINDS:
-            self._check_kind(key, kind)
-        i = len(self._keys)
-        if self._index.setdefault(key, i) != i:
-            raise GraphError(f"duplicate task key {key!r}: every task needs its own key")
-        self._keys.append(key)
+        if meta:
+            self._check_kind(key, meta.get("kind"))
+        i = self._new(key)
         if args is None:
             if len(set(deps)) != len(deps):
                 unique = list(dict.fromkeys(deps))
@@ -192,14 +188,8 @@ class GraphBuilder:
         self._deps.append(deps)
         if kwargs:
             self._kwargs[i] = dict(kwargs)
-        cols = self._meta
-        for name, value in meta.items():
-            if value is not None:
-                col = cols.get(name)
-                if col is None:
-                    raise TypeError(f"unknown task metadata {name!r}; known: "
-                                    f"{', '.join(META_COLUMNS)}")
-                col[i] = value
+        if meta:
+            self._set_meta(i, meta)
 
     def build(self) -> TaskGraph:
         """Resolve dependency keys to indices and return the immutable graph."""
