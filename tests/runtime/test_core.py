@@ -461,6 +461,31 @@ def test_tiny_tasks_run_on_one_worker_big_ones_on_all():
     assert tilegraph.get(dsk, "all", backend="threads", workers=4) == 6
 
 
+def test_a_tiny_task_runs_beside_a_long_gil_free_one(monkeypatch):
+    # a product (its kernel releases the GIL) is running; the next ready task is tiny. The
+    # idle worker takes it at once rather than waiting for the product to look stuck: the
+    # two threads do not hand the GIL back and forth (a sliced difference of random blocks
+    # spent a quarter of its run with one thread asleep beside the other's draws).
+    from tilegraph.runtime import core
+
+    monkeypatch.setattr(core, "STUCK_TIME", 60.0)
+    started, gate = threading.Event(), threading.Event()
+
+    def product(_):
+        started.set()
+        return gate.wait(10)
+
+    builder = GraphBuilder()
+    builder.add_data("x", 1, kind="load", nbytes=8)
+    builder.add("p", product, deps=["x"], kind="product", cost=1e9, nbytes=8)
+    builder.add("pre", lambda _: started.wait(10), deps=["x"], kind="elementwise", nbytes=8)
+    builder.add("open", lambda _: gate.set() or True, deps=["pre"], kind="elementwise",
+                nbytes=8)
+    t0 = time.perf_counter()
+    assert tilegraph.run(builder.build(), ["p", "open"], workers=2) == [True, True]
+    assert time.perf_counter() - t0 < 8
+
+
 def test_external_tasks_wait_for_delivery_and_exports_are_handed_over():
     # "r" is made elsewhere (another rank); "b" is also needed elsewhere
     g = from_dask({"r": (inc, 0), "a": (inc, 1), "b": (add, "a", "r"), "c": (inc, "b")})

@@ -50,8 +50,10 @@ Tiny tasks are not worth a second worker: when tasks take microseconds, two thre
 the lock and the GIL back and forth and one thread alone is three times faster. The backend
 marks each task (``parallel``: :func:`tilegraph.runtime.backends.threads_policy`):
 ``PARALLEL`` ones (BLAS kernels; tasks planned to take ``PARALLEL_TASK_TIME`` or more) are
-taken by any free worker, ``TINY`` ones only when no worker is busy, and for ``UNKNOWN`` ones
-the moving average ``task_time`` decides. A worker that may not take the next task sleeps,
+taken by any free worker, ``TINY`` ones only when no worker is busy or every busy worker is
+inside a ``PARALLEL`` task (its kernel leaves the GIL free, or it is long enough that one
+tiny task beside it costs nothing), and for ``UNKNOWN`` ones the moving average ``task_time``
+decides. A worker that may not take the next task sleeps,
 waking every ``POLL_INTERVAL``, and joins in when the next task is worth it or a busy worker
 has been inside one task for ``STUCK_TIME`` (well above CPython's 5 ms GIL switch interval,
 whose pauses would otherwise look like long tasks).
@@ -304,7 +306,8 @@ class Execution:
                 memory.start(i)
                 deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
                 self.running.add(i)
-                if ready and self._nidle and self._worth_second(task_of[ready[0]]):
+                if ready and self._nidle and (self._worth_second(task_of[ready[0]])
+                                              or self._beside_long()):
                     self._cond.notify()
                 if memory.disk and any(d not in results for d in deps):
                     try:
@@ -374,8 +377,18 @@ class Execution:
             return False
         if self.nrunning == 0 or self._worth_second(self.task_of[self.ready[0]]):
             return True
+        if self._beside_long():
+            return True
         stuck = time.perf_counter() - STUCK_TIME
         return any(t < stuck for t in self.busy_since.values())
+
+    def _beside_long(self) -> bool:
+        """Whether every running task is a long or GIL-free one (``PARALLEL``): a tiny task
+        then runs beside them without the two threads handing the GIL back and forth."""
+        flags = self.parallel
+        if flags is None or len(self.running) != self.nrunning:
+            return False
+        return all(flags[j] == PARALLEL for j in self.running)
 
     def _worth_second(self, i: int) -> bool:
         """Whether task i is worth running beside a busy worker."""
