@@ -306,3 +306,29 @@ def test_consumers_completed_by_one_block_are_combined_group_by_group():
         waiting -= sum(1 for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()
                        if d in anomalies)
     assert most <= 2 * 8 - 1  # split_every: 8
+
+
+@pytest.mark.parametrize("groups", [100, 160])
+def test_consumers_completed_by_one_block_feed_their_accumulation_chains_as_they_come(groups):
+    # under a limit the anomalies' partials fold into one accumulation chain per worker;
+    # the walk has the first chain on its path (down to the anomaly that waits for the
+    # climatology) and used to number that chain's steps only when it unwound, after every
+    # anomaly: half of them waited. Every chain now takes each partial as it is made.
+    x = tg.random.random((groups * 6, 4096), chunks=(1, 4096), seed=3)
+    r = x.reshape((groups, 6, 4096))
+    out = (r - r.mean(axis=0)).mean(axis=(0, 1))
+    with tg.config.set(memory_limit=8 * 6 * 4096 * 8, workers=2):
+        plan = plan_arrays([out])
+    g, pr = plan.graph, plan.plan.priority
+    names, kinds = g.meta["name"], g.meta["kind"]
+    anomalies = {i for i in range(len(g)) if names[i] == "reshape+subtract+mean-partial"}
+    assert len(anomalies) == groups
+    assert sum(1 for k in kinds if k == "accumulate") >= groups - 2  # (chains, not a tree)
+    waiting = most = 0
+    for i in np.argsort(pr).tolist():
+        if i in anomalies:
+            waiting += 1
+            most = max(most, waiting)
+        waiting -= sum(1 for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()
+                       if d in anomalies)
+    assert most <= 3

@@ -111,10 +111,11 @@ REDUCE_SHARE = 0.25  # of the memory limit: the partials a reduction may hold at
 
 def fold_chains(part_bytes: int | None, nparts: int, split_every: int, options: Any) -> int:
     """How the ``nparts`` partials of one output block of an associative reduction are
-    combined in a run of ``options``: ``0``, as a tree of fan-in ``split_every``, when
-    that many partials fit ``REDUCE_SHARE`` of the run's memory limit (or the sizes or the
-    limit are unknown); else as they arrive, into one accumulator per worker (fewer when
-    fewer fit that share), so that the partials held follow the limit, not the tree.
+    combined in a run of ``options``: ``0``, as a tree of fan-in ``split_every``, when the
+    partials such a tree holds at once (:func:`tree_held`) fit ``REDUCE_SHARE`` of the run's
+    memory limit (or the sizes or the limit are unknown); else as they arrive, into one
+    accumulator per worker (fewer when fewer fit that share), so that the partials held
+    follow the limit, not the tree.
 
     >>> from types import SimpleNamespace as Run
     >>> fold_chains(100 << 20, 439, 8, Run(memory_limit=2 << 30, workers=2))
@@ -126,12 +127,27 @@ def fold_chains(part_bytes: int | None, nparts: int, split_every: int, options: 
     if not part_bytes or limit is None or nparts <= 2:
         return 0
     share = REDUCE_SHARE * limit
-    if split_every * part_bytes <= share:
+    if tree_held(nparts, split_every) * part_bytes <= share:
         return 0
     from tilegraph.util import cores
 
     workers = getattr(options, "workers", None) or cores()
     return max(1, min(workers, nparts, int(share // part_bytes)))
+
+
+def tree_held(n: int, split_every: int) -> int:
+    """The partials a tree of fan-in ``split_every`` over ``n`` blocks holds at once, run
+    depth first: up to ``split_every - 1`` finished ones waiting at each of its levels, and
+    the one being made.
+
+    >>> tree_held(8, 8), tree_held(100, 8), tree_held(439, 8)
+    (8, 16, 21)
+    """
+    held, level = 1, n
+    while level > 1:
+        held += min(split_every, level) - 1
+        level = -(-level // split_every)
+    return held
 
 
 def tree_count(n: int, split_every: int) -> int:

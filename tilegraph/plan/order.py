@@ -120,7 +120,7 @@ class _Walk:
             if lo == hi:
                 return
             c = cidx[lo]
-            if seen[c] or not needed[c] or missing[c]:
+            if seen[c] == 2 or not needed[c] or missing[c]:
                 return
         # depth first: what a consumer completes is numbered before the consumer's
         # siblings (the 200 anomalies of one climatology: each group of them is combined
@@ -131,14 +131,15 @@ class _Walk:
             while k < len(cons):
                 c = cons[k]
                 k += 1
-                if seen[c] or not needed[c]:
+                if seen[c] == 2 or not needed[c]:
                     continue
                 if missing[c] == 0 and size[c] < self._frees(c):
                     self.number(c)
                     work[-1] = (t, cons, k, waiting)
                     work.append((c, cidx[cptr[c] : cptr[c + 1]], 0, []))
                     break
-                waiting.append(c)
+                if not seen[c]:  # (one on the walk's path is numbered by the walk)
+                    waiting.append(c)
             else:
                 work.pop()
                 more: list[int] = []
@@ -370,10 +371,11 @@ def order(graph: TaskGraph, outputs: Sequence[int] | np.ndarray | None = None) -
                 if s == 1:
                     raise CycleError([graph.keys[j] for j in stack[stack.index(d) :]])
             if child < 0:
-                number(i)
                 stack.pop()
                 cursor.pop()
-                settle(i)
+                if seen[i] != 2:  # (completed early by a settle: numbered already)
+                    number(i)
+                    settle(i)
             else:
                 cursor[-1] = p
                 seen[child] = 1
