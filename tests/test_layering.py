@@ -838,9 +838,9 @@ def test_the_memory_manager_touches_only_the_declared_names_of_its_execution():
     from tilegraph.runtime import memory
 
     declared = _protocol_names(memory.ExecutorView)
-    assert declared == {"lock", "results", "priority", "nrunning", "finished", "deps",
-                        "pinned", "next_use", "next_ready", "is_held", "idle_wait", "wait",
-                        "wake_all", "fail", "run_again"}
+    assert declared == {"lock", "results", "priority", "nrunning", "running", "finished",
+                        "deps", "pinned", "last_reads", "next_use", "next_ready", "is_held",
+                        "idle_wait", "wait", "wake_all", "fail", "run_again"}
     documented = {line.split("``")[1].split("(")[0]
                   for line in memory.__doc__.splitlines() if line.startswith("``")}
     assert documented == declared

@@ -466,9 +466,9 @@ def test_a_tiny_task_runs_beside_a_long_gil_free_one(monkeypatch):
     # idle worker takes it at once rather than waiting for the product to look stuck: the
     # two threads do not hand the GIL back and forth (a sliced difference of random blocks
     # spent a quarter of its run with one thread asleep beside the other's draws).
-    from tilegraph.runtime import core
+    from tilegraph.runtime import tiny
 
-    monkeypatch.setattr(core, "STUCK_TIME", 60.0)
+    monkeypatch.setattr(tiny, "STUCK_TIME", 60.0)
     started, gate = threading.Event(), threading.Event()
 
     def product(_):

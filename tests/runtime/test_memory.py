@@ -252,7 +252,7 @@ def test_stress_spilling_under_tight_budgets(tmp_path, seed):
     ref = expr.compute(backend="sync")
     spilled_runs = 0
     for workers in (1, 2, 4):
-        for limit in ("450KB", "700KB", "1MB"):
+        for limit in ("300KB", "450KB", "700KB", "1MB"):
             try:
                 out = expr.compute(memory_limit=limit, workers=workers, spill_dir=tmp_path)
             except MemoryLimitError:

@@ -280,6 +280,27 @@ def test_the_array_anomaly_mean_remakes_through_the_reshape_and_spills_nothing(d
     assert all(graph.in_degree()[i] == groups for i in gathers)  # a chain with inputs
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [20000, 26214])
+def test_the_anomaly_means_partials_are_folded_as_they_arrive_not_spilled(dtype, width):
+    # coiled's array anomaly at T=600 (100 groups of 6 rows) scaled down, under a limit of
+    # about 8 reshaped blocks: the final mean's 100 partials used to be spilled as they
+    # waited for a tree (or for the far end of an accumulation chain the walk had on its
+    # path), and the admission wrote them out for a deficit the running task was about to
+    # give back
+    rows, groups = 600, 6
+    x = tg.random.random((rows, width), chunks=(1, width), seed=5, dtype=dtype)
+    block = groups * width * np.dtype(dtype).itemsize
+    limit = 8 * block
+    got = _anomaly_mean(x, groups).compute(memory_limit=limit, workers=2)
+    run = tg.last_run()
+    xs = x.compute().astype(np.float64).reshape(rows // groups, groups, width)
+    np.testing.assert_allclose(got, (xs - xs.mean(axis=0)).mean(axis=(0, 1)),
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+    assert run.spilled_bytes == 0 and run.unspilled_bytes == 0
+    assert run.remade.get("rechunk", 0) > 0 and run.peak_bytes <= limit
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint8])
 def test_a_chain_of_pieces_casts_and_elementwise_steps_is_made_again_from_its_source(dtype):
     base = _data(dtype)  # 230 x 170 in blocks of 60 x 50: uneven edge blocks

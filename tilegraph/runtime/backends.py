@@ -102,11 +102,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tilegraph.debris import remove_own
-from tilegraph.graph.kinds import kind_info
 from tilegraph.graph.taskgraph import TaskGraph
 from tilegraph.runtime.blas import blas_threads
-from tilegraph.runtime.core import PARALLEL, PARALLEL_TASK_TIME, TINY, UNKNOWN, Execution
+from tilegraph.runtime.core import Execution
 from tilegraph.runtime.signals import Terminated
+from tilegraph.runtime.tiny import PARALLEL, threads_policy  # noqa: F401 - re-exported
 from tilegraph.util import cores
 
 T = TypeVar("T")
@@ -228,37 +228,6 @@ def _guarded(execution: Execution, worker: int) -> None:
         execution.worker_loop(worker)
     except BaseException as exc:
         execution.cancel(exc)
-
-
-def threads_policy(graph: TaskGraph, seconds: np.ndarray) -> bytearray:
-    """The tiny-task policy of threads sharing one interpreter: a task whose kind releases
-    the GIL (BLAS/LAPACK kernels) or that is planned to take at least
-    ``PARALLEL_TASK_TIME`` is worth a second worker (``PARALLEL``); a shorter planned task
-    is not (``TINY``); a task with no kind and no planned cost is ``UNKNOWN`` (measured).
-
-    >>> from tilegraph.graph import GraphBuilder
-    >>> b = GraphBuilder()
-    >>> b.add("p", print, kind="product", cost=1.0)
-    >>> b.add("e", print, kind="elementwise", nbytes=8)
-    >>> b.add("o", print)
-    >>> list(threads_policy(b.build(), np.array([1e-6, 1e-6, 0.0])))
-    [1, 0, 2]
-    """
-    n = len(graph)
-    kinds = graph.meta.get("kind") or [None] * n
-    costs = graph.meta.get("cost") or [None] * n
-    sizes = graph.meta.get("nbytes") or [None] * n
-    long_enough = (np.asarray(seconds) >= PARALLEL_TASK_TIME).tolist()
-    gil_free = {k: kind_info(k).releases_gil for k in set(kinds) if k is not None}
-    out = bytearray(n)
-    for i, k in enumerate(kinds):
-        if (k is not None and gil_free[k]) or long_enough[i]:
-            out[i] = PARALLEL
-        elif k is None and not costs[i] and not sizes[i]:
-            out[i] = UNKNOWN
-        else:
-            out[i] = TINY
-    return out
 
 
 class SyncBackend(Backend):

@@ -26,8 +26,8 @@ field          meaning and invariant
 ``error``      the exception that ended the run, or ``None``
 ``busy_since`` dict, worker -> ``perf_counter()`` when its current task started
 ``task_time``  moving average of task durations, seconds
-``parallel``   bytearray[n] or ``None``: ``TINY``, ``PARALLEL`` or ``UNKNOWN`` per task (see
-               "Tiny tasks"); ``None``: every task is ``UNKNOWN`` (measured)
+``parallel``   bytearray[n] or ``None``: ``TINY``, ``PARALLEL`` or ``UNKNOWN`` per task
+               (:mod:`tilegraph.runtime.tiny`); ``None``: every task is ``UNKNOWN``
 ``running``    set of RUNNING tasks; their inputs are pinned (see :meth:`pinned`)
 ``awaiting``   external tasks (results made elsewhere, e.g. by another MPI rank) not yet
                delivered; each waits on one virtual dependency until :meth:`deliver`
@@ -46,17 +46,8 @@ progresses). How, and what an input that cannot come back does, is in
 :mod:`tilegraph.runtime.memory`. With several workers the results held can exceed ``limit``
 by about one task's result; with one worker they stay under it.
 
-Tiny tasks are not worth a second worker: when tasks take microseconds, two threads hand
-the lock and the GIL back and forth and one thread alone is three times faster. The backend
-marks each task (``parallel``: :func:`tilegraph.runtime.backends.threads_policy`):
-``PARALLEL`` ones (BLAS kernels; tasks planned to take ``PARALLEL_TASK_TIME`` or more) are
-taken by any free worker, ``TINY`` ones only when no worker is busy or every busy worker is
-inside a ``PARALLEL`` task (its kernel leaves the GIL free, or it is long enough that one
-tiny task beside it costs nothing), and for ``UNKNOWN`` ones the moving average ``task_time``
-decides. A worker that may not take the next task sleeps,
-waking every ``POLL_INTERVAL``, and joins in when the next task is worth it or a busy worker
-has been inside one task for ``STUCK_TIME`` (well above CPython's 5 ms GIL switch interval,
-whose pauses would otherwise look like long tasks).
+Tiny tasks are not worth a second worker: see :mod:`tilegraph.runtime.tiny` (the
+``parallel`` flags, :func:`~tilegraph.runtime.tiny.may_take`).
 
 Retries. A task that raised an ``Exception`` runs again, up to ``retries`` more times (or its
 ``retries`` column), from the very inputs its first attempt saw: an attempt that may be
@@ -117,15 +108,19 @@ from tilegraph.runtime.preparation import (
     staging_tasks,
 )
 from tilegraph.runtime.spill import SpillStore
+from tilegraph.runtime.tiny import (
+    PARALLEL,
+    PARALLEL_TASK_TIME,
+    beside_long,
+    may_take,
+    worth_second,
+)
 from tilegraph.runtime.warning_site import enter as enter_site
 from tilegraph.runtime.warning_site import install as install_site_hook
 from tilegraph.runtime.warning_site import leave as leave_site
 from tilegraph.runtime.warning_site import user_site
 
 WAITING, READY, RUNNING, DONE, RELEASED, FAILED, CANCELLED = range(7)
-PARALLEL_TASK_TIME = 200e-6  # seconds: tasks shorter than this on average run on one worker
-STUCK_TIME = 0.02  # seconds in one task after which idle workers help with the rest
-TINY, PARALLEL, UNKNOWN = range(3)  # values of ``parallel``
 STATE_NAMES = ("waiting", "ready", "running", "done", "released", "failed", "cancelled")
 
 
@@ -287,7 +282,7 @@ class Execution:
         lock.acquire()
         try:
             while True:
-                while not self.finished and not self._may_take():
+                while not self.finished and not may_take(self):
                     if not ready and self.nrunning == 0 and not self.awaiting:
                         raise SchedulerStalled(
                             f"no task is ready or running, but {self.ntasks - self.ndone} "
@@ -306,8 +301,8 @@ class Execution:
                 memory.start(i)
                 deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
                 self.running.add(i)
-                if ready and self._nidle and (self._worth_second(task_of[ready[0]])
-                                              or self._beside_long()):
+                if ready and self._nidle and (worth_second(self, task_of[ready[0]])
+                                              or beside_long(self)):
                     self._cond.notify()
                 if memory.disk and any(d not in results for d in deps):
                     try:
@@ -370,33 +365,6 @@ class Execution:
         finally:
             lock.release()
             leave_site(site)
-
-    def _may_take(self) -> bool:
-        """Whether a free worker should take a ready task now (see "Tiny tasks" above)."""
-        if not self.ready:
-            return False
-        if self.nrunning == 0 or self._worth_second(self.task_of[self.ready[0]]):
-            return True
-        if self._beside_long():
-            return True
-        stuck = time.perf_counter() - STUCK_TIME
-        return any(t < stuck for t in self.busy_since.values())
-
-    def _beside_long(self) -> bool:
-        """Whether every running task is a long or GIL-free one (``PARALLEL``): a tiny task
-        then runs beside them without the two threads handing the GIL back and forth."""
-        flags = self.parallel
-        if flags is None or len(self.running) != self.nrunning:
-            return False
-        return all(flags[j] == PARALLEL for j in self.running)
-
-    def _worth_second(self, i: int) -> bool:
-        """Whether task i is worth running beside a busy worker."""
-        flags = self.parallel
-        flag = UNKNOWN if flags is None else flags[i]
-        if flag == PARALLEL:
-            return True
-        return flag == UNKNOWN and self.task_time >= PARALLEL_TASK_TIME
 
     def _prepare(self, i: int, inputs: list) -> tuple[Callable, list, dict]:
         """The call of task i as ``(func, args, kwargs)`` with its inputs filled in."""
@@ -584,6 +552,13 @@ class Execution:
         """Inputs of the running tasks: never spilled (computed only when spilling)."""
         dep_ptr, dep_idx = self._dep_ptr, self._dep_idx
         return {d for t in self.running for d in dep_idx[dep_ptr[t] : dep_ptr[t + 1]]}
+
+    def last_reads(self) -> list[int]:
+        """Results in memory that nothing but the running tasks still reads: released when
+        those end (computed only when admission weighs a spill against waiting)."""
+        dep_ptr, dep_idx, refs, results = self._dep_ptr, self._dep_idx, self.refs, self.results
+        return [d for t in self.running for d in dep_idx[dep_ptr[t] : dep_ptr[t + 1]]
+                if refs[d] == 1 and d in results]
 
     def next_use(self, v: int) -> int:
         """The priority of the next consumer of v still to run (``ntasks``: none)."""

@@ -41,9 +41,11 @@ name                 what the manager does with it
                      again while the result is still wanted; it adds nothing else
 ``priority``         list[n], the tasks' priorities (read only)
 ``nrunning``         tasks running (read only)
+``running``          the set of the tasks running (read only)
 ``finished``         whether the run is over (read only)
 ``deps(i)``          the tasks whose results task i reads
 ``pinned()``         the inputs of the running tasks (never spilled)
+``last_reads()``     the results only the running tasks still read (freed when they end)
 ``next_use(v)``      the priority of the next consumer of v still to run
 ``next_ready(k)``    the k ready tasks that run next (read-ahead)
 ``is_held(v)``       whether v's result is still wanted (``in_memory=False``: wherever it is)
@@ -71,13 +73,14 @@ from tilegraph.runtime.budget import (  # noqa: F401 - re-exported
     default_limit,
 )
 from tilegraph.runtime.events import Spill, Unspill, nbytes_of
+from tilegraph.runtime.recipes import recipe as make_recipe
+from tilegraph.runtime.recipes import run as run_recipe
 from tilegraph.runtime.rss import ResidentWatch, resident_bytes
 from tilegraph.runtime.spill import SpillRecord, SpillStore, block_digest, spillable
 from tilegraph.util import human, parse_bytes  # noqa: F401 - re-exported
 
 PREFETCH_TASKS = 2  # ready tasks whose spilled inputs are read ahead
 POLL_INTERVAL = 0.01  # seconds between checks of a waiting worker
-_MADE = object()  # in a remake's recipe: an input made by an earlier step
 
 class ExecutorView(Protocol):
     """What a :class:`MemoryManager` may read and call of the execution it serves; see the
@@ -87,11 +90,14 @@ class ExecutorView(Protocol):
     results: dict[int, Any]
     priority: list[int]
     nrunning: int
+    running: set[int]
     finished: bool
 
     def deps(self, i: int) -> list[int]: ...
 
     def pinned(self) -> set[int]: ...
+
+    def last_reads(self) -> list[int]: ...
 
     def next_use(self, v: int) -> int: ...
 
@@ -321,6 +327,10 @@ class MemoryManager:
         if deficit <= 0:
             return True
         victims = self._victims(deficit, i)
+        if victims and (ex.nrunning or self.prefetching) and self._wait_rather(victims,
+                                                                             deficit):
+            ex.idle_wait()
+            return False
         if not victims and not ex.nrunning and not self.prefetching:
             # nothing here will free memory (an MPI rank waiting for blocks from others
             # runs later tasks meanwhile): results needed before i go to disk too, rather
@@ -333,6 +343,24 @@ class MemoryManager:
             ex.idle_wait()
             return False
         return True  # nothing to free and nothing running: run it anyway
+
+    def _wait_rather(self, victims: list[int], deficit: int) -> bool:
+        """Whether to wait for the running tasks rather than move ``victims`` out of memory
+        to cover ``deficit``: when they would be written to disk (not merely dropped to be
+        made again) and either they do not cover it (the task could not start anyway) or the
+        running tasks and reads ahead give back at least as much when they end (the
+        reservations beyond the results, the inputs read for the last time, the steps of a
+        remake). Writing partials a reduction waits on,
+        to read them back a moment later, is then the only thing the spill buys."""
+        if all(self.remakeable[v] for v in victims):
+            return False
+        if sum(self.sizes.get(v, 0) for v in victims) < deficit:
+            return True
+        ex, nb = self.ex, self._nb
+        relief = sum(max(0, self.estimates[j] - (nb[j] or 0)) for j in ex.running)
+        relief += sum(self.sizes.get(d, 0) for d in set(ex.last_reads()))
+        relief += sum(self.disk[d].working for d in self.prefetching if d in self.disk)
+        return relief >= deficit
 
     def make_room(self) -> None:
         """A result made elsewhere arrived and is held (``Execution.deliver``): if what is
@@ -594,71 +622,19 @@ class MemoryManager:
         return self._make(i, recipe)
 
     def _recipe(self, i: int) -> list[tuple[int, list, int | None]] | None:
-        """(Lock held.) The steps that make the dropped result of ``i`` again, inputs first,
-        each ``(task, inputs, digest)``: ``inputs`` one entry per dependency, its value now
-        in memory (a literal: the graph's), or ``_MADE`` (made by an earlier step, from what
-        is in memory or, where nothing is, from the sources: the chain of
-        :meth:`~tilegraph.graph.TaskGraph.remakeable`, whose results are never written to
-        disk); ``digest`` the checksum kept of a step's block when it was dropped. ``None``
-        for a result on disk."""
+        """(Lock held.) The steps that make the dropped result of ``i`` again
+        (:func:`~tilegraph.runtime.recipes.recipe`); ``None`` for a result on disk."""
         record = self.disk.get(i)
         if record is not None and record.path:
             return None
-        results, graph, data = self.ex.results, self.graph, self._data
-        steps: list[tuple[int, list, int | None]] = []
-        placed: set[int] = set()
-        stack = [(i, False)]
-        while stack:
-            t, expanded = stack.pop()
-            if t in placed:
-                continue
-            deps = self.ex.deps(t)
-            if not expanded:
-                stack.append((t, True))
-                for d in deps:
-                    if d in results or data[d] or d in placed:
-                        continue
-                    if not self.remakeable[d]:  # the remake rule guarantees it never is
-                        raise RuntimeError(
-                            f"making {graph.keys[i]!r} again needs {graph.keys[d]!r}, which "
-                            "is neither in memory nor to be made again")
-                    stack.append((d, False))
-                continue
-            inputs = [results[d] if d in results else graph.args[d][0] if data[d] else _MADE
-                      for d in deps]
-            rec = self.disk.get(t)
-            steps.append((t, inputs, rec.digest if rec is not None and not rec.path
-                          else None))
-            placed.add(t)
-        return steps
+        return make_recipe(i, self.ex.results, self.graph, self._data, self.remakeable,
+                           self.disk, self.ex.deps)
 
-    def _make(self, i: int, recipe: list) -> tuple[Any, list[int]]:
-        """(Lock released.) Run ``recipe`` (:meth:`_recipe`): each step's result made from
-        its inputs, held only until its last consumer in the recipe has run, and checked
-        against the checksum of the block dropped, if there was one. Returns the result of
-        ``i`` and the other tasks run."""
-        graph = self.graph
-        uses: dict[int, int] = {}
-        for t, inputs, _ in recipe:
-            for d, v in zip(graph.dep_idx[graph.dep_ptr[t]:graph.dep_ptr[t + 1]].tolist(),
-                            inputs, strict=True):
-                if v is _MADE:
-                    uses[d] = uses.get(d, 0) + 1
-        made: dict[int, Any] = {}
-        for t, inputs, digest in recipe:
-            deps = graph.dep_idx[graph.dep_ptr[t]:graph.dep_ptr[t + 1]].tolist()
-            args = [made[d] if v is _MADE else v for d, v in zip(deps, inputs, strict=True)]
-            value = self.ex.run_again(t, args)
-            del args
-            for d, v in zip(deps, inputs, strict=True):
-                if v is _MADE:
-                    uses[d] -= 1
-                    if not uses[d]:
-                        del made[d]
-            if digest is not None:
-                self._check(t, value, digest)
-            made[t] = value
-        return made.pop(i), [t for t, _, _ in recipe if t != i]
+    def _make(self, i: int, steps: list) -> tuple[Any, list[int]]:
+        """(Lock released.) The result of ``i`` made again by ``steps``, each step checked
+        against the checksum of its dropped block (:func:`~tilegraph.runtime.recipes.run`);
+        and the other tasks run."""
+        return run_recipe(i, steps, self.graph, self.ex.run_again, self._check)
 
     def _check(self, i: int, value: Any, digest: int) -> None:
         """The block made again for ``i`` must be the one dropped (``digest``)."""
