@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 import tilegraph as tg
+from tilegraph.array.lowering import plan_arrays
 
 SETTINGS = settings(max_examples=120, deadline=None)
 DTYPES = ["int8", "int64", "uint16", "float32", "float64", "complex128", "bool"]
@@ -607,6 +608,34 @@ def test_reshape_keeps_leading_blocks():
     a = tg.from_numpy(make((6, 4)), chunks=((4, 2), (3, 1)))
     assert a.reshape(6, 2, 2).chunks[0] == (4, 2)
     assert a.reshape(6, 4) is a
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "complex128"])
+@pytest.mark.parametrize("shape, chunks, new, kept", [
+    ((12, 5), ((1,) * 12, (5,)), (4, 3, 5), ((1,) * 4, (1, 1, 1), (5,))),
+    ((12, 5), ((1,) * 12, (2, 2, 1)), (4, 3, 5), ((1,) * 4, (1, 1, 1), (2, 2, 1))),
+    ((12, 5), ((1, 2) * 4, (5,)), (4, 3, 5), ((1,) * 4, (1, 2), (5,))),
+    ((2, 12, 5), ((1, 1), (1,) * 12, (3, 2)), (2, 4, 3, 5),
+     ((1, 1), (1,) * 4, (1, 1, 1), (3, 2))),
+    ((12,), ((1,) * 12,), (3, 4), ((1, 1, 1), (1,) * 4)),
+    ((12, 5), ((1,) * 12, (5,)), (1, 12, 5), ((1,), (1,) * 12, (5,))),
+    ((12, 5), ((2,) * 6, (5,)), (4, 3, 5), None),  # blocks cross the rows of 3: gathered
+    ((12, 5), ((1, 2) * 4, (5,)), (3, 4, 5), None),  # rows cut differently: gathered
+], ids=str)
+def test_splitting_an_axis_keeps_the_blocks_that_fall_in_its_rows(shape, chunks, new, kept,
+                                                                    dtype):
+    # one-row blocks of (T, X) reshaped to (T // g, g, X) (coiled's array anomaly): each
+    # block a view of one input block, nothing gathered; otherwise the rows are gathered
+    x = make(shape, dtype)
+    a = tg.from_numpy(x, chunks=chunks)
+    y = a.reshape(new)
+    check(y, x.reshape(new))
+    if kept is None:
+        assert y.chunks[-2] == (new[-2],)  # whole rows of the inner axis
+    else:
+        assert y.chunks == kept and y.npartitions == a.npartitions
+        r = tg.random.random(shape, chunks=chunks, seed=1).reshape(new)
+        assert "rechunk" not in plan_arrays([r], fuse=False).graph.meta["name"]
 
 
 def test_reshape_method_accepts_an_array_as_the_shape():

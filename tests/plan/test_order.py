@@ -290,7 +290,7 @@ def test_consumers_completed_by_one_block_are_combined_group_by_group():
     # group of them is combined before the next group is made, so at most two groups of
     # partials wait (the first group's combine also waits for the one partial the walk is
     # on), not all 40
-    x = tg.random.random((480, 64), chunks=(1, 64), seed=3)
+    x = tg.random.random((480, 64), chunks=(12, 64), seed=3)  # a group per block
     r = x.reshape((40, 12, 64))
     out = (r - r.mean(axis=0)).mean(axis=(0, 1))
     plan = plan_arrays([out])
@@ -315,7 +315,7 @@ def test_consumers_completed_by_one_block_feed_their_accumulation_chains_as_they
     # climatology) and used to number that chain's steps only when it unwound, after every
     # anomaly: half of them waited. Every chain now takes each partial as it is made.
     x = tg.random.random((groups * 6, 4096), chunks=(1, 4096), seed=3)
-    r = x.reshape((groups, 6, 4096))
+    r = x.rechunk((6, 4096)).reshape((groups, 6, 4096))  # random rows gathered by six
     out = (r - r.mean(axis=0)).mean(axis=(0, 1))
     with tg.config.set(memory_limit=8 * 6 * 4096 * 8, workers=2):
         plan = plan_arrays([out])

@@ -11,7 +11,7 @@ import pytest
 
 import tilegraph as tg
 from tilegraph.array.lowering import plan_arrays
-from tilegraph.graph.remake import remake_reason
+from tilegraph.graph.remake import generated, remake_reason
 from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.budget import MemoryLimitError
 from tilegraph.runtime.events import RunEnd
@@ -124,6 +124,32 @@ def test_seeded_random_and_checked_files_are_still_remade(tmp_path):
     (x @ r.T).compute(memory_limit=LIMIT, report=str(report))
     html = report.read_text()
     assert "blocks remade" in html and "random " in html
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_only_blocks_computed_from_the_plan_alone_are_made_again_unchecked(tmp_path, fuse):
+    # a checksum guards what is read from outside the run (a file that may change, an
+    # object declared repeatable); a chain from seeded generators and constants reads
+    # nothing and is made again unchecked
+    np.save(tmp_path / "a.npy", _data(np.float64)[:60, :50])
+    f = tg.from_npy(tmp_path / "a.npy", chunks=(30, 50))
+    r = tg.random.random((60, 50), chunks=(30, 50), seed=5)
+    z = tg.full((60, 50), 2.0, chunks=(30, 50))
+    outs = [(r * z + 1).sum(axis=0), (f + r).sum(axis=0), (r.astype(np.float32) - 1).max()]
+    g = plan_arrays(outs, fuse=fuse).graph
+    mask, names = generated(g), g.meta["name"]
+    for i in range(len(g)):
+        reads_file = "load" in (names[i] or "") or any(
+            not mask[d] for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist())
+        if g.in_degree()[i] == 0 and not g.remake_verdicts().data[i]:
+            assert mask[i] == (g.meta["kind"][i] in ("random", "creation")), names[i]
+        elif reads_file:
+            assert not mask[i], names[i]
+    assert any(mask[i] and g.in_degree()[i] for i in range(len(g)))  # a chain, unchecked
+    got = tg.compute(*outs, memory_limit=LIMIT)
+    want_r = r.compute()
+    np.testing.assert_allclose(got[1], (_data(np.float64)[:60, :50] + want_r).sum(axis=0))
+    np.testing.assert_allclose(got[0], (want_r * 2 + 1).sum(axis=0))
 
 
 def test_the_whole_fused_chain_must_be_repeatable():
@@ -268,16 +294,19 @@ def test_the_array_anomaly_mean_remakes_through_the_reshape_and_spills_nothing(d
     xs = x.compute().astype(np.float64).reshape(rows // groups, groups, width)
     np.testing.assert_allclose(got, (xs - xs.mean(axis=0)).mean(axis=(0, 1)),
                                atol=1e-5 if dtype == np.float32 else 1e-12)
-    # the input is needed twice (climatology, anomaly): its row groups are dropped and
-    # made again from their random rows, never written to disk
+    # the input is needed twice (climatology, anomaly): its rows are dropped and made
+    # again from their seeds, never written to disk
     assert run.spilled_bytes == 0 and run.unspilled_bytes == 0
-    assert run.remade.get("rechunk", 0) > 0 and run.remade.get("random", 0) > 0
+    assert run.remade.get("random", 0) > 0
     assert run.recomputed_bytes > 0 and run.peak_bytes <= limit
-    graph = plan_arrays([_anomaly_mean(x, groups)]).graph
+    # the reshape splits the time axis in place: each block a view of one random row,
+    # nothing gathered
+    graph = plan_arrays([_anomaly_mean(x, groups)], fuse=False).graph
     names = graph.meta["name"]
-    gathers = [i for i in range(len(graph)) if names[i] == "rechunk"]
-    assert gathers and all(graph.remakeable()[i] for i in gathers)
-    assert all(graph.in_degree()[i] == groups for i in gathers)  # a chain with inputs
+    assert "rechunk" not in names
+    views = [i for i in range(len(graph)) if names[i] == "reshape"]
+    assert len(views) == rows and all(graph.remakeable()[i] for i in views)
+    assert all(graph.in_degree()[i] == 1 for i in views)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -298,7 +327,7 @@ def test_the_anomaly_means_partials_are_folded_as_they_arrive_not_spilled(dtype,
     np.testing.assert_allclose(got, (xs - xs.mean(axis=0)).mean(axis=(0, 1)),
                                atol=1e-5 if dtype == np.float32 else 1e-12)
     assert run.spilled_bytes == 0 and run.unspilled_bytes == 0
-    assert run.remade.get("rechunk", 0) > 0 and run.peak_bytes <= limit
+    assert run.remade.get("random", 0) > 0 and run.peak_bytes <= limit
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint8])
@@ -385,9 +414,11 @@ def test_explain_shows_per_op_whether_it_is_made_again_or_spilled_and_why():
     start = lines.index("under memory pressure, per op (the most bytes first): made again "
                         "or spilled, and why")
     per_op = lines[start + 1:]
-    assert any(ln.startswith("  rechunk (16 tasks, 3.7 MiB): made again: 7 steps back to "
-                             "its sources (random), about") for ln in per_op), text
-    assert any(ln.startswith("  reshape+subtract+mean-partial (16 tasks")
+    assert any(ln.startswith("  random-random (96 tasks, 3.7 MiB): made again: 1 step back "
+                             "to its sources (random), about") for ln in per_op), text
+    assert any(ln.startswith("  reshape+mean-partial (96 tasks, 3.7 MiB): made again: 2 "
+                             "steps back to its sources (random), about") for ln in per_op), text
+    assert any(ln.startswith("  reshape+subtract+mean-partial (96 tasks")
                and ln.endswith("spilled: its input mean-combine+mean (aggregate) is not "
                                "made again") for ln in per_op), text
 

@@ -530,9 +530,11 @@ def normalize_shape(shape: Any, size: int, old: tuple[int, ...]) -> tuple[int, .
 
 
 def reshape(x: Array, shape: Any, order: str = "C") -> Array:
-    """Row-major reshape. Leading axes that keep their length keep their blocks; the rest
-    is cut at boundaries that are whole rows of both the old and the new trailing shape, so
-    every block reshapes on its own."""
+    """Row-major reshape. Leading axes that keep their length keep their blocks; an axis
+    split in two whose blocks each lie within one row of the inner axis, cut the same way
+    in every row (one-row blocks of ``(T, X)`` reshaped to ``(T // g, g, X)``), keeps its
+    blocks, each a view; otherwise the rest is cut at boundaries that are whole rows of both
+    the old and the new trailing shape, so every block reshapes on its own."""
     x = asarray(x)
     if order != "C":
         raise ValueError(f"reshape: only order='C' is supported, got {order!r}")
@@ -551,6 +553,9 @@ def reshape(x: Array, shape: Any, order: str = "C") -> Array:
     while (p < min(x.ndim, len(new_shape)) - 1 and x.shape[p] == new_shape[p]):
         p += 1
     t_in, t_out = x.shape[p:], new_shape[p:]
+    split = _split_in_place(x, p, new_shape, token)
+    if split is not None:
+        return split
     r_in, r_out = math.prod(t_in[1:]), math.prod(t_out[1:])
     unit = math.lcm(r_in, r_out) if r_in and r_out else 1
     flat_total = math.prod(t_in)
@@ -572,6 +577,36 @@ def reshape(x: Array, shape: Any, order: str = "C") -> Array:
                 (Dep(0), block_shape(out_chunks, coord)))
 
     blocks = apply_blocks(f"reshape-{token}", numblocks(out_chunks), [y.collection], task_of,
+                          kind="reshape", name="reshape")
+    return Array(blocks, new_shape, out_chunks, x.dtype)
+
+
+def _split_in_place(x: Array, p: int, new_shape: tuple[int, ...], token: str
+                    ) -> Array | None:
+    """The reshape of ``x`` that splits its axis ``p`` into two, ``(n,) -> (a, b)`` with
+    the axes after it kept, block by block: when every block along ``p`` lies within one
+    row of ``b`` and every row is cut the same way, output block ``(.., i, j, ..)`` is input
+    block ``(.., i * k + j, ..)`` (``k`` blocks per row) reshaped, a view. ``None`` when the
+    reshape is not such a split or the blocks do not fall so."""
+    if len(new_shape) != x.ndim + 1 or new_shape[p + 2:] != x.shape[p + 1:]:
+        return None
+    n, b = x.shape[p], new_shape[p + 1]
+    if b < 2 or new_shape[p] < 1:
+        return None
+    cuts = offsets(x.chunks[p])
+    row = [c for c in cuts if c < b] + [b]
+    if len(cuts) < 2 or set(cuts) != {r * b + c for r in range(n // b) for c in row[:-1]} | {n}:
+        return None
+    inner = tuple(hi - lo for lo, hi in itertools.pairwise(row))
+    k = len(inner)
+    out_chunks = (*x.chunks[:p], (1,) * new_shape[p], inner, *x.chunks[p + 1:])
+
+    def task_of(coord: tuple[int, ...]) -> tuple:
+        src = (*coord[:p], coord[p] * k + coord[p + 1], *coord[p + 2:])
+        return (reshape_block, [x.collection.key(src)],
+                (Dep(0), block_shape(out_chunks, coord)))
+
+    blocks = apply_blocks(f"reshape-{token}", numblocks(out_chunks), [x.collection], task_of,
                           kind="reshape", name="reshape")
     return Array(blocks, new_shape, out_chunks, x.dtype)
 

@@ -153,6 +153,25 @@ def spoil(graph: Any, mask: bytearray, tasks: Sequence[int]) -> None:
                 stack.append(c)
 
 
+GENERATORS = frozenset({"random", "creation"})  # op kinds of sources computed from the plan
+
+
+def generated(graph: Any) -> bytearray:
+    """1 for each task whose chain back to its sources starts only at generators (seeded
+    random blocks, constants: :data:`GENERATORS`) and literals: made again, its block is
+    computed from the plan alone, with nothing read from outside the run that could have
+    changed, so a remake need not be checked against a checksum of the block dropped (a
+    file, or an object declared repeatable, is still checked at every remake)."""
+    n = len(graph)
+    kinds = graph.meta.get("kind") or [None] * n
+    data = graph.remake_verdicts().data
+    indeg = graph.in_degree().tolist()
+    mask = bytearray(b"\x01") * n
+    spoil(graph, mask, [i for i in range(n) if not indeg[i] and not data[i]
+                        and kinds[i] not in GENERATORS])
+    return mask
+
+
 def remake_reason(graph: Any, i: int) -> str:
     """Why task ``i``'s result is made again under memory pressure, or spilled (or kept)
     instead, in words, with what making it again and spilling it would cost."""

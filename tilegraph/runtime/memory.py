@@ -21,8 +21,11 @@ spilled like any other (or kept, without disk), and counted with the reason.
 A dropped result's checksum (crc32 of its bytes) is kept, and the block made again is
 compared with it: a source that changed under the run, or was declared repeatable and is
 not, is an :class:`~tilegraph.io.snapshot.InputChangedError` naming the task, never a mix
-of two versions of one block. The checksum costs one pass over a block when it is dropped
-and one when it is made again, far less than writing it to disk and reading it back.
+of two versions of one block. A block whose chain starts only at seeded generators and
+constants (:func:`~tilegraph.graph.remake.generated`) is computed from the plan alone,
+reads nothing that could change, and is made again unchecked. The checksum costs one pass
+over a block when it is dropped and one when it is made again, far less than writing it to
+disk and reading it back (but a fifth of a pass over seeded random rows made twice).
 
 The manager and its execution talk through a narrow protocol. The execution makes the
 manager with the graph, the run's budget, the spill store, the remake masks, the tasks'
@@ -66,6 +69,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from tilegraph.graph.memory import task_estimates
+from tilegraph.graph.remake import generated
 from tilegraph.io.snapshot import InputChangedError
 from tilegraph.runtime.budget import (  # noqa: F401 - re-exported
     MemoryFigures,
@@ -210,6 +214,7 @@ class MemoryManager:
         self._kinds = graph.meta.get("kind") or [None] * n
         self._nb = graph.meta.get("nbytes") or [None] * n
         self._data = graph.remake_verdicts().data  # literals: a remake reads the graph's
+        self._unchecked = generated(graph) if limit is not None else bytearray(n)
         self.remade: dict[str, int] = {}
         self.spilled_unrepeatable: dict[str, int] = {}
         self.unrepeatable_reasons: dict[str, str] = {}
@@ -422,8 +427,8 @@ class MemoryManager:
         try:
             for v, value in todo:
                 records[v] = self.spill.write(value)
-            for v, value in dropped:
-                digests[v] = block_digest(value)
+            for v, value in dropped:  # (a block computed from the plan alone: no checksum)
+                digests[v] = None if self._unchecked[v] else block_digest(value)
         finally:
             ex.lock.acquire()
             self.io_busy.difference_update(victims)
@@ -472,8 +477,18 @@ class MemoryManager:
         """Bring results back from disk for ``task``, about to run; the lock is released while
         reading. Results the I/O thread is already reading are waited for, not read twice.
         Their files stay as clean copies until the results are released. Once they are held,
-        the room ``task`` reserved for them is released."""
+        the room ``task`` reserved for them is released. Those only queued for the
+        read-ahead are taken from its queue and brought back here, rather than waited for
+        behind the one it is reading (a worker would sit idle while one thread makes every
+        block of a pass again)."""
         try:
+            for d in [d for d in ids if d in self.prefetching and d in self.prefetch]:
+                self.prefetch.remove(d)
+                record = self.disk.get(d)
+                self._done_prefetch(d, record)
+                if record is not None and task is not None:
+                    self.reading[task] = self.reading.get(task, 0) + record.room
+                    self.reserved += record.room
             self._read_back(ids)
         finally:
             if task is not None:
