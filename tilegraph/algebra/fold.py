@@ -20,11 +20,20 @@ Coord = tuple[int, ...]
 
 
 def combine_all(op: Callable) -> Callable:
-    """A task body folding its inputs with the binary ``op`` (a reduction step)."""
+    """A task body folding its inputs with the binary ``op`` (a reduction step). Where
+    ``op`` is a NumPy ufunc, the first combination makes a new array and the rest are
+    written into it (:func:`accumulate_into`), rather than one new block per input.
+
+    >>> a, b, c = np.ones(2), np.ones(2), np.ones(2)
+    >>> combine_all(np.add)(a, b, c).tolist(), a.tolist()  # the inputs are left alone
+    ([3.0, 3.0], [1.0, 1.0])
+    """
+    into = accumulate_into(op) if isinstance(op, np.ufunc) else None
+
     def combine(*parts: Any) -> Any:
         acc = parts[0]
-        for p in parts[1:]:
-            acc = op(acc, p)
+        for k, p in enumerate(parts[1:]):
+            acc = op(acc, p) if into is None or k == 0 else into(acc, p)
         return acc
 
     combine.__name__ = f"combine_{getattr(op, '__name__', 'op')}"
