@@ -285,6 +285,19 @@ def test_tiling_a_graph_without_sizes_changes_nothing():
     assert (tile_accumulations(g, prio, 1) == prio).all()
 
 
+def most_waiting(g, priority, made):
+    """The most tasks of ``made`` finished and not yet read by a consumer at once, the
+    tasks run one by one in ``priority`` order."""
+    waiting = most = 0
+    for i in np.argsort(priority).tolist():
+        if i in made:
+            waiting += 1
+            most = max(most, waiting)
+        waiting -= sum(1 for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()
+                       if d in made)
+    return most
+
+
 def test_consumers_completed_by_one_block_are_combined_group_by_group():
     # the anomalies against one climatology all become complete when it is numbered: each
     # group of them is combined before the next group is made, so at most two groups of
@@ -298,13 +311,7 @@ def test_consumers_completed_by_one_block_are_combined_group_by_group():
     names = g.meta["name"]
     anomalies = {i for i in range(len(g)) if names[i] == "reshape+subtract+mean-partial"}
     assert len(anomalies) == 40
-    waiting = most = 0
-    for i in np.argsort(pr).tolist():
-        if i in anomalies:
-            waiting += 1
-            most = max(most, waiting)
-        waiting -= sum(1 for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()
-                       if d in anomalies)
+    most = most_waiting(g, pr, anomalies)
     assert most <= 2 * 8 - 1  # split_every: 8
 
 
@@ -324,11 +331,5 @@ def test_consumers_completed_by_one_block_feed_their_accumulation_chains_as_they
     anomalies = {i for i in range(len(g)) if names[i] == "reshape+subtract+mean-partial"}
     assert len(anomalies) == groups
     assert sum(1 for k in kinds if k == "accumulate") >= groups - 2  # (chains, not a tree)
-    waiting = most = 0
-    for i in np.argsort(pr).tolist():
-        if i in anomalies:
-            waiting += 1
-            most = max(most, waiting)
-        waiting -= sum(1 for d in g.dep_idx[g.dep_ptr[i]:g.dep_ptr[i + 1]].tolist()
-                       if d in anomalies)
+    most = most_waiting(g, pr, anomalies)
     assert most <= 3

@@ -283,17 +283,24 @@ def _anomaly_mean(x, groups):
     return (r - r.mean(axis=0)).mean(axis=(0, 1))
 
 
+def _check_anomaly_mean(x, groups, limit):
+    """Run :func:`_anomaly_mean` of ``x`` under ``limit`` on two workers, check it against
+    NumPy's, and return the run's summary."""
+    got = _anomaly_mean(x, groups).compute(memory_limit=limit, workers=2)
+    run = tg.last_run()
+    rows, width = x.shape
+    xs = x.compute().astype(np.float64).reshape(rows // groups, groups, width)
+    np.testing.assert_allclose(got, (xs - xs.mean(axis=0)).mean(axis=(0, 1)),
+                               atol=1e-5 if x.dtype == np.float32 else 1e-12)
+    return run
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_array_anomaly_mean_remakes_through_the_reshape_and_spills_nothing(dtype):
     rows, width, groups = 96, 5000, 6  # one-row blocks; 16 reshaped blocks of 6 rows
     x = tg.random.random((rows, width), chunks=(1, width), seed=3, dtype=dtype)
-    block = groups * width * np.dtype(dtype).itemsize
-    limit = 12 * block
-    got = _anomaly_mean(x, groups).compute(memory_limit=limit, workers=2)
-    run = tg.last_run()
-    xs = x.compute().astype(np.float64).reshape(rows // groups, groups, width)
-    np.testing.assert_allclose(got, (xs - xs.mean(axis=0)).mean(axis=(0, 1)),
-                               atol=1e-5 if dtype == np.float32 else 1e-12)
+    limit = 12 * groups * width * np.dtype(dtype).itemsize
+    run = _check_anomaly_mean(x, groups, limit)
     # the input is needed twice (climatology, anomaly): its rows are dropped and made
     # again from their seeds, never written to disk
     assert run.spilled_bytes == 0 and run.unspilled_bytes == 0
@@ -319,13 +326,8 @@ def test_the_anomaly_means_partials_are_folded_as_they_arrive_not_spilled(dtype,
     # give back
     rows, groups = 600, 6
     x = tg.random.random((rows, width), chunks=(1, width), seed=5, dtype=dtype)
-    block = groups * width * np.dtype(dtype).itemsize
-    limit = 8 * block
-    got = _anomaly_mean(x, groups).compute(memory_limit=limit, workers=2)
-    run = tg.last_run()
-    xs = x.compute().astype(np.float64).reshape(rows // groups, groups, width)
-    np.testing.assert_allclose(got, (xs - xs.mean(axis=0)).mean(axis=(0, 1)),
-                               atol=1e-5 if dtype == np.float32 else 1e-12)
+    limit = 8 * groups * width * np.dtype(dtype).itemsize
+    run = _check_anomaly_mean(x, groups, limit)
     assert run.spilled_bytes == 0 and run.unspilled_bytes == 0
     assert run.remade.get("random", 0) > 0 and run.peak_bytes <= limit
 

@@ -161,15 +161,32 @@ def generated(graph: Any) -> bytearray:
     random blocks, constants: :data:`GENERATORS`) and literals: made again, its block is
     computed from the plan alone, with nothing read from outside the run that could have
     changed, so a remake need not be checked against a checksum of the block dropped (a
-    file, or an object declared repeatable, is still checked at every remake)."""
+    file, or an object declared repeatable, is still checked at every remake). A source
+    counts as a generator only when its function is tilegraph's or NumPy's: a function of
+    the user's given a generator's kind in a hand-built graph is still checked.
+
+    >>> import numpy as np
+    >>> from tilegraph.graph import GraphBuilder
+    >>> b = GraphBuilder()
+    >>> b.add("z", np.zeros, args=(3,), kind="creation")
+    >>> b.add("u", print, kind="creation")  # not a generator of tilegraph or NumPy
+    >>> list(generated(b.build()))
+    [1, 0]
+    """
     n = len(graph)
     kinds = graph.meta.get("kind") or [None] * n
     data = graph.remake_verdicts().data
     indeg = graph.in_degree().tolist()
     mask = bytearray(b"\x01") * n
     spoil(graph, mask, [i for i in range(n) if not indeg[i] and not data[i]
-                        and kinds[i] not in GENERATORS])
+                        and not (kinds[i] in GENERATORS and _ours(graph.funcs[i]))])
     return mask
+
+
+def _ours(func: Any) -> bool:
+    """Whether ``func`` is tilegraph's or NumPy's own."""
+    module = getattr(func, "__module__", None) or ""
+    return module == "numpy" or module.startswith(("numpy.", "tilegraph."))
 
 
 def remake_reason(graph: Any, i: int) -> str:

@@ -108,13 +108,7 @@ from tilegraph.runtime.preparation import (
     staging_tasks,
 )
 from tilegraph.runtime.spill import SpillStore
-from tilegraph.runtime.tiny import (
-    PARALLEL,
-    PARALLEL_TASK_TIME,
-    beside_long,
-    may_take,
-    worth_second,
-)
+from tilegraph.runtime.tiny import PARALLEL, PARALLEL_TASK_TIME, may_take
 from tilegraph.runtime.warning_site import enter as enter_site
 from tilegraph.runtime.warning_site import install as install_site_hook
 from tilegraph.runtime.warning_site import leave as leave_site
@@ -301,8 +295,7 @@ class Execution:
                 memory.start(i)
                 deps = dep_idx[dep_ptr[i] : dep_ptr[i + 1]]
                 self.running.add(i)
-                if ready and self._nidle and (worth_second(self, task_of[ready[0]])
-                                              or beside_long(self)):
+                if ready and self._nidle and may_take(self):
                     self._cond.notify()
                 if memory.disk and any(d not in results for d in deps):
                     try:

@@ -355,8 +355,8 @@ class MemoryManager:
         made again) and either they do not cover it (the task could not start anyway) or the
         running tasks and reads ahead give back at least as much when they end (the
         reservations beyond the results, the inputs read for the last time, the steps of a
-        remake). Writing partials a reduction waits on,
-        to read them back a moment later, is then the only thing the spill buys."""
+        remake). Writing partials a reduction waits on, to read them back a moment later,
+        is then all the spill buys."""
         if all(self.remakeable[v] for v in victims):
             return False
         if sum(self.sizes.get(v, 0) for v in victims) < deficit:
