@@ -59,12 +59,17 @@ class PeakRSS:
 
 def measure(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, int, Any]:
     """Best of ``repeat`` runs of ``fn``: (seconds, peak RSS growth in bytes, the last
-    result). Each run starts after a garbage collection; the result of the previous run is
-    dropped first."""
+    result). Each run starts after a garbage collection, with the heaps' free memory given
+    back to the system (else a block reused from memory freed earlier, which a run under a
+    memory limit keeps in the heaps, would not show as growth); the result of the previous
+    run is dropped first."""
+    from tilegraph.runtime.rss import give_back_freed_memory
+
     best_t, best_mem, result = math.inf, 0, None
     for i in range(repeat):
         result = None
         gc.collect()
+        give_back_freed_memory()
         with PeakRSS() as mem:
             t0 = time.perf_counter()
             result = fn()

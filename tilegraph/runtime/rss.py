@@ -117,9 +117,12 @@ class ResidentWatch:
                 give_back_freed_memory()
 
     def stop(self) -> None:
-        """Stop sampling (takes one last sample) and wait for the thread."""
+        """Stop sampling (takes one last sample), wait for the thread, and give the freed
+        memory the heaps keep back to the system: the blocks of a run reuse it while the
+        run lasts, but the process should not stay that large after it."""
         if not self._stop.is_set():
             self._stop.set()
             if self._thread is not threading.current_thread():
                 self._thread.join()
             self._on_sample(resident_bytes())
+            give_back_freed_memory()
